@@ -1,0 +1,91 @@
+// db_writer: the actor that owns the only write connection.
+//
+// Every write goes through it. It runs on its own thread (SQLite blocks) as a
+// blocking actor so that it controls how it waits: it drains its mailbox, runs
+// each request in its own SAVEPOINT, commits once for the whole batch, and only
+// then replies. A request that fails rolls back to its savepoint and doesn't
+// disturb the others. When the mailbox is empty it spins briefly before it
+// sleeps, because waking a sleeping thread costs more than a commit here.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/fwd.hpp>
+
+#include "ergon/actors/job_counters.hpp"
+#include "ergon/actors/reply.hpp"
+#include "ergon/clock.hpp"
+#include "ergon/job.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::actors {
+
+/// A request from a thread that blocks until the writer has committed.
+template <class Args, class V>
+struct local_call {
+  Args args;
+  reply_to<V> reply;
+};
+
+/// Jobs to insert; the writer assigns their ids.
+struct submit_args {
+  std::vector<job> jobs;
+};
+
+using submit_call = local_call<submit_args, result<std::vector<job_id>>>;
+using update_call = local_call<storage::update_pending_args, status>;
+using cancel_call = local_call<storage::cancel_pending_args, status>;
+
+/// Asks the writer to commit what it has, close the database and stop. The
+/// reply comes after the connection is closed.
+struct close_args {};
+using close_call = local_call<close_args, status>;
+
+/// What one commit changed in the set of pending jobs. Sent to the listener
+/// after every commit that changed something, in commit order.
+struct commit_feed {
+  std::vector<storage::job_key> added;    ///< new pending jobs
+  std::vector<storage::job_key> removed;  ///< pending jobs that left (cancelled)
+  std::vector<storage::key_change> changed;  ///< pending jobs whose key changed
+
+  bool empty() const noexcept {
+    return added.empty() && removed.empty() && changed.empty();
+  }
+};
+
+/// How to run the writer.
+struct db_writer_config {
+  /// The migrated write connection; the writer takes it over.
+  std::shared_ptr<storage::db> db;
+  std::shared_ptr<ergon::clock> clock;
+  std::shared_ptr<job_counters> counters;
+  /// Receives a commit_feed after each commit; may be empty.
+  caf::actor listener;
+  /// Most requests in one transaction.
+  size_t batch_limit = 1024;
+  /// Spin this long on an empty mailbox before sleeping.
+  std::chrono::microseconds idle_spin{50};
+  /// Payload size limit checked on every write; 0 means none.
+  size_t max_payload_bytes = 0;
+  /// The database's id tag (storage::read_meta).
+  uint32_t id_tag = 0;
+};
+
+/// Spawns the writer on its own thread. Stop it with a close_call; requests
+/// that arrive afterwards get `closed`.
+caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg);
+
+}  // namespace ergon::actors
+
+namespace caf {
+template <class Args, class V>
+struct allowed_unsafe_message_type<ergon::actors::local_call<Args, V>>
+    : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::commit_feed> : std::true_type {};
+}  // namespace caf

@@ -1,0 +1,91 @@
+// Shared pieces of the benchmark programs: timing, percentiles, RSS, output.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace ergon::bench {
+
+using steady = std::chrono::steady_clock;
+
+inline double seconds_since(steady::time_point t0) {
+  return std::chrono::duration<double>(steady::now() - t0).count();
+}
+
+/// Peak resident set size of this process in MiB (VmHWM).
+inline double peak_rss_mb() {
+  std::ifstream status{"/proc/self/status"};
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+/// The p-th percentile (0..100) of `samples`, which it sorts.
+inline double percentile(std::vector<double>& samples, double p) {
+  if (samples.empty())
+    return 0;
+  std::sort(samples.begin(), samples.end());
+  auto idx = static_cast<size_t>(p / 100.0 * static_cast<double>(samples.size() - 1) + 0.5);
+  return samples[std::min(idx, samples.size() - 1)];
+}
+
+/// One result line: printed as text, or as a JSON object with --json.
+struct line {
+  std::string workload;
+  double jobs_per_s = 0;
+  double p50_ms = -1;
+  double p99_ms = -1;
+  double rss_mb = 0;
+  std::string extra;  // free-form "key=value ..." for text output only
+
+  void print(bool json) const {
+    if (json) {
+      std::printf("{\"system\":\"ergon\",\"workload\":\"%s\",\"jobs_per_s\":%.0f", workload.c_str(),
+                  jobs_per_s);
+      if (p50_ms >= 0)
+        std::printf(",\"p50_ms\":%.3f,\"p99_ms\":%.3f", p50_ms, p99_ms);
+      std::printf(",\"rss_mb\":%.1f}\n", rss_mb);
+    } else {
+      std::printf("ergon %s jobs_per_s=%.0f", workload.c_str(), jobs_per_s);
+      if (p50_ms >= 0)
+        std::printf(" p50_ms=%.3f p99_ms=%.3f", p50_ms, p99_ms);
+      std::printf(" rss_mb=%.1f%s%s\n", rss_mb, extra.empty() ? "" : " ", extra.c_str());
+    }
+    std::fflush(stdout);
+  }
+};
+
+/// A fresh directory for one run's database, removed afterwards.
+class temp_dir {
+ public:
+  explicit temp_dir(const std::string& tag) {
+    path_ = std::filesystem::temp_directory_path()
+            / ("ergon-bench-" + tag + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// A payload of about 100 bytes, as benchmarks.md specifies.
+inline std::string payload_100() {
+  return std::string(100, 'x');
+}
+
+}  // namespace ergon::bench

@@ -1,0 +1,61 @@
+// job_builder: a fluent way to describe a job, checked by build().
+//
+//   auto job = ergon::job_builder("send_email")
+//                .payload(ergon::pack(email))   // see msgpack.hpp
+//                .priority(10)
+//                .max_retries(5)
+//                .timeout(std::chrono::seconds(30))
+//                .build();
+//   if (!job) { std::cerr << job.error().to_string() << '\n'; return; }
+//   auto id = queue.submit(*job);
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "ergon/job.hpp"
+
+namespace ergon {
+
+/// Collects a job's fields; `build()` validates them all.
+class job_builder {
+ public:
+  /// `type` selects the runner; it must be 1 to 256 bytes.
+  explicit job_builder(std::string type);
+
+  /// Opaque bytes for the runner.
+  job_builder& payload(std::string bytes);
+  /// A label for `queue::jobs_by_name`.
+  job_builder& name(std::string name);
+  /// The fairness group (tenant, endpoint, ...).
+  job_builder& group(std::string group);
+  /// Higher runs first; default 0.
+  job_builder& priority(int32_t priority);
+  /// Capacity taken on a worker, >= 1; default 1.
+  job_builder& weight(int32_t weight);
+  /// Absolute earliest start in ms since the epoch. Excludes `delay`.
+  job_builder& run_at(int64_t ms_since_epoch);
+  /// Earliest start relative to submission. Excludes `run_at`.
+  job_builder& delay(std::chrono::milliseconds d);
+  /// The job must start within `ttl` of its run_at, or it ends expired.
+  job_builder& ttl(std::chrono::milliseconds ttl);
+  /// Attempts after the first; default 3.
+  job_builder& max_retries(int32_t n);
+  /// Backoff between attempts (see backoff_policy); defaults 20 s, 2, 0.2.
+  job_builder& backoff(std::chrono::milliseconds initial, double multiplier = 2.0,
+                       double randomization = 0.2);
+  /// An attempt expires this long after it starts unless heartbeats extend
+  /// it; default 300 s.
+  job_builder& timeout(std::chrono::milliseconds t);
+  /// Each heartbeat extends expiry to at least now plus this; default 120 s.
+  job_builder& heartbeat_increment(std::chrono::milliseconds inc);
+
+  /// The job, or invalid_argument naming the first bad field.
+  result<job> build() const;
+
+ private:
+  job job_;
+};
+
+}  // namespace ergon

@@ -1,0 +1,98 @@
+// queue: a durable job queue in one SQLite file.
+//
+//   auto q = ergon::queue::open("jobs.db");
+//   if (!q) { std::cerr << q.error().to_string() << '\n'; return 1; }
+//   auto id = q->submit(*ergon::job_builder("resize").payload("img-42").build());
+//   auto info = q->job_info(*id);   // status, tries, attempts, payloads
+//   q->close();
+//
+// A job is durable once submit returns: it survives a crash of the process.
+// All methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ergon/error.hpp"
+#include "ergon/job.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/options.hpp"
+
+namespace caf {
+class actor_system;
+class actor_system_config;
+}  // namespace caf
+
+namespace ergon {
+
+/// A handle to an open queue. Move-only; the destructor closes it.
+class queue {
+ public:
+  /// Opens (creating if needed) the database at `path` and starts the queue in
+  /// an actor system of its own. Errors: read_only (file not writable),
+  /// corrupt (not an ergon database, or one from a newer ergon), io_error
+  /// (WAL unavailable, I/O failure), busy (locked by another process).
+  static result<queue> open(const std::string& path, options opts = {});
+
+  /// Same, but spawns the queue's actors in `sys`, which must outlive the
+  /// queue. Call `register_types` on its config first if workers in other
+  /// processes will connect.
+  static result<queue> open(caf::actor_system& sys, const std::string& path,
+                            options opts = {});
+
+  /// Adds ergon's message types to a config you build yourself.
+  static void register_types(caf::actor_system_config& cfg);
+
+  queue(queue&&) noexcept;
+  queue& operator=(queue&&) noexcept;
+  ~queue();
+
+  /// Submits one job and returns its id once it is committed to disk.
+  /// Errors: invalid_argument (names the field), storage_full, read_only,
+  /// busy, io_error, closed.
+  result<job_id> submit(job j);
+
+  /// Submits several jobs in one transaction: all are committed, or none is.
+  /// One invalid job fails the call with invalid_argument, and its message
+  /// gives the job's position. Returns ids in input order.
+  result<std::vector<job_id>> submit_batch(std::vector<job> jobs);
+
+  /// A snapshot of the job with its attempt history. Error: not_found.
+  result<ergon::job_info> job_info(const job_id& id) const;
+
+  /// Every job submitted with this name, oldest first; empty if none.
+  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name) const;
+
+  /// Number of jobs in each status, from counters kept current by every commit.
+  status_counts counts() const;
+
+  /// Changes fields of a pending job. Errors: invalid_argument, not_found,
+  /// job_running, job_finished. Nothing changes on error.
+  status update_pending(const job_id& id, const job_update& changes);
+
+  /// Cancels a pending job; it will never run. Errors: not_found,
+  /// job_running, job_finished.
+  status cancel_pending(const job_id& id);
+
+  /// Stops the queue: commits what was acknowledged, closes the database and,
+  /// if the queue owns its actor system, shuts it down. Later calls fail with
+  /// `closed`. Calling close twice is not an error.
+  status close(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  /// The clock this queue reads.
+  ergon::clock& clock() const;
+
+  /// The actor system the queue runs in.
+  caf::actor_system& system() const;
+
+  struct impl;
+
+ private:
+  explicit queue(std::unique_ptr<impl> p) noexcept;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace ergon

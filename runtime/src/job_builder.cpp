@@ -1,0 +1,76 @@
+#include "ergon/job_builder.hpp"
+
+namespace ergon {
+
+job_builder::job_builder(std::string type) {
+  job_.type = std::move(type);
+}
+
+job_builder& job_builder::payload(std::string bytes) {
+  job_.payload = std::move(bytes);
+  return *this;
+}
+
+job_builder& job_builder::name(std::string name) {
+  job_.name = std::move(name);
+  return *this;
+}
+
+job_builder& job_builder::group(std::string group) {
+  job_.group = std::move(group);
+  return *this;
+}
+
+job_builder& job_builder::priority(int32_t priority) {
+  job_.priority = priority;
+  return *this;
+}
+
+job_builder& job_builder::weight(int32_t weight) {
+  job_.weight = weight;
+  return *this;
+}
+
+job_builder& job_builder::run_at(int64_t ms_since_epoch) {
+  job_.run_at_ms = ms_since_epoch;
+  return *this;
+}
+
+job_builder& job_builder::delay(std::chrono::milliseconds d) {
+  job_.delay_ms = d.count();
+  return *this;
+}
+
+job_builder& job_builder::ttl(std::chrono::milliseconds ttl) {
+  job_.ttl_ms = ttl.count();
+  return *this;
+}
+
+job_builder& job_builder::max_retries(int32_t n) {
+  job_.max_retries = n;
+  return *this;
+}
+
+job_builder& job_builder::backoff(std::chrono::milliseconds initial, double multiplier,
+                                  double randomization) {
+  job_.backoff = backoff_policy{initial.count(), multiplier, randomization};
+  return *this;
+}
+
+job_builder& job_builder::timeout(std::chrono::milliseconds t) {
+  job_.timeout_ms = t.count();
+  return *this;
+}
+
+job_builder& job_builder::heartbeat_increment(std::chrono::milliseconds inc) {
+  job_.heartbeat_increment_ms = inc.count();
+  return *this;
+}
+
+result<job> job_builder::build() const {
+  if (auto st = validate(job_); !st)
+    return st;
+  return job_;
+}
+
+}  // namespace ergon

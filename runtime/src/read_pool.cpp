@@ -1,0 +1,39 @@
+#include "read_pool.hpp"
+
+namespace ergon::runtime {
+
+read_pool::read_pool(std::string path, storage::db_options opts, size_t max_idle)
+    : path_(std::move(path)), opts_(opts), max_idle_(max_idle) {
+  opts_.read_only = true;
+}
+
+result<read_pool::lease> read_pool::borrow() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (cleared_)
+      return status{error::closed, "the queue is closed"};
+    if (!idle_.empty()) {
+      auto d = std::move(idle_.back());
+      idle_.pop_back();
+      return lease{*this, std::move(d)};
+    }
+  }
+  auto d = storage::db::open(path_, opts_);
+  if (!d)
+    return d.error();
+  return lease{*this, std::move(*d)};
+}
+
+void read_pool::give_back(std::unique_ptr<storage::db> d) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (!cleared_ && idle_.size() < max_idle_)
+    idle_.push_back(std::move(d));
+}
+
+void read_pool::clear() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  cleared_ = true;
+  idle_.clear();
+}
+
+}  // namespace ergon::runtime

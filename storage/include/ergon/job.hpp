@@ -1,0 +1,73 @@
+// job: what you submit, and job_update: what you may change while it waits.
+//
+// Build a job with ergon::job_builder (job_builder.hpp), which validates each
+// field as you go; `queue::submit` validates again, so a hand-filled struct is
+// safe too.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ergon/error.hpp"
+#include "ergon/job_info.hpp"
+
+namespace ergon {
+
+/// Limits on field sizes, checked by `validate`.
+inline constexpr size_t max_type_bytes = 256;  ///< type, name and group
+inline constexpr int32_t max_weight = 1'000'000;
+inline constexpr int32_t max_retries_limit = 100'000;
+
+/// A job to submit. Defaults follow Effectum.
+struct job {
+  /// Which runner handles it. Required, 1 to 256 bytes.
+  std::string type;
+  /// Opaque bytes handed to the runner (see msgpack.hpp for typed payloads).
+  std::string payload;
+  /// Optional label for lookups with `queue::jobs_by_name`; need not be unique.
+  std::optional<std::string> name;
+  /// Optional fairness group (tenant, endpoint, ...).
+  std::optional<std::string> group;
+  /// Higher runs first.
+  int32_t priority = 0;
+  /// Capacity the job takes on a worker, 1 to max_weight.
+  int32_t weight = 1;
+  /// Earliest start, in ms since the epoch. Empty: now plus `delay_ms`.
+  std::optional<int64_t> run_at_ms;
+  /// Delay from submission when `run_at_ms` is empty; >= 0.
+  int64_t delay_ms = 0;
+  /// If set, the job must start within this many ms of its run_at, or it
+  /// ends `expired` without running.
+  std::optional<int64_t> ttl_ms;
+  /// Attempts after the first one, 0 to max_retries_limit.
+  int32_t max_retries = 3;
+  backoff_policy backoff;
+  /// An attempt fails as "expired" this long after it starts, unless
+  /// heartbeats extend it. > 0.
+  int64_t timeout_ms = 300'000;
+  /// Each heartbeat (and checkpoint) extends the expiry to at least now plus
+  /// this. > 0.
+  int64_t heartbeat_increment_ms = 120'000;
+};
+
+/// Changes to a pending job; empty fields stay as they are.
+struct job_update {
+  std::optional<int32_t> priority;
+  std::optional<int32_t> weight;
+  std::optional<int64_t> run_at_ms;
+  std::optional<std::string> payload;
+  std::optional<int32_t> max_retries;
+  std::optional<int64_t> timeout_ms;
+};
+
+/// Checks every field of `j`. On failure the status is `invalid_argument`
+/// and `field()` names the first bad field ("type", "weight", ...).
+/// `max_payload_bytes` of 0 skips the payload size check.
+status validate(const job& j, size_t max_payload_bytes = 0);
+
+/// Checks the fields set in `u` with the same rules as `validate(job)`.
+/// An update that changes nothing is invalid (field "update").
+status validate(const job_update& u, size_t max_payload_bytes = 0);
+
+}  // namespace ergon

@@ -1,0 +1,104 @@
+// job_info: what `queue::job_info` returns, a snapshot of one job and its
+// attempts. Also the job status and attempt outcome enums.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ergon/job_id.hpp"
+
+namespace ergon {
+
+/// Where a job is in its life. The numeric values are stored in the database
+/// and are frozen.
+enum class job_status : uint8_t {
+  pending = 0,    ///< waiting for its run_at, or for a free worker
+  running = 1,    ///< claimed by a worker; an attempt is in progress
+  succeeded = 2,  ///< an attempt completed
+  failed = 3,     ///< the last allowed attempt failed
+  cancelled = 4,  ///< cancelled while pending
+  expired = 5,    ///< its deadline passed before it could start
+};
+
+/// Number of job_status values; sizes per-status arrays.
+inline constexpr size_t job_status_count = 6;
+
+/// Returns "pending", "running", ...
+const char* to_string(job_status s) noexcept;
+
+/// True for succeeded, failed, cancelled and expired.
+inline bool is_final(job_status s) noexcept {
+  return s != job_status::pending && s != job_status::running;
+}
+
+/// How one attempt ended. Stored in the database: values are frozen.
+enum class attempt_outcome : uint8_t {
+  running = 0,          ///< still in progress (only ever the latest attempt)
+  succeeded = 1,        ///< the job code completed
+  failed = 2,           ///< the job code failed or threw; the message says why
+  expired = 3,          ///< timeout or heartbeat expiry; the message is "expired"
+  process_restart = 4,  ///< the process died mid-attempt; found at reopen
+};
+
+/// Returns "running", "succeeded", ...
+const char* to_string(attempt_outcome o) noexcept;
+
+/// One attempt at running a job.
+struct attempt_info {
+  int32_t try_number = 0;  ///< 1 for the first run
+  int64_t started_at_ms = 0;
+  std::optional<int64_t> finished_at_ms;  ///< empty while running
+  attempt_outcome outcome = attempt_outcome::running;
+  std::string message;  ///< failure text; empty on success
+};
+
+/// Exponential backoff between attempts:
+/// delay = initial * multiplier^(try-1) * (1 + U[0,1) * randomization).
+struct backoff_policy {
+  int64_t initial_ms = 20'000;
+  double multiplier = 2.0;
+  double randomization = 0.2;
+};
+
+/// A snapshot of a job.
+struct job_info {
+  job_id id;
+  std::string type;
+  std::optional<std::string> name;
+  std::optional<std::string> group;
+  job_status status = job_status::pending;
+  int32_t priority = 0;
+  int32_t weight = 1;
+  int64_t run_at_ms = 0;
+  /// The job must start before this time or it ends `expired`. Empty: no limit.
+  std::optional<int64_t> deadline_ms;
+  std::string payload;  ///< as submitted (or as last updated while pending)
+  /// The payload the next attempt receives, if the job checkpointed.
+  std::optional<std::string> checkpoint;
+  /// What the succeeding attempt passed to complete(), if anything.
+  std::optional<std::string> result;
+  int32_t tries = 0;  ///< attempts started so far
+  int32_t max_retries = 3;
+  backoff_policy backoff;
+  int64_t timeout_ms = 300'000;
+  int64_t heartbeat_increment_ms = 120'000;
+  int64_t added_at_ms = 0;
+  std::optional<int64_t> started_at_ms;   ///< start of the latest attempt
+  std::optional<int64_t> finished_at_ms;  ///< set once the status is final
+  std::optional<int64_t> expires_at_ms;   ///< while running: attempt expiry
+  std::vector<attempt_info> attempts;     ///< oldest first
+};
+
+/// Number of jobs per status, indexed by `static_cast<size_t>(job_status)`.
+struct status_counts {
+  std::array<int64_t, job_status_count> by_status{};
+  int64_t operator[](job_status s) const noexcept {
+    return by_status[static_cast<size_t>(s)];
+  }
+  int64_t total() const noexcept;
+};
+
+}  // namespace ergon

@@ -1,0 +1,138 @@
+// Every database operation ergon performs, one function each, each in its own
+// storage/src/<name>.cpp with its SQL as named constants at the top.
+//
+// Write operations assume the caller holds a transaction (db_writer wraps each
+// request in a SAVEPOINT) and never read a clock: `now_ms` is an argument.
+// A failed write returns an error and leaves rolling back to the caller.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ergon/error.hpp"
+#include "ergon/job.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/storage/db.hpp"
+
+namespace ergon::storage {
+
+/// What the dispatcher keeps in memory about a pending job.
+struct job_key {
+  int64_t row = 0;  ///< internal row id
+  std::string type;
+  std::string group;  ///< empty: no group
+  int32_t priority = 0;
+  int64_t run_at = 0;
+  int32_t weight = 1;
+  int64_t added_at = 0;  ///< start of the aging clock
+  std::optional<int64_t> deadline;
+};
+
+// -- submit ----------------------------------------------------------------------
+
+struct insert_jobs_args {
+  std::vector<job> jobs;
+  size_t max_payload_bytes = 0;  ///< 0: unlimited
+  uint32_t id_tag = 0;           ///< the database's tag (read_meta)
+};
+
+struct inserted_job {
+  job_id id;
+  job_key key;
+};
+
+/// Validates every job, then inserts them all as pending with fresh ids.
+/// All-or-nothing: a single invalid job fails the call with
+/// `invalid_argument` before anything is written. Returns the new jobs in
+/// input order.
+result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& args,
+                                              int64_t now_ms);
+
+// -- change a pending job ----------------------------------------------------------
+
+struct update_pending_args {
+  job_id id;
+  job_update changes;
+  size_t max_payload_bytes = 0;
+};
+
+struct key_change {
+  job_key before;
+  job_key after;
+};
+
+/// Applies `changes` to a pending job. Errors: invalid_argument, not_found,
+/// job_running, job_finished. Nothing changes on error.
+result<key_change> update_pending(db& d, const update_pending_args& args,
+                                  int64_t now_ms);
+
+struct cancel_pending_args {
+  job_id id;
+};
+
+/// Marks a pending job cancelled. Errors: not_found, job_running,
+/// job_finished. Returns the key the job had.
+result<job_key> cancel_pending(db& d, const cancel_pending_args& args,
+                               int64_t now_ms);
+
+// -- reads (any connection) --------------------------------------------------------
+
+/// The job with this id, with its attempts. Error: not_found.
+result<job_info> read_job(db& d, const job_id& id);
+
+/// Jobs with this name, oldest first (possibly none).
+result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name);
+
+/// Job counts per (type, status).
+struct type_status_count {
+  std::string type;
+  job_status status = job_status::pending;
+  int64_t count = 0;
+};
+result<std::vector<type_status_count>> count_jobs(db& d);
+
+/// Per-database values kept in the meta table.
+struct meta_values {
+  uint32_t id_tag = 0;
+  int64_t unfinished_low_mark = 0;
+};
+result<meta_values> read_meta(db& d);
+
+/// Jobs that are pending or running, found by scanning rows from the low
+/// mark up (no status index: see schema.cpp).
+struct unfinished_jobs {
+  std::vector<job_key> pending;
+  std::vector<job_key> running;
+  /// The lowest unfinished row id, or one past the highest row if none.
+  int64_t low_mark = 0;
+};
+result<unfinished_jobs> load_unfinished(db& d, int64_t from_row);
+
+/// Records that no unfinished job has a row id below `mark`. Write
+/// operation. Never lowers the stored mark.
+status raise_low_mark(db& d, int64_t mark);
+
+// -- transactions ------------------------------------------------------------------
+
+/// RAII SAVEPOINT: rolls back unless `release()` succeeds.
+class savepoint {
+ public:
+  explicit savepoint(db& d);
+  savepoint(const savepoint&) = delete;
+  savepoint& operator=(const savepoint&) = delete;
+  ~savepoint();
+  /// Whether the SAVEPOINT statement itself succeeded.
+  const status& begin_status() const noexcept { return begin_; }
+  /// Makes the changes part of the enclosing transaction.
+  status release();
+
+ private:
+  db& db_;
+  status begin_;
+  bool done_ = false;
+};
+
+}  // namespace ergon::storage

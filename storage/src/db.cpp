@@ -1,0 +1,271 @@
+#include "ergon/storage/db.hpp"
+
+#include <sqlite3.h>
+
+#include <string>
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* pragma_journal_wal = "PRAGMA journal_mode = WAL";
+constexpr const char* pragma_sync_normal = "PRAGMA synchronous = NORMAL";
+constexpr const char* pragma_sync_full = "PRAGMA synchronous = FULL";
+constexpr const char* pragma_foreign_keys = "PRAGMA foreign_keys = ON";
+constexpr const char* pragma_temp_store = "PRAGMA temp_store = MEMORY";
+constexpr const char* read_page_size = "PRAGMA page_size";
+
+std::string message_of(sqlite3* handle, int rc) {
+  if (handle != nullptr && sqlite3_errcode(handle) == rc)
+    return sqlite3_errmsg(handle);
+  return sqlite3_errstr(rc);
+}
+
+}  // namespace
+
+error error_from_sqlite(int rc) noexcept {
+  switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+      return error::none;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return error::busy;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return error::read_only;
+    case SQLITE_FULL:
+      return error::storage_full;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+      return error::io_error;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_SCHEMA:
+      return error::corrupt;
+    case SQLITE_CONSTRAINT:
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+      return error::invalid_argument;
+    default:
+      return error::internal;
+  }
+}
+
+// -- stmt ----------------------------------------------------------------------
+
+stmt::~stmt() {
+  sqlite3_finalize(s_);
+}
+
+void stmt::reset() {
+  sqlite3_reset(s_);
+  status_ = {};
+}
+
+void stmt::bind(int i, int64_t v) {
+  sqlite3_bind_int64(s_, i, v);
+}
+
+void stmt::bind(int i, double v) {
+  sqlite3_bind_double(s_, i, v);
+}
+
+void stmt::bind_text(int i, std::string_view v) {
+  sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+void stmt::bind_blob(int i, std::string_view v) {
+  // A zero-length blob, not NULL: payload columns are NOT NULL.
+  sqlite3_bind_blob(s_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
+                    SQLITE_TRANSIENT);
+}
+
+void stmt::bind_null(int i) {
+  sqlite3_bind_null(s_, i);
+}
+
+bool stmt::step() {
+  int rc = sqlite3_step(s_);
+  if (rc == SQLITE_ROW)
+    return true;
+  if (rc != SQLITE_DONE) {
+    auto handle = sqlite3_db_handle(s_);
+    status_ = status{error_from_sqlite(rc), message_of(handle, rc)};
+    sqlite3_reset(s_);
+  }
+  return false;
+}
+
+int64_t stmt::column_int(int i) const {
+  return sqlite3_column_int64(s_, i);
+}
+
+double stmt::column_double(int i) const {
+  return sqlite3_column_double(s_, i);
+}
+
+bool stmt::column_is_null(int i) const {
+  return sqlite3_column_type(s_, i) == SQLITE_NULL;
+}
+
+std::string stmt::column_text(int i) const {
+  auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
+  return p == nullptr ? std::string{}
+                      : std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, i)));
+}
+
+std::string stmt::column_blob(int i) const {
+  auto p = static_cast<const char*>(sqlite3_column_blob(s_, i));
+  return p == nullptr ? std::string{}
+                      : std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, i)));
+}
+
+std::optional<int64_t> stmt::column_opt_int(int i) const {
+  if (column_is_null(i))
+    return std::nullopt;
+  return column_int(i);
+}
+
+std::optional<std::string> stmt::column_opt_text(int i) const {
+  if (column_is_null(i))
+    return std::nullopt;
+  return column_text(i);
+}
+
+std::optional<std::string> stmt::column_opt_blob(int i) const {
+  if (column_is_null(i))
+    return std::nullopt;
+  return column_blob(i);
+}
+
+// -- db ------------------------------------------------------------------------
+
+db::db(sqlite3* handle, std::string path) noexcept
+    : db_(handle), path_(std::move(path)) {}
+
+db::~db() {
+  cache_.clear();
+  sqlite3_close(db_);
+}
+
+result<std::unique_ptr<db>> db::open(const std::string& path,
+                                     const db_options& opts) {
+  sqlite3* handle = nullptr;
+  int flags = SQLITE_OPEN_NOMUTEX
+              | (opts.read_only ? SQLITE_OPEN_READONLY
+                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    status st{error_from_sqlite(rc), path + ": " + message_of(handle, rc)};
+    sqlite3_close(handle);
+    return st;
+  }
+  std::unique_ptr<db> d{new db(handle, path)};
+  sqlite3_extended_result_codes(handle, 1);
+  sqlite3_busy_timeout(handle, static_cast<int>(opts.busy_timeout_ms));
+  // SQLite silently opens a write-protected file read-only; a writer must know.
+  if (!opts.read_only && sqlite3_db_readonly(handle, "main") == 1)
+    return status{error::read_only, path + ": the database file is not writable"};
+  bool in_memory = path == ":memory:";
+  if (!opts.read_only) {
+    auto mode = d->pragma_text(pragma_journal_wal);
+    if (!mode)
+      return mode.error();
+    // Effectum's "PRAGMA journal=wal" was silently ignored; read it back.
+    auto expected = in_memory ? "memory" : "wal";
+    if (*mode != expected)
+      return status{error::io_error, path + ": journal_mode reads back as '" + *mode
+                                       + "', expected 'wal'"};
+  }
+  for (auto sql : {opts.synchronous_full ? pragma_sync_full : pragma_sync_normal,
+                   pragma_foreign_keys, pragma_temp_store}) {
+    if (auto st = d->exec(sql); !st)
+      return st;
+  }
+  auto cache = "PRAGMA cache_size = -" + std::to_string(opts.cache_kib);
+  if (auto st = d->exec(cache.c_str()); !st)
+    return st;
+  if (opts.max_bytes > 0) {
+    auto page_size = d->pragma_text(read_page_size);
+    if (!page_size)
+      return page_size.error();
+    auto pages = opts.max_bytes / std::stoll(*page_size);
+    auto limit = "PRAGMA max_page_count = " + std::to_string(pages < 1 ? 1 : pages);
+    if (auto st = d->exec(limit.c_str()); !st)
+      return st;
+  }
+  return d;
+}
+
+result<stmt*> db::prepare(const char* sql) {
+  auto i = cache_.find(sql);
+  if (i != cache_.end()) {
+    i->second->reset();
+    sqlite3_clear_bindings(i->second->raw());
+    return i->second.get();
+  }
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+  if (rc != SQLITE_OK) {
+    auto code = error_from_sqlite(rc);
+    // A statement that doesn't compile is our bug, unless the file itself is
+    // the problem (corrupt, locked, unreadable).
+    if (code == error::invalid_argument)
+      code = error::internal;
+    return status{code, std::string{"preparing statement: "} + message_of(db_, rc)};
+  }
+  auto [pos, added] = cache_.emplace(sql, std::make_unique<stmt>(raw));
+  return pos->second.get();
+}
+
+status db::exec(const char* sql) {
+  char* msg = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &msg);
+  if (rc == SQLITE_OK)
+    return {};
+  std::string text = msg != nullptr ? msg : sqlite3_errstr(rc);
+  sqlite3_free(msg);
+  return {error_from_sqlite(rc), path_ + ": " + text};
+}
+
+status db::run(stmt& s) {
+  while (s.step()) {
+    // Drain rows; callers that want them use step() directly.
+  }
+  return s.step_status();
+}
+
+int64_t db::changes() const noexcept {
+  return sqlite3_changes(db_);
+}
+
+int64_t db::last_insert_rowid() const noexcept {
+  return sqlite3_last_insert_rowid(db_);
+}
+
+status db::error_status(int rc, std::string_view context) const {
+  return {error_from_sqlite(rc), std::string{context} + ": " + message_of(db_, rc)};
+}
+
+result<std::string> db::pragma_text(const char* sql) {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr);
+  if (rc != SQLITE_OK)
+    return error_status(rc, path_);
+  std::string value;
+  rc = sqlite3_step(raw);
+  if (rc == SQLITE_ROW) {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(raw, 0));
+    value = p != nullptr ? p : "";
+    rc = SQLITE_DONE;
+  }
+  sqlite3_finalize(raw);
+  if (rc != SQLITE_DONE)
+    return error_status(rc, path_);
+  return value;
+}
+
+}  // namespace ergon::storage

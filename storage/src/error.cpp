@@ -1,0 +1,74 @@
+#include "ergon/error.hpp"
+
+#include "ergon/job_info.hpp"
+
+namespace ergon {
+
+const char* to_string(error code) noexcept {
+  switch (code) {
+    case error::none: return "none";
+    case error::invalid_argument: return "invalid_argument";
+    case error::not_found: return "not_found";
+    case error::job_running: return "job_running";
+    case error::job_finished: return "job_finished";
+    case error::stale_attempt: return "stale_attempt";
+    case error::timeout: return "timeout";
+    case error::busy: return "busy";
+    case error::read_only: return "read_only";
+    case error::storage_full: return "storage_full";
+    case error::io_error: return "io_error";
+    case error::corrupt: return "corrupt";
+    case error::closed: return "closed";
+    case error::cancelled: return "cancelled";
+    case error::internal: return "internal";
+  }
+  return "unknown";
+}
+
+std::string status::to_string() const {
+  if (ok())
+    return "ok";
+  std::string out = ergon::to_string(code_);
+  if (!field_.empty())
+    out += " (" + field_ + ")";
+  if (!message_.empty())
+    out += ": " + message_;
+  return out;
+}
+
+status invalid_field(std::string field, std::string what) {
+  auto message = "field '" + field + "': " + what;
+  return {error::invalid_argument, std::move(message), std::move(field)};
+}
+
+const char* to_string(job_status s) noexcept {
+  switch (s) {
+    case job_status::pending: return "pending";
+    case job_status::running: return "running";
+    case job_status::succeeded: return "succeeded";
+    case job_status::failed: return "failed";
+    case job_status::cancelled: return "cancelled";
+    case job_status::expired: return "expired";
+  }
+  return "unknown";
+}
+
+const char* to_string(attempt_outcome o) noexcept {
+  switch (o) {
+    case attempt_outcome::running: return "running";
+    case attempt_outcome::succeeded: return "succeeded";
+    case attempt_outcome::failed: return "failed";
+    case attempt_outcome::expired: return "expired";
+    case attempt_outcome::process_restart: return "process_restart";
+  }
+  return "unknown";
+}
+
+int64_t status_counts::total() const noexcept {
+  int64_t sum = 0;
+  for (auto n : by_status)
+    sum += n;
+  return sum;
+}
+
+}  // namespace ergon

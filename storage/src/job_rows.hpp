@@ -1,0 +1,48 @@
+// Column lists and row readers shared by the operations that read jobs.
+// Internal to storage/.
+#pragma once
+
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::storage::rows {
+
+/// Columns read into a job_key, in the order `read_key` expects.
+#define ERGON_JOB_KEY_COLUMNS \
+  "id, type, group_key, priority, run_at, weight, added_at, deadline"
+
+/// Reads ERGON_JOB_KEY_COLUMNS starting at column `first`.
+job_key read_key(const stmt& s, int first = 0);
+
+/// Columns read into a job_info (without attempts), in `read_info` order.
+#define ERGON_JOB_INFO_COLUMNS                                                   \
+  "id, external_id, type, name, group_key, status, priority, weight, run_at, " \
+  "deadline, payload, checkpoint, result, current_try, max_retries, "          \
+  "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "  \
+  "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at"
+
+/// Reads ERGON_JOB_INFO_COLUMNS; returns the row id through `row`.
+job_info read_info(const stmt& s, int64_t& row);
+
+/// Fills `info.attempts` from the attempts table plus the running attempt.
+status read_attempts(db& d, int64_t row, job_info& info);
+
+/// The row id, status and key of the job with external id `id`.
+struct job_state {
+  int64_t row = 0;
+  job_status status = job_status::pending;
+  job_key key;
+};
+
+/// Looks a job up by external id. Error: not_found.
+result<job_state> find_job(db& d, const job_id& id);
+
+/// The error for an operation that needs a pending job but found `s`.
+status not_pending_error(const job_id& id, job_status s);
+
+/// Binds a job id as a 16-byte blob.
+void bind_id(stmt& s, int i, const job_id& id);
+
+/// Reads a 16-byte blob column as a job id.
+job_id column_id(const stmt& s, int i);
+
+}  // namespace ergon::storage::rows

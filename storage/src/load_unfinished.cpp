@@ -1,0 +1,43 @@
+#include "ergon/storage/operations.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// A rowid range scan from the low mark: finished history below it is never read.
+constexpr const char* select_unfinished =
+  "SELECT status, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
+  "WHERE id >= ?1 AND status IN (0, 1) ORDER BY id";
+
+constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
+
+}  // namespace
+
+result<unfinished_jobs> load_unfinished(db& d, int64_t from_row) {
+  auto prepared = d.prepare(select_unfinished);
+  if (!prepared)
+    return prepared.error();
+  auto& s = **prepared;
+  s.bind(1, from_row);
+  unfinished_jobs out;
+  while (s.step()) {
+    auto st = static_cast<job_status>(s.column_int(0));
+    auto key = rows::read_key(s, 1);
+    if (out.pending.empty() && out.running.empty())
+      out.low_mark = key.row;
+    (st == job_status::pending ? out.pending : out.running).push_back(std::move(key));
+  }
+  if (!s.step_status())
+    return s.step_status();
+  if (out.pending.empty() && out.running.empty()) {
+    auto max_row = d.prepare(select_max_row);
+    if (!max_row)
+      return max_row.error();
+    if (!(*max_row)->step())
+      return (*max_row)->step_status();
+    out.low_mark = (*max_row)->column_int(0) + 1;
+  }
+  return out;
+}
+
+}  // namespace ergon::storage

@@ -1,0 +1,44 @@
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* select_meta =
+  "SELECT key, value FROM meta WHERE key IN ('id_tag', 'unfinished_low_mark')";
+
+constexpr const char* update_low_mark =
+  "UPDATE meta SET value = max(value, ?1) WHERE key = 'unfinished_low_mark'";
+
+}  // namespace
+
+result<meta_values> read_meta(db& d) {
+  auto prepared = d.prepare(select_meta);
+  if (!prepared)
+    return prepared.error();
+  auto& s = **prepared;
+  meta_values out;
+  int found = 0;
+  while (s.step()) {
+    auto key = s.column_text(0);
+    if (key == "id_tag")
+      out.id_tag = static_cast<uint32_t>(s.column_int(1));
+    else
+      out.unfinished_low_mark = s.column_int(1);
+    ++found;
+  }
+  if (!s.step_status())
+    return s.step_status();
+  if (found != 2)
+    return status{error::corrupt, d.path() + ": the meta table is incomplete"};
+  return out;
+}
+
+status raise_low_mark(db& d, int64_t mark) {
+  auto prepared = d.prepare(update_low_mark);
+  if (!prepared)
+    return prepared.error();
+  (*prepared)->bind(1, mark);
+  return d.run(**prepared);
+}
+
+}  // namespace ergon::storage

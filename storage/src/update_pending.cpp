@@ -1,0 +1,56 @@
+#include "ergon/storage/operations.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// A new payload replaces any checkpoint: the next attempt should see it.
+constexpr const char* update_job =
+  "UPDATE jobs SET priority = coalesce(?2, priority), weight = coalesce(?3, weight), "
+  "run_at = coalesce(?4, run_at), payload = coalesce(?5, payload), "
+  "checkpoint = CASE WHEN ?5 IS NULL THEN checkpoint ELSE NULL END, "
+  "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "
+  "WHERE id = ?1 AND status = 0";
+
+}  // namespace
+
+result<key_change> update_pending(db& d, const update_pending_args& args, int64_t) {
+  if (auto st = validate(args.changes, args.max_payload_bytes); !st)
+    return st;
+  auto found = rows::find_job(d, args.id);
+  if (!found)
+    return found.error();
+  if (found->status != job_status::pending)
+    return rows::not_pending_error(args.id, found->status);
+  const auto& c = args.changes;
+  key_change change{found->key, found->key};
+  auto& after = change.after;
+  if (c.priority)
+    after.priority = *c.priority;
+  if (c.weight)
+    after.weight = *c.weight;
+  if (c.run_at_ms) {
+    if (after.deadline && *c.run_at_ms > *after.deadline)
+      return invalid_field("run_at", "is after the job's deadline ("
+                                       + std::to_string(*after.deadline) + ")");
+    after.run_at = *c.run_at_ms;
+  }
+  auto prepared = d.prepare(update_job);
+  if (!prepared)
+    return prepared.error();
+  auto& s = **prepared;
+  s.bind(1, found->row);
+  if (c.priority) s.bind(2, *c.priority);
+  if (c.weight) s.bind(3, *c.weight);
+  if (c.run_at_ms) s.bind(4, *c.run_at_ms);
+  if (c.payload) s.bind_blob(5, *c.payload);
+  if (c.max_retries) s.bind(6, *c.max_retries);
+  if (c.timeout_ms) s.bind(7, *c.timeout_ms);
+  if (auto st = d.run(s); !st)
+    return st;
+  if (d.changes() != 1)
+    return status{error::internal, "update_pending: job row changed underneath"};
+  return change;
+}
+
+}  // namespace ergon::storage
