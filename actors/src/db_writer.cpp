@@ -80,21 +80,41 @@ class writer {
       } else {
         run_cached(rollback_batch);
         open_ = false;
+        next_row_ = 0;
       }
       return r;
     }
     if (!begin_status_)
       return begin_status_;
-    storage::savepoint sp{*cfg_.db};
-    if (!sp.begin_status())
-      return sp.begin_status();
-    result<R> r = op();
-    if (!r)
-      return r;
-    if (auto st = sp.release(); !st)
-      return st;
-    publish(*r);
+    result<R> r = status{};
+    {
+      storage::savepoint sp{*cfg_.db};
+      if (!sp.begin_status())
+        return sp.begin_status();
+      r = op();
+      if (r)
+        if (auto st = sp.release(); !st)
+          r = st;
+    }
+    if (r)
+      publish(*r);
+    else if (!cfg_.db->in_transaction())
+      abort_batch(r.error());
     return r;
+  }
+
+  // SQLite rolled the whole transaction back (disk full, I/O error): the
+  // earlier requests of this batch are gone too, so they must not be
+  // acknowledged. They fail with the same error; later requests of the batch
+  // start a new transaction.
+  void abort_batch(const status& why) {
+    for (auto& reply : replies_)
+      reply(why);
+    replies_.clear();
+    counts_.clear();
+    feed_ = commit_feed{};
+    open_ = false;
+    next_row_ = 0;
   }
 
   status run_cached(const char* sql) {
@@ -116,12 +136,14 @@ class writer {
   void on_submit(submit_call& c) {
     auto now = cfg_.clock->now_ms();
     storage::insert_jobs_args args{std::move(c.args.jobs), cfg_.max_payload_bytes,
-                                   cfg_.id_tag};
+                                   cfg_.id_tag, next_row_};
     std::vector<job_id> ids;
     auto r = in_savepoint<std::vector<storage::inserted_job>>(
       [&] { return storage::insert_jobs(*cfg_.db, args, now); },
       [&](std::vector<storage::inserted_job>& jobs) {
         ids.reserve(jobs.size());
+        if (!jobs.empty())
+          next_row_ = jobs.back().key.row + 1;
         for (auto& j : jobs) {
           ids.push_back(j.id);
           counts_.add(j.key.type, job_status::pending);
@@ -173,11 +195,15 @@ class writer {
     counts_.clear();
     feed_ = commit_feed{};
     open_ = false;
+    next_row_ = 0;
     begin_status_ = {};
   }
 
   db_writer_config cfg_;
   bool open_ = false;  // a transaction is open
+  // Next free row id within the open transaction (0: unknown). Only valid
+  // while we hold the write lock, so it is forgotten at every commit.
+  int64_t next_row_ = 0;
   status begin_status_;
   std::vector<std::function<void(const status&)>> replies_;
   count_delta counts_;

@@ -238,6 +238,10 @@ status db::run(stmt& s) {
   return s.step_status();
 }
 
+bool db::in_transaction() const noexcept {
+  return sqlite3_get_autocommit(db_) == 0;
+}
+
 int64_t db::changes() const noexcept {
   return sqlite3_changes(db_);
 }

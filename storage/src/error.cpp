@@ -1,5 +1,7 @@
 #include "ergon/error.hpp"
 
+#include <ostream>
+
 #include "ergon/job_info.hpp"
 
 namespace ergon {
@@ -29,8 +31,6 @@ std::string status::to_string() const {
   if (ok())
     return "ok";
   std::string out = ergon::to_string(code_);
-  if (!field_.empty())
-    out += " (" + field_ + ")";
   if (!message_.empty())
     out += ": " + message_;
   return out;
@@ -62,6 +62,26 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::process_restart: return "process_restart";
   }
   return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, error code) {
+  return out << to_string(code);
+}
+
+std::ostream& operator<<(std::ostream& out, const status& st) {
+  return out << st.to_string();
+}
+
+std::ostream& operator<<(std::ostream& out, job_status s) {
+  return out << to_string(s);
+}
+
+std::ostream& operator<<(std::ostream& out, attempt_outcome o) {
+  return out << to_string(o);
+}
+
+std::ostream& operator<<(std::ostream& out, const job_id& id) {
+  return out << id.to_string();
 }
 
 int64_t status_counts::total() const noexcept {

@@ -34,13 +34,16 @@ result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& arg
   for (size_t i = 0; i < args.jobs.size(); ++i)
     if (auto st = validate(args.jobs[i], args.max_payload_bytes); !st)
       return in_batch(std::move(st), i, args.jobs.size());
-  auto max_row = d.prepare(select_max_row);
-  if (!max_row)
-    return max_row.error();
-  if (!(*max_row)->step())
-    return (*max_row)->step_status();
-  int64_t next_row = (*max_row)->column_int(0) + 1;
-  (*max_row)->reset();
+  int64_t next_row = args.next_row;
+  if (next_row == 0) {
+    auto max_row = d.prepare(select_max_row);
+    if (!max_row)
+      return max_row.error();
+    if (!(*max_row)->step())
+      return (*max_row)->step_status();
+    next_row = (*max_row)->column_int(0) + 1;
+    (*max_row)->reset();
+  }
   if (next_row + static_cast<int64_t>(args.jobs.size()) > max_row_id)
     return status{error::storage_full, "the database has used up its job id space"};
   auto prepared = d.prepare(insert_job);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <utility>
 #include <variant>
@@ -65,6 +66,7 @@ enum class error : uint8_t {
 
 /// Returns the code's name, e.g. "invalid_argument".
 const char* to_string(error code) noexcept;
+std::ostream& operator<<(std::ostream& out, error code);
 
 /// The outcome of an operation: ok, or an error code with a message and, for
 /// `invalid_argument`, the name of the offending field.
@@ -89,7 +91,7 @@ class status {
   /// For `invalid_argument`: the field at fault, e.g. "weight". Otherwise empty.
   const std::string& field() const noexcept { return field_; }
 
-  /// "ok", or "<code>: <message>".
+  /// "ok", or "<code>: <message>" (the message names the field, if any).
   std::string to_string() const;
 
  private:
@@ -97,6 +99,8 @@ class status {
   std::string message_;
   std::string field_;
 };
+
+std::ostream& operator<<(std::ostream& out, const status& st);
 
 /// Shorthand for `status(error::invalid_argument, ...)` naming `field`.
 status invalid_field(std::string field, std::string what);

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <string>
 
 #include "ergon/error.hpp"
@@ -48,6 +49,8 @@ class job_id {
  private:
   bytes_type bytes_;
 };
+
+std::ostream& operator<<(std::ostream& out, const job_id& id);
 
 }  // namespace ergon
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ inline constexpr size_t job_status_count = 6;
 
 /// Returns "pending", "running", ...
 const char* to_string(job_status s) noexcept;
+std::ostream& operator<<(std::ostream& out, job_status s);
 
 /// True for succeeded, failed, cancelled and expired.
 inline bool is_final(job_status s) noexcept {
@@ -45,6 +47,7 @@ enum class attempt_outcome : uint8_t {
 
 /// Returns "running", "succeeded", ...
 const char* to_string(attempt_outcome o) noexcept;
+std::ostream& operator<<(std::ostream& out, attempt_outcome o);
 
 /// One attempt at running a job.
 struct attempt_info {

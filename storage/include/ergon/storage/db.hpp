@@ -109,6 +109,11 @@ class db {
   /// Steps `s` to completion, discarding rows; returns the first error.
   status run(stmt& s);
 
+  /// Whether a transaction is open. SQLite may roll back a whole transaction
+  /// on its own after SQLITE_FULL, IOERR, BUSY or NOMEM; callers that batch
+  /// requests check this after every failure.
+  bool in_transaction() const noexcept;
+
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t changes() const noexcept;
   int64_t last_insert_rowid() const noexcept;

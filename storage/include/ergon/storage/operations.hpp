@@ -31,12 +31,26 @@ struct job_key {
   std::optional<int64_t> deadline;
 };
 
+/// Dispatch order: higher priority first, then earlier run_at, then lower row
+/// id (which is submission order). The tie-break is explicit so no index or
+/// container order decides it.
+inline bool runs_before(const job_key& a, const job_key& b) noexcept {
+  if (a.priority != b.priority)
+    return a.priority > b.priority;
+  if (a.run_at != b.run_at)
+    return a.run_at < b.run_at;
+  return a.row < b.row;
+}
+
 // -- submit ----------------------------------------------------------------------
 
 struct insert_jobs_args {
   std::vector<job> jobs;
   size_t max_payload_bytes = 0;  ///< 0: unlimited
   uint32_t id_tag = 0;           ///< the database's tag (read_meta)
+  /// First free row id if the caller knows it (it holds the write lock and
+  /// inserted last); 0 makes the operation read max(id) itself.
+  int64_t next_row = 0;
 };
 
 struct inserted_job {
@@ -77,6 +91,41 @@ struct cancel_pending_args {
 /// job_finished. Returns the key the job had.
 result<job_key> cancel_pending(db& d, const cancel_pending_args& args,
                                int64_t now_ms);
+
+// -- run -------------------------------------------------------------------------------
+
+/// One job the dispatcher wants to start, with the attempt token it chose.
+struct claim_request {
+  int64_t row = 0;
+  int64_t token = 0;
+};
+
+struct claim_jobs_args {
+  std::vector<claim_request> claims;
+};
+
+/// A job that is now running: what a worker needs to run it.
+struct claimed_job {
+  job_key key;
+  job_id id;
+  int64_t token = 0;
+  int32_t try_number = 0;  ///< 1 for the first attempt
+  std::string payload;     ///< the checkpoint if there is one, else the payload
+  int64_t expires_at = 0;
+  int64_t timeout_ms = 0;
+  int64_t heartbeat_increment_ms = 0;
+};
+
+struct claim_jobs_result {
+  std::vector<claimed_job> claimed;
+  /// Rows that were no longer pending and due (cancelled, updated to a later
+  /// run_at, or already claimed). Not an error.
+  std::vector<int64_t> missed;
+};
+
+/// Marks each requested job running: try + 1, the attempt token, started_at
+/// and expires_at = now + timeout. Only jobs still pending and due are taken.
+result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms);
 
 // -- reads (any connection) --------------------------------------------------------
 

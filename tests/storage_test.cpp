@@ -1,0 +1,387 @@
+// Storage layer: schema, migrations, pragmas and each operation on a real
+// SQLite file, without actors.
+#define BOOST_TEST_MODULE storage
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/operations.hpp"
+#include "ergon/storage/schema.hpp"
+#include "support/test_support.hpp"
+
+using namespace ergon;
+using namespace ergon::storage;
+using ergon::test::sqlite_probe;
+using ergon::test::temp_dir;
+
+namespace {
+
+constexpr int64_t t0 = 1'700'000'000'000;
+
+std::unique_ptr<db> open_migrated(const std::string& path) {
+  auto d = db::open(path, db_options{});
+  BOOST_REQUIRE_MESSAGE(d.has_value(), d.error().to_string());
+  auto st = migrate(**d);
+  BOOST_REQUIRE_MESSAGE(st.ok(), st.to_string());
+  return std::move(*d);
+}
+
+job simple_job(std::string type = "t", int32_t priority = 0) {
+  job j;
+  j.type = std::move(type);
+  j.payload = "p";
+  j.priority = priority;
+  return j;
+}
+
+// Inserts inside a transaction, as db_writer does.
+std::vector<inserted_job> insert(db& d, std::vector<job> jobs, int64_t now = t0,
+                                 uint32_t tag = 7) {
+  BOOST_REQUIRE(d.exec("BEGIN").ok());
+  auto r = insert_jobs(d, insert_jobs_args{std::move(jobs), 0, tag}, now);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+  BOOST_REQUIRE(d.exec("COMMIT").ok());
+  return std::move(*r);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(schema)
+
+BOOST_AUTO_TEST_CASE(migrating_an_empty_file_creates_the_current_schema) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  sqlite_probe probe{dir.file("q.db")};
+  BOOST_TEST(probe.number("PRAGMA user_version") == current_schema_version());
+  BOOST_TEST(probe.number("SELECT count(*) FROM sqlite_master WHERE name IN "
+                          "('jobs', 'attempts', 'meta')") == 3);
+  auto meta = read_meta(*d);
+  BOOST_REQUIRE(meta.has_value());
+  BOOST_TEST(meta->unfinished_low_mark == 0);
+  BOOST_TEST(meta->id_tag < (1u << 30));
+}
+
+BOOST_AUTO_TEST_CASE(reopening_keeps_jobs_and_migrating_again_changes_nothing) {
+  temp_dir dir;
+  job_id id;
+  uint32_t tag = 0;
+  {
+    auto d = open_migrated(dir.file("q.db"));
+    tag = read_meta(*d)->id_tag;
+    auto j = simple_job("keep");
+    j.payload = std::string("\0\1binary", 8);
+    j.name = "named";
+    id = insert(*d, {j}, t0, tag).front().id;
+  }
+  std::string before = sqlite_probe{dir.file("q.db")}.dump();
+  auto d = open_migrated(dir.file("q.db"));
+  BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+  BOOST_TEST(read_meta(*d)->id_tag == tag);
+  auto info = read_job(*d, id);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->type == "keep");
+  BOOST_TEST(info->payload == std::string("\0\1binary", 8));
+  BOOST_TEST(info->name.value_or("") == "named");
+  BOOST_TEST(info->status == job_status::pending);
+}
+
+BOOST_AUTO_TEST_CASE(a_file_from_a_newer_ergon_is_refused) {
+  temp_dir dir;
+  open_migrated(dir.file("q.db"));
+  sqlite_probe{dir.file("q.db"), true}.exec("PRAGMA user_version = 999");
+  auto d = db::open(dir.file("q.db"), db_options{});
+  BOOST_REQUIRE(d.has_value());
+  auto st = migrate(**d);
+  BOOST_TEST(st.code() == error::corrupt);
+  BOOST_TEST(st.message().find("999") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_database_is_refused) {
+  temp_dir dir;
+  std::ofstream{dir.file("junk.db")} << std::string(8192, 'x');
+  auto d = db::open(dir.file("junk.db"), db_options{});
+  BOOST_REQUIRE(!d.has_value());
+  BOOST_TEST(d.error().code() == error::corrupt);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pragmas)
+
+BOOST_AUTO_TEST_CASE(journal_mode_reads_back_as_wal) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  BOOST_TEST(sqlite_probe{dir.file("q.db")}.text("PRAGMA journal_mode") == "wal");
+  BOOST_TEST(*d->pragma_text("PRAGMA synchronous") == "1");  // NORMAL
+  BOOST_TEST(*d->pragma_text("PRAGMA foreign_keys") == "1");
+}
+
+BOOST_AUTO_TEST_CASE(synchronous_full_is_an_option) {
+  temp_dir dir;
+  db_options opts;
+  opts.synchronous_full = true;
+  auto d = db::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE(d.has_value());
+  BOOST_TEST(*(*d)->pragma_text("PRAGMA synchronous") == "2");  // FULL
+}
+
+BOOST_AUTO_TEST_CASE(opening_fails_when_wal_does_not_take) {
+  // SQLite keeps temporary databases (empty path) out of WAL and answers
+  // "delete": the read-back must catch it.
+  auto d = db::open("", db_options{});
+  BOOST_REQUIRE(!d.has_value());
+  BOOST_TEST(d.error().code() == error::io_error);
+  BOOST_TEST(d.error().message().find("expected 'wal'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(job_ids)
+
+BOOST_AUTO_TEST_CASE(ids_are_uuidv7_and_carry_the_row) {
+  auto id = make_job_id(t0, 0x2aaaaaaa, 12345);
+  auto text = id.to_string();
+  BOOST_TEST(text.size() == 36u);
+  BOOST_TEST(text[14] == '7');  // version
+  BOOST_TEST((text[19] == '8' || text[19] == '9' || text[19] == 'a' || text[19] == 'b'));
+  BOOST_TEST(id.timestamp_ms() == t0);
+  BOOST_TEST(row_of(id).value_or(0) == 12345);
+  auto parsed = job_id::parse(text);
+  BOOST_REQUIRE(parsed.has_value());
+  BOOST_TEST((*parsed == id));
+}
+
+BOOST_AUTO_TEST_CASE(ids_sort_by_time_then_row) {
+  auto a = make_job_id(t0, 5, 9);
+  auto b = make_job_id(t0, 5, 10);
+  auto c = make_job_id(t0 + 1, 5, 1);
+  BOOST_TEST((a < b));
+  BOOST_TEST((b < c));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_ids_are_rejected_naming_the_field) {
+  for (const char* bad : {"", "not-a-uuid", "0190163d-8694-739b-aea5-966c26f8ad9",
+                          "0190163d-8694-739b-aea5-966c26f8ad9g",
+                          "0190163d+8694-739b-aea5-966c26f8ad91"}) {
+    auto r = job_id::parse(bad);
+    BOOST_TEST(!r.has_value());
+    BOOST_TEST(r.error().code() == error::invalid_argument);
+    BOOST_TEST(r.error().field() == "id");
+  }
+  // A well-formed UUID that ergon never made (version 4) holds no row.
+  auto v4 = job_id::parse("9b2f3c4d-1e2f-4a5b-8c6d-7e8f9a0b1c2d");
+  BOOST_REQUIRE(v4.has_value());
+  BOOST_TEST(!row_of(*v4).has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(insert_jobs_op)
+
+BOOST_AUTO_TEST_CASE(inserts_in_order_with_fresh_rows) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job("a"), simple_job("b")});
+  BOOST_REQUIRE(rows.size() == 2u);
+  BOOST_TEST(rows[0].key.type == "a");
+  BOOST_TEST(rows[1].key.row == rows[0].key.row + 1);
+  BOOST_TEST(rows[0].key.run_at == t0);
+  BOOST_TEST(rows[0].key.added_at == t0);
+}
+
+BOOST_AUTO_TEST_CASE(run_at_delay_and_ttl_resolve_against_now) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto delayed = simple_job();
+  delayed.delay_ms = 500;
+  delayed.ttl_ms = 100;
+  auto fixed = simple_job();
+  fixed.run_at_ms = t0 + 9;
+  auto rows = insert(*d, {delayed, fixed});
+  BOOST_TEST(rows[0].key.run_at == t0 + 500);
+  BOOST_TEST(rows[0].key.deadline.value_or(0) == t0 + 600);
+  BOOST_TEST(rows[1].key.run_at == t0 + 9);
+  BOOST_TEST(!rows[1].key.deadline.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(one_invalid_job_fails_the_whole_call_and_writes_nothing) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  insert(*d, {simple_job("existing")});
+  auto before = sqlite_probe{dir.file("q.db")}.dump();
+  auto bad = simple_job();
+  bad.weight = 0;
+  BOOST_REQUIRE(d->exec("BEGIN").ok());
+  auto r = insert_jobs(*d, insert_jobs_args{{simple_job(), bad, simple_job()}, 0, 1}, t0);
+  BOOST_REQUIRE(d->exec("COMMIT").ok());
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().code() == error::invalid_argument);
+  BOOST_TEST(r.error().field() == "weight");
+  BOOST_TEST(r.error().message().find("job 1 of 3") != std::string::npos);
+  BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+}
+
+BOOST_AUTO_TEST_CASE(payload_limit_is_enforced) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto big = simple_job();
+  big.payload.assign(11, 'x');
+  auto r = insert_jobs(*d, insert_jobs_args{{big}, 10, 1}, t0);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().field() == "payload");
+  BOOST_TEST(sqlite_probe{dir.file("q.db")}.number("SELECT count(*) FROM jobs") == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(update_and_cancel_ops)
+
+BOOST_AUTO_TEST_CASE(update_changes_only_its_own_row) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job("a"), simple_job("b")});
+  job_update u;
+  u.priority = 9;
+  u.payload = "new";
+  auto r = update_pending(*d, update_pending_args{rows[0].id, u, 0}, t0);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+  BOOST_TEST(r->before.priority == 0);
+  BOOST_TEST(r->after.priority == 9);
+  BOOST_TEST(read_job(*d, rows[0].id)->payload == "new");
+  BOOST_TEST(read_job(*d, rows[1].id)->priority == 0);
+  BOOST_TEST(read_job(*d, rows[1].id)->payload == "p");
+}
+
+BOOST_AUTO_TEST_CASE(update_and_cancel_report_each_error_distinctly) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job("a"), simple_job("b"), simple_job("c")});
+  // running: claimed by a worker
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].key.row, 77}}}, t0).has_value());
+  // finished: cancelled
+  BOOST_REQUIRE(cancel_pending(*d, cancel_pending_args{rows[2].id}, t0).has_value());
+  job_update u;
+  u.priority = 1;
+  auto unknown = make_job_id(t0, 1, 999);
+  struct expectation {
+    job_id id;
+    error code;
+  };
+  for (auto& e : {expectation{unknown, error::not_found},
+                  expectation{rows[1].id, error::job_running},
+                  expectation{rows[2].id, error::job_finished}}) {
+    auto before = sqlite_probe{dir.file("q.db")}.dump();
+    BOOST_TEST(update_pending(*d, update_pending_args{e.id, u, 0}, t0).error().code() == e.code);
+    BOOST_TEST(cancel_pending(*d, cancel_pending_args{e.id}, t0).error().code() == e.code);
+    BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_id_from_another_database_is_not_found) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job()}, t0, 1);
+  // Same row and time, different tag: must not address our row.
+  auto foreign = make_job_id(t0, 2, rows[0].key.row);
+  BOOST_TEST(read_job(*d, foreign).error().code() == error::not_found);
+  BOOST_TEST(cancel_pending(*d, cancel_pending_args{foreign}, t0).error().code()
+             == error::not_found);
+}
+
+BOOST_AUTO_TEST_CASE(update_rejects_a_run_at_past_the_deadline) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto j = simple_job();
+  j.ttl_ms = 1'000;
+  auto rows = insert(*d, {j});
+  job_update u;
+  u.run_at_ms = t0 + 5'000;
+  auto r = update_pending(*d, update_pending_args{rows[0].id, u, 0}, t0);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().field() == "run_at");
+}
+
+BOOST_AUTO_TEST_CASE(cancel_marks_the_job_cancelled) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job()});
+  auto key = cancel_pending(*d, cancel_pending_args{rows[0].id}, t0 + 5);
+  BOOST_REQUIRE(key.has_value());
+  BOOST_TEST(key->row == rows[0].key.row);
+  auto info = read_job(*d, rows[0].id);
+  BOOST_TEST(info->status == job_status::cancelled);
+  BOOST_TEST(info->finished_at_ms.value_or(0) == t0 + 5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ordering)
+
+BOOST_AUTO_TEST_CASE(ties_break_by_priority_desc_then_run_at_then_row) {
+  auto key = [](int64_t row, int32_t prio, int64_t run_at) {
+    job_key k;
+    k.row = row;
+    k.priority = prio;
+    k.run_at = run_at;
+    return k;
+  };
+  std::vector<job_key> keys{key(5, 0, 100), key(4, 0, 100), key(3, 1, 500),
+                            key(2, 0, 50), key(1, -1, 0), key(6, 1, 500)};
+  std::sort(keys.begin(), keys.end(), runs_before);
+  std::vector<int64_t> order;
+  for (auto& k : keys)
+    order.push_back(k.row);
+  // priority 1 (rows 3, 6: same run_at, so row order), then priority 0 by
+  // run_at (row 2 at 50, then rows 4 and 5 tied at 100), then priority -1.
+  BOOST_TEST(order == (std::vector<int64_t>{3, 6, 2, 4, 5, 1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(claim_and_load)
+
+BOOST_AUTO_TEST_CASE(claim_takes_only_pending_due_jobs) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto later = simple_job();
+  later.delay_ms = 1'000;
+  auto rows = insert(*d, {simple_job(), later});
+  auto r = claim_jobs(*d, claim_jobs_args{{{rows[0].key.row, 11}, {rows[1].key.row, 12}}}, t0);
+  BOOST_REQUIRE(r.has_value());
+  BOOST_REQUIRE(r->claimed.size() == 1u);
+  BOOST_TEST(r->claimed[0].try_number == 1);
+  BOOST_TEST(r->claimed[0].token == 11);
+  BOOST_TEST(r->claimed[0].expires_at == t0 + 300'000);
+  BOOST_TEST(r->missed == (std::vector<int64_t>{rows[1].key.row}), boost::test_tools::per_element());
+  // A second claim of the same job misses: it is running.
+  auto again = claim_jobs(*d, claim_jobs_args{{{rows[0].key.row, 13}}}, t0);
+  BOOST_TEST(again->claimed.empty());
+}
+
+BOOST_AUTO_TEST_CASE(load_unfinished_scans_from_the_low_mark) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job("a"), simple_job("b"), simple_job("c")});
+  BOOST_REQUIRE(cancel_pending(*d, cancel_pending_args{rows[0].id}, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].key.row, 1}}}, t0).has_value());
+  auto all = load_unfinished(*d, 0);
+  BOOST_REQUIRE(all.has_value());
+  BOOST_TEST(all->low_mark == rows[1].key.row);
+  BOOST_REQUIRE(all->running.size() == 1u);
+  BOOST_REQUIRE(all->pending.size() == 1u);
+  BOOST_TEST(all->pending[0].type == "c");
+  BOOST_REQUIRE(raise_low_mark(*d, all->low_mark).ok());
+  BOOST_TEST(read_meta(*d)->unfinished_low_mark == rows[1].key.row);
+  // The mark never goes down.
+  BOOST_REQUIRE(raise_low_mark(*d, 1).ok());
+  BOOST_TEST(read_meta(*d)->unfinished_low_mark == rows[1].key.row);
+  // From above the last row there is nothing; the mark is one past the end.
+  auto none = load_unfinished(*d, rows[2].key.row + 1);
+  BOOST_TEST(none->pending.empty());
+  BOOST_TEST(none->low_mark == rows[2].key.row + 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,108 @@
+// A child process started by a test, with pipes to its stdin and stdout.
+// Tests end only children they started, by PID.
+#pragma once
+
+#include <csignal>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace ergon::test {
+
+class child_process {
+ public:
+  explicit child_process(std::vector<std::string> argv) {
+    int in[2];
+    int out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0)
+      throw std::runtime_error("pipe failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, in[1]);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in[0]);
+    ::close(out[1]);
+    if (rc != 0)
+      throw std::runtime_error("posix_spawn " + argv[0] + " failed");
+    to_child_ = in[1];
+    from_child_ = ::fdopen(out[0], "r");
+  }
+
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  ~child_process() {
+    if (to_child_ >= 0)
+      ::close(to_child_);
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (from_child_ != nullptr)
+      ::fclose(from_child_);
+  }
+
+  /// Blocks until the child writes a line; returns it without the newline,
+  /// or "" at end of file.
+  std::string read_line() {
+    std::string line;
+    for (int c = std::fgetc(from_child_); c != EOF && c != '\n'; c = std::fgetc(from_child_))
+      line.push_back(static_cast<char>(c));
+    return line;
+  }
+
+  /// Reads lines until one equals `expected`; false at end of file.
+  bool wait_for_line(const std::string& expected) {
+    for (;;) {
+      auto line = read_line();
+      if (line == expected)
+        return true;
+      if (line.empty() && std::feof(from_child_))
+        return false;
+    }
+  }
+
+  /// Closes the child's stdin (many helpers exit on EOF).
+  void close_stdin() {
+    if (to_child_ >= 0) {
+      ::close(to_child_);
+      to_child_ = -1;
+    }
+  }
+
+  /// Sends `sig` to this child only.
+  void signal(int sig) { ::kill(pid_, sig); }
+
+  /// Waits for the child to end; returns its wait status.
+  int wait() {
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    reaped_ = true;
+    return st;
+  }
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1;
+  FILE* from_child_ = nullptr;
+  bool reaped_ = false;
+};
+
+}  // namespace ergon::test

@@ -1,0 +1,141 @@
+// Helpers shared by the test executables: temporary directories, a raw
+// SQLite connection for checking what is on disk, and file attribute tricks
+// for storage-failure tests.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+namespace ergon::test {
+
+/// A fresh directory, removed with everything in it when the test ends.
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string pattern =
+      (std::filesystem::temp_directory_path() / "ergon-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// A plain SQLite connection to inspect a database file independently of
+/// ergon's own connections.
+class sqlite_probe {
+ public:
+  explicit sqlite_probe(const std::string& path, bool writable = false) {
+    int flags = writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK)
+      throw std::runtime_error("probe: cannot open " + path);
+    sqlite3_busy_timeout(db_, 5'000);
+  }
+  sqlite_probe(const sqlite_probe&) = delete;
+  sqlite_probe& operator=(const sqlite_probe&) = delete;
+  ~sqlite_probe() { sqlite3_close(db_); }
+
+  /// The first column of the first row as text ("" if there is none).
+  std::string text(const std::string& sql) const {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+      throw std::runtime_error("probe: " + std::string{sqlite3_errmsg(db_)});
+    std::string out;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && sqlite3_column_text(s, 0) != nullptr)
+      out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      std::string msg = sqlite3_errmsg(db_);
+      sqlite3_finalize(s);
+      throw std::runtime_error("probe: " + msg);
+    }
+    sqlite3_finalize(s);
+    return out;
+  }
+
+  int64_t number(const std::string& sql) const { return std::stoll(text(sql)); }
+
+  /// Runs statements, throwing on error.
+  void exec(const std::string& sql) const {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err != nullptr ? err : "?";
+      sqlite3_free(err);
+      throw std::runtime_error("probe: " + msg);
+    }
+  }
+
+  /// Every row of jobs and attempts as one string, to prove "unchanged".
+  std::string dump() const {
+    return text("SELECT coalesce(group_concat(r, '|'), '') FROM ("
+                "SELECT id || ',' || hex(external_id) || ',' || type || ',' || status || ','"
+                " || priority || ',' || weight || ',' || run_at || ',' || hex(payload)"
+                " || ',' || current_try AS r FROM jobs ORDER BY id)")
+           + "#"
+           + text("SELECT coalesce(group_concat(r, '|'), '') FROM ("
+                  "SELECT job_id || ',' || try || ',' || outcome AS r FROM attempts "
+                  "ORDER BY job_id, try)");
+  }
+
+  sqlite3* raw() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+/// Sets or clears the immutable attribute (chattr +i). Root ignores file
+/// modes, so this is how tests make a file unwritable for everyone. Returns
+/// false where the file system or privileges don't allow it.
+inline bool set_immutable(const std::string& path, bool on) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  if (fd < 0)
+    return false;
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (ok) {
+    flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  }
+  ::close(fd);
+  return ok;
+}
+
+/// Makes `path` unwritable for this process: mode 0444, plus the immutable
+/// attribute when running as root. Returns false if neither took effect.
+inline bool make_unwritable(const std::string& path) {
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read
+                                       | std::filesystem::perms::group_read
+                                       | std::filesystem::perms::others_read);
+  if (::access(path.c_str(), W_OK) != 0)
+    return true;
+  return set_immutable(path, true);
+}
+
+/// Undoes make_unwritable so the temp dir can be removed.
+inline void make_writable(const std::string& path) {
+  set_immutable(path, false);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read
+                                       | std::filesystem::perms::owner_write);
+}
+
+}  // namespace ergon::test
