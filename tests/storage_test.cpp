@@ -38,7 +38,7 @@ job simple_job(std::string type = "t", int32_t priority = 0) {
 }
 
 // Inserts inside a transaction, as db_writer does.
-std::vector<inserted_job> insert(db& d, std::vector<job> jobs, int64_t now = t0,
+std::vector<job_key> insert(db& d, std::vector<job> jobs, int64_t now = t0,
                                  uint32_t tag = 7) {
   BOOST_REQUIRE(d.exec("BEGIN").ok());
   auto r = insert_jobs(d, insert_jobs_args{std::move(jobs), 0, tag}, now);
@@ -186,10 +186,10 @@ BOOST_AUTO_TEST_CASE(inserts_in_order_with_fresh_rows) {
   auto d = open_migrated(dir.file("q.db"));
   auto rows = insert(*d, {simple_job("a"), simple_job("b")});
   BOOST_REQUIRE(rows.size() == 2u);
-  BOOST_TEST(rows[0].key.type == "a");
-  BOOST_TEST(rows[1].key.row == rows[0].key.row + 1);
-  BOOST_TEST(rows[0].key.run_at == t0);
-  BOOST_TEST(rows[0].key.added_at == t0);
+  BOOST_TEST(rows[0].type == "a");
+  BOOST_TEST(rows[1].row == rows[0].row + 1);
+  BOOST_TEST(rows[0].run_at == t0);
+  BOOST_TEST(rows[0].added_at == t0);
 }
 
 BOOST_AUTO_TEST_CASE(run_at_delay_and_ttl_resolve_against_now) {
@@ -201,10 +201,10 @@ BOOST_AUTO_TEST_CASE(run_at_delay_and_ttl_resolve_against_now) {
   auto fixed = simple_job();
   fixed.run_at_ms = t0 + 9;
   auto rows = insert(*d, {delayed, fixed});
-  BOOST_TEST(rows[0].key.run_at == t0 + 500);
-  BOOST_TEST(rows[0].key.deadline.value_or(0) == t0 + 600);
-  BOOST_TEST(rows[1].key.run_at == t0 + 9);
-  BOOST_TEST(!rows[1].key.deadline.has_value());
+  BOOST_TEST(rows[0].run_at == t0 + 500);
+  BOOST_TEST(rows[0].deadline.value_or(0) == t0 + 600);
+  BOOST_TEST(rows[1].run_at == t0 + 9);
+  BOOST_TEST(!rows[1].deadline.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(one_invalid_job_fails_the_whole_call_and_writes_nothing) {
@@ -260,7 +260,7 @@ BOOST_AUTO_TEST_CASE(update_and_cancel_report_each_error_distinctly) {
   auto d = open_migrated(dir.file("q.db"));
   auto rows = insert(*d, {simple_job("a"), simple_job("b"), simple_job("c")});
   // running: claimed by a worker
-  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].key.row, 77}}}, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].row, 77}}}, t0).has_value());
   // finished: cancelled
   BOOST_REQUIRE(cancel_pending(*d, cancel_pending_args{rows[2].id}, t0).has_value());
   job_update u;
@@ -285,7 +285,7 @@ BOOST_AUTO_TEST_CASE(an_id_from_another_database_is_not_found) {
   auto d = open_migrated(dir.file("q.db"));
   auto rows = insert(*d, {simple_job()}, t0, 1);
   // Same row and time, different tag: must not address our row.
-  auto foreign = make_job_id(t0, 2, rows[0].key.row);
+  auto foreign = make_job_id(t0, 2, rows[0].row);
   BOOST_TEST(read_job(*d, foreign).error().code() == error::not_found);
   BOOST_TEST(cancel_pending(*d, cancel_pending_args{foreign}, t0).error().code()
              == error::not_found);
@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(cancel_marks_the_job_cancelled) {
   auto rows = insert(*d, {simple_job()});
   auto key = cancel_pending(*d, cancel_pending_args{rows[0].id}, t0 + 5);
   BOOST_REQUIRE(key.has_value());
-  BOOST_TEST(key->row == rows[0].key.row);
+  BOOST_TEST(key->row == rows[0].row);
   auto info = read_job(*d, rows[0].id);
   BOOST_TEST(info->status == job_status::cancelled);
   BOOST_TEST(info->finished_at_ms.value_or(0) == t0 + 5);
@@ -349,15 +349,15 @@ BOOST_AUTO_TEST_CASE(claim_takes_only_pending_due_jobs) {
   auto later = simple_job();
   later.delay_ms = 1'000;
   auto rows = insert(*d, {simple_job(), later});
-  auto r = claim_jobs(*d, claim_jobs_args{{{rows[0].key.row, 11}, {rows[1].key.row, 12}}}, t0);
+  auto r = claim_jobs(*d, claim_jobs_args{{{rows[0].row, 11}, {rows[1].row, 12}}}, t0);
   BOOST_REQUIRE(r.has_value());
   BOOST_REQUIRE(r->claimed.size() == 1u);
   BOOST_TEST(r->claimed[0].try_number == 1);
   BOOST_TEST(r->claimed[0].token == 11);
   BOOST_TEST(r->claimed[0].expires_at == t0 + 300'000);
-  BOOST_TEST(r->missed == (std::vector<int64_t>{rows[1].key.row}), boost::test_tools::per_element());
+  BOOST_TEST(r->missed == (std::vector<int64_t>{rows[1].row}), boost::test_tools::per_element());
   // A second claim of the same job misses: it is running.
-  auto again = claim_jobs(*d, claim_jobs_args{{{rows[0].key.row, 13}}}, t0);
+  auto again = claim_jobs(*d, claim_jobs_args{{{rows[0].row, 13}}}, t0);
   BOOST_TEST(again->claimed.empty());
 }
 
@@ -366,22 +366,22 @@ BOOST_AUTO_TEST_CASE(load_unfinished_scans_from_the_low_mark) {
   auto d = open_migrated(dir.file("q.db"));
   auto rows = insert(*d, {simple_job("a"), simple_job("b"), simple_job("c")});
   BOOST_REQUIRE(cancel_pending(*d, cancel_pending_args{rows[0].id}, t0).has_value());
-  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].key.row, 1}}}, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].row, 1}}}, t0).has_value());
   auto all = load_unfinished(*d, 0);
   BOOST_REQUIRE(all.has_value());
-  BOOST_TEST(all->low_mark == rows[1].key.row);
+  BOOST_TEST(all->low_mark == rows[1].row);
   BOOST_REQUIRE(all->running.size() == 1u);
   BOOST_REQUIRE(all->pending.size() == 1u);
   BOOST_TEST(all->pending[0].type == "c");
   BOOST_REQUIRE(raise_low_mark(*d, all->low_mark).ok());
-  BOOST_TEST(read_meta(*d)->unfinished_low_mark == rows[1].key.row);
+  BOOST_TEST(read_meta(*d)->unfinished_low_mark == rows[1].row);
   // The mark never goes down.
   BOOST_REQUIRE(raise_low_mark(*d, 1).ok());
-  BOOST_TEST(read_meta(*d)->unfinished_low_mark == rows[1].key.row);
+  BOOST_TEST(read_meta(*d)->unfinished_low_mark == rows[1].row);
   // From above the last row there is nothing; the mark is one past the end.
-  auto none = load_unfinished(*d, rows[2].key.row + 1);
+  auto none = load_unfinished(*d, rows[2].row + 1);
   BOOST_TEST(none->pending.empty());
-  BOOST_TEST(none->low_mark == rows[2].key.row + 1);
+  BOOST_TEST(none->low_mark == rows[2].row + 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

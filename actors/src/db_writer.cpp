@@ -4,12 +4,14 @@
 #include <caf/behavior.hpp>
 #include <caf/blocking_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/response_promise.hpp>
 #include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 
 #include <functional>
-#include <thread>
+#include <random>
 
+#include "ergon/actors/protocol.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -18,11 +20,12 @@ constexpr const char* begin_batch = "BEGIN IMMEDIATE";
 constexpr const char* commit_batch = "COMMIT";
 constexpr const char* rollback_batch = "ROLLBACK";
 
-// One transaction's worth of requests: their deferred replies and what they
-// changed, all published only if COMMIT succeeds.
+// One transaction's worth of requests: what they changed and what each of
+// them is told, all published only once COMMIT succeeded.
 class writer {
  public:
-  explicit writer(db_writer_config cfg) : cfg_(std::move(cfg)) {}
+  explicit writer(db_writer_config cfg)
+      : cfg_(std::move(cfg)), rng_(std::random_device{}()) {}
 
   void run(caf::blocking_actor* self) {
     bool stopping = false;
@@ -31,6 +34,12 @@ class writer {
       [&](submit_call& c) { on_submit(c); },
       [&](update_call& c) { on_update(c); },
       [&](cancel_call& c) { on_cancel(c); },
+      [&](claim_batch& c) { on_claim(c); },
+      [&](expire_batch& e) { on_expire(e); },
+      [&](expire_pending_batch& e) { on_expire_pending(e); },
+      [&](report_outcomes& r) { on_outcomes(self, r); },
+      [&](extend_attempt& e) { on_extend(self, e); },
+      [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
       [&](close_call& c) {
         stopping = true;
         on_closed.push_back(std::move(c.reply));
@@ -43,7 +52,7 @@ class writer {
       // The self-flush: everything already queued joins this commit.
       for (size_t n = 1; n < cfg_.batch_limit && !stopping && !self->mailbox().empty(); ++n)
         self->receive(bhvr);
-      finish_batch(self);
+      finish_batch();
     }
     // Close the connection before acknowledging, so a caller may reopen the
     // file at once.
@@ -68,7 +77,7 @@ class writer {
   // the whole transaction back instead, which saves two statements for the
   // common single-request batch.
   template <class R, class Op, class Publish>
-  result<R> in_savepoint(Op&& op, Publish&& publish) {
+  result<R> in_request(Op&& op, Publish&& publish) {
     if (!open_) {
       begin_status_ = run_cached(begin_batch);
       open_ = true;
@@ -86,7 +95,7 @@ class writer {
     }
     if (!begin_status_)
       return begin_status_;
-    result<R> r = status{};
+    result<R> r = status{error::internal, "request not run"};
     {
       storage::savepoint sp{*cfg_.db};
       if (!sp.begin_status())
@@ -108,9 +117,9 @@ class writer {
   // acknowledged. They fail with the same error; later requests of the batch
   // start a new transaction.
   void abort_batch(const status& why) {
-    for (auto& reply : replies_)
-      reply(why);
-    replies_.clear();
+    for (auto& f : after_commit_)
+      f(why);
+    after_commit_.clear();
     counts_.clear();
     feed_ = commit_feed{};
     open_ = false;
@@ -122,59 +131,203 @@ class writer {
     return s ? cfg_.db->run(**s) : s.error();
   }
 
-  template <class V>
-  void reply_after_commit(const reply_to<V>& to, V value) {
-    replies_.emplace_back(
-      [to, value = std::move(value)](const status& commit) mutable {
-        if (commit)
-          to.deliver(std::move(value));
-        else
-          to.deliver(V{commit});
-      });
+  // Registers what to do once the batch's fate is known: `f` gets the commit
+  // status (ok, or why the transaction was lost).
+  void after_commit(std::function<void(const status&)> f) {
+    after_commit_.push_back(std::move(f));
   }
+
+  // A blocking caller's reply: the request's own result if it committed.
+  template <class V>
+  void reply_after_commit(reply_to<V> to, V value) {
+    after_commit([to = std::move(to), value = std::move(value)](const status& commit) mutable {
+      if (commit)
+        to.deliver(std::move(value));
+      else
+        to.deliver(V{commit});
+    });
+  }
+
+  // Tells the dispatcher that one of its requests did not commit.
+  void fail_to_listener(write_failed msg) {
+    if (cfg_.listener)
+      caf::anon_send(cfg_.listener, std::move(msg));
+  }
+
+  double random() { return std::uniform_real_distribution<double>{0.0, 1.0}(rng_); }
+
+  // -- requests from the queue facade ----------------------------------------------
 
   void on_submit(submit_call& c) {
     auto now = cfg_.clock->now_ms();
     storage::insert_jobs_args args{std::move(c.args.jobs), cfg_.max_payload_bytes,
                                    cfg_.id_tag, next_row_};
     std::vector<job_id> ids;
-    auto r = in_savepoint<std::vector<storage::inserted_job>>(
+    auto r = in_request<std::vector<storage::job_key>>(
       [&] { return storage::insert_jobs(*cfg_.db, args, now); },
-      [&](std::vector<storage::inserted_job>& jobs) {
-        ids.reserve(jobs.size());
-        if (!jobs.empty())
-          next_row_ = jobs.back().key.row + 1;
-        for (auto& j : jobs) {
-          ids.push_back(j.id);
-          counts_.add(j.key.type, job_status::pending);
-          feed_.added.push_back(std::move(j.key));
+      [&](std::vector<storage::job_key>& keys) {
+        ids.reserve(keys.size());
+        if (!keys.empty())
+          next_row_ = keys.back().row + 1;
+        for (auto& k : keys) {
+          ids.push_back(k.id);
+          counts_.add(k.type, job_status::pending);
+          feed_.added.push_back(std::move(k));
         }
       });
     if (r)
-      reply_after_commit(c.reply, result<std::vector<job_id>>{std::move(ids)});
+      reply_after_commit(std::move(c.reply), result<std::vector<job_id>>{std::move(ids)});
     else
-      reply_after_commit(c.reply, result<std::vector<job_id>>{r.error()});
+      reply_after_commit(std::move(c.reply), result<std::vector<job_id>>{r.error()});
   }
 
   void on_update(update_call& c) {
     c.args.max_payload_bytes = cfg_.max_payload_bytes;
-    auto r = in_savepoint<storage::key_change>(
+    auto r = in_request<storage::key_change>(
       [&] { return storage::update_pending(*cfg_.db, c.args, cfg_.clock->now_ms()); },
       [&](storage::key_change& change) { feed_.changed.push_back(std::move(change)); });
-    reply_after_commit(c.reply, r.error());
+    reply_after_commit(std::move(c.reply), r.error());
   }
 
   void on_cancel(cancel_call& c) {
-    auto r = in_savepoint<storage::job_key>(
+    auto r = in_request<storage::job_key>(
       [&] { return storage::cancel_pending(*cfg_.db, c.args, cfg_.clock->now_ms()); },
       [&](storage::job_key& key) {
         counts_.move(key.type, job_status::pending, job_status::cancelled);
-        feed_.removed.push_back(std::move(key));
+        feed_.cancelled.push_back(std::move(key));
       });
-    reply_after_commit(c.reply, r.error());
+    reply_after_commit(std::move(c.reply), r.error());
   }
 
-  void finish_batch(caf::blocking_actor* self) {
+  // -- requests from the dispatcher -----------------------------------------------------
+
+  void on_claim(claim_batch& c) {
+    storage::claim_jobs_args args{std::move(c.claims)};
+    auto r = in_request<storage::claim_jobs_result>(
+      [&] { return storage::claim_jobs(*cfg_.db, args, cfg_.clock->now_ms()); },
+      [&](storage::claim_jobs_result& claimed) {
+        for (auto& j : claimed.claimed)
+          counts_.move(j.key.type, job_status::pending, job_status::running);
+        feed_.claims.push_back({c.worker_id, std::move(claimed.claimed),
+                                std::move(claimed.missed)});
+      });
+    std::vector<int64_t> rows;
+    for (auto& claim : args.claims)
+      rows.push_back(claim.row);
+    after_commit([this, ok = r.has_value(), err = r.error(), wid = c.worker_id,
+                  rows = std::move(rows)](const status& commit) mutable {
+      if (!ok || !commit)
+        fail_to_listener({wid, std::move(rows), {}, {}, ok ? commit : err});
+    });
+  }
+
+  void on_expire(expire_batch& e) {
+    auto now = cfg_.clock->now_ms();
+    for (auto& a : e.attempts)
+      a.random = random();
+    auto r = in_request<bool>(
+      [&]() -> result<bool> {
+        for (auto& a : e.attempts) {
+          auto x = storage::expire_attempt(*cfg_.db, a, now);
+          if (!x)
+            return x.error();
+          pending_expiries_.push_back(std::move(*x));
+          pending_expiry_tokens_.push_back(a.token);
+        }
+        return true;
+      },
+      [&](bool) {
+        for (size_t i = 0; i < pending_expiries_.size(); ++i) {
+          auto& x = pending_expiries_[i];
+          if (x.what == storage::expire_attempt_result::expired) {
+            counts_.move(x.ended.type, job_status::running, x.ended.status);
+            feed_.ended.push_back(std::move(x.ended));
+          } else if (x.what == storage::expire_attempt_result::still_running) {
+            feed_.extended.push_back({e.attempts[i].row, pending_expiry_tokens_[i],
+                                      x.expires_at, false});
+          }
+        }
+      });
+    pending_expiries_.clear();
+    pending_expiry_tokens_.clear();
+    after_commit([this, ok = r.has_value(), err = r.error(),
+                  attempts = std::move(e.attempts)](const status& commit) mutable {
+      if (!ok || !commit)
+        fail_to_listener({0, {}, std::move(attempts), {}, ok ? commit : err});
+    });
+  }
+
+  void on_expire_pending(expire_pending_batch& e) {
+    storage::expire_pending_args args{std::move(e.rows)};
+    auto r = in_request<std::vector<storage::job_key>>(
+      [&] { return storage::expire_pending(*cfg_.db, args, cfg_.clock->now_ms()); },
+      [&](std::vector<storage::job_key>& keys) {
+        for (auto& k : keys) {
+          counts_.move(k.type, job_status::pending, job_status::expired);
+          feed_.expired.push_back(std::move(k));
+        }
+      });
+    after_commit([this, ok = r.has_value(), err = r.error(),
+                  rows = std::move(args.rows)](const status& commit) mutable {
+      if (!ok || !commit)
+        fail_to_listener({0, {}, {}, std::move(rows), ok ? commit : err});
+    });
+  }
+
+  // -- requests from workers (serializable; answered after commit) ---------------------
+
+  void on_outcomes(caf::blocking_actor* self, report_outcomes& msg) {
+    auto rp = self->make_response_promise();
+    storage::finish_attempts_args args;
+    args.reports.reserve(msg.reports.size());
+    for (auto& r : msg.reports) {
+      args.reports.push_back({r.row, r.token, r.succeeded, std::move(r.text)});
+      args.randoms.push_back(random());
+    }
+    args.max_result_bytes = cfg_.max_payload_bytes;
+    auto n = args.reports.size();
+    auto r = in_request<storage::finish_attempts_result>(
+      [&] { return storage::finish_attempts(*cfg_.db, args, cfg_.clock->now_ms()); },
+      [&](storage::finish_attempts_result& done) {
+        for (auto& end : done.ended) {
+          counts_.move(end.type, job_status::running, end.status);
+          feed_.ended.push_back(std::move(end));
+        }
+      });
+    std::vector<wire_status> statuses;
+    if (r)
+      for (auto& st : r->statuses)
+        statuses.push_back(to_wire(st));
+    else
+      statuses.assign(n, to_wire(r.error()));
+    after_commit([rp, statuses = std::move(statuses)](const status& commit) mutable {
+      if (!commit)
+        statuses.assign(statuses.size(), to_wire(commit));
+      rp.deliver(outcome_replies{std::move(statuses)});
+    });
+  }
+
+  void on_extend(caf::blocking_actor* self, extend_attempt& msg) {
+    auto rp = self->make_response_promise();
+    storage::heartbeat_args args{msg.row, msg.token, std::nullopt, cfg_.max_payload_bytes};
+    if (msg.has_checkpoint)
+      args.checkpoint = std::move(msg.checkpoint);
+    auto r = in_request<int64_t>(
+      [&] { return storage::heartbeat(*cfg_.db, args, cfg_.clock->now_ms()); },
+      [&](int64_t expires_at) {
+        feed_.extended.push_back({msg.row, msg.token, expires_at, true});
+      });
+    extend_reply reply{to_wire(r.error()), r ? *r : 0};
+    after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
+      if (!commit)
+        reply = extend_reply{to_wire(commit), 0};
+      rp.deliver(std::move(reply));
+    });
+  }
+
+  // -- commit -------------------------------------------------------------------------
+
+  void finish_batch() {
     status commit;
     if (open_ && begin_status_) {
       commit = run_cached(commit_batch);
@@ -187,11 +340,11 @@ class writer {
       if (!counts_.empty())
         cfg_.counters->apply(counts_);
       if (cfg_.listener && !feed_.empty())
-        self->send(cfg_.listener, std::move(feed_));
+        caf::anon_send(cfg_.listener, std::move(feed_));
     }
-    for (auto& reply : replies_)
-      reply(commit);
-    replies_.clear();
+    for (auto& f : after_commit_)
+      f(commit);
+    after_commit_.clear();
     counts_.clear();
     feed_ = commit_feed{};
     open_ = false;
@@ -200,14 +353,18 @@ class writer {
   }
 
   db_writer_config cfg_;
+  std::mt19937_64 rng_;
   bool open_ = false;  // a transaction is open
   // Next free row id within the open transaction (0: unknown). Only valid
   // while we hold the write lock, so it is forgotten at every commit.
   int64_t next_row_ = 0;
   status begin_status_;
-  std::vector<std::function<void(const status&)>> replies_;
+  std::vector<std::function<void(const status&)>> after_commit_;
   count_delta counts_;
   commit_feed feed_;
+  // Scratch for on_expire, kept to reuse capacity.
+  std::vector<storage::expire_attempt_result> pending_expiries_;
+  std::vector<int64_t> pending_expiry_tokens_;
 };
 
 }  // namespace

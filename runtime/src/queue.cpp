@@ -1,16 +1,61 @@
 #include "ergon/queue.hpp"
 
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
 #include <atomic>
+#include <mutex>
+#include <random>
 
 #include "ergon/actors/db_writer.hpp"
+#include "ergon/actors/dispatcher.hpp"
+#include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/worker.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"
 
 namespace ergon {
+
+// -- worker ------------------------------------------------------------------------------
+
+struct worker::impl {
+  actors::worker_actor actor;
+  std::mutex mtx;
+  bool stopped = false;
+
+  status stop(std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (stopped)
+      return {};
+    stopped = true;
+    auto [to, from] = actors::make_reply<status>();
+    caf::anon_send(actor, actors::stop_worker{std::move(to)});
+    auto done = from.wait_for(timeout);
+    if (done)
+      return *done;
+    caf::anon_send(actor, actors::abandon_atom::value);
+    return {error::timeout, "running jobs did not finish within "
+                              + std::to_string(timeout.count()) + " ms"};
+  }
+};
+
+worker::worker(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+worker::worker(worker&&) noexcept = default;
+worker& worker::operator=(worker&&) noexcept = default;
+
+worker::~worker() {
+  if (impl_)
+    impl_->stop(std::chrono::seconds(30));
+}
+
+status worker::stop(std::chrono::milliseconds timeout) {
+  return impl_->stop(timeout);
+}
+
+// -- queue ---------------------------------------------------------------------------------
 
 struct queue::impl {
   options opts;
@@ -20,8 +65,13 @@ struct queue::impl {
   std::unique_ptr<caf::actor_system> own_sys;
   caf::actor_system* sys = nullptr;
   caf::actor writer;
+  actors::dispatcher_actor dispatcher;
+  caf::actor events;
+  std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();
   std::shared_ptr<actors::job_counters> counters;
   std::unique_ptr<runtime::read_pool> reads;
+  std::mutex workers_mtx;
+  std::vector<std::weak_ptr<worker::impl>> workers;
   std::atomic<bool> closed{false};
 
   // Sends a request to the writer and waits for the committed reply.
@@ -36,19 +86,41 @@ struct queue::impl {
     return from.wait();
   }
 
-  status stop() {
+  status stop(std::chrono::milliseconds timeout) {
     if (closed.exchange(true))
       return {};
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    caf::anon_send(dispatcher, actors::drain_atom::value);
+    std::vector<std::shared_ptr<worker::impl>> running;
+    {
+      std::lock_guard<std::mutex> guard{workers_mtx};
+      for (auto& w : workers)
+        if (auto p = w.lock())
+          running.push_back(std::move(p));
+      workers.clear();
+    }
+    status result;
+    for (auto& w : running) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+      auto st = w->stop(std::max(left, std::chrono::milliseconds{0}));
+      if (!st && result)
+        result = st;
+    }
     auto [to, from] = actors::make_reply<status>();
     caf::anon_send(writer, actors::close_call{{}, std::move(to)});
-    auto st = from.wait();
+    auto closed_writer = from.wait();
+    if (result && !closed_writer)
+      result = closed_writer;
+    caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
     reads->clear();
-    return st;
+    return result;
   }
 
   ~impl() {
     if (writer)
-      stop();
+      stop(std::chrono::seconds(30));
   }
 };
 
@@ -71,6 +143,67 @@ status seed_counters(storage::db& d, actors::job_counters& counters) {
   for (auto& row : *rows)
     initial.add(row.type, row.status, row.count);
   counters.apply(initial);
+  return {};
+}
+
+// Jobs still marked running belong to a process that died: their attempts
+// fail as "process restart" and the jobs retry or fail. Returns the pending
+// jobs, including the ones recovery put back.
+result<std::vector<storage::job_key>> recover(storage::db& d, const options& opts,
+                                              int64_t now) {
+  auto meta = storage::read_meta(d);
+  if (!meta)
+    return meta.error();
+  auto unfinished = storage::load_unfinished(d, meta->unfinished_low_mark);
+  if (!unfinished)
+    return unfinished.error();
+  if (auto st = d.exec("BEGIN IMMEDIATE"); !st)
+    return st;
+  storage::recover_running_args args;
+  args.timing = opts.recovery == recovery_mode::retry_immediately
+                  ? storage::retry_timing::immediate
+                  : storage::retry_timing::backoff;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> u{0.0, 1.0};
+  for (auto& k : unfinished->running) {
+    args.rows.push_back(k.row);
+    args.randoms.push_back(u(rng));
+  }
+  auto recovered = storage::recover_running(d, args, now);
+  status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
+  if (st)
+    st = d.exec("COMMIT");
+  if (!st) {
+    d.exec("ROLLBACK");
+    return st;
+  }
+  auto pending = std::move(unfinished->pending);
+  for (auto& end : *recovered)
+    if (end.status == job_status::pending)
+      pending.push_back(std::move(end.key));
+  return pending;
+}
+
+status check_worker_options(const worker_options& o) {
+  if (o.runners.empty())
+    return invalid_field("runners", "a worker needs at least one job type to run");
+  for (auto& [type, handler] : o.runners) {
+    if (type.empty() || type.size() > max_type_bytes)
+      return invalid_field("runners", "job type '" + type + "' must be 1 to "
+                                        + std::to_string(max_type_bytes) + " bytes");
+    if (!handler)
+      return invalid_field("runners", "the handler for '" + type + "' is empty");
+  }
+  if (o.max_concurrency < 1 || o.max_concurrency > max_weight)
+    return invalid_field("max_concurrency", "must be between 1 and "
+                                              + std::to_string(max_weight) + ", got "
+                                              + std::to_string(o.max_concurrency));
+  if (o.min_concurrency && (*o.min_concurrency < 1 || *o.min_concurrency > o.max_concurrency))
+    return invalid_field("min_concurrency", "must be between 1 and max_concurrency ("
+                                              + std::to_string(o.max_concurrency) + "), got "
+                                              + std::to_string(*o.min_concurrency));
+  if (o.auto_heartbeat && o.auto_heartbeat->count() <= 0)
+    return invalid_field("auto_heartbeat", "must be > 0 ms");
   return {};
 }
 
@@ -101,14 +234,12 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
   std::shared_ptr<storage::db> write_db = std::move(*opened);
   if (auto st = storage::migrate(*write_db); !st)
     return st;
+  auto pending = recover(*write_db, opts, p->clk->now_ms());
+  if (!pending)
+    return pending.error();
   auto meta = storage::read_meta(*write_db);
   if (!meta)
     return meta.error();
-  auto unfinished = storage::load_unfinished(*write_db, meta->unfinished_low_mark);
-  if (!unfinished)
-    return unfinished.error();
-  if (auto st = storage::raise_low_mark(*write_db, unfinished->low_mark); !st)
-    return st;
   p->counters = std::make_shared<actors::job_counters>();
   if (auto st = seed_counters(*write_db, *p->counters); !st)
     return st;
@@ -121,13 +252,21 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
   wcfg.max_payload_bytes = opts.max_payload_bytes;
   wcfg.id_tag = meta->id_tag;
   p->writer = actors::spawn_db_writer(sys, std::move(wcfg));
+  p->events = actors::spawn_event_bus(sys, p->subs);
+  actors::dispatcher_config dcfg;
+  dcfg.clock = p->clk;
+  dcfg.writer = p->writer;
+  dcfg.events = p->events;
+  dcfg.subs = p->subs;
+  dcfg.pending = std::move(*pending);
+  p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
   p->reads = std::make_unique<runtime::read_pool>(path, db_opts, opts.read_connections);
   p->opts = std::move(opts);
   return queue{std::move(p)};
 }
 
-void queue::register_types(caf::actor_system_config&) {
-  // Workers in other processes arrive with the dispatcher protocol.
+void queue::register_types(caf::actor_system_config& cfg) {
+  actors::register_protocol(cfg);
 }
 
 queue::queue(std::unique_ptr<impl> p) noexcept : impl_(std::move(p)) {}
@@ -177,8 +316,40 @@ status queue::cancel_pending(const job_id& id) {
     storage::cancel_pending_args{id});
 }
 
-status queue::close(std::chrono::milliseconds) {
-  return impl_->stop();
+result<worker> queue::start_worker(worker_options opts) {
+  if (auto st = check_worker_options(opts); !st)
+    return st;
+  if (impl_->closed.load(std::memory_order_acquire))
+    return status{error::closed, "the queue is closed"};
+  actors::worker_config cfg;
+  cfg.name = std::move(opts.name);
+  for (auto& [type, handler] : opts.runners)
+    cfg.runners.emplace(type, [h = std::move(handler)](actors::running_attempt& a) {
+      job_context ctx{a};
+      h(ctx);
+    });
+  cfg.max_capacity = opts.max_concurrency;
+  cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
+  cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
+  cfg.clock = impl_->clk;
+  cfg.dispatcher = caf::actor_cast<caf::actor>(impl_->dispatcher);
+  auto w = std::make_shared<worker::impl>();
+  w->actor = actors::spawn_worker(*impl_->sys, std::move(cfg));
+  {
+    std::lock_guard<std::mutex> guard{impl_->workers_mtx};
+    impl_->workers.push_back(w);
+  }
+  return worker{std::move(w)};
+}
+
+subscription queue::subscribe(std::function<void(const event&)> f) {
+  auto subs = impl_->subs;
+  auto handle = subs->add(std::move(f));
+  return subscription{[subs, handle] { subs->remove(handle); }};
+}
+
+status queue::close(std::chrono::milliseconds timeout) {
+  return impl_->stop(timeout);
 }
 
 ergon::clock& queue::clock() const {

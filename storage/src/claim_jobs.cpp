@@ -9,8 +9,8 @@ namespace {
 constexpr const char* claim_job =
   "UPDATE jobs SET status = 1, current_try = current_try + 1, attempt_token = ?2, "
   "started_at = ?3, expires_at = ?3 + timeout_ms "
-  "WHERE id = ?1 AND status = 0 AND run_at <= ?3 "
-  "RETURNING " ERGON_JOB_KEY_COLUMNS ", external_id, current_try, "
+  "WHERE id = ?1 AND status = 0 AND run_at <= ?3 AND (deadline IS NULL OR deadline >= ?3) "
+  "RETURNING " ERGON_JOB_KEY_COLUMNS ", current_try, "
   "coalesce(checkpoint, payload), expires_at, timeout_ms, heartbeat_increment_ms";
 
 }  // namespace
@@ -35,7 +35,7 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     }
     claimed_job j;
     j.key = rows::read_key(s, 0);
-    j.id = rows::column_id(s, 8);
+    j.id = j.key.id;
     j.try_number = static_cast<int32_t>(s.column_int(9));
     j.payload = s.column_blob(10);
     j.expires_at = s.column_int(11);

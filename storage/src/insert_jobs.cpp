@@ -26,8 +26,8 @@ status in_batch(status st, size_t index, size_t size) {
 
 }  // namespace
 
-result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& args,
-                                              int64_t now_ms) {
+result<std::vector<job_key>> insert_jobs(db& d, const insert_jobs_args& args,
+                                         int64_t now_ms) {
   if (args.jobs.empty())
     return invalid_field("jobs", "the batch is empty");
   // Validate everything first: a bad job must not leave earlier ones written.
@@ -50,12 +50,12 @@ result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& arg
   if (!prepared)
     return prepared.error();
   auto& s = **prepared;
-  std::vector<inserted_job> out;
+  std::vector<job_key> out;
   out.reserve(args.jobs.size());
   for (size_t i = 0; i < args.jobs.size(); ++i) {
     const auto& j = args.jobs[i];
-    auto id = make_job_id(now_ms, args.id_tag, next_row);
     job_key k;
+    k.id = make_job_id(now_ms, args.id_tag, next_row);
     k.row = next_row++;
     k.type = j.type;
     k.group = j.group.value_or(std::string{});
@@ -67,7 +67,7 @@ result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& arg
       k.deadline = k.run_at + *j.ttl_ms;
     if (i > 0)
       s.reset();
-    rows::bind_id(s, 1, id);
+    rows::bind_id(s, 1, k.id);
     s.bind_text(2, j.type);
     s.bind(3, j.name);
     s.bind(4, j.group);
@@ -86,7 +86,7 @@ result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& arg
     s.bind(17, k.row);
     if (auto st = d.run(s); !st)
       return st;
-    out.push_back({id, std::move(k)});
+    out.push_back(std::move(k));
   }
   return out;
 }

@@ -27,6 +27,7 @@ job_key read_key(const stmt& s, int first) {
   k.weight = static_cast<int32_t>(s.column_int(first + 5));
   k.added_at = s.column_int(first + 6);
   k.deadline = s.column_opt_int(first + 7);
+  k.id = column_id(s, first + 8);
   return k;
 }
 

@@ -8,7 +8,7 @@ namespace ergon::storage::rows {
 
 /// Columns read into a job_key, in the order `read_key` expects.
 #define ERGON_JOB_KEY_COLUMNS \
-  "id, type, group_key, priority, run_at, weight, added_at, deadline"
+  "id, type, group_key, priority, run_at, weight, added_at, deadline, external_id"
 
 /// Reads ERGON_JOB_KEY_COLUMNS starting at column `first`.
 job_key read_key(const stmt& s, int first = 0);

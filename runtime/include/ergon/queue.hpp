@@ -11,15 +11,18 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ergon/error.hpp"
+#include "ergon/event.hpp"
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
 #include "ergon/options.hpp"
+#include "ergon/worker.hpp"
 
 namespace caf {
 class actor_system;
@@ -27,6 +30,35 @@ class actor_system_config;
 }  // namespace caf
 
 namespace ergon {
+
+/// Ends its subscription when destroyed or cancelled. Move-only.
+class subscription {
+ public:
+  subscription() = default;
+  explicit subscription(std::function<void()> cancel) : cancel_(std::move(cancel)) {}
+  subscription(subscription&& other) noexcept : cancel_(std::move(other.cancel_)) {
+    other.cancel_ = nullptr;
+  }
+  subscription& operator=(subscription&& other) noexcept {
+    if (this != &other) {
+      cancel();
+      cancel_ = std::move(other.cancel_);
+      other.cancel_ = nullptr;
+    }
+    return *this;
+  }
+  ~subscription() { cancel(); }
+  /// Stops deliveries; events already being delivered may still arrive.
+  void cancel() {
+    if (cancel_) {
+      cancel_();
+      cancel_ = nullptr;
+    }
+  }
+
+ private:
+  std::function<void()> cancel_;
+};
 
 /// A handle to an open queue. Move-only; the destructor closes it.
 class queue {
@@ -77,9 +109,21 @@ class queue {
   /// job_running, job_finished.
   status cancel_pending(const job_id& id);
 
-  /// Stops the queue: commits what was acknowledged, closes the database and,
-  /// if the queue owns its actor system, shuts it down. Later calls fail with
-  /// `closed`. Calling close twice is not an error.
+  /// Starts a worker that runs jobs of the types in `opts.runners`.
+  /// Errors: invalid_argument (no runners, a bad type name, concurrency
+  /// limits out of range), closed.
+  result<worker> start_worker(worker_options opts);
+
+  /// Calls `f` for every event from now on (see event.hpp for what runs
+  /// where). Keep the subscription alive as long as you want events.
+  subscription subscribe(std::function<void(const event&)> f);
+
+  /// Stops the queue: hands out no more jobs, waits up to `timeout` for
+  /// running jobs to finish and their outcomes to commit, then closes the
+  /// database. Afterwards jobs are only pending or in a final state, except
+  /// that on `timeout` the jobs still running stay marked running; they are
+  /// recovered (retried) when the file is opened again. Later calls fail with
+  /// `closed`; closing twice is not an error.
   status close(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   /// The clock this queue reads.

@@ -46,16 +46,68 @@ using cancel_call = local_call<storage::cancel_pending_args, status>;
 struct close_args {};
 using close_call = local_call<close_args, status>;
 
-/// What one commit changed in the set of pending jobs. Sent to the listener
-/// after every commit that changed something, in commit order.
+/// The dispatcher asks to claim jobs for one worker (local only).
+struct claim_batch {
+  uint64_t worker_id = 0;
+  std::vector<storage::claim_request> claims;
+};
+
+/// The dispatcher saw these attempts pass their expiry (local only).
+struct expire_batch {
+  std::vector<storage::expire_attempt_args> attempts;
+};
+
+/// The dispatcher saw these pending jobs pass their deadline (local only).
+struct expire_pending_batch {
+  std::vector<int64_t> rows;
+};
+
+/// Where to send commit feeds (local only).
+struct listen_to {
+  caf::actor listener;
+};
+
+/// The outcome of one claim_batch.
+struct claim_result {
+  uint64_t worker_id = 0;
+  std::vector<storage::claimed_job> claimed;
+  std::vector<int64_t> missed;
+};
+
+/// A running attempt's expiry moved (heartbeat, checkpoint, or an expiry
+/// check that found it extended).
+struct attempt_extension {
+  int64_t row = 0;
+  int64_t token = 0;
+  int64_t expires_at = 0;
+  bool by_worker = false;  ///< a heartbeat or checkpoint, not an expiry check
+};
+
+/// What one commit changed, sent to the listener after every commit that
+/// changed something, in commit order.
 struct commit_feed {
-  std::vector<storage::job_key> added;    ///< new pending jobs
-  std::vector<storage::job_key> removed;  ///< pending jobs that left (cancelled)
-  std::vector<storage::key_change> changed;  ///< pending jobs whose key changed
+  std::vector<storage::job_key> added;      ///< submitted (pending)
+  std::vector<storage::job_key> cancelled;  ///< pending jobs cancelled
+  std::vector<storage::key_change> changed; ///< pending jobs updated
+  std::vector<claim_result> claims;
+  std::vector<storage::attempt_end> ended;  ///< attempts that ended (retried keys inside)
+  std::vector<attempt_extension> extended;
+  std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
 
   bool empty() const noexcept {
-    return added.empty() && removed.empty() && changed.empty();
+    return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
+           && ended.empty() && extended.empty() && expired.empty();
   }
+};
+
+/// A dispatcher request that did not commit (storage error): the dispatcher
+/// puts the jobs back and tries again later.
+struct write_failed {
+  uint64_t worker_id = 0;  ///< for a failed claim_batch
+  std::vector<int64_t> claim_rows;
+  std::vector<storage::expire_attempt_args> expiries;
+  std::vector<int64_t> deadline_rows;
+  status why;
 };
 
 /// How to run the writer.
@@ -64,13 +116,14 @@ struct db_writer_config {
   std::shared_ptr<storage::db> db;
   std::shared_ptr<ergon::clock> clock;
   std::shared_ptr<job_counters> counters;
-  /// Receives a commit_feed after each commit; may be empty.
+  /// Receives a commit_feed after each commit; may be empty (and set later
+  /// with listen_to).
   caf::actor listener;
   /// Most requests in one transaction.
   size_t batch_limit = 1024;
   /// Spin this long on an empty mailbox before sleeping.
   std::chrono::microseconds idle_spin{50};
-  /// Payload size limit checked on every write; 0 means none.
+  /// Payload (and checkpoint, and result) size limit; 0 means none.
   size_t max_payload_bytes = 0;
   /// The database's id tag (storage::read_meta).
   uint32_t id_tag = 0;
@@ -88,4 +141,14 @@ struct allowed_unsafe_message_type<ergon::actors::local_call<Args, V>>
     : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::commit_feed> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::claim_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::expire_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::expire_pending_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::write_failed> : std::true_type {};
 }  // namespace caf

@@ -52,6 +52,17 @@ class reply_state {
     return claimed_.load(std::memory_order_acquire);
   }
 
+  /// Waits at most `limit` (real time; this bounds a caller's wait, it
+  /// decides nothing about jobs). Empty if the value did not arrive in time.
+  std::optional<V> wait_for(std::chrono::milliseconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    int expected = empty;
+    if (state_.compare_exchange_strong(expected, sleeping, std::memory_order_acq_rel))
+      if (!sleep_until(until))
+        return std::nullopt;
+    return std::move(*value_);
+  }
+
   V wait() {
     if (active_waiters.fetch_add(1, std::memory_order_relaxed) == 0) {
       auto until = std::chrono::steady_clock::now() + reply_spin;
@@ -81,6 +92,17 @@ class reply_state {
     while (state_.load(std::memory_order_acquire) != ready)
       syscall(SYS_futex, futex_word(), FUTEX_WAIT_PRIVATE, sleeping, nullptr, nullptr, 0);
   }
+  bool sleep_until(std::chrono::steady_clock::time_point until) {
+    while (state_.load(std::memory_order_acquire) != ready) {
+      auto left = until - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero())
+        return false;
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+      syscall(SYS_futex, futex_word(), FUTEX_WAIT_PRIVATE, sleeping, &ts, nullptr, 0);
+    }
+    return true;
+  }
 #else
   void wake() {
     { std::lock_guard<std::mutex> guard{mtx_}; }
@@ -89,6 +111,10 @@ class reply_state {
   void sleep_until_ready() {
     std::unique_lock<std::mutex> guard{mtx_};
     cv_.wait(guard, [this] { return state_.load() == ready; });
+  }
+  bool sleep_until(std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return cv_.wait_until(guard, until, [this] { return state_.load() == ready; });
   }
   std::mutex mtx_;
   std::condition_variable cv_;
@@ -143,7 +169,12 @@ class reply_from {
  public:
   explicit reply_from(std::shared_ptr<detail::reply_state<V>> state)
       : state_(std::move(state)) {}
+
   V wait() { return state_->wait(); }
+  /// Waits at most `limit` of real time; empty if no value came in time.
+  std::optional<V> wait_for(std::chrono::milliseconds limit) {
+    return state_->wait_for(limit);
+  }
 
  private:
   std::shared_ptr<detail::reply_state<V>> state_;

@@ -22,6 +22,7 @@ namespace ergon::storage {
 /// What the dispatcher keeps in memory about a pending job.
 struct job_key {
   int64_t row = 0;  ///< internal row id
+  job_id id;        ///< external id
   std::string type;
   std::string group;  ///< empty: no group
   int32_t priority = 0;
@@ -53,17 +54,12 @@ struct insert_jobs_args {
   int64_t next_row = 0;
 };
 
-struct inserted_job {
-  job_id id;
-  job_key key;
-};
-
 /// Validates every job, then inserts them all as pending with fresh ids.
 /// All-or-nothing: a single invalid job fails the call with
-/// `invalid_argument` before anything is written. Returns the new jobs in
-/// input order.
-result<std::vector<inserted_job>> insert_jobs(db& d, const insert_jobs_args& args,
-                                              int64_t now_ms);
+/// `invalid_argument` before anything is written. Returns the new jobs' keys
+/// in input order.
+result<std::vector<job_key>> insert_jobs(db& d, const insert_jobs_args& args,
+                                         int64_t now_ms);
 
 // -- change a pending job ----------------------------------------------------------
 
@@ -126,6 +122,110 @@ struct claim_jobs_result {
 /// Marks each requested job running: try + 1, the attempt token, started_at
 /// and expires_at = now + timeout. Only jobs still pending and due are taken.
 result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms);
+
+/// How an attempt that did not succeed continues.
+enum class retry_timing : uint8_t {
+  backoff,    ///< run_at = now + the job's backoff delay
+  immediate,  ///< run_at = now (restart recovery's retry_immediately)
+};
+
+/// The backoff delay after the `failed_try`-th attempt (1-based) failed:
+/// initial * multiplier^(failed_try-1) * (1 + u * randomization), with u in
+/// [0, 1). Capped at 100 years so huge exponents can't overflow.
+int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept;
+
+/// What ending an attempt did to its job.
+struct attempt_end {
+  int64_t row = 0;
+  job_id id;
+  std::string type;
+  std::string group;
+  int32_t try_number = 0;
+  attempt_outcome outcome = attempt_outcome::failed;
+  job_status status = job_status::failed;  ///< pending if retried
+  job_key key;       ///< the job's new key if it was retried
+  int64_t started_at = 0;
+};
+
+/// One outcome reported by a worker: success with an optional result, or a
+/// failure with a message.
+struct attempt_report {
+  int64_t row = 0;
+  int64_t token = 0;
+  bool succeeded = true;
+  std::string text;  ///< result bytes on success, the failure message otherwise
+};
+
+struct finish_attempts_args {
+  std::vector<attempt_report> reports;
+  std::vector<double> randoms;  ///< one U[0,1) per report, for backoff jitter
+  size_t max_result_bytes = 0;  ///< 0: unlimited
+};
+
+/// Records each report. A success ends the job `succeeded`; a failure retries
+/// it with backoff or, with no retries left, ends it `failed`. A report whose
+/// token is not the running attempt's gets `stale_attempt` and changes
+/// nothing. Per-report statuses come back in `statuses`; `ended` lists what
+/// changed.
+struct finish_attempts_result {
+  std::vector<status> statuses;
+  std::vector<attempt_end> ended;
+};
+result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
+                                               int64_t now_ms);
+
+struct heartbeat_args {
+  int64_t row = 0;
+  int64_t token = 0;
+  /// Set for a checkpoint: the payload the next attempt receives.
+  std::optional<std::string> checkpoint;
+  size_t max_payload_bytes = 0;
+};
+
+/// Extends the running attempt: expires_at = max(expires_at, now +
+/// heartbeat_increment); a checkpoint also stores the payload. Returns the new
+/// expires_at. Error: stale_attempt (and nothing changes).
+result<int64_t> heartbeat(db& d, const heartbeat_args& args, int64_t now_ms);
+
+struct expire_attempt_args {
+  int64_t row = 0;
+  int64_t token = 0;
+  double random = 0;  ///< U[0,1) for backoff jitter
+};
+
+/// Ends the running attempt as "expired" if its expires_at has passed, and
+/// retries or fails the job. If a heartbeat moved expires_at past now, returns
+/// `still_running` with the new time instead. A stale token is not an error:
+/// the attempt already ended (`gone`).
+struct expire_attempt_result {
+  enum { expired, still_running, gone } what = gone;
+  attempt_end ended;
+  int64_t expires_at = 0;
+};
+result<expire_attempt_result> expire_attempt(db& d, const expire_attempt_args& args,
+                                             int64_t now_ms);
+
+struct expire_pending_args {
+  std::vector<int64_t> rows;
+};
+
+/// Ends pending jobs whose deadline has passed as `expired`. Returns the keys
+/// of the jobs it expired; rows no longer pending or not yet past their
+/// deadline are skipped.
+result<std::vector<job_key>> expire_pending(db& d, const expire_pending_args& args,
+                                            int64_t now_ms);
+
+struct recover_running_args {
+  std::vector<int64_t> rows;  ///< jobs found running at open
+  retry_timing timing = retry_timing::backoff;
+  std::vector<double> randoms;  ///< one per row
+};
+
+/// At open, every running job belongs to a dead process: its attempt ends as
+/// "process restart", and the job is retried (immediately or with backoff) or
+/// ends `failed` if it has no retries left.
+result<std::vector<attempt_end>> recover_running(db& d, const recover_running_args& args,
+                                                 int64_t now_ms);
 
 // -- reads (any connection) --------------------------------------------------------
 

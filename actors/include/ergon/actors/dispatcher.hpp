@@ -1,0 +1,51 @@
+// dispatcher: decides which job runs next and on which worker.
+//
+// It keeps the scheduling keys of pending jobs in memory (ready_index),
+// loaded at open and kept current by the writer's commit feeds, and a list of
+// workers waiting for work. When a worker has room it picks the best jobs
+// that fit, has db_writer claim them (try + 1, attempt token), and hands them
+// out only after that claim has committed. It also watches running attempts'
+// expiry and pending jobs' deadlines, on timers driven by the queue's clock.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "ergon/actors/db_writer.hpp"
+#include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/protocol.hpp"
+#include "ergon/clock.hpp"
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::actors {
+
+/// Stop handing out jobs (the queue is closing).
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+
+using dispatcher_actor = caf::typed_actor<
+  caf::replies_to<register_worker>::with<worker_registered>,
+  caf::reacts_to<request_jobs>,
+  caf::reacts_to<unregister_worker>,
+  caf::reacts_to<commit_feed>,
+  caf::reacts_to<write_failed>,
+  caf::reacts_to<tick_atom>,
+  caf::reacts_to<drain_atom>>;
+
+struct dispatcher_config {
+  std::shared_ptr<ergon::clock> clock;
+  caf::actor writer;
+  caf::actor events;  ///< event bus; may be empty
+  std::shared_ptr<subscribers> subs;
+  /// Pending jobs found at open.
+  std::vector<storage::job_key> pending;
+};
+
+/// Spawns the dispatcher. It tells the writer to send it commit feeds.
+dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg);
+
+}  // namespace ergon::actors

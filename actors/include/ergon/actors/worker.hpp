@@ -1,0 +1,135 @@
+// worker: runs job code for the types it serves.
+//
+// A worker registers with the dispatcher, and whenever the weight of its
+// running jobs drops below min_capacity it asks for max_capacity minus that
+// weight (Effectum's low-water mark). Job code runs on the worker's own
+// threads, never on CAF's scheduler. Outcomes go to db_writer in batches; a
+// job's weight is freed once its outcome has committed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "ergon/actors/protocol.hpp"
+#include "ergon/actors/reply.hpp"
+#include "ergon/clock.hpp"
+
+namespace ergon::actors {
+
+/// One attempt as job code sees it. Thread-safe; the blocking calls wait for
+/// the write to commit.
+class running_attempt {
+ public:
+  running_attempt(const job_assignment& a, caf::actor worker);
+
+  const job_id& id() const noexcept { return id_; }
+  const std::string& type() const noexcept { return type_; }
+  const std::string& group() const noexcept { return group_; }
+  const std::string& payload() const noexcept { return payload_; }
+  int32_t try_number() const noexcept { return try_number_; }
+  int64_t row() const noexcept { return row_; }
+  int64_t token() const noexcept { return token_; }
+  int32_t weight() const noexcept { return weight_; }
+
+  /// Set when the attempt expired or the worker is stopping.
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+  void cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
+
+  /// True once complete or fail was called (or the runner returned).
+  bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
+
+  status checkpoint(std::string payload);
+  status heartbeat();
+  status complete(std::string result);
+  status fail(std::string message);
+
+  /// Reports the outcome without waiting (the runner returned or threw).
+  void finish_async(bool succeeded, std::string text);
+
+ private:
+  status finish(bool succeeded, std::string text, bool wait);
+  status extend(std::optional<std::string> checkpoint);
+
+  job_id id_;
+  std::string type_;
+  std::string group_;
+  std::string payload_;
+  int32_t try_number_;
+  int64_t row_;
+  int64_t token_;
+  int32_t weight_;
+  caf::actor worker_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+};
+
+/// Job code for one type.
+using runner = std::function<void(running_attempt&)>;
+
+struct worker_config {
+  std::string name;
+  std::map<std::string, runner> runners;  ///< type -> code; the worker's types
+  int32_t min_capacity = 1;
+  int32_t max_capacity = 1;
+  /// Heartbeat every running attempt this often; 0: only manual heartbeats.
+  int64_t auto_heartbeat_ms = 0;
+  std::shared_ptr<ergon::clock> clock;
+  caf::actor dispatcher;
+};
+
+// -- local messages (job threads and the facade to the worker actor) ---------------------
+
+/// An attempt's outcome from its job thread. `reply` is empty for
+/// fire-and-forget reports.
+struct attempt_finished {
+  int64_t token = 0;
+  bool succeeded = true;
+  std::string text;
+  std::optional<reply_to<status>> reply;
+};
+
+/// A heartbeat or checkpoint from a job thread.
+struct attempt_extend {
+  int64_t token = 0;
+  std::optional<std::string> checkpoint;
+  reply_to<status> reply;
+};
+
+/// Stop taking jobs; the reply comes once every running job has finished.
+struct stop_worker {
+  reply_to<status> reply;
+};
+
+/// Give up on running jobs (after a stop timed out): flag them cancelled and
+/// stop the actor; their threads finish on their own.
+using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
+
+using worker_actor = caf::typed_actor<
+  caf::reacts_to<assign_jobs>,
+  caf::reacts_to<cancel_attempt>,
+  caf::reacts_to<attempt_finished>,
+  caf::reacts_to<attempt_extend>,
+  caf::reacts_to<flush_atom>,
+  caf::reacts_to<tick_atom>,
+  caf::reacts_to<stop_worker>,
+  caf::reacts_to<abandon_atom>>;
+
+/// Spawns a worker; it registers with the dispatcher right away.
+worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg);
+
+}  // namespace ergon::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_finished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_extend)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::stop_worker)

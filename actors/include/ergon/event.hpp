@@ -1,0 +1,76 @@
+// event: what `queue::subscribe` delivers as jobs move through the queue.
+//
+//   auto sub = q.subscribe([](const ergon::event& e) {
+//     if (e.kind == ergon::event_kind::failed)
+//       std::cerr << e.id << " failed: " << e.message << '\n';
+//   });
+//
+// Callbacks run on an actor thread of the queue, one event at a time and in
+// commit order; a callback must return quickly (copy what you need and hand
+// it off) because later events wait for it.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "ergon/job_id.hpp"
+
+namespace ergon {
+
+/// What happened.
+enum class event_kind : uint8_t {
+  submitted,  ///< the job was committed as pending
+  started,    ///< an attempt was claimed and handed to a worker
+  succeeded,  ///< the attempt completed
+  failed,     ///< the attempt failed and no retries are left: the job is failed
+  retried,    ///< the attempt failed or expired; the job waits for run_at
+  expired,    ///< the attempt ran past its expiry, or the job missed its deadline
+  cancelled,  ///< the pending job was cancelled
+  heartbeat,  ///< a heartbeat or checkpoint extended the running attempt
+  job_aged,   ///< aging raised the job's effective priority (fair scheduling)
+  group_allocation_changed,  ///< a group's slot allocation changed
+};
+
+const char* to_string(event_kind k) noexcept;
+std::ostream& operator<<(std::ostream& out, event_kind k);
+
+/// Why a group's allocation changed (group_allocation_changed only).
+enum class allocation_reason : uint8_t {
+  weight_change,  ///< set_group_weight or reset_group_weights
+  rebalance,      ///< groups gained or lost ready work, or were paused/resumed
+  group_drained,  ///< the group ran out of ready work
+};
+
+const char* to_string(allocation_reason r) noexcept;
+
+/// One event. Fields that do not apply to a kind keep their defaults.
+struct event {
+  event_kind kind = event_kind::submitted;
+  /// When it happened (the queue's clock).
+  int64_t at_ms = 0;
+  /// The job (nil for group_allocation_changed).
+  job_id id;
+  std::string type;
+  std::string group;
+  /// The attempt number for started/succeeded/failed/retried/expired.
+  int32_t try_number = 0;
+  /// Failure text for failed/retried/expired; "expired" for an expiry.
+  std::string message;
+  /// For retried: when the next attempt is due.
+  int64_t run_at_ms = 0;
+  /// For heartbeat: the attempt's new expiry.
+  int64_t expires_at_ms = 0;
+  /// The job's stored priority and its priority after aging.
+  int32_t base_priority = 0;
+  int32_t effective_priority = 0;
+  /// For started and job_aged: how long the job had waited, in ms.
+  int64_t wait_ms = 0;
+  /// For group_allocation_changed: slots before and after, and why.
+  int32_t previous_slots = 0;
+  int32_t new_slots = 0;
+  allocation_reason reason = allocation_reason::rebalance;
+};
+
+}  // namespace ergon

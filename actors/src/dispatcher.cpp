@@ -1,0 +1,480 @@
+#include "ergon/actors/dispatcher.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <deque>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+#include "ready_index.hpp"
+
+namespace ergon::actors {
+namespace {
+
+constexpr int64_t never = std::numeric_limits<int64_t>::max();
+// After a storage error the dispatcher waits this long before it retries, so a
+// full disk doesn't turn into a busy loop of failing claims.
+constexpr int64_t storage_retry_ms = 1'000;
+
+struct running_info {
+  uint64_t worker = 0;
+  int64_t token = 0;
+  int64_t expires_at = 0;
+  job_id id;
+  uint32_t type = 0;
+  uint32_t group = 0;
+  int32_t weight = 1;
+  int32_t priority = 0;
+};
+
+struct worker_info {
+  caf::actor handle;
+  std::vector<uint32_t> types;
+  int32_t wanted = 0;     // open request, in weight units (0: none)
+  bool claiming = false;  // a claim for it is at the writer
+  bool leaving = false;   // unregistered while claiming: drop after the claim
+  std::vector<ready_entry> claim_entries;
+};
+
+// Interns strings (types, groups) to small integers for the index.
+class interner {
+ public:
+  uint32_t id(const std::string& s) {
+    auto [i, added] = ids_.emplace(s, static_cast<uint32_t>(names_.size()));
+    if (added)
+      names_.push_back(s);
+    return i->second;
+  }
+  const std::string& name(uint32_t id) const { return names_[id]; }
+  std::optional<uint32_t> find(const std::string& s) const {
+    auto i = ids_.find(s);
+    if (i == ids_.end())
+      return std::nullopt;
+    return i->second;
+  }
+
+ private:
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<std::string> names_;
+};
+
+struct dispatcher_state {
+  dispatcher_config cfg;
+  ready_index index;
+  interner types;
+  interner groups;  // id 0 is "", no group
+  std::unordered_map<int64_t, running_info> running;
+  std::multimap<int64_t, std::pair<int64_t, int64_t>> expiries;  // at -> (row, token)
+  std::multimap<int64_t, int64_t> deadlines;                     // at -> row
+  std::unordered_map<uint64_t, worker_info> workers;
+  std::deque<uint64_t> waiting;
+  uint64_t next_worker = 1;
+  std::mt19937_64 rng{std::random_device{}()};
+  bool draining = false;
+  int64_t hold_until = 0;  // no claims before this (after a storage error)
+  int64_t armed_at = never;
+  uint64_t clock_subscription = 0;
+  std::vector<event> events;
+
+  static inline const char* name = "ergon.dispatcher";
+};
+
+using dispatcher_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
+
+ready_entry entry_of(dispatcher_state& st, const storage::job_key& k) {
+  ready_entry e;
+  e.row = k.row;
+  e.run_at = k.run_at;
+  e.aging_start = k.added_at;
+  e.priority = k.priority;
+  e.weight = k.weight;
+  e.type = st.types.id(k.type);
+  e.group = st.groups.id(k.group);
+  return e;
+}
+
+bool wants_events(const dispatcher_state& st) {
+  return st.cfg.subs && st.cfg.subs->any();
+}
+
+event make_event(event_kind kind, int64_t now, const job_id& id, const std::string& type,
+                 const std::string& group) {
+  event e;
+  e.kind = kind;
+  e.at_ms = now;
+  e.id = id;
+  e.type = type;
+  e.group = group;
+  return e;
+}
+
+void flush_events(dispatcher_ptr self) {
+  auto& st = self->state;
+  if (st.events.empty())
+    return;
+  if (st.cfg.events)
+    caf::anon_send(st.cfg.events, event_batch{std::move(st.events)});
+  st.events.clear();
+}
+
+// -- timers ----------------------------------------------------------------------------
+
+int64_t next_wake(const dispatcher_state& st) {
+  int64_t next = never;
+  if (auto due = st.index.next_due())
+    next = std::min(next, *due);
+  if (!st.expiries.empty())
+    next = std::min(next, st.expiries.begin()->first);
+  if (!st.deadlines.empty())
+    next = std::min(next, st.deadlines.begin()->first + 1);  // expired once past
+  if (st.hold_until > 0)
+    next = std::min(next, st.hold_until);
+  return next;
+}
+
+// With a real clock, arm one CAF timer for the earliest wake-up. A manual
+// clock instead sends a tick after every advance (see spawn_dispatcher).
+void arm_timer(dispatcher_ptr self) {
+  auto& st = self->state;
+  if (!st.cfg.clock->follows_real_time())
+    return;
+  auto next = next_wake(st);
+  if (next == never || next >= st.armed_at)
+    return;
+  auto delay = std::max<int64_t>(0, next - st.cfg.clock->now_ms());
+  st.armed_at = next;
+  self->delayed_send(self, std::chrono::milliseconds(delay), tick_atom::value);
+}
+
+// -- dispatching --------------------------------------------------------------------------
+
+void dispatch(dispatcher_ptr self) {
+  auto& st = self->state;
+  auto now = st.cfg.clock->now_ms();
+  st.index.promote(now);
+  if (st.draining || now < st.hold_until || st.index.ready_count() == 0)
+    return;
+  for (size_t n = st.waiting.size(); n > 0; --n) {
+    auto wid = st.waiting.front();
+    st.waiting.pop_front();
+    auto w = st.workers.find(wid);
+    if (w == st.workers.end() || w->second.claiming || w->second.wanted <= 0)
+      continue;
+    auto& info = w->second;
+    std::vector<ready_entry> picks;
+    for (int32_t room = info.wanted; room > 0;) {
+      auto e = st.index.pop_best(info.types, room);
+      if (!e)
+        break;
+      room -= e->weight;
+      picks.push_back(*e);
+    }
+    if (picks.empty()) {
+      st.waiting.push_back(wid);
+      continue;
+    }
+    claim_batch claim;
+    claim.worker_id = wid;
+    for (auto& e : picks)
+      claim.claims.push_back({e.row, static_cast<int64_t>(st.rng() >> 1)});
+    info.claiming = true;
+    info.claim_entries = std::move(picks);
+    caf::anon_send(st.cfg.writer, std::move(claim));
+    if (st.index.ready_count() == 0)
+      break;
+  }
+}
+
+// -- commit feed ------------------------------------------------------------------------------
+
+void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t now) {
+  auto& st = self->state;
+  for (auto& c : claims) {
+    auto w = st.workers.find(c.worker_id);
+    if (w != st.workers.end()) {
+      w->second.claiming = false;
+      w->second.claim_entries.clear();
+    }
+    assign_jobs out;
+    for (auto& j : c.claimed) {
+      auto e = entry_of(st, j.key);
+      st.index.remove(e);  // re-added by an update that raced the claim
+      st.running[j.key.row] = running_info{c.worker_id, j.token, j.expires_at, j.id,
+                                           e.type, e.group, e.weight, e.priority};
+      st.expiries.emplace(j.expires_at, std::make_pair(j.key.row, j.token));
+      if (wants_events(st)) {
+        auto ev = make_event(event_kind::started, now, j.id, j.key.type, j.key.group);
+        ev.try_number = j.try_number;
+        ev.base_priority = ev.effective_priority = j.key.priority;
+        ev.wait_ms = std::max<int64_t>(0, now - j.key.run_at);
+        st.events.push_back(std::move(ev));
+      }
+      job_assignment a;
+      a.row = j.key.row;
+      a.id = to_wire(j.id);
+      a.type = j.key.type;
+      a.group = j.key.group;
+      a.payload = std::move(j.payload);
+      a.try_number = j.try_number;
+      a.token = j.token;
+      a.expires_at = j.expires_at;
+      a.heartbeat_increment_ms = j.heartbeat_increment_ms;
+      a.weight = j.key.weight;
+      a.priority = j.key.priority;
+      out.jobs.push_back(std::move(a));
+    }
+    if (w == st.workers.end())
+      continue;  // the worker died; its attempts expire and retry
+    if (!out.jobs.empty()) {
+      // A stopping worker still runs what was claimed for it.
+      w->second.wanted = 0;
+      caf::anon_send(w->second.handle, std::move(out));
+    }
+    if (w->second.leaving)
+      st.workers.erase(w);
+    else if (out.jobs.empty())
+      st.waiting.push_back(c.worker_id);
+  }
+}
+
+void on_ended(dispatcher_ptr self, std::vector<storage::attempt_end>& ended, int64_t now) {
+  auto& st = self->state;
+  for (auto& end : ended) {
+    auto r = st.running.find(end.row);
+    if (r != st.running.end()) {
+      if (end.outcome == attempt_outcome::expired) {
+        auto w = st.workers.find(r->second.worker);
+        if (w != st.workers.end())
+          caf::anon_send(w->second.handle,
+                     cancel_attempt{end.row, r->second.token, "expired"});
+      }
+      st.running.erase(r);
+    }
+    if (end.status == job_status::pending)
+      st.index.add(entry_of(st, end.key), now);
+    if (!wants_events(st))
+      continue;
+    auto emit = [&](event_kind kind) {
+      auto ev = make_event(kind, now, end.id, end.type, end.group);
+      ev.try_number = end.try_number;
+      ev.base_priority = ev.effective_priority = end.key.priority;
+      if (end.outcome == attempt_outcome::expired)
+        ev.message = "expired";
+      else if (end.outcome == attempt_outcome::process_restart)
+        ev.message = "process restart";
+      if (kind == event_kind::retried)
+        ev.run_at_ms = end.key.run_at;
+      st.events.push_back(std::move(ev));
+    };
+    if (end.outcome == attempt_outcome::expired)
+      emit(event_kind::expired);
+    if (end.status == job_status::succeeded)
+      emit(event_kind::succeeded);
+    else if (end.status == job_status::pending)
+      emit(event_kind::retried);
+    else
+      emit(event_kind::failed);
+  }
+}
+
+void on_feed(dispatcher_ptr self, commit_feed& f) {
+  auto& st = self->state;
+  auto now = st.cfg.clock->now_ms();
+  bool events = wants_events(st);
+  for (auto& k : f.added) {
+    st.index.add(entry_of(st, k), now);
+    if (k.deadline)
+      st.deadlines.emplace(*k.deadline, k.row);
+    if (events) {
+      auto ev = make_event(event_kind::submitted, now, k.id, k.type, k.group);
+      ev.base_priority = ev.effective_priority = k.priority;
+      ev.run_at_ms = k.run_at;
+      st.events.push_back(std::move(ev));
+    }
+  }
+  for (auto& k : f.cancelled) {
+    st.index.remove(entry_of(st, k));
+    if (events)
+      st.events.push_back(make_event(event_kind::cancelled, now, k.id, k.type, k.group));
+  }
+  for (auto& c : f.changed) {
+    st.index.remove(entry_of(st, c.before));
+    st.index.add(entry_of(st, c.after), now);
+  }
+  for (auto& k : f.expired) {
+    st.index.remove(entry_of(st, k));
+    if (events) {
+      auto ev = make_event(event_kind::expired, now, k.id, k.type, k.group);
+      ev.message = "deadline passed before the job started";
+      st.events.push_back(std::move(ev));
+    }
+  }
+  on_claims(self, f.claims, now);
+  on_ended(self, f.ended, now);
+  for (auto& x : f.extended) {
+    auto r = st.running.find(x.row);
+    if (r == st.running.end() || r->second.token != x.token)
+      continue;
+    r->second.expires_at = x.expires_at;
+    st.expiries.emplace(x.expires_at, std::make_pair(x.row, x.token));
+    if (events && x.by_worker) {
+      auto ev = make_event(event_kind::heartbeat, now, r->second.id,
+                           st.types.name(r->second.type), st.groups.name(r->second.group));
+      ev.expires_at_ms = x.expires_at;
+      st.events.push_back(std::move(ev));
+    }
+  }
+}
+
+void on_write_failed(dispatcher_ptr self, write_failed& w) {
+  auto& st = self->state;
+  auto now = st.cfg.clock->now_ms();
+  st.hold_until = now + storage_retry_ms;
+  if (!w.claim_rows.empty()) {
+    auto i = st.workers.find(w.worker_id);
+    if (i != st.workers.end()) {
+      for (auto& e : i->second.claim_entries)
+        st.index.add(e, now);
+      i->second.claim_entries.clear();
+      i->second.claiming = false;
+      if (i->second.leaving)
+        st.workers.erase(i);
+      else
+        st.waiting.push_back(w.worker_id);
+    }
+  }
+  for (auto& a : w.expiries)
+    st.expiries.emplace(now + storage_retry_ms, std::make_pair(a.row, a.token));
+  for (auto row : w.deadline_rows)
+    st.deadlines.emplace(now + storage_retry_ms, row);
+}
+
+// Expires attempts and deadlines that are due.
+void on_timer(dispatcher_ptr self) {
+  auto& st = self->state;
+  auto now = st.cfg.clock->now_ms();
+  if (st.hold_until != 0 && now >= st.hold_until)
+    st.hold_until = 0;
+  expire_batch expiring;
+  while (!st.expiries.empty() && st.expiries.begin()->first <= now) {
+    auto [row, token] = st.expiries.begin()->second;
+    st.expiries.erase(st.expiries.begin());
+    auto r = st.running.find(row);
+    // Skip stale entries: the attempt ended, or a heartbeat moved its expiry.
+    if (r == st.running.end() || r->second.token != token || r->second.expires_at > now)
+      continue;
+    expiring.attempts.push_back({row, token, 0.0});
+  }
+  if (!expiring.attempts.empty())
+    caf::anon_send(st.cfg.writer, std::move(expiring));
+  expire_pending_batch overdue;
+  while (!st.deadlines.empty() && st.deadlines.begin()->first < now) {
+    overdue.rows.push_back(st.deadlines.begin()->second);
+    st.deadlines.erase(st.deadlines.begin());
+  }
+  if (!overdue.rows.empty())
+    caf::anon_send(st.cfg.writer, std::move(overdue));
+}
+
+}  // namespace
+
+dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg) {
+  return sys.spawn([cfg = std::move(cfg)](dispatcher_ptr self) mutable
+                   -> dispatcher_actor::behavior_type {
+    auto& st = self->state;
+    st.cfg = std::move(cfg);
+    st.groups.id("");
+    auto now = st.cfg.clock->now_ms();
+    for (auto& k : st.cfg.pending) {
+      st.index.add(entry_of(st, k), now);
+      if (k.deadline)
+        st.deadlines.emplace(*k.deadline, k.row);
+    }
+    st.cfg.pending = {};
+    caf::anon_send(st.cfg.writer, listen_to{caf::actor_cast<caf::actor>(self)});
+    if (!st.cfg.clock->follows_real_time()) {
+      caf::actor_addr addr = self->address();
+      st.clock_subscription = st.cfg.clock->subscribe([addr] {
+        if (auto hdl = caf::actor_cast<caf::actor>(addr))
+          caf::anon_send(hdl, tick_atom::value);
+      });
+      auto clock = st.cfg.clock;
+      auto handle = st.clock_subscription;
+      self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
+    }
+    self->set_down_handler([self](caf::down_msg& down) {
+      auto& st = self->state;
+      for (auto i = st.workers.begin(); i != st.workers.end(); ++i) {
+        if (i->second.handle.address() == down.source) {
+          for (auto& e : i->second.claim_entries)
+            st.index.add(e, st.cfg.clock->now_ms());
+          st.workers.erase(i);
+          break;
+        }
+      }
+    });
+    arm_timer(self);
+    return {
+      [self](register_worker& r) -> worker_registered {
+        auto& st = self->state;
+        auto wid = st.next_worker++;
+        worker_info info;
+        info.handle = r.worker;
+        for (auto& t : r.types)
+          info.types.push_back(st.types.id(t));
+        st.workers.emplace(wid, std::move(info));
+        self->monitor(r.worker);
+        return {wid, st.cfg.writer};
+      },
+      [self](request_jobs& r) {
+        auto& st = self->state;
+        auto w = st.workers.find(r.worker_id);
+        if (w == st.workers.end() || r.capacity <= 0)
+          return;
+        w->second.wanted = r.capacity;
+        if (!w->second.claiming)
+          st.waiting.push_back(r.worker_id);
+        dispatch(self);
+        arm_timer(self);
+      },
+      [self](unregister_worker& u) {
+        auto& st = self->state;
+        auto w = st.workers.find(u.worker_id);
+        if (w == st.workers.end())
+          return;
+        w->second.wanted = 0;
+        if (w->second.claiming)
+          w->second.leaving = true;
+        else
+          st.workers.erase(w);
+      },
+      [self](commit_feed& f) {
+        on_feed(self, f);
+        dispatch(self);
+        arm_timer(self);
+        flush_events(self);
+      },
+      [self](write_failed& w) {
+        on_write_failed(self, w);
+        arm_timer(self);
+      },
+      [self](tick_atom) {
+        self->state.armed_at = never;
+        on_timer(self);
+        dispatch(self);
+        arm_timer(self);
+        flush_events(self);
+      },
+      [self](drain_atom) { self->state.draining = true; },
+    };
+  });
+}
+
+}  // namespace ergon::actors

@@ -1,0 +1,85 @@
+#include "ergon/actors/protocol.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+#include <cstring>
+#include <ostream>
+
+#include "ergon/event.hpp"
+
+namespace ergon::actors {
+
+wire_status to_wire(const status& st) {
+  return {static_cast<uint8_t>(st.code()), st.message(), st.field()};
+}
+
+status from_wire(const wire_status& w) {
+  if (w.code == 0)
+    return {};
+  return {static_cast<error>(w.code), w.message, w.field};
+}
+
+std::string to_wire(const job_id& id) {
+  return std::string{reinterpret_cast<const char*>(id.bytes().data()), id.bytes().size()};
+}
+
+job_id id_from_wire(const std::string& bytes) {
+  job_id::bytes_type b{};
+  if (bytes.size() == b.size())
+    std::memcpy(b.data(), bytes.data(), b.size());
+  return job_id{b};
+}
+
+void register_protocol(caf::actor_system_config& cfg) {
+  cfg.add_message_type<wire_status>("ergon::wire_status")
+    .add_message_type<register_worker>("ergon::register_worker")
+    .add_message_type<worker_registered>("ergon::worker_registered")
+    .add_message_type<request_jobs>("ergon::request_jobs")
+    .add_message_type<unregister_worker>("ergon::unregister_worker")
+    .add_message_type<job_assignment>("ergon::job_assignment")
+    .add_message_type<std::vector<job_assignment>>("ergon::job_assignments")
+    .add_message_type<assign_jobs>("ergon::assign_jobs")
+    .add_message_type<cancel_attempt>("ergon::cancel_attempt")
+    .add_message_type<outcome_report>("ergon::outcome_report")
+    .add_message_type<std::vector<outcome_report>>("ergon::outcome_reports")
+    .add_message_type<report_outcomes>("ergon::report_outcomes")
+    .add_message_type<std::vector<wire_status>>("ergon::wire_statuses")
+    .add_message_type<outcome_replies>("ergon::outcome_replies")
+    .add_message_type<extend_attempt>("ergon::extend_attempt")
+    .add_message_type<extend_reply>("ergon::extend_reply");
+}
+
+}  // namespace ergon::actors
+
+namespace ergon {
+
+const char* to_string(event_kind k) noexcept {
+  switch (k) {
+    case event_kind::submitted: return "submitted";
+    case event_kind::started: return "started";
+    case event_kind::succeeded: return "succeeded";
+    case event_kind::failed: return "failed";
+    case event_kind::retried: return "retried";
+    case event_kind::expired: return "expired";
+    case event_kind::cancelled: return "cancelled";
+    case event_kind::heartbeat: return "heartbeat";
+    case event_kind::job_aged: return "job_aged";
+    case event_kind::group_allocation_changed: return "group_allocation_changed";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, event_kind k) {
+  return out << to_string(k);
+}
+
+const char* to_string(allocation_reason r) noexcept {
+  switch (r) {
+    case allocation_reason::weight_change: return "weight_change";
+    case allocation_reason::rebalance: return "rebalance";
+    case allocation_reason::group_drained: return "group_drained";
+  }
+  return "unknown";
+}
+
+}  // namespace ergon

@@ -1,0 +1,330 @@
+#include "ergon/actors/worker.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <unordered_map>
+
+#include "job_pool.hpp"
+
+namespace ergon::actors {
+
+// -- running_attempt ------------------------------------------------------------------
+
+running_attempt::running_attempt(const job_assignment& a, caf::actor worker)
+    : id_(id_from_wire(a.id)),
+      type_(a.type),
+      group_(a.group),
+      payload_(a.payload),
+      try_number_(a.try_number),
+      row_(a.row),
+      token_(a.token),
+      weight_(a.weight),
+      worker_(std::move(worker)) {}
+
+status running_attempt::finish(bool succeeded, std::string text, bool wait) {
+  if (finished_.exchange(true, std::memory_order_acq_rel))
+    return {error::job_finished, "this attempt already reported its outcome"};
+  if (!wait) {
+    caf::anon_send(worker_, attempt_finished{token_, succeeded, std::move(text), std::nullopt});
+    return {};
+  }
+  auto [to, from] = make_reply<status>();
+  caf::anon_send(worker_, attempt_finished{token_, succeeded, std::move(text), std::move(to)});
+  return from.wait();
+}
+
+status running_attempt::complete(std::string result) {
+  return finish(true, std::move(result), true);
+}
+
+status running_attempt::fail(std::string message) {
+  return finish(false, std::move(message), true);
+}
+
+void running_attempt::finish_async(bool succeeded, std::string text) {
+  finish(succeeded, std::move(text), false);
+}
+
+status running_attempt::extend(std::optional<std::string> checkpoint) {
+  if (finished())
+    return {error::job_finished, "this attempt already reported its outcome"};
+  auto [to, from] = make_reply<status>();
+  caf::anon_send(worker_, attempt_extend{token_, std::move(checkpoint), std::move(to)});
+  return from.wait();
+}
+
+status running_attempt::checkpoint(std::string payload) {
+  return extend(std::move(payload));
+}
+
+status running_attempt::heartbeat() {
+  return extend(std::nullopt);
+}
+
+// -- worker actor ------------------------------------------------------------------------
+
+namespace {
+
+struct worker_state {
+  worker_config cfg;
+  caf::actor writer;
+  uint64_t worker_id = 0;
+  bool registered = false;
+  std::unordered_map<int64_t, std::shared_ptr<running_attempt>> running;  // by token
+  int32_t running_weight = 0;
+  bool request_open = false;
+  // Outcomes collected for the next report_outcomes.
+  std::vector<outcome_report> reports;
+  std::vector<std::optional<reply_to<status>>> report_replies;
+  bool flush_scheduled = false;
+  bool stopping = false;
+  std::vector<reply_to<status>> stop_replies;
+  std::unique_ptr<job_pool> pool;
+  int64_t next_auto_heartbeat = 0;
+  uint64_t clock_subscription = 0;
+
+  static inline const char* name = "ergon.worker";
+};
+
+using worker_ptr = worker_actor::stateful_pointer<worker_state>;
+
+void maybe_request(worker_ptr self) {
+  auto& st = self->state;
+  if (!st.registered || st.stopping || st.request_open
+      || st.running_weight >= st.cfg.min_capacity)
+    return;
+  auto room = st.cfg.max_capacity - st.running_weight;
+  if (room <= 0)
+    return;
+  st.request_open = true;
+  caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
+             request_jobs{st.worker_id, room});
+}
+
+void finish_stop_if_idle(worker_ptr self) {
+  auto& st = self->state;
+  if (!st.stopping || !st.running.empty() || !st.reports.empty())
+    return;
+  for (auto& r : st.stop_replies)
+    r.deliver(status{});
+  st.stop_replies.clear();
+  self->quit();
+}
+
+// The outcome of an attempt committed (or failed to): free its weight.
+void release(worker_ptr self, int64_t token) {
+  auto& st = self->state;
+  auto i = st.running.find(token);
+  if (i == st.running.end())
+    return;
+  st.running_weight -= i->second->weight();
+  st.running.erase(i);
+}
+
+void flush_reports(worker_ptr self) {
+  auto& st = self->state;
+  st.flush_scheduled = false;
+  if (st.reports.empty())
+    return;
+  auto replies = std::move(st.report_replies);
+  std::vector<int64_t> tokens;
+  for (auto& r : st.reports)
+    tokens.push_back(r.token);
+  report_outcomes msg{std::move(st.reports)};
+  st.reports.clear();
+  st.report_replies.clear();
+  auto done = [self, tokens, replies](const std::vector<status>& statuses) mutable {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (replies[i])
+        replies[i]->deliver(statuses[i]);
+      release(self, tokens[i]);
+    }
+    maybe_request(self);
+    finish_stop_if_idle(self);
+  };
+  self->request(st.writer, caf::infinite, std::move(msg))
+    .then(
+      [done](outcome_replies& r) mutable {
+        std::vector<status> statuses;
+        for (auto& w : r.statuses)
+          statuses.push_back(from_wire(w));
+        done(statuses);
+      },
+      [done, n = tokens.size()](caf::error&) mutable {
+        // The writer is gone (queue closed): the outcome was not recorded.
+        done(std::vector<status>(n, status{error::closed, "the queue is closed"}));
+      });
+}
+
+void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string> checkpoint,
+                       std::optional<reply_to<status>> reply) {
+  auto& st = self->state;
+  auto i = st.running.find(token);
+  if (i == st.running.end()) {
+    if (reply)
+      reply->deliver(status{error::stale_attempt, "the attempt is no longer running"});
+    return;
+  }
+  auto attempt = i->second;
+  extend_attempt msg{attempt->row(), token, checkpoint.has_value(),
+                     checkpoint ? std::move(*checkpoint) : std::string{}};
+  self->request(st.writer, caf::infinite, std::move(msg))
+    .then(
+      [attempt, reply](extend_reply& r) {
+        auto st = from_wire(r.status);
+        if (st.code() == error::stale_attempt)
+          attempt->cancel();  // it expired: tell the code to stop
+        if (reply)
+          reply->deliver(st);
+      },
+      [reply](caf::error&) {
+        if (reply)
+          reply->deliver(status{error::closed, "the queue is closed"});
+      });
+}
+
+void arm_heartbeat(worker_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.auto_heartbeat_ms <= 0 || !st.cfg.clock->follows_real_time())
+    return;
+  self->delayed_send(self, std::chrono::milliseconds(st.cfg.auto_heartbeat_ms),
+                     tick_atom::value);
+}
+
+void on_tick(worker_ptr self) {
+  auto& st = self->state;
+  auto now = st.cfg.clock->now_ms();
+  if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
+    st.next_auto_heartbeat = now + st.cfg.auto_heartbeat_ms;
+    for (auto& [token, attempt] : st.running)
+      if (!attempt->finished())
+        extend_attempt_of(self, token, std::nullopt, std::nullopt);
+  }
+}
+
+}  // namespace
+
+worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
+  return sys.spawn([cfg = std::move(cfg)](worker_ptr self) mutable
+                   -> worker_actor::behavior_type {
+    auto& st = self->state;
+    st.cfg = std::move(cfg);
+    st.pool = std::make_unique<job_pool>(static_cast<size_t>(st.cfg.max_capacity));
+    st.next_auto_heartbeat = st.cfg.clock->now_ms() + st.cfg.auto_heartbeat_ms;
+    if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time()) {
+      caf::actor_addr addr = self->address();
+      st.clock_subscription = st.cfg.clock->subscribe([addr] {
+        if (auto hdl = caf::actor_cast<caf::actor>(addr))
+          caf::anon_send(hdl, tick_atom::value);
+      });
+      auto clock = st.cfg.clock;
+      auto handle = st.clock_subscription;
+      self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
+    }
+    arm_heartbeat(self);
+    register_worker reg;
+    reg.name = st.cfg.name;
+    for (auto& kv : st.cfg.runners)
+      reg.types.push_back(kv.first);
+    reg.max_capacity = st.cfg.max_capacity;
+    reg.worker = caf::actor_cast<caf::actor>(self);
+    self->request(caf::actor_cast<caf::actor>(st.cfg.dispatcher), caf::infinite, std::move(reg))
+      .then(
+        [self](worker_registered& r) {
+          auto& st = self->state;
+          st.worker_id = r.worker_id;
+          st.writer = r.writer;
+          st.registered = true;
+          maybe_request(self);
+        },
+        [self](caf::error&) { self->quit(); });
+    return {
+      [self](assign_jobs& a) {
+        auto& st = self->state;
+        st.request_open = false;
+        auto me = caf::actor_cast<caf::actor>(self);
+        for (auto& j : a.jobs) {
+          auto attempt = std::make_shared<running_attempt>(j, me);
+          st.running.emplace(j.token, attempt);
+          st.running_weight += j.weight;
+          auto code = st.cfg.runners.find(j.type);
+          runner run = code != st.cfg.runners.end() ? code->second : runner{};
+          st.pool->post([attempt, run] {
+            std::string failure;
+            bool threw = false;
+            try {
+              if (!run)
+                throw std::runtime_error("no runner for job type '" + attempt->type() + "'");
+              run(*attempt);
+            } catch (const std::exception& e) {
+              threw = true;
+              failure = e.what();
+            } catch (...) {
+              threw = true;
+              failure = "job code threw an exception that is not a std::exception";
+            }
+            if (!attempt->finished())
+              attempt->finish_async(!threw, std::move(failure));
+          });
+        }
+        maybe_request(self);
+      },
+      [self](cancel_attempt& c) {
+        auto& st = self->state;
+        auto i = st.running.find(c.token);
+        if (i != st.running.end())
+          i->second->cancel();
+      },
+      [self](attempt_finished& f) {
+        auto& st = self->state;
+        auto i = st.running.find(f.token);
+        if (i == st.running.end()) {
+          if (f.reply)
+            f.reply->deliver(status{error::stale_attempt, "the attempt is no longer running"});
+          return;
+        }
+        st.reports.push_back({i->second->row(), f.token, f.succeeded, std::move(f.text)});
+        st.report_replies.push_back(std::move(f.reply));
+        // Collect what is already queued into one write (self-flush).
+        if (!st.flush_scheduled) {
+          st.flush_scheduled = true;
+          self->send(self, flush_atom::value);
+        }
+      },
+      [self](attempt_extend& e) {
+        extend_attempt_of(self, e.token, std::move(e.checkpoint), std::move(e.reply));
+      },
+      [self](flush_atom) { flush_reports(self); },
+      [self](tick_atom) {
+        on_tick(self);
+        arm_heartbeat(self);
+      },
+      [self](stop_worker& s) {
+        auto& st = self->state;
+        st.stop_replies.push_back(std::move(s.reply));
+        if (!st.stopping) {
+          st.stopping = true;
+          if (st.registered)
+            caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
+                       unregister_worker{st.worker_id});
+        }
+        finish_stop_if_idle(self);
+      },
+      [self](abandon_atom) {
+        auto& st = self->state;
+        for (auto& kv : st.running)
+          kv.second->cancel();
+        for (auto& r : st.stop_replies)
+          r.deliver(status{error::timeout, "running jobs did not finish in time"});
+        st.stop_replies.clear();
+        self->quit();
+      },
+    };
+  });
+}
+
+}  // namespace ergon::actors

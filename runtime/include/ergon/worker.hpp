@@ -1,0 +1,66 @@
+// worker: runs job code. Start one with queue::start_worker.
+//
+//   ergon::worker_options opts;
+//   opts.max_concurrency = 8;
+//   opts.runners["send_email"] = [](ergon::job_context& ctx) { send(ctx.payload()); };
+//   auto w = q.start_worker(std::move(opts));
+//   ...
+//   w->stop(std::chrono::seconds(10));  // finish running jobs, take no more
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ergon/error.hpp"
+#include "ergon/job_context.hpp"
+
+namespace ergon {
+
+/// How a worker runs.
+struct worker_options {
+  /// For diagnostics.
+  std::string name = "worker";
+
+  /// Job code per type; the worker serves exactly these types. Required.
+  std::map<std::string, job_handler> runners;
+
+  /// Most weight units running at once. A job of weight w takes w units, and
+  /// a job heavier than this is never given to this worker.
+  int32_t max_concurrency = 4;
+
+  /// When the running weight drops below this, the worker asks for
+  /// max_concurrency minus running weight more. Empty: equal to
+  /// max_concurrency (refill as soon as anything finishes). Lower values
+  /// fetch in bigger batches.
+  std::optional<int32_t> min_concurrency;
+
+  /// If set, every running attempt gets a heartbeat this often, so jobs
+  /// that don't call heartbeat() survive past their timeout while they run.
+  std::optional<std::chrono::milliseconds> auto_heartbeat;
+};
+
+/// A running worker. Move-only; destroying it stops it (waiting up to 30 s).
+class worker {
+ public:
+  worker(worker&&) noexcept;
+  worker& operator=(worker&&) noexcept;
+  ~worker();
+
+  /// Takes no new jobs and waits up to `timeout` for running ones to finish
+  /// and their outcomes to commit. Error: timeout if some are still running;
+  /// their contexts are flagged cancelled and their attempts expire and retry
+  /// as usual. Stopping twice is not an error.
+  status stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  struct impl;
+  explicit worker(std::shared_ptr<impl> p) noexcept;
+
+ private:
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace ergon

@@ -1,0 +1,110 @@
+#include "attempt_end.hpp"
+
+#include <cmath>
+
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* select_running =
+  "SELECT current_try, max_retries, backoff_initial_ms, backoff_multiplier, "
+  "backoff_randomization, started_at, " ERGON_JOB_KEY_COLUMNS " "
+  "FROM jobs WHERE id = ?1 AND status = 1 AND (?2 IS NULL OR attempt_token = ?2)";
+
+constexpr const char* insert_attempt =
+  "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message) "
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+// Both updates name the row: Effectum's retry had a second UPDATE without a
+// WHERE clause that reset every job.
+constexpr const char* requeue_job =
+  "UPDATE jobs SET status = 0, run_at = ?2, expires_at = NULL WHERE id = ?1";
+
+constexpr const char* fail_job =
+  "UPDATE jobs SET status = 3, finished_at = ?2, expires_at = NULL WHERE id = ?1";
+
+constexpr int64_t max_delay_ms = int64_t{100} * 365 * 24 * 3600 * 1000;
+
+}  // namespace
+
+int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept {
+  double exponent = failed_try > 1 ? failed_try - 1 : 0;
+  double delay = static_cast<double>(b.initial_ms) * std::pow(b.multiplier, exponent)
+                 * (1.0 + u * b.randomization);
+  if (!(delay < static_cast<double>(max_delay_ms)))
+    return max_delay_ms;
+  return static_cast<int64_t>(delay);
+}
+
+status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
+                      int64_t finished_at, attempt_outcome outcome,
+                      const std::string& message) {
+  auto s = d.prepare(insert_attempt);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  q.bind(2, try_number);
+  q.bind(3, started_at);
+  q.bind(4, finished_at);
+  q.bind(5, static_cast<int64_t>(outcome));
+  q.bind_text(6, message);
+  return d.run(q);
+}
+
+result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
+                                               std::optional<int64_t> token,
+                                               attempt_outcome outcome,
+                                               const std::string& message,
+                                               retry_timing timing, double random,
+                                               int64_t now_ms) {
+  auto s = d.prepare(select_running);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  q.bind(2, token);
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return std::optional<attempt_end>{};
+  }
+  attempt_end end;
+  end.row = row;
+  end.try_number = static_cast<int32_t>(q.column_int(0));
+  auto max_retries = static_cast<int32_t>(q.column_int(1));
+  backoff_policy backoff{q.column_int(2), q.column_double(3), q.column_double(4)};
+  end.started_at = q.column_int(5);
+  end.key = rows::read_key(q, 6);
+  end.id = end.key.id;
+  end.type = end.key.type;
+  end.group = end.key.group;
+  end.outcome = outcome;
+  q.reset();
+  if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, outcome,
+                               message);
+      !st)
+    return st;
+  // try_number counts attempts started; 1 + max_retries are allowed.
+  bool retry = end.try_number <= max_retries;
+  auto u = d.prepare(retry ? requeue_job : fail_job);
+  if (!u)
+    return u.error();
+  (*u)->bind(1, row);
+  if (retry) {
+    end.key.run_at = timing == retry_timing::immediate
+                       ? now_ms
+                       : now_ms + retry_delay(backoff, end.try_number, random);
+    (*u)->bind(2, end.key.run_at);
+    end.status = job_status::pending;
+  } else {
+    (*u)->bind(2, now_ms);
+    end.status = job_status::failed;
+  }
+  if (auto st = d.run(**u); !st)
+    return st;
+  return std::optional<attempt_end>{std::move(end)};
+}
+
+}  // namespace ergon::storage

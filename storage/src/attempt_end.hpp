@@ -1,0 +1,29 @@
+// Ending a running attempt that did not succeed: shared by finish_attempts
+// (a reported failure), expire_attempt and recover_running, so a retry is
+// decided and written in exactly one place. Internal to storage/.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::storage {
+
+/// Records the attempt of `row` as `outcome` with `message`, then puts the job
+/// back to pending (run_at from `timing`) if it has retries left, or ends it
+/// `failed`. With a token, only that attempt is ended. Returns nothing if the
+/// job is not running (or runs another attempt): nothing changed then.
+result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
+                                               std::optional<int64_t> token,
+                                               attempt_outcome outcome,
+                                               const std::string& message,
+                                               retry_timing timing, double random,
+                                               int64_t now_ms);
+
+/// Inserts the attempts row for a finished attempt.
+status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
+                      int64_t finished_at, attempt_outcome outcome,
+                      const std::string& message);
+
+}  // namespace ergon::storage

@@ -1,0 +1,37 @@
+#include "ergon/storage/operations.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* expire_job =
+  "UPDATE jobs SET status = 5, finished_at = ?2 "
+  "WHERE id = ?1 AND status = 0 AND deadline IS NOT NULL AND deadline < ?2 "
+  "RETURNING " ERGON_JOB_KEY_COLUMNS;
+
+}  // namespace
+
+result<std::vector<job_key>> expire_pending(db& d, const expire_pending_args& args,
+                                            int64_t now_ms) {
+  auto s = d.prepare(expire_job);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  std::vector<job_key> out;
+  for (auto row : args.rows) {
+    q.reset();
+    q.bind(1, row);
+    q.bind(2, now_ms);
+    if (q.step()) {
+      out.push_back(rows::read_key(q));
+      if (q.step() || !q.step_status())
+        return q.step_status().ok() ? status{error::internal, "expire returned two rows"}
+                                    : q.step_status();
+    } else if (!q.step_status()) {
+      return q.step_status();
+    }
+  }
+  return out;
+}
+
+}  // namespace ergon::storage

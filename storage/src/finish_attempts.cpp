@@ -1,0 +1,84 @@
+#include "attempt_end.hpp"
+#include "ergon/storage/operations.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* complete_job =
+  "UPDATE jobs SET status = 2, finished_at = ?3, result = ?4, expires_at = NULL "
+  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
+  "RETURNING current_try, started_at, external_id, type, group_key";
+
+status stale(int64_t row) {
+  return {error::stale_attempt,
+          "attempt of job row " + std::to_string(row)
+            + " is no longer current (it expired or was recovered); result discarded"};
+}
+
+}  // namespace
+
+result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
+                                               int64_t now_ms) {
+  finish_attempts_result out;
+  out.statuses.reserve(args.reports.size());
+  for (size_t i = 0; i < args.reports.size(); ++i) {
+    const auto& r = args.reports[i];
+    if (r.succeeded) {
+      if (args.max_result_bytes != 0 && r.text.size() > args.max_result_bytes) {
+        out.statuses.push_back(invalid_field(
+          "result", "is " + std::to_string(r.text.size()) + " bytes; the queue's limit is "
+                      + std::to_string(args.max_result_bytes)));
+        continue;
+      }
+      auto s = d.prepare(complete_job);
+      if (!s)
+        return s.error();
+      auto& q = **s;
+      q.bind(1, r.row);
+      q.bind(2, r.token);
+      q.bind(3, now_ms);
+      if (r.text.empty())
+        q.bind_null(4);
+      else
+        q.bind_blob(4, r.text);
+      if (!q.step()) {
+        if (!q.step_status())
+          return q.step_status();
+        out.statuses.push_back(stale(r.row));
+        continue;
+      }
+      attempt_end end;
+      end.row = r.row;
+      end.try_number = static_cast<int32_t>(q.column_int(0));
+      end.started_at = q.column_int(1);
+      end.id = rows::column_id(q, 2);
+      end.type = q.column_text(3);
+      end.group = q.column_text(4);
+      end.outcome = attempt_outcome::succeeded;
+      end.status = job_status::succeeded;
+      q.reset();
+      if (auto st = record_attempt(d, r.row, end.try_number, end.started_at, now_ms,
+                                   attempt_outcome::succeeded, {});
+          !st)
+        return st;
+      out.statuses.emplace_back();
+      out.ended.push_back(std::move(end));
+      continue;
+    }
+    double u = i < args.randoms.size() ? args.randoms[i] : 0.0;
+    auto ended = end_attempt(d, r.row, r.token, attempt_outcome::failed, r.text,
+                             retry_timing::backoff, u, now_ms);
+    if (!ended)
+      return ended.error();
+    if (!*ended) {
+      out.statuses.push_back(stale(r.row));
+      continue;
+    }
+    out.statuses.emplace_back();
+    out.ended.push_back(std::move(**ended));
+  }
+  return out;
+}
+
+}  // namespace ergon::storage

@@ -1,0 +1,40 @@
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// A checkpoint counts as a heartbeat.
+constexpr const char* extend_attempt =
+  "UPDATE jobs SET expires_at = max(expires_at, ?3 + heartbeat_increment_ms), "
+  "checkpoint = coalesce(?4, checkpoint) "
+  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 RETURNING expires_at";
+
+}  // namespace
+
+result<int64_t> heartbeat(db& d, const heartbeat_args& args, int64_t now_ms) {
+  if (args.checkpoint && args.max_payload_bytes != 0
+      && args.checkpoint->size() > args.max_payload_bytes)
+    return invalid_field("payload", "checkpoint is " + std::to_string(args.checkpoint->size())
+                                      + " bytes; the queue's limit is "
+                                      + std::to_string(args.max_payload_bytes));
+  auto s = d.prepare(extend_attempt);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, args.row);
+  q.bind(2, args.token);
+  q.bind(3, now_ms);
+  if (args.checkpoint)
+    q.bind_blob(4, *args.checkpoint);
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return status{error::stale_attempt, "attempt of job row " + std::to_string(args.row)
+                                          + " is no longer current; heartbeat ignored"};
+  }
+  auto expires_at = q.column_int(0);
+  q.reset();
+  return expires_at;
+}
+
+}  // namespace ergon::storage
