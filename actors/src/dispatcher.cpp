@@ -37,10 +37,20 @@ struct running_info {
 struct worker_info {
   caf::actor handle;
   std::vector<uint32_t> types;
-  int32_t wanted = 0;     // open request, in weight units (0: none)
+  // Credit: the worker's last request said it had `capacity` free after
+  // receiving `received` units; `sent` counts every unit assigned to it.
+  int32_t capacity = 0;
+  int64_t received = 0;
+  int64_t sent = 0;
   bool claiming = false;  // a claim for it is at the writer
   bool leaving = false;   // unregistered while claiming: drop after the claim
   std::vector<ready_entry> claim_entries;
+
+  /// Units the dispatcher may still assign: free capacity minus what is
+  /// on its way to the worker.
+  int32_t wanted() const {
+    return static_cast<int32_t>(capacity - (sent - received));
+  }
 };
 
 // Interns strings (types, groups) to small integers for the index.
@@ -165,11 +175,12 @@ void dispatch(dispatcher_ptr self) {
     auto wid = st.waiting.front();
     st.waiting.pop_front();
     auto w = st.workers.find(wid);
-    if (w == st.workers.end() || w->second.claiming || w->second.wanted <= 0)
+    if (w == st.workers.end() || w->second.claiming || w->second.leaving
+        || w->second.wanted() <= 0)
       continue;
     auto& info = w->second;
     std::vector<ready_entry> picks;
-    for (int32_t room = info.wanted; room > 0;) {
+    for (int32_t room = info.wanted(); room > 0;) {
       auto e = st.index.pop_best(info.types, room);
       if (!e)
         break;
@@ -234,12 +245,13 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t n
       continue;  // the worker died; its attempts expire and retry
     if (!out.jobs.empty()) {
       // A stopping worker still runs what was claimed for it.
-      w->second.wanted = 0;
+      for (auto& a : out.jobs)
+        w->second.sent += a.weight;
       caf::anon_send(w->second.handle, std::move(out));
     }
     if (w->second.leaving)
       st.workers.erase(w);
-    else if (out.jobs.empty())
+    else if (w->second.wanted() > 0)
       st.waiting.push_back(c.worker_id);
   }
 }
@@ -398,7 +410,6 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         st.deadlines.emplace(*k.deadline, k.row);
     }
     st.cfg.pending = {};
-    caf::anon_send(st.cfg.writer, listen_to{caf::actor_cast<caf::actor>(self)});
     if (!st.cfg.clock->follows_real_time()) {
       caf::actor_addr addr = self->address();
       st.clock_subscription = st.cfg.clock->subscribe([addr] {
@@ -436,10 +447,11 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       [self](request_jobs& r) {
         auto& st = self->state;
         auto w = st.workers.find(r.worker_id);
-        if (w == st.workers.end() || r.capacity <= 0)
+        if (w == st.workers.end())
           return;
-        w->second.wanted = r.capacity;
-        if (!w->second.claiming)
+        w->second.capacity = r.capacity;
+        w->second.received = r.received_weight;
+        if (!w->second.claiming && w->second.wanted() > 0)
           st.waiting.push_back(r.worker_id);
         dispatch(self);
         arm_timer(self);
@@ -449,7 +461,7 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         auto w = st.workers.find(u.worker_id);
         if (w == st.workers.end())
           return;
-        w->second.wanted = 0;
+        w->second.capacity = 0;
         if (w->second.claiming)
           w->second.leaving = true;
         else

@@ -76,7 +76,10 @@ struct worker_state {
   bool registered = false;
   std::unordered_map<int64_t, std::shared_ptr<running_attempt>> running;  // by token
   int32_t running_weight = 0;
-  bool request_open = false;
+  int64_t received_weight = 0;  // every unit ever assigned to us
+  // What the last request_jobs said, to skip sending the same thing twice.
+  int32_t last_capacity = -1;
+  int64_t last_received = -1;
   // Outcomes collected for the next report_outcomes.
   std::vector<outcome_report> reports;
   std::vector<std::optional<reply_to<status>>> report_replies;
@@ -92,17 +95,20 @@ struct worker_state {
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
+// Below the low-water mark, tells the dispatcher how much room there is.
+// Repeating it as room grows is safe: the dispatcher nets out what is on its
+// way (see request_jobs).
 void maybe_request(worker_ptr self) {
   auto& st = self->state;
-  if (!st.registered || st.stopping || st.request_open
-      || st.running_weight >= st.cfg.min_capacity)
+  if (!st.registered || st.stopping || st.running_weight >= st.cfg.min_capacity)
     return;
   auto room = st.cfg.max_capacity - st.running_weight;
-  if (room <= 0)
+  if (room <= 0 || (room == st.last_capacity && st.received_weight == st.last_received))
     return;
-  st.request_open = true;
+  st.last_capacity = room;
+  st.last_received = st.received_weight;
   caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
-             request_jobs{st.worker_id, room});
+                 request_jobs{st.worker_id, room, st.received_weight});
 }
 
 void finish_stop_if_idle(worker_ptr self) {
@@ -245,12 +251,12 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     return {
       [self](assign_jobs& a) {
         auto& st = self->state;
-        st.request_open = false;
         auto me = caf::actor_cast<caf::actor>(self);
         for (auto& j : a.jobs) {
           auto attempt = std::make_shared<running_attempt>(j, me);
           st.running.emplace(j.token, attempt);
           st.running_weight += j.weight;
+          st.received_weight += j.weight;
           auto code = st.cfg.runners.find(j.type);
           runner run = code != st.cfg.runners.end() ? code->second : runner{};
           st.pool->post([attempt, run] {

@@ -260,6 +260,9 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
   dcfg.subs = p->subs;
   dcfg.pending = std::move(*pending);
   p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
+  // Sent from this thread before open returns, so it is queued ahead of every
+  // request a caller can make: no commit feed is missed.
+  caf::anon_send(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
   p->reads = std::make_unique<runtime::read_pool>(path, db_opts, opts.read_connections);
   p->opts = std::move(opts);
   return queue{std::move(p)};

@@ -45,7 +45,8 @@ struct dispatcher_config {
   std::vector<storage::job_key> pending;
 };
 
-/// Spawns the dispatcher. It tells the writer to send it commit feeds.
+/// Spawns the dispatcher. The caller must then send the writer
+/// `listen_to{dispatcher}` before any write it wants the dispatcher to see.
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg);
 
 }  // namespace ergon::actors

@@ -55,12 +55,15 @@ struct worker_registered {
   caf::actor writer;
 };
 
-/// The worker has room for `capacity` weight units. At most one request per
-/// worker is open; the dispatcher answers it with one assign_jobs as soon as
-/// at least one job is claimed for it.
+/// The worker has `capacity` free weight units, having received
+/// `received_weight` units in all assign_jobs so far. The dispatcher subtracts
+/// what it sent but the worker had not yet received (credit-based flow
+/// control), so a worker may update its request at any time without ever
+/// being given more than it has room for. Each request replaces the last.
 struct request_jobs {
   uint64_t worker_id = 0;
   int32_t capacity = 0;
+  int64_t received_weight = 0;
 };
 
 /// The worker stops taking jobs.
@@ -146,7 +149,8 @@ typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_jobs& x) {
-  return f(caf::meta::type_name("ergon::request_jobs"), x.worker_id, x.capacity);
+  return f(caf::meta::type_name("ergon::request_jobs"), x.worker_id, x.capacity,
+           x.received_weight);
 }
 
 template <class Inspector>
