@@ -469,6 +469,9 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       },
       [self](commit_feed& f) {
         on_feed(self, f);
+        // A manual clock's tick may have overtaken this feed: check timers
+        // against the current time, not only on the next tick.
+        on_timer(self);
         dispatch(self);
         arm_timer(self);
         flush_events(self);

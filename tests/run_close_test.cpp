@@ -1,0 +1,240 @@
+// Closing, stopping workers, recovery at open, and real crashes: a child
+// process killed with SIGKILL in the middle of its work.
+#define BOOST_TEST_MODULE run_close
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "support/child_process.hpp"
+#include "support/queue_fixture.hpp"
+
+using namespace ergon;
+using namespace ergon::test;
+using namespace std::chrono_literals;
+
+BOOST_FIXTURE_TEST_SUITE(closing, queue_fixture)
+
+BOOST_AUTO_TEST_CASE(after_close_jobs_are_only_succeeded_or_pending) {
+  for (int i = 0; i < 10; ++i)
+    submit(*job_of("t").build());
+  gate g;
+  worker_options w;
+  w.max_concurrency = 2;
+  w.runners["t"] = [&](job_context&) { g.pass(); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(2));
+  auto closing = std::async(std::launch::async, [this] { return q->close(30s); });
+  g.open();
+  BOOST_REQUIRE(closing.wait_for(hang_guard) == std::future_status::ready);
+  BOOST_TEST(closing.get().ok());
+  sqlite_probe probe{dir.file("q.db")};
+  auto succeeded = probe.number("SELECT count(*) FROM jobs WHERE status = 2");
+  auto pending = probe.number("SELECT count(*) FROM jobs WHERE status = 0");
+  BOOST_TEST(succeeded >= 2);
+  BOOST_TEST(succeeded + pending == 10);
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status NOT IN (0, 2)") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(close_with_zero_timeout_times_out_and_the_job_retries_after_reopen) {
+  auto id = submit(*job_of("t").build());
+  gate g;
+  worker_options w;
+  w.runners["t"] = [&](job_context&) { g.pass(); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  auto st = q->close(0ms);
+  BOOST_TEST(st.code() == error::timeout);
+  BOOST_TEST(sqlite_probe{dir.file("q.db")}.number("SELECT status FROM jobs") == 1);
+  reopen();
+  auto i = info(id);
+  BOOST_TEST(i.status == job_status::pending);
+  BOOST_TEST(i.tries == 1);
+  BOOST_REQUIRE(i.attempts.size() == 1u);
+  BOOST_TEST(i.attempts[0].outcome == attempt_outcome::process_restart);
+  BOOST_TEST(i.attempts[0].message == "process restart");
+  // Default recovery waits the job's backoff delay (1 s for job_of).
+  BOOST_TEST(i.run_at_ms == t0 + 1'000);
+  g.open();  // the abandoned attempt ends; its outcome can no longer be written
+}
+
+BOOST_AUTO_TEST_CASE(recovery_can_retry_immediately) {
+  auto id = submit(*job_of("t").build());
+  gate g;
+  {
+    worker_options w;
+    w.runners["t"] = [&](job_context&) { g.pass(); };
+    auto wk = start(std::move(w));
+    BOOST_REQUIRE(g.wait_for_waiting(1));
+    BOOST_TEST(q->close(0ms).code() == error::timeout);
+  }
+  options opts;
+  opts.recovery = recovery_mode::retry_immediately;
+  reopen(opts);
+  BOOST_TEST(info(id).run_at_ms == t0);
+  worker_options w;
+  w.runners["t"] = [](job_context&) {};
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  auto i = info(id);
+  BOOST_REQUIRE(i.attempts.size() == 2u);
+  BOOST_TEST(i.attempts[0].outcome == attempt_outcome::process_restart);
+  BOOST_TEST(i.attempts[1].outcome == attempt_outcome::succeeded);
+  g.open();
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_stops_after_its_running_jobs_and_takes_no_more) {
+  auto first = submit(*job_of("t").build());
+  gate g;
+  worker_options w;
+  w.max_concurrency = 1;
+  w.runners["t"] = [&](job_context&) { g.pass(); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  auto second = submit(*job_of("t").build());
+  auto stopping = std::async(std::launch::async, [&] { return wk.stop(30s); });
+  g.open();
+  BOOST_REQUIRE(stopping.wait_for(hang_guard) == std::future_status::ready);
+  BOOST_TEST(stopping.get().ok());
+  BOOST_TEST(info(first).status == job_status::succeeded);
+  BOOST_TEST(info(second).status == job_status::pending);
+  BOOST_TEST(wk.stop(1s).ok());  // stopping twice is fine
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_stop_that_times_out_flags_its_jobs_cancelled) {
+  auto id = submit(*job_of("t").build());
+  std::promise<void> saw_cancel;
+  gate g;
+  worker_options w;
+  w.runners["t"] = [&](job_context& ctx) {
+    g.pass();
+    while (!ctx.cancelled())
+      std::this_thread::yield();
+    saw_cancel.set_value();
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  BOOST_TEST(wk.stop(0ms).code() == error::timeout);
+  g.open();
+  auto f = saw_cancel.get_future();
+  BOOST_REQUIRE(f.wait_for(hang_guard) == std::future_status::ready);
+  // The abandoned attempt stays running until it expires and retries.
+  BOOST_TEST(info(id).status == job_status::running);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(crashes)
+
+BOOST_AUTO_TEST_CASE(acknowledged_submits_survive_sigkill) {
+  temp_dir dir;
+  std::set<std::string> acked;
+  {
+    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "submit", "100000"}};
+    for (;;) {
+      auto line = child.read_line();
+      BOOST_REQUIRE_MESSAGE(line.rfind("acked ", 0) == 0, "child said: " + line);
+      acked.insert(line.substr(6));
+      if (acked.size() == 500)
+        break;
+    }
+    child.signal(SIGKILL);
+    // Lines already written before the kill were acknowledged too.
+    for (auto line = child.read_line(); !line.empty(); line = child.read_line())
+      if (line.rfind("acked ", 0) == 0)
+        acked.insert(line.substr(6));
+    BOOST_TEST(WIFSIGNALED(child.wait()));
+  }
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE(q.has_value());
+  for (auto& text : acked) {
+    auto id = job_id::parse(text);
+    BOOST_REQUIRE(id.has_value());
+    auto i = q->job_info(*id);
+    BOOST_REQUIRE_MESSAGE(i.has_value(), "acknowledged job " + text + " is missing");
+    BOOST_TEST(i->status == job_status::pending);
+  }
+  BOOST_TEST(q->counts()[job_status::pending] >= static_cast<int64_t>(acked.size()));
+}
+
+BOOST_AUTO_TEST_CASE(a_job_killed_mid_run_retries_and_finishes_and_nothing_is_lost) {
+  temp_dir dir;
+  std::vector<job_id> ids;
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE(q.has_value());
+    for (int i = 0; i < 3; ++i)
+      ids.push_back(*q->submit(*job_builder("work").payload(std::to_string(i)).build()));
+  }
+  std::string killed;
+  {
+    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "hang"}};
+    auto line = child.read_line();
+    BOOST_REQUIRE_MESSAGE(line.rfind("started ", 0) == 0, "child said: " + line);
+    killed = line.substr(8, 36);
+    child.signal(SIGKILL);
+    BOOST_TEST(WIFSIGNALED(child.wait()));
+  }
+  BOOST_TEST(sqlite_probe{dir.file("q.db")}.number("SELECT count(*) FROM jobs WHERE status = 1")
+             == 1);
+  options opts;
+  opts.recovery = recovery_mode::retry_immediately;
+  auto q = queue::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE(q.has_value());
+  event_log log{*q};
+  worker_options w;
+  w.runners["work"] = [](job_context&) {};
+  auto wk = q->start_worker(std::move(w));
+  BOOST_REQUIRE(log.wait_for(event_kind::succeeded, 3));
+  for (auto& id : ids) {
+    auto i = q->job_info(id);
+    BOOST_REQUIRE(i.has_value());
+    BOOST_TEST(i->status == job_status::succeeded);
+    if (id.to_string() == killed) {
+      BOOST_REQUIRE(i->attempts.size() == 2u);
+      BOOST_TEST(i->attempts[0].outcome == attempt_outcome::process_restart);
+      BOOST_TEST(i->attempts[1].outcome == attempt_outcome::succeeded);
+    } else {
+      BOOST_TEST(i->attempts.size() == 1u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_job_that_kills_its_process_every_time_ends_failed) {
+  temp_dir dir;
+  job_id id;
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE(q.has_value());
+    id = *q->submit(*job_builder("work").max_retries(2).backoff(0ms).build());
+  }
+  int kills = 0;
+  int launches = 0;
+  for (; launches < 10; ++launches) {
+    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "kill"}};
+    auto line = child.read_line();
+    auto st = child.wait();
+    if (line == "idle") {
+      BOOST_TEST(WIFEXITED(st));
+      break;
+    }
+    BOOST_REQUIRE_MESSAGE(line.rfind("started ", 0) == 0, "child said: " + line);
+    BOOST_TEST(WIFSIGNALED(st));
+    ++kills;
+  }
+  // 1 + max_retries runs, each killing the process; the next open fails it.
+  BOOST_TEST(kills == 3);
+  BOOST_TEST(launches == 3);
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE(q.has_value());
+  auto i = q->job_info(id);
+  BOOST_TEST(i->status == job_status::failed);
+  BOOST_TEST(i->tries == 3);
+  BOOST_REQUIRE(i->attempts.size() == 3u);
+  for (auto& a : i->attempts)
+    BOOST_TEST(a.outcome == attempt_outcome::process_restart);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,74 @@
+// Test helper: a process that uses a queue and gets killed by the test.
+//
+//   ergon-test-crash-worker <db> submit <n>   submit n jobs of type "work" one
+//                                             at a time, printing "acked <id>"
+//                                             after each, then wait for EOF
+//   ergon-test-crash-worker <db> hang         run "work" jobs: print
+//                                             "started <id> <try>", then block
+//   ergon-test-crash-worker <db> kill         run "work" jobs: each kills this
+//                                             process (SIGKILL) mid-job
+//
+// `hang` and `kill` recover with retry_immediately and exit with 0 when there
+// is no pending "work" job to run.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "ergon/job_builder.hpp"
+#include "ergon/queue.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 3)
+    return 2;
+  std::string path = argv[1];
+  std::string mode = argv[2];
+  ergon::options opts;
+  opts.recovery = ergon::recovery_mode::retry_immediately;
+  auto q = ergon::queue::open(path, opts);
+  if (!q) {
+    std::cerr << "open: " << q.error() << '\n';
+    return 1;
+  }
+  if (mode == "submit") {
+    int n = argc > 3 ? std::atoi(argv[3]) : 100;
+    for (int i = 0; i < n; ++i) {
+      auto id = q->submit(*ergon::job_builder("work").payload(std::to_string(i)).build());
+      if (!id) {
+        std::cerr << "submit: " << id.error() << '\n';
+        return 1;
+      }
+      std::printf("acked %s\n", id->to_string().c_str());
+      std::fflush(stdout);
+    }
+    std::puts("all acked");
+    std::fflush(stdout);
+    while (std::getchar() != EOF) {
+    }
+    return 0;
+  }
+  if (q->counts()[ergon::job_status::pending] == 0) {
+    std::puts("idle");
+    return 0;
+  }
+  ergon::worker_options w;
+  w.max_concurrency = 1;
+  w.runners["work"] = [mode](ergon::job_context& ctx) {
+    std::printf("started %s %d\n", ctx.id().to_string().c_str(), ctx.try_number());
+    std::fflush(stdout);
+    if (mode == "kill")
+      std::raise(SIGKILL);
+    // hang: block until the test kills us; stdin stays open.
+    while (std::getchar() != EOF) {
+    }
+  };
+  auto worker = q->start_worker(std::move(w));
+  if (!worker)
+    return 1;
+  while (std::getchar() != EOF) {
+  }
+  return 0;
+}
