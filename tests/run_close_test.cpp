@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE run_close
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <future>
 #include <set>
@@ -85,7 +86,7 @@ BOOST_AUTO_TEST_CASE(recovery_can_retry_immediately) {
   g.open();
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_stops_after_its_running_jobs_and_takes_no_more) {
+BOOST_AUTO_TEST_CASE(a_worker_stop_waits_for_its_running_jobs) {
   auto first = submit(*job_of("t").build());
   gate g;
   worker_options w;
@@ -93,14 +94,26 @@ BOOST_AUTO_TEST_CASE(a_worker_stops_after_its_running_jobs_and_takes_no_more) {
   w.runners["t"] = [&](job_context&) { g.pass(); };
   auto wk = start(std::move(w));
   BOOST_REQUIRE(g.wait_for_waiting(1));
-  auto second = submit(*job_of("t").build());
   auto stopping = std::async(std::launch::async, [&] { return wk.stop(30s); });
   g.open();
   BOOST_REQUIRE(stopping.wait_for(hang_guard) == std::future_status::ready);
   BOOST_TEST(stopping.get().ok());
   BOOST_TEST(info(first).status == job_status::succeeded);
-  BOOST_TEST(info(second).status == job_status::pending);
   BOOST_TEST(wk.stop(1s).ok());  // stopping twice is fine
+}
+
+BOOST_AUTO_TEST_CASE(a_stopped_worker_takes_no_more_jobs) {
+  std::atomic<int> ran_on_stopped{0};
+  worker_options a;
+  a.runners["t"] = [&](job_context&) { ++ran_on_stopped; };
+  auto stopped = start(std::move(a));
+  BOOST_REQUIRE(stopped.stop(30s).ok());
+  auto id = submit(*job_of("t").build());
+  worker_options b;
+  b.runners["t"] = [](job_context&) {};
+  auto other = start(std::move(b));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(ran_on_stopped == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_stop_that_times_out_flags_its_jobs_cancelled) {

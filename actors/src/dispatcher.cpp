@@ -5,6 +5,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include <deque>
 #include <limits>
@@ -44,6 +45,7 @@ struct worker_info {
   int64_t sent = 0;
   bool claiming = false;  // a claim for it is at the writer
   bool leaving = false;   // unregistered while claiming: drop after the claim
+  caf::typed_response_promise<unregistered_atom> left;  // answered when dropped
   std::vector<ready_entry> claim_entries;
 
   /// Units the dispatcher may still assign: free capacity minus what is
@@ -249,10 +251,12 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t n
         w->second.sent += a.weight;
       caf::anon_send(w->second.handle, std::move(out));
     }
-    if (w->second.leaving)
+    if (w->second.leaving) {
+      w->second.left.deliver(unregistered_atom::value);
       st.workers.erase(w);
-    else if (w->second.wanted() > 0)
+    } else if (w->second.wanted() > 0) {
       st.waiting.push_back(c.worker_id);
+    }
   }
 }
 
@@ -356,10 +360,12 @@ void on_write_failed(dispatcher_ptr self, write_failed& w) {
         st.index.add(e, now);
       i->second.claim_entries.clear();
       i->second.claiming = false;
-      if (i->second.leaving)
+      if (i->second.leaving) {
+        i->second.left.deliver(unregistered_atom::value);
         st.workers.erase(i);
-      else
+      } else {
         st.waiting.push_back(w.worker_id);
+      }
     }
   }
   for (auto& a : w.expiries)
@@ -456,16 +462,20 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         dispatch(self);
         arm_timer(self);
       },
-      [self](unregister_worker& u) {
+      [self](unregister_worker& u) -> caf::result<unregistered_atom> {
         auto& st = self->state;
         auto w = st.workers.find(u.worker_id);
         if (w == st.workers.end())
-          return;
+          return unregistered_atom::value;
         w->second.capacity = 0;
-        if (w->second.claiming)
-          w->second.leaving = true;
-        else
+        if (!w->second.claiming) {
           st.workers.erase(w);
+          return unregistered_atom::value;
+        }
+        // Answer after the claim: its jobs reach the worker first.
+        w->second.leaving = true;
+        w->second.left = self->make_response_promise<unregistered_atom>();
+        return w->second.left;
       },
       [self](commit_feed& f) {
         on_feed(self, f);

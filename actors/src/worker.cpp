@@ -85,6 +85,7 @@ struct worker_state {
   std::vector<std::optional<reply_to<status>>> report_replies;
   bool flush_scheduled = false;
   bool stopping = false;
+  bool unregistered = false;  // the dispatcher confirmed: no more jobs coming
   std::vector<reply_to<status>> stop_replies;
   std::unique_ptr<job_pool> pool;
   int64_t next_auto_heartbeat = 0;
@@ -113,7 +114,7 @@ void maybe_request(worker_ptr self) {
 
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || !st.running.empty() || !st.reports.empty())
+  if (!st.stopping || !st.unregistered || !st.running.empty() || !st.reports.empty())
     return;
   for (auto& r : st.stop_replies)
     r.deliver(status{});
@@ -193,6 +194,23 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       });
 }
 
+// Leaves the dispatcher; stops once it confirms and running jobs are done.
+void unregister(worker_ptr self) {
+  auto& st = self->state;
+  self->request(caf::actor_cast<caf::actor>(st.cfg.dispatcher), caf::infinite,
+                unregister_worker{st.worker_id})
+    .then(
+      [self](unregistered_atom) {
+        self->state.unregistered = true;
+        finish_stop_if_idle(self);
+      },
+      [self](caf::error&) {
+        // The dispatcher is gone: nothing more can arrive.
+        self->state.unregistered = true;
+        finish_stop_if_idle(self);
+      });
+}
+
 void arm_heartbeat(worker_ptr self) {
   auto& st = self->state;
   if (st.cfg.auto_heartbeat_ms <= 0 || !st.cfg.clock->follows_real_time())
@@ -245,9 +263,17 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
           st.worker_id = r.worker_id;
           st.writer = r.writer;
           st.registered = true;
-          maybe_request(self);
+          if (st.stopping)
+            unregister(self);
+          else
+            maybe_request(self);
         },
-        [self](caf::error&) { self->quit(); });
+        [self](caf::error&) {
+          self->state.unregistered = true;
+          for (auto& r : self->state.stop_replies)
+            r.deliver(status{error::closed, "the queue is closed"});
+          self->quit();
+        });
     return {
       [self](assign_jobs& a) {
         auto& st = self->state;
@@ -315,8 +341,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         if (!st.stopping) {
           st.stopping = true;
           if (st.registered)
-            caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
-                       unregister_worker{st.worker_id});
+            unregister(self);
         }
         finish_stop_if_idle(self);
       },

@@ -67,7 +67,8 @@ class event_log {
   subscription sub_;  // last: unsubscribed before the members it writes die
 };
 
-/// Holds job code until the test releases it.
+/// Holds job code until the test releases it. Job threads and the test wait
+/// on separate condition variables: one kind of waiter per variable.
 class gate {
  public:
   /// Blocks until a permit is available (or the gate is open) and takes it.
@@ -75,8 +76,8 @@ class gate {
   bool pass() {
     std::unique_lock<std::mutex> guard{mtx_};
     ++waiting_;
-    cv_.notify_all();
-    bool ok = cv_.wait_for(guard, hang_guard, [&] { return open_ || permits_ > 0; });
+    test_cv_.notify_all();
+    bool ok = jobs_cv_.wait_for(guard, hang_guard, [&] { return open_ || permits_ > 0; });
     --waiting_;
     if (ok && !open_)
       --permits_;
@@ -87,20 +88,20 @@ class gate {
   void release(int n = 1) {
     std::lock_guard<std::mutex> guard{mtx_};
     permits_ += n;
-    cv_.notify_all();
+    jobs_cv_.notify_all();
   }
 
   /// Lets everything through from now on.
   void open() {
     std::lock_guard<std::mutex> guard{mtx_};
     open_ = true;
-    cv_.notify_all();
+    jobs_cv_.notify_all();
   }
 
   /// Waits until `n` callers are blocked in pass().
   bool wait_for_waiting(int n) {
     std::unique_lock<std::mutex> guard{mtx_};
-    return cv_.wait_for(guard, hang_guard, [&] { return waiting_ >= n; });
+    return test_cv_.wait_for(guard, hang_guard, [&] { return waiting_ >= n; });
   }
 
   int waiting() const {
@@ -110,7 +111,8 @@ class gate {
 
  private:
   mutable std::mutex mtx_;
-  std::condition_variable cv_;
+  std::condition_variable jobs_cv_;
+  std::condition_variable test_cv_;
   int permits_ = 0;
   int waiting_ = 0;
   bool open_ = false;

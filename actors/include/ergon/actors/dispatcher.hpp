@@ -30,7 +30,7 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using dispatcher_actor = caf::typed_actor<
   caf::replies_to<register_worker>::with<worker_registered>,
   caf::reacts_to<request_jobs>,
-  caf::reacts_to<unregister_worker>,
+  caf::replies_to<unregister_worker>::with<unregistered_atom>,
   caf::reacts_to<commit_feed>,
   caf::reacts_to<write_failed>,
   caf::reacts_to<tick_atom>,

@@ -66,10 +66,14 @@ struct request_jobs {
   int64_t received_weight = 0;
 };
 
-/// The worker stops taking jobs.
+/// The worker stops taking jobs. The dispatcher answers with
+/// `unregistered_atom` once no claim for the worker is in flight; jobs
+/// claimed for it before that arrive first, and the worker must run them.
 struct unregister_worker {
   uint64_t worker_id = 0;
 };
+
+using unregistered_atom = caf::atom_constant<caf::atom("unreg")>;
 
 /// One claimed attempt: everything needed to run it. The claim is committed
 /// before this is sent.
