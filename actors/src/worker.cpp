@@ -29,11 +29,13 @@ status running_attempt::finish(bool succeeded, std::string text, bool wait) {
   if (finished_.exchange(true, std::memory_order_acq_rel))
     return {error::job_finished, "this attempt already reported its outcome"};
   if (!wait) {
-    caf::anon_send(worker_, attempt_finished{token_, succeeded, std::move(text), std::nullopt});
+    caf::anon_send(worker_,
+                   attempt_finished{row_, token_, succeeded, std::move(text), std::nullopt});
     return {};
   }
   auto [to, from] = make_reply<status>();
-  caf::anon_send(worker_, attempt_finished{token_, succeeded, std::move(text), std::move(to)});
+  caf::anon_send(worker_,
+                 attempt_finished{row_, token_, succeeded, std::move(text), std::move(to)});
   return from.wait();
 }
 
@@ -47,6 +49,10 @@ status running_attempt::fail(std::string message) {
 
 void running_attempt::finish_async(bool succeeded, std::string text) {
   finish(succeeded, std::move(text), false);
+}
+
+void running_attempt::returned() {
+  caf::anon_send(worker_, attempt_returned{token_});
 }
 
 status running_attempt::extend(std::optional<std::string> checkpoint) {
@@ -74,8 +80,10 @@ struct worker_state {
   caf::actor writer;
   uint64_t worker_id = 0;
   bool registered = false;
-  std::unordered_map<int64_t, std::shared_ptr<running_attempt>> running;  // by token
+  // Attempts whose code is running, by token.
+  std::unordered_map<int64_t, std::shared_ptr<running_attempt>> running;
   int32_t running_weight = 0;
+  size_t reports_in_flight = 0;  // sent to the writer, not yet committed
   int64_t received_weight = 0;  // every unit ever assigned to us
   // What the last request_jobs said, to skip sending the same thing twice.
   int32_t last_capacity = -1;
@@ -108,28 +116,20 @@ void maybe_request(worker_ptr self) {
     return;
   st.last_capacity = room;
   st.last_received = st.received_weight;
+  ++st.cfg.counters->requests_sent;
   caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
                  request_jobs{st.worker_id, room, st.received_weight});
 }
 
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || !st.unregistered || !st.running.empty() || !st.reports.empty())
+  if (!st.stopping || !st.unregistered || !st.running.empty() || !st.reports.empty()
+      || st.reports_in_flight > 0)
     return;
   for (auto& r : st.stop_replies)
     r.deliver(status{});
   st.stop_replies.clear();
   self->quit();
-}
-
-// The outcome of an attempt committed (or failed to): free its weight.
-void release(worker_ptr self, int64_t token) {
-  auto& st = self->state;
-  auto i = st.running.find(token);
-  if (i == st.running.end())
-    return;
-  st.running_weight -= i->second->weight();
-  st.running.erase(i);
 }
 
 void flush_reports(worker_ptr self) {
@@ -138,19 +138,17 @@ void flush_reports(worker_ptr self) {
   if (st.reports.empty())
     return;
   auto replies = std::move(st.report_replies);
-  std::vector<int64_t> tokens;
-  for (auto& r : st.reports)
-    tokens.push_back(r.token);
+  auto n = st.reports.size();
   report_outcomes msg{std::move(st.reports)};
   st.reports.clear();
   st.report_replies.clear();
-  auto done = [self, tokens, replies](const std::vector<status>& statuses) mutable {
-    for (size_t i = 0; i < tokens.size(); ++i) {
+  st.reports_in_flight += n;
+  auto done = [self, n, replies](const std::vector<status>& statuses) mutable {
+    for (size_t i = 0; i < n; ++i)
       if (replies[i])
         replies[i]->deliver(statuses[i]);
-      release(self, tokens[i]);
-    }
-    maybe_request(self);
+    self->state.reports_in_flight -= n;
+    self->state.cfg.counters->outcomes_committed += static_cast<int64_t>(n);
     finish_stop_if_idle(self);
   };
   self->request(st.writer, caf::infinite, std::move(msg))
@@ -161,7 +159,7 @@ void flush_reports(worker_ptr self) {
           statuses.push_back(from_wire(w));
         done(statuses);
       },
-      [done, n = tokens.size()](caf::error&) mutable {
+      [done, n](caf::error&) mutable {
         // The writer is gone (queue closed): the outcome was not recorded.
         done(std::vector<status>(n, status{error::closed, "the queue is closed"}));
       });
@@ -278,11 +276,15 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       [self](assign_jobs& a) {
         auto& st = self->state;
         auto me = caf::actor_cast<caf::actor>(self);
+        ++st.cfg.counters->batches_received;
+        st.cfg.counters->jobs_received += static_cast<int64_t>(a.jobs.size());
         for (auto& j : a.jobs) {
           auto attempt = std::make_shared<running_attempt>(j, me);
           st.running.emplace(j.token, attempt);
           st.running_weight += j.weight;
           st.received_weight += j.weight;
+          ++st.cfg.counters->running_jobs;
+          st.cfg.counters->running_weight += j.weight;
           auto code = st.cfg.runners.find(j.type);
           runner run = code != st.cfg.runners.end() ? code->second : runner{};
           st.pool->post([attempt, run] {
@@ -301,6 +303,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
             }
             if (!attempt->finished())
               attempt->finish_async(!threw, std::move(failure));
+            attempt->returned();
           });
         }
         maybe_request(self);
@@ -313,19 +316,25 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       },
       [self](attempt_finished& f) {
         auto& st = self->state;
-        auto i = st.running.find(f.token);
-        if (i == st.running.end()) {
-          if (f.reply)
-            f.reply->deliver(status{error::stale_attempt, "the attempt is no longer running"});
-          return;
-        }
-        st.reports.push_back({i->second->row(), f.token, f.succeeded, std::move(f.text)});
+        st.reports.push_back({f.row, f.token, f.succeeded, std::move(f.text)});
         st.report_replies.push_back(std::move(f.reply));
         // Collect what is already queued into one write (self-flush).
         if (!st.flush_scheduled) {
           st.flush_scheduled = true;
           self->send(self, flush_atom::value);
         }
+      },
+      [self](attempt_returned& r) {
+        auto& st = self->state;
+        auto i = st.running.find(r.token);
+        if (i != st.running.end()) {
+          st.running_weight -= i->second->weight();
+          --st.cfg.counters->running_jobs;
+          st.cfg.counters->running_weight -= i->second->weight();
+          st.running.erase(i);
+        }
+        maybe_request(self);
+        finish_stop_if_idle(self);
       },
       [self](attempt_extend& e) {
         extend_attempt_of(self, e.token, std::move(e.checkpoint), std::move(e.reply));

@@ -23,6 +23,7 @@ namespace ergon {
 
 struct worker::impl {
   actors::worker_actor actor;
+  std::shared_ptr<actors::worker_counters> counters;
   std::mutex mtx;
   bool stopped = false;
 
@@ -53,6 +54,18 @@ worker::~worker() {
 
 status worker::stop(std::chrono::milliseconds timeout) {
   return impl_->stop(timeout);
+}
+
+worker_stats worker::stats() const {
+  auto& c = *impl_->counters;
+  worker_stats s;
+  s.jobs_received = c.jobs_received.load();
+  s.batches_received = c.batches_received.load();
+  s.requests_sent = c.requests_sent.load();
+  s.outcomes_committed = c.outcomes_committed.load();
+  s.running_jobs = c.running_jobs.load();
+  s.running_weight = c.running_weight.load();
+  return s;
 }
 
 // -- queue ---------------------------------------------------------------------------------
@@ -337,6 +350,7 @@ result<worker> queue::start_worker(worker_options opts) {
   cfg.clock = impl_->clk;
   cfg.dispatcher = caf::actor_cast<caf::actor>(impl_->dispatcher);
   auto w = std::make_shared<worker::impl>();
+  w->counters = cfg.counters;
   w->actor = actors::spawn_worker(*impl_->sys, std::move(cfg));
   {
     std::lock_guard<std::mutex> guard{impl_->workers_mtx};

@@ -21,22 +21,14 @@ constexpr const char* insert_attempt =
 constexpr const char* requeue_job =
   "UPDATE jobs SET status = 0, run_at = ?2, expires_at = NULL WHERE id = ?1";
 
+// The job's last attempt stays in the jobs row: no attempts row for it.
 constexpr const char* fail_job =
-  "UPDATE jobs SET status = 3, finished_at = ?2, expires_at = NULL WHERE id = ?1";
+  "UPDATE jobs SET status = 3, finished_at = ?2, expires_at = NULL, last_outcome = ?3, "
+  "last_message = ?4 WHERE id = ?1";
 
 constexpr int64_t max_delay_ms = int64_t{100} * 365 * 24 * 3600 * 1000;
 
-}  // namespace
-
-int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept {
-  double exponent = failed_try > 1 ? failed_try - 1 : 0;
-  double delay = static_cast<double>(b.initial_ms) * std::pow(b.multiplier, exponent)
-                 * (1.0 + u * b.randomization);
-  if (!(delay < static_cast<double>(max_delay_ms)))
-    return max_delay_ms;
-  return static_cast<int64_t>(delay);
-}
-
+// Inserts the attempts row for an attempt that is followed by a retry.
 status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
                       int64_t finished_at, attempt_outcome outcome,
                       const std::string& message) {
@@ -51,6 +43,17 @@ status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at
   q.bind(5, static_cast<int64_t>(outcome));
   q.bind_text(6, message);
   return d.run(q);
+}
+
+}  // namespace
+
+int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept {
+  double exponent = failed_try > 1 ? failed_try - 1 : 0;
+  double delay = static_cast<double>(b.initial_ms) * std::pow(b.multiplier, exponent)
+                 * (1.0 + u * b.randomization);
+  if (!(delay < static_cast<double>(max_delay_ms)))
+    return max_delay_ms;
+  return static_cast<int64_t>(delay);
 }
 
 result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
@@ -82,12 +85,14 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   end.group = end.key.group;
   end.outcome = outcome;
   q.reset();
-  if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, outcome,
-                               message);
-      !st)
-    return st;
   // try_number counts attempts started; 1 + max_retries are allowed.
   bool retry = end.try_number <= max_retries;
+  if (retry) {
+    if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, outcome,
+                                 message);
+        !st)
+      return st;
+  }
   auto u = d.prepare(retry ? requeue_job : fail_job);
   if (!u)
     return u.error();
@@ -100,6 +105,8 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
     end.status = job_status::pending;
   } else {
     (*u)->bind(2, now_ms);
+    (*u)->bind(3, static_cast<int64_t>(outcome));
+    (*u)->bind_text(4, message);
     end.status = job_status::failed;
   }
   if (auto st = d.run(**u); !st)

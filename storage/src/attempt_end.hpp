@@ -21,9 +21,4 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
                                                retry_timing timing, double random,
                                                int64_t now_ms);
 
-/// Inserts the attempts row for a finished attempt.
-status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
-                      int64_t finished_at, attempt_outcome outcome,
-                      const std::string& message);
-
 }  // namespace ergon::storage

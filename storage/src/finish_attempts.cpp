@@ -5,8 +5,10 @@
 namespace ergon::storage {
 namespace {
 
+// The succeeding attempt stays in the jobs row: no attempts row for it.
 constexpr const char* complete_job =
-  "UPDATE jobs SET status = 2, finished_at = ?3, result = ?4, expires_at = NULL "
+  "UPDATE jobs SET status = 2, finished_at = ?3, result = ?4, expires_at = NULL, "
+  "last_outcome = 1, last_message = NULL "
   "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
   "RETURNING current_try, started_at, external_id, type, group_key";
 
@@ -58,10 +60,6 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       end.outcome = attempt_outcome::succeeded;
       end.status = job_status::succeeded;
       q.reset();
-      if (auto st = record_attempt(d, r.row, end.try_number, end.started_at, now_ms,
-                                   attempt_outcome::succeeded, {});
-          !st)
-        return st;
       out.statuses.emplace_back();
       out.ended.push_back(std::move(end));
       continue;

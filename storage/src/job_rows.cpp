@@ -31,7 +31,7 @@ job_key read_key(const stmt& s, int first) {
   return k;
 }
 
-job_info read_info(const stmt& s, int64_t& row) {
+job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
   job_info j;
   row = s.column_int(0);
   j.id = column_id(s, 1);
@@ -57,10 +57,13 @@ job_info read_info(const stmt& s, int64_t& row) {
   j.started_at_ms = s.column_opt_int(21);
   j.finished_at_ms = s.column_opt_int(22);
   j.expires_at_ms = s.column_opt_int(23);
+  if (auto outcome = s.column_opt_int(24))
+    latest.outcome = static_cast<attempt_outcome>(*outcome);
+  latest.message = s.column_text(25);
   return j;
 }
 
-status read_attempts(db& d, int64_t row, job_info& info) {
+status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info) {
   auto s = d.prepare(select_attempts);
   if (!s)
     return s.error();
@@ -81,6 +84,14 @@ status read_attempts(db& d, int64_t row, job_info& info) {
     attempt_info a;
     a.try_number = info.tries;
     a.started_at_ms = *info.started_at_ms;
+    info.attempts.push_back(std::move(a));
+  } else if (latest.outcome && info.started_at_ms) {
+    attempt_info a;
+    a.try_number = info.tries;
+    a.started_at_ms = *info.started_at_ms;
+    a.finished_at_ms = info.finished_at_ms;
+    a.outcome = *latest.outcome;
+    a.message = latest.message;
     info.attempts.push_back(std::move(a));
   }
   return {};

@@ -18,13 +18,21 @@ job_key read_key(const stmt& s, int first = 0);
   "id, external_id, type, name, group_key, status, priority, weight, run_at, " \
   "deadline, payload, checkpoint, result, current_try, max_retries, "          \
   "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "  \
-  "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at"
+  "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at, "     \
+  "last_outcome, last_message"
 
-/// Reads ERGON_JOB_INFO_COLUMNS; returns the row id through `row`.
-job_info read_info(const stmt& s, int64_t& row);
+/// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
+struct latest_attempt {
+  std::optional<attempt_outcome> outcome;
+  std::string message;
+};
 
-/// Fills `info.attempts` from the attempts table plus the running attempt.
-status read_attempts(db& d, int64_t row, job_info& info);
+/// Reads ERGON_JOB_INFO_COLUMNS; returns the row id and latest attempt.
+job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest);
+
+/// Fills `info.attempts` from the attempts table plus the latest attempt,
+/// which lives in the jobs row (running, or the one that ended the job).
+status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info);
 
 /// The row id, status and key of the job with external id `id`.
 struct job_state {

@@ -29,9 +29,10 @@ result<job_info> read_job(db& d, const job_id& id) {
     return status{error::not_found, "no job with id " + id.to_string()};
   }
   int64_t row_id = 0;
-  auto info = rows::read_info(s, row_id);
+  rows::latest_attempt latest;
+  auto info = rows::read_info(s, row_id, latest);
   s.reset();
-  if (auto st = rows::read_attempts(d, row_id, info); !st)
+  if (auto st = rows::read_attempts(d, row_id, latest, info); !st)
     return st;
   return info;
 }
@@ -42,20 +43,25 @@ result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name) 
     return prepared.error();
   auto& s = **prepared;
   s.bind_text(1, name);
-  std::vector<std::pair<int64_t, job_info>> found;
-  while (s.step()) {
+  struct found_job {
     int64_t row = 0;
-    auto info = rows::read_info(s, row);
-    found.emplace_back(row, std::move(info));
+    rows::latest_attempt latest;
+    job_info info;
+  };
+  std::vector<found_job> found;
+  while (s.step()) {
+    found_job f;
+    f.info = rows::read_info(s, f.row, f.latest);
+    found.push_back(std::move(f));
   }
   if (!s.step_status())
     return s.step_status();
   std::vector<job_info> out;
   out.reserve(found.size());
-  for (auto& [row, info] : found) {
-    if (auto st = rows::read_attempts(d, row, info); !st)
+  for (auto& f : found) {
+    if (auto st = rows::read_attempts(d, f.row, f.latest, f.info); !st)
       return st;
-    out.push_back(std::move(info));
+    out.push_back(std::move(f.info));
   }
   return out;
 }

@@ -76,6 +76,7 @@ class gate {
   bool pass() {
     std::unique_lock<std::mutex> guard{mtx_};
     ++waiting_;
+    ++arrived_;
     test_cv_.notify_all();
     bool ok = jobs_cv_.wait_for(guard, hang_guard, [&] { return open_ || permits_ > 0; });
     --waiting_;
@@ -104,6 +105,12 @@ class gate {
     return test_cv_.wait_for(guard, hang_guard, [&] { return waiting_ >= n; });
   }
 
+  /// Waits until pass() has been called `n` times in all.
+  bool wait_for_arrivals(int n) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return test_cv_.wait_for(guard, hang_guard, [&] { return arrived_ >= n; });
+  }
+
   int waiting() const {
     std::lock_guard<std::mutex> guard{mtx_};
     return waiting_;
@@ -115,6 +122,7 @@ class gate {
   std::condition_variable test_cv_;
   int permits_ = 0;
   int waiting_ = 0;
+  int arrived_ = 0;
   bool open_ = false;
 };
 

@@ -43,6 +43,16 @@ struct worker_options {
   std::optional<std::chrono::milliseconds> auto_heartbeat;
 };
 
+/// What a worker has done so far.
+struct worker_stats {
+  int64_t jobs_received = 0;     ///< attempts handed to this worker
+  int64_t batches_received = 0;  ///< hand-overs (one per claim)
+  int64_t requests_sent = 0;     ///< times it asked the dispatcher for work
+  int64_t outcomes_committed = 0;
+  int32_t running_jobs = 0;      ///< attempts whose code is running
+  int32_t running_weight = 0;
+};
+
 /// A running worker. Move-only; destroying it stops it (waiting up to 30 s).
 class worker {
  public:
@@ -55,6 +65,9 @@ class worker {
   /// their contexts are flagged cancelled and their attempts expire and retry
   /// as usual. Stopping twice is not an error.
   status stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  /// A snapshot of the worker's counters.
+  worker_stats stats() const;
 
   struct impl;
   explicit worker(std::shared_ptr<impl> p) noexcept;

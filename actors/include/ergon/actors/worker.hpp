@@ -3,8 +3,9 @@
 // A worker registers with the dispatcher, and whenever the weight of its
 // running jobs drops below min_capacity it asks for max_capacity minus that
 // weight (Effectum's low-water mark). Job code runs on the worker's own
-// threads, never on CAF's scheduler. Outcomes go to db_writer in batches; a
-// job's weight is freed once its outcome has committed.
+// threads, never on CAF's scheduler. A job's weight is freed when its code
+// returns; its outcome goes to db_writer in a batch with others, and stop()
+// waits until every outcome has committed.
 #pragma once
 
 #include <atomic>
@@ -57,6 +58,9 @@ class running_attempt {
   /// Reports the outcome without waiting (the runner returned or threw).
   void finish_async(bool succeeded, std::string text);
 
+  /// Tells the worker the code returned (after the outcome was reported).
+  void returned();
+
  private:
   status finish(bool succeeded, std::string text, bool wait);
   status extend(std::optional<std::string> checkpoint);
@@ -77,6 +81,16 @@ class running_attempt {
 /// Job code for one type.
 using runner = std::function<void(running_attempt&)>;
 
+/// Counters a worker keeps current, readable from any thread.
+struct worker_counters {
+  std::atomic<int64_t> jobs_received{0};
+  std::atomic<int64_t> batches_received{0};
+  std::atomic<int64_t> requests_sent{0};
+  std::atomic<int64_t> outcomes_committed{0};
+  std::atomic<int32_t> running_jobs{0};
+  std::atomic<int32_t> running_weight{0};
+};
+
 struct worker_config {
   std::string name;
   std::map<std::string, runner> runners;  ///< type -> code; the worker's types
@@ -86,6 +100,7 @@ struct worker_config {
   int64_t auto_heartbeat_ms = 0;
   std::shared_ptr<ergon::clock> clock;
   caf::actor dispatcher;
+  std::shared_ptr<worker_counters> counters = std::make_shared<worker_counters>();
 };
 
 // -- local messages (job threads and the facade to the worker actor) ---------------------
@@ -93,10 +108,17 @@ struct worker_config {
 /// An attempt's outcome from its job thread. `reply` is empty for
 /// fire-and-forget reports.
 struct attempt_finished {
+  int64_t row = 0;
   int64_t token = 0;
   bool succeeded = true;
   std::string text;
   std::optional<reply_to<status>> reply;
+};
+
+/// The job code of an attempt returned: its weight is free again. Sent after
+/// the attempt's outcome, from the same thread.
+struct attempt_returned {
+  int64_t token = 0;
 };
 
 /// A heartbeat or checkpoint from a job thread.
@@ -119,6 +141,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<assign_jobs>,
   caf::reacts_to<cancel_attempt>,
   caf::reacts_to<attempt_finished>,
+  caf::reacts_to<attempt_returned>,
   caf::reacts_to<attempt_extend>,
   caf::reacts_to<flush_atom>,
   caf::reacts_to<tick_atom>,
@@ -131,5 +154,6 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 }  // namespace ergon::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_finished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_returned)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_extend)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::stop_worker)

@@ -1,0 +1,157 @@
+// W2 drain, W3 latency and W4 scale (benchmarks.md).
+//
+//   ergon-bench-run [--json] [drain] [latency] [scale] [--scale-sizes 10000,100000,1000000]
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "bench_common.hpp"
+#include "ergon/job_builder.hpp"
+#include "ergon/queue.hpp"
+
+using namespace ergon;
+using namespace ergon::bench;
+using namespace std::chrono_literals;
+
+namespace {
+
+queue open_queue(const temp_dir& dir) {
+  auto q = queue::open(dir.file("run.db"));
+  if (!q) {
+    std::cerr << "open failed: " << q.error() << '\n';
+    std::exit(1);
+  }
+  return std::move(*q);
+}
+
+void check(const status& st, const char* what) {
+  if (!st) {
+    std::cerr << what << " failed: " << st << '\n';
+    std::exit(1);
+  }
+}
+
+void submit_bulk(queue& q, std::vector<job>& jobs) {
+  for (size_t i = 0; i < jobs.size(); i += 1'000) {
+    std::vector<job> batch(jobs.begin() + static_cast<long>(i),
+                           jobs.begin() + static_cast<long>(std::min(jobs.size(), i + 1'000)));
+    check(q.submit_batch(std::move(batch)).error(), "submit_batch");
+  }
+}
+
+// Pending jobs of types no worker serves, with mixed priorities: the backlog
+// that W4 keeps in the queue while it measures.
+void add_backlog(queue& q, size_t n) {
+  std::mt19937 rng{42};
+  std::vector<job> jobs;
+  jobs.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    jobs.push_back(*job_builder("backlog-" + std::to_string(rng() % 8))
+                      .payload(payload_100())
+                      .priority(static_cast<int32_t>(rng() % 10))
+                      .build());
+  submit_bulk(q, jobs);
+}
+
+void wait_until_succeeded(queue& q, int64_t n) {
+  while (q.counts()[job_status::succeeded] < n)
+    std::this_thread::sleep_for(2ms);
+}
+
+line drain(size_t backlog, const std::string& name) {
+  constexpr int jobs_n = 20'000;
+  temp_dir dir{name};
+  auto q = open_queue(dir);
+  add_backlog(q, backlog);
+  std::vector<job> jobs(jobs_n, *job_builder("bench").payload(payload_100()).build());
+  submit_bulk(q, jobs);
+  worker_options w;
+  w.max_concurrency = 16;
+  if (auto m = std::getenv("ERGON_BENCH_MIN"))
+    w.min_concurrency = std::atoi(m);
+  w.runners["bench"] = [](job_context&) {};
+  auto t0 = steady::now();
+  auto wk = q.start_worker(std::move(w));
+  check(wk.error(), "start_worker");
+  wait_until_succeeded(q, jobs_n);
+  double rate = jobs_n / seconds_since(t0);
+  return {name, rate, -1, -1, peak_rss_mb(), ""};
+}
+
+line latency(size_t backlog, const std::string& name) {
+  constexpr int jobs_n = 1'000;
+  temp_dir dir{name};
+  auto q = open_queue(dir);
+  add_backlog(q, backlog);
+  std::vector<double> samples(jobs_n, 0.0);
+  std::atomic<int> seen{0};
+  worker_options w;
+  w.max_concurrency = 16;
+  w.runners["bench"] = [&](job_context& ctx) {
+    auto now = steady::now().time_since_epoch().count();
+    auto sent = std::stoll(ctx.payload().substr(0, ctx.payload().find(':')));
+    auto index = std::stoi(ctx.payload().substr(ctx.payload().find(':') + 1));
+    samples[static_cast<size_t>(index)] = static_cast<double>(now - sent) / 1e6;
+    ++seen;
+  };
+  auto wk = q.start_worker(std::move(w));
+  check(wk.error(), "start_worker");
+  std::this_thread::sleep_for(100ms);  // the worker is idle and waiting
+  auto t0 = steady::now();
+  auto next = steady::now();
+  for (int i = 0; i < jobs_n; ++i) {
+    std::this_thread::sleep_until(next);
+    next += 2ms;
+    auto sent = steady::now().time_since_epoch().count();
+    auto j = *job_builder("bench").payload(std::to_string(sent) + ":" + std::to_string(i)).build();
+    check(q.submit(std::move(j)).error(), "submit");
+  }
+  while (seen < jobs_n)
+    std::this_thread::sleep_for(1ms);
+  double rate = jobs_n / seconds_since(t0);
+  auto p50 = percentile(samples, 50);
+  auto p99 = percentile(samples, 99);
+  return {name, rate, p50, p99, peak_rss_mb(), ""};
+}
+
+std::vector<size_t> parse_sizes(const std::string& s) {
+  std::vector<size_t> out;
+  std::stringstream in{s};
+  for (std::string item; std::getline(in, item, ',');)
+    out.push_back(std::stoul(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  std::vector<std::string> wanted;
+  std::vector<size_t> sizes{10'000, 100'000, 1'000'000};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0)
+      json = true;
+    else if (std::strcmp(argv[i], "--scale-sizes") == 0 && i + 1 < argc)
+      sizes = parse_sizes(argv[++i]);
+    else
+      wanted.emplace_back(argv[i]);
+  }
+  auto want = [&](const char* name) {
+    return wanted.empty() || std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+  };
+  if (want("drain"))
+    drain(0, "drain").print(json);
+  if (want("latency"))
+    latency(0, "latency").print(json);
+  if (want("scale")) {
+    for (auto n : sizes) {
+      auto tag = n >= 1'000'000 ? std::to_string(n / 1'000'000) + "m"
+                                : std::to_string(n / 1'000) + "k";
+      drain(n, "scale_drain_" + tag).print(json);
+      latency(n, "scale_latency_" + tag).print(json);
+    }
+  }
+}
