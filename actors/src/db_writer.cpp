@@ -20,6 +20,22 @@ constexpr const char* begin_batch = "BEGIN IMMEDIATE";
 constexpr const char* commit_batch = "COMMIT";
 constexpr const char* rollback_batch = "ROLLBACK";
 
+job_assignment assignment_of(const storage::claimed_job& j) {
+  job_assignment a;
+  a.row = j.key.row;
+  a.id = to_wire(j.id);
+  a.type = j.key.type;
+  a.group = j.key.group;
+  a.payload = j.payload;
+  a.try_number = j.try_number;
+  a.token = j.token;
+  a.expires_at = j.expires_at;
+  a.heartbeat_increment_ms = j.heartbeat_increment_ms;
+  a.weight = j.key.weight;
+  a.priority = j.key.priority;
+  return a;
+}
+
 // One transaction's worth of requests: what they changed and what each of
 // them is told, all published only once COMMIT succeeded.
 class writer {
@@ -122,6 +138,7 @@ class writer {
     after_commit_.clear();
     counts_.clear();
     feed_ = commit_feed{};
+    assigns_.clear();
     open_ = false;
     next_row_ = 0;
   }
@@ -203,11 +220,19 @@ class writer {
 
   void on_claim(claim_batch& c) {
     storage::claim_jobs_args args{std::move(c.claims)};
+    // `c` stays valid: its worker handle is used below.
     auto r = in_request<storage::claim_jobs_result>(
       [&] { return storage::claim_jobs(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::claim_jobs_result& claimed) {
-        for (auto& j : claimed.claimed)
+        assign_jobs out;
+        for (auto& j : claimed.claimed) {
           counts_.move(j.key.type, job_status::pending, job_status::running);
+          out.jobs.push_back(assignment_of(j));
+        }
+        if (!out.jobs.empty())
+          assigns_.emplace_back(c.worker, std::move(out));
+        for (auto& j : claimed.claimed)
+          j.payload.clear();  // the dispatcher doesn't need it
         feed_.claims.push_back({c.worker_id, std::move(claimed.claimed),
                                 std::move(claimed.missed)});
       });
@@ -339,6 +364,10 @@ class writer {
     if (commit) {
       if (!counts_.empty())
         cfg_.counters->apply(counts_);
+      // Jobs go to their workers before the feed reaches the dispatcher, so
+      // a worker that unregistered gets them before the dispatcher confirms.
+      for (auto& [worker, jobs] : assigns_)
+        caf::anon_send(worker, std::move(jobs));
       if (cfg_.listener && !feed_.empty())
         caf::anon_send(cfg_.listener, std::move(feed_));
     }
@@ -347,6 +376,7 @@ class writer {
     after_commit_.clear();
     counts_.clear();
     feed_ = commit_feed{};
+    assigns_.clear();
     open_ = false;
     next_row_ = 0;
     begin_status_ = {};
@@ -362,6 +392,7 @@ class writer {
   std::vector<std::function<void(const status&)>> after_commit_;
   count_delta counts_;
   commit_feed feed_;
+  std::vector<std::pair<caf::actor, assign_jobs>> assigns_;
   // Scratch for on_expire, kept to reuse capacity.
   std::vector<storage::expire_attempt_result> pending_expiries_;
   std::vector<int64_t> pending_expiry_tokens_;

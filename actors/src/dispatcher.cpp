@@ -195,8 +195,13 @@ void dispatch(dispatcher_ptr self) {
     }
     claim_batch claim;
     claim.worker_id = wid;
-    for (auto& e : picks)
+    claim.worker = info.handle;
+    for (auto& e : picks) {
       claim.claims.push_back({e.row, static_cast<int64_t>(st.rng() >> 1)});
+      // Counted as sent now: the writer hands claimed jobs to the worker
+      // itself, possibly before we hear of the claim.
+      info.sent += e.weight;
+    }
     info.claiming = true;
     info.claim_entries = std::move(picks);
     caf::anon_send(st.cfg.writer, std::move(claim));
@@ -212,10 +217,14 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t n
   for (auto& c : claims) {
     auto w = st.workers.find(c.worker_id);
     if (w != st.workers.end()) {
+      // Missed jobs never reached the worker: take back their weight.
+      for (auto row : c.missed)
+        for (auto& e : w->second.claim_entries)
+          if (e.row == row)
+            w->second.sent -= e.weight;
       w->second.claiming = false;
       w->second.claim_entries.clear();
     }
-    assign_jobs out;
     for (auto& j : c.claimed) {
       auto e = entry_of(st, j.key);
       st.index.remove(e);  // re-added by an update that raced the claim
@@ -229,28 +238,10 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t n
         ev.wait_ms = std::max<int64_t>(0, now - j.key.run_at);
         st.events.push_back(std::move(ev));
       }
-      job_assignment a;
-      a.row = j.key.row;
-      a.id = to_wire(j.id);
-      a.type = j.key.type;
-      a.group = j.key.group;
-      a.payload = std::move(j.payload);
-      a.try_number = j.try_number;
-      a.token = j.token;
-      a.expires_at = j.expires_at;
-      a.heartbeat_increment_ms = j.heartbeat_increment_ms;
-      a.weight = j.key.weight;
-      a.priority = j.key.priority;
-      out.jobs.push_back(std::move(a));
     }
     if (w == st.workers.end())
       continue;  // the worker died; its attempts expire and retry
-    if (!out.jobs.empty()) {
-      // A stopping worker still runs what was claimed for it.
-      for (auto& a : out.jobs)
-        w->second.sent += a.weight;
-      caf::anon_send(w->second.handle, std::move(out));
-    }
+    // The writer already sent the claimed jobs; a stopping worker runs them.
     if (w->second.leaving) {
       w->second.left.deliver(unregistered_atom::value);
       st.workers.erase(w);
@@ -356,8 +347,10 @@ void on_write_failed(dispatcher_ptr self, write_failed& w) {
   if (!w.claim_rows.empty()) {
     auto i = st.workers.find(w.worker_id);
     if (i != st.workers.end()) {
-      for (auto& e : i->second.claim_entries)
+      for (auto& e : i->second.claim_entries) {
         st.index.add(e, now);
+        i->second.sent -= e.weight;
+      }
       i->second.claim_entries.clear();
       i->second.claiming = false;
       if (i->second.leaving) {

@@ -46,9 +46,12 @@ using cancel_call = local_call<storage::cancel_pending_args, status>;
 struct close_args {};
 using close_call = local_call<close_args, status>;
 
-/// The dispatcher asks to claim jobs for one worker (local only).
+/// The dispatcher asks to claim jobs for one worker (local only). Once the
+/// claim commits, the writer sends what it claimed straight to `worker` as
+/// assign_jobs, ahead of the commit feed.
 struct claim_batch {
   uint64_t worker_id = 0;
+  caf::actor worker;
   std::vector<storage::claim_request> claims;
 };
 
