@@ -139,6 +139,26 @@ BOOST_AUTO_TEST_CASE(a_worker_stop_that_times_out_flags_its_jobs_cancelled) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(signals)
+
+BOOST_AUTO_TEST_CASE(sigterm_closes_the_graceful_shutdown_example_cleanly) {
+  temp_dir dir;
+  child_process child{{ERGON_EXAMPLE_GRACEFUL_SHUTDOWN, dir.file("q.db"), "100000"}};
+  BOOST_REQUIRE(child.wait_for_line("running; press Ctrl-C to stop"));
+  child.signal(SIGTERM);
+  BOOST_REQUIRE(child.wait_for_line("signal received, closing"));
+  auto summary = child.read_line();
+  BOOST_TEST(summary.rfind("close: ok", 0) == 0, summary);
+  auto st = child.wait();
+  BOOST_TEST(WIFEXITED(st));
+  BOOST_TEST(WEXITSTATUS(st) == 0);
+  sqlite_probe probe{dir.file("q.db")};
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status NOT IN (0, 2)") == 0);
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 100'000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(crashes)
 
 BOOST_AUTO_TEST_CASE(acknowledged_submits_survive_sigkill) {

@@ -29,6 +29,7 @@ BOOST_AUTO_TEST_CASE(failing_twice_then_succeeding_waits_the_backoff_between_tri
   BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, id));
   auto first_retry = log->of(event_kind::retried, &id).at(0);
   BOOST_TEST(first_retry.run_at_ms == t0 + 1'000);
+  BOOST_TEST(first_retry.message == "boom 1");
   // One ms short of the delay: a start now would carry at_ms < run_at.
   advance(999ms);
   advance(1ms);

@@ -272,10 +272,7 @@ void on_ended(dispatcher_ptr self, std::vector<storage::attempt_end>& ended, int
       auto ev = make_event(kind, now, end.id, end.type, end.group);
       ev.try_number = end.try_number;
       ev.base_priority = ev.effective_priority = end.key.priority;
-      if (end.outcome == attempt_outcome::expired)
-        ev.message = "expired";
-      else if (end.outcome == attempt_outcome::process_restart)
-        ev.message = "process restart";
+      ev.message = end.message;
       if (kind == event_kind::retried)
         ev.run_at_ms = end.key.run_at;
       st.events.push_back(std::move(ev));

@@ -84,6 +84,7 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   end.type = end.key.type;
   end.group = end.key.group;
   end.outcome = outcome;
+  end.message = message;
   q.reset();
   // try_number counts attempts started; 1 + max_retries are allowed.
   bool retry = end.try_number <= max_retries;

@@ -142,6 +142,7 @@ struct attempt_end {
   std::string group;
   int32_t try_number = 0;
   attempt_outcome outcome = attempt_outcome::failed;
+  std::string message;  ///< the failure text ("expired", ...); empty on success
   job_status status = job_status::failed;  ///< pending if retried
   job_key key;       ///< the job's new key if it was retried
   int64_t started_at = 0;
