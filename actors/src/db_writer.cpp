@@ -36,6 +36,39 @@ job_assignment assignment_of(const storage::claimed_job& j) {
   return a;
 }
 
+}  // namespace
+
+bool feed_channel::push(commit_feed f) {
+  bool only_additions = f.cancelled.empty() && f.changed.empty() && f.claims.empty()
+                        && f.ended.empty() && f.extended.empty() && f.expired.empty()
+                        && f.failed.empty();
+  std::lock_guard<std::mutex> guard{mtx_};
+  feeds_.push_back(std::move(f));
+  if (rung_)
+    return false;
+  if (only_additions && !hungry_.load(std::memory_order_relaxed)
+      && feeds_.size() < defer_limit)
+    return false;
+  rung_ = true;
+  return true;
+}
+
+bool feed_channel::ring_waiting() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (rung_ || feeds_.empty())
+    return false;
+  rung_ = true;
+  return true;
+}
+
+std::vector<commit_feed> feed_channel::take() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  rung_ = false;
+  return std::move(feeds_);
+}
+
+namespace {
+
 // One transaction's worth of requests: what they changed and what each of
 // them is told, all published only once COMMIT succeeded.
 class writer {
@@ -59,6 +92,8 @@ class writer {
       [&](close_call& c) {
         stopping = true;
         on_closed.push_back(std::move(c.reply));
+        if (cfg_.listener && cfg_.feeds->ring_waiting())
+          caf::anon_send(cfg_.listener, feed_ready_atom::value);
       },
       [&](caf::exit_msg&) { stopping = true; },
     };
@@ -79,12 +114,17 @@ class writer {
 
  private:
   // Spins briefly before receive() sleeps: the next request of a busy caller
-  // usually arrives within microseconds, and waking costs ~25 us.
+  // usually arrives within microseconds, and waking costs ~25 us. Before it
+  // sleeps it hands over any feeds it held back.
   void wait_for_mail(caf::blocking_actor* self) {
     auto until = std::chrono::steady_clock::now() + cfg_.idle_spin;
-    for (unsigned i = 0; self->mailbox().empty(); ++i)
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until)
+    for (unsigned i = 0; self->mailbox().empty(); ++i) {
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) {
+        if (cfg_.listener && cfg_.feeds->ring_waiting())
+          caf::anon_send(cfg_.listener, feed_ready_atom::value);
         return;  // receive() sleeps until mail arrives
+      }
+    }
   }
 
   // Runs `op` inside the batch transaction. On success `publish` records the
@@ -165,10 +205,10 @@ class writer {
     });
   }
 
-  // Tells the dispatcher that one of its requests did not commit.
+  // Tells the dispatcher that one of its requests did not commit: it travels
+  // in the feed, so it is seen in order with the commits around it.
   void fail_to_listener(write_failed msg) {
-    if (cfg_.listener)
-      caf::anon_send(cfg_.listener, std::move(msg));
+    failures_.push_back(std::move(msg));
   }
 
   double random() { return std::uniform_real_distribution<double>{0.0, 1.0}(rng_); }
@@ -368,12 +408,17 @@ class writer {
       // a worker that unregistered gets them before the dispatcher confirms.
       for (auto& [worker, jobs] : assigns_)
         caf::anon_send(worker, std::move(jobs));
-      if (cfg_.listener && !feed_.empty())
-        caf::anon_send(cfg_.listener, std::move(feed_));
+    } else {
+      feed_ = commit_feed{};
     }
+    // Callers first: a submitter's next request overlaps the feed hand-off.
     for (auto& f : after_commit_)
       f(commit);
     after_commit_.clear();
+    feed_.failed = std::move(failures_);
+    failures_.clear();
+    if (cfg_.listener && !feed_.empty() && cfg_.feeds->push(std::move(feed_)))
+      caf::anon_send(cfg_.listener, feed_ready_atom::value);
     counts_.clear();
     feed_ = commit_feed{};
     assigns_.clear();
@@ -393,6 +438,7 @@ class writer {
   count_delta counts_;
   commit_feed feed_;
   std::vector<std::pair<caf::actor, assign_jobs>> assigns_;
+  std::vector<write_failed> failures_;
   // Scratch for on_expire, kept to reuse capacity.
   std::vector<storage::expire_attempt_result> pending_expiries_;
   std::vector<int64_t> pending_expiry_tokens_;

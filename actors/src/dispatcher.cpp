@@ -167,12 +167,20 @@ void arm_timer(dispatcher_ptr self) {
 
 // -- dispatching --------------------------------------------------------------------------
 
+// Tells the writer whether new jobs are wanted right away.
+void publish_hunger(dispatcher_state& st) {
+  if (st.cfg.feeds)
+    st.cfg.feeds->set_hungry(!st.draining && !st.waiting.empty());
+}
+
 void dispatch(dispatcher_ptr self) {
   auto& st = self->state;
   auto now = st.cfg.clock->now_ms();
   st.index.promote(now);
-  if (st.draining || now < st.hold_until || st.index.ready_count() == 0)
+  if (st.draining || now < st.hold_until || st.index.ready_count() == 0) {
+    publish_hunger(st);
     return;
+  }
   for (size_t n = st.waiting.size(); n > 0; --n) {
     auto wid = st.waiting.front();
     st.waiting.pop_front();
@@ -208,6 +216,7 @@ void dispatch(dispatcher_ptr self) {
     if (st.index.ready_count() == 0)
       break;
   }
+  publish_hunger(st);
 }
 
 // -- commit feed ------------------------------------------------------------------------------
@@ -467,18 +476,18 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         w->second.left = self->make_response_promise<unregistered_atom>();
         return w->second.left;
       },
-      [self](commit_feed& f) {
-        on_feed(self, f);
-        // A manual clock's tick may have overtaken this feed: check timers
+      [self](feed_ready_atom) {
+        for (auto& f : self->state.cfg.feeds->take()) {
+          on_feed(self, f);
+          for (auto& w : f.failed)
+            on_write_failed(self, w);
+        }
+        // A manual clock's tick may have overtaken these feeds: check timers
         // against the current time, not only on the next tick.
         on_timer(self);
         dispatch(self);
         arm_timer(self);
         flush_events(self);
-      },
-      [self](write_failed& w) {
-        on_write_failed(self, w);
-        arm_timer(self);
       },
       [self](tick_atom) {
         self->state.armed_at = never;

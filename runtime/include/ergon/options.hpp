@@ -53,8 +53,10 @@ struct options {
   size_t writer_batch_limit = 1'024;
 
   /// How long the writer spins on an empty mailbox before it sleeps. Spinning
-  /// saves the ~25 us wake-up on the next request, at the cost of CPU.
-  std::chrono::microseconds writer_idle_spin{50};
+  /// saves the ~25 us wake-up on the next request (a claim usually follows a
+  /// submit within this time), at the cost of up to this much CPU after each
+  /// burst of writes.
+  std::chrono::microseconds writer_idle_spin{300};
 
   /// Read-only connections for job_info and listing calls. Each holds its
   /// own page cache.
@@ -63,8 +65,10 @@ struct options {
   /// SQLite page cache per connection, in KiB. More memory, fewer reads.
   int64_t cache_kib = 64 * 1024;
 
-  /// Scheduler threads when the queue owns its actor system (ignored when you
-  /// pass your own system).
+  /// Scheduler threads when the queue owns its actor system. When you pass
+  /// your own system, consider also setting
+  /// "work-stealing.moderate-poll-attempts" to 0 in its config, as the queue
+  /// does for its own (see docs/performance.md).
   size_t scheduler_threads = 2;
 };
 

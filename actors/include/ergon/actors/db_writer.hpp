@@ -9,7 +9,9 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -65,7 +67,8 @@ struct expire_pending_batch {
   std::vector<int64_t> rows;
 };
 
-/// Where to send commit feeds (local only).
+/// Rings `listener` with feed_ready_atom when commit feeds wait in
+/// `channel` (local only).
 struct listen_to {
   caf::actor listener;
 };
@@ -86,23 +89,6 @@ struct attempt_extension {
   bool by_worker = false;  ///< a heartbeat or checkpoint, not an expiry check
 };
 
-/// What one commit changed, sent to the listener after every commit that
-/// changed something, in commit order.
-struct commit_feed {
-  std::vector<storage::job_key> added;      ///< submitted (pending)
-  std::vector<storage::job_key> cancelled;  ///< pending jobs cancelled
-  std::vector<storage::key_change> changed; ///< pending jobs updated
-  std::vector<claim_result> claims;
-  std::vector<storage::attempt_end> ended;  ///< attempts that ended (retried keys inside)
-  std::vector<attempt_extension> extended;
-  std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
-
-  bool empty() const noexcept {
-    return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
-           && ended.empty() && extended.empty() && expired.empty();
-  }
-};
-
 /// A dispatcher request that did not commit (storage error): the dispatcher
 /// puts the jobs back and tries again later.
 struct write_failed {
@@ -113,14 +99,65 @@ struct write_failed {
   status why;
 };
 
+/// What one commit changed (and which dispatcher requests failed), queued for
+/// the listener after every commit, in commit order.
+struct commit_feed {
+  std::vector<storage::job_key> added;      ///< submitted (pending)
+  std::vector<storage::job_key> cancelled;  ///< pending jobs cancelled
+  std::vector<storage::key_change> changed; ///< pending jobs updated
+  std::vector<claim_result> claims;
+  std::vector<storage::attempt_end> ended;  ///< attempts that ended (retried keys inside)
+  std::vector<attempt_extension> extended;
+  std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
+  std::vector<write_failed> failed;         ///< dispatcher requests lost
+
+  bool empty() const noexcept {
+    return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
+           && ended.empty() && extended.empty() && expired.empty() && failed.empty();
+  }
+};
+
+/// Rung when commit feeds are waiting in a feed_channel.
+using feed_ready_atom = caf::atom_constant<caf::atom("feedready")>;
+
+/// Commit feeds from the writer to the dispatcher. The writer appends a feed
+/// per commit and rings the listener at most once until the listener takes
+/// them, so under load one message carries many commits.
+///
+/// Feeds that only add jobs may wait: unless the dispatcher is hungry (a
+/// worker is waiting for work), they are rung once `defer_limit` commits
+/// pile up or when the writer goes idle. A burst of submissions with no idle
+/// worker thus costs no dispatcher wake-up per commit; with one waiting, a
+/// new job is handed out at once.
+class feed_channel {
+ public:
+  static constexpr size_t defer_limit = 256;
+
+  /// Appends `f`; true if the listener must be rung now.
+  bool push(commit_feed f);
+  /// True if feeds wait unrung (the writer calls this before it sleeps).
+  bool ring_waiting();
+  /// Takes every waiting feed, oldest first.
+  std::vector<commit_feed> take();
+  /// Set by the dispatcher: some worker waits for jobs.
+  void set_hungry(bool hungry) noexcept { hungry_.store(hungry, std::memory_order_relaxed); }
+
+ private:
+  std::mutex mtx_;
+  std::vector<commit_feed> feeds_;
+  bool rung_ = false;
+  std::atomic<bool> hungry_{false};
+};
+
+
 /// How to run the writer.
 struct db_writer_config {
   /// The migrated write connection; the writer takes it over.
   std::shared_ptr<storage::db> db;
   std::shared_ptr<ergon::clock> clock;
   std::shared_ptr<job_counters> counters;
-  /// Receives a commit_feed after each commit; may be empty (and set later
-  /// with listen_to).
+  /// Commit feeds go here; the listener (set with listen_to) is rung.
+  std::shared_ptr<feed_channel> feeds = std::make_shared<feed_channel>();
   caf::actor listener;
   /// Most requests in one transaction.
   size_t batch_limit = 1024;
@@ -143,8 +180,6 @@ template <class Args, class V>
 struct allowed_unsafe_message_type<ergon::actors::local_call<Args, V>>
     : std::true_type {};
 template <>
-struct allowed_unsafe_message_type<ergon::actors::commit_feed> : std::true_type {};
-template <>
 struct allowed_unsafe_message_type<ergon::actors::claim_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_batch> : std::true_type {};
@@ -152,6 +187,5 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_pending_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<ergon::actors::write_failed> : std::true_type {};
+
 }  // namespace caf

@@ -31,14 +31,14 @@ using dispatcher_actor = caf::typed_actor<
   caf::replies_to<register_worker>::with<worker_registered>,
   caf::reacts_to<request_jobs>,
   caf::replies_to<unregister_worker>::with<unregistered_atom>,
-  caf::reacts_to<commit_feed>,
-  caf::reacts_to<write_failed>,
+  caf::reacts_to<feed_ready_atom>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<drain_atom>>;
 
 struct dispatcher_config {
   std::shared_ptr<ergon::clock> clock;
   caf::actor writer;
+  std::shared_ptr<feed_channel> feeds;  ///< the writer's commit feeds
   caf::actor events;  ///< event bus; may be empty
   std::shared_ptr<subscribers> subs;
   /// Pending jobs found at open.
