@@ -19,8 +19,11 @@ job make_job() {
   return *job_builder("bench").payload(payload_100()).build();
 }
 
+// Tuning knobs, settable from the command line (see main).
+options tuned;
+
 queue open_queue(const temp_dir& dir) {
-  auto q = queue::open(dir.file("w1.db"));
+  auto q = queue::open(dir.file("w1.db"), tuned);
   if (!q) {
     std::cerr << "open failed: " << q.error().to_string() << '\n';
     std::exit(1);
@@ -84,6 +87,14 @@ int main(int argc, char** argv) {
       json = true;
     else if (std::strcmp(argv[i], "--jobs") == 0 && i + 1 < argc)
       jobs = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--writer-spin-us") == 0 && i + 1 < argc)
+      tuned.writer_idle_spin = std::chrono::microseconds(std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--caf-moderate-polls") == 0 && i + 1 < argc)
+      tuned.caf_moderate_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--caf-aggressive-polls") == 0 && i + 1 < argc)
+      tuned.caf_aggressive_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--caf-threads") == 0 && i + 1 < argc)
+      tuned.scheduler_threads = static_cast<size_t>(std::atoi(argv[++i]));
     else
       wanted.emplace_back(argv[i]);
   }

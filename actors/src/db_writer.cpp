@@ -43,11 +43,12 @@ bool feed_channel::push(commit_feed f) {
                         && f.ended.empty() && f.extended.empty() && f.expired.empty()
                         && f.failed.empty();
   std::lock_guard<std::mutex> guard{mtx_};
+  deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
   if (rung_)
     return false;
   if (only_additions && !hungry_.load(std::memory_order_relaxed)
-      && feeds_.size() < defer_limit)
+      && deferred_jobs_ < defer_limit)
     return false;
   rung_ = true;
   return true;
@@ -64,6 +65,7 @@ bool feed_channel::ring_waiting() {
 std::vector<commit_feed> feed_channel::take() {
   std::lock_guard<std::mutex> guard{mtx_};
   rung_ = false;
+  deferred_jobs_ = 0;
   return std::move(feeds_);
 }
 

@@ -53,10 +53,10 @@ struct options {
   size_t writer_batch_limit = 1'024;
 
   /// How long the writer spins on an empty mailbox before it sleeps. Spinning
-  /// saves the ~25 us wake-up on the next request (a claim usually follows a
-  /// submit within this time), at the cost of up to this much CPU after each
-  /// burst of writes.
-  std::chrono::microseconds writer_idle_spin{300};
+  /// saves the ~25 us wake-up on the next request, at the cost of up to this
+  /// much CPU after each burst of writes. On 2 cores, longer spins measured
+  /// worse: the spinner holds a core the rest of the pipeline needs.
+  std::chrono::microseconds writer_idle_spin{50};
 
   /// Read-only connections for job_info and listing calls. Each holds its
   /// own page cache.
@@ -65,11 +65,22 @@ struct options {
   /// SQLite page cache per connection, in KiB. More memory, fewer reads.
   int64_t cache_kib = 64 * 1024;
 
-  /// Scheduler threads when the queue owns its actor system. When you pass
-  /// your own system, consider also setting
-  /// "work-stealing.moderate-poll-attempts" to 0 in its config, as the queue
-  /// does for its own (see docs/performance.md).
+  /// Scheduler threads when the queue owns its actor system.
   size_t scheduler_threads = 2;
+
+  /// CAF's "work-stealing.moderate-poll-attempts" when the queue owns its
+  /// actor system. CAF's default (500) keeps idle scheduler threads waking
+  /// every 50 us for 25 ms after each message, which on small machines
+  /// preempts the writer and its callers; 0 lets them sleep right after a
+  /// short spin, at the price of a wake-up on the next message. When you
+  /// pass your own system, set the key in its config (docs/performance.md).
+  size_t caf_moderate_poll_attempts = 0;
+
+  /// CAF's "work-stealing.aggressive-poll-attempts" when the queue owns its
+  /// actor system: how long an idle scheduler thread spins (no sleeping)
+  /// before it sleeps. Longer catches the next message without a wake-up,
+  /// at the cost of CPU after each burst.
+  size_t caf_aggressive_poll_attempts = 100;
 };
 
 }  // namespace ergon

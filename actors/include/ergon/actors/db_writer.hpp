@@ -125,13 +125,13 @@ using feed_ready_atom = caf::atom_constant<caf::atom("feedready")>;
 /// them, so under load one message carries many commits.
 ///
 /// Feeds that only add jobs may wait: unless the dispatcher is hungry (a
-/// worker is waiting for work), they are rung once `defer_limit` commits
+/// worker is waiting for work), they are rung once `defer_limit` new jobs
 /// pile up or when the writer goes idle. A burst of submissions with no idle
 /// worker thus costs no dispatcher wake-up per commit; with one waiting, a
 /// new job is handed out at once.
 class feed_channel {
  public:
-  static constexpr size_t defer_limit = 256;
+  static constexpr size_t defer_limit = 8'192;
 
   /// Appends `f`; true if the listener must be rung now.
   bool push(commit_feed f);
@@ -145,6 +145,7 @@ class feed_channel {
  private:
   std::mutex mtx_;
   std::vector<commit_feed> feeds_;
+  size_t deferred_jobs_ = 0;  // added jobs waiting unrung
   bool rung_ = false;
   std::atomic<bool> hungry_{false};
 };
