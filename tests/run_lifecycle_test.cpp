@@ -238,3 +238,49 @@ BOOST_AUTO_TEST_CASE(complete_twice_is_refused_and_the_first_outcome_stands) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(subscriptions, queue_fixture)
+
+BOOST_AUTO_TEST_CASE(after_cancel_returns_the_callback_never_runs_again) {
+  gate in_callback;
+  std::atomic<bool> delivery_done{false};
+  std::atomic<bool> cancelled{false};
+  std::atomic<bool> called_after_cancel{false};
+  auto sub = std::make_unique<subscription>(q->subscribe([&](const event& e) {
+    if (cancelled)
+      called_after_cancel = true;
+    if (e.kind == event_kind::submitted) {
+      in_callback.pass();  // hold the delivery until the test lets go
+      delivery_done = true;
+    }
+  }));
+  submit(*job_of("t").build());
+  BOOST_REQUIRE(in_callback.wait_for_waiting(1));
+  auto canceller = std::async(std::launch::async, [&] {
+    sub->cancel();
+    cancelled = true;
+    return delivery_done.load();  // cancel() waited for the delivery
+  });
+  in_callback.open();
+  BOOST_REQUIRE(canceller.wait_for(hang_guard) == std::future_status::ready);
+  BOOST_TEST(canceller.get());
+  // Later events reach other subscribers but not the cancelled one.
+  auto id = submit(*job_of("t").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 1, id));
+  BOOST_TEST(!called_after_cancel);
+}
+
+BOOST_AUTO_TEST_CASE(a_callback_may_cancel_its_own_subscription) {
+  subscription sub;
+  std::atomic<int> calls{0};
+  sub = q->subscribe([&](const event&) {
+    ++calls;
+    sub.cancel();
+  });
+  submit(*job_of("t").build());
+  auto id = submit(*job_of("t").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 1, id));
+  BOOST_TEST(calls == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -14,7 +14,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "ready_index.hpp"
+#include "ergon/actors/scheduling_policy.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -32,12 +32,12 @@ struct running_info {
   uint32_t type = 0;
   uint32_t group = 0;
   int32_t weight = 1;
-  int32_t priority = 0;
 };
 
 struct worker_info {
   caf::actor handle;
   std::vector<uint32_t> types;
+  int32_t max_capacity = 0;
   // Credit: the worker's last request said it had `capacity` free after
   // receiving `received` units; `sent` counts every unit assigned to it.
   int32_t capacity = 0;
@@ -46,7 +46,7 @@ struct worker_info {
   bool claiming = false;  // a claim for it is at the writer
   bool leaving = false;   // unregistered while claiming: drop after the claim
   caf::typed_response_promise<unregistered_atom> left;  // answered when dropped
-  std::vector<ready_entry> claim_entries;
+  std::vector<picked_job> claim_entries;
 
   /// Units the dispatcher may still assign: free capacity minus what is
   /// on its way to the worker.
@@ -55,33 +55,9 @@ struct worker_info {
   }
 };
 
-// Interns strings (types, groups) to small integers for the index.
-class interner {
- public:
-  uint32_t id(const std::string& s) {
-    auto [i, added] = ids_.emplace(s, static_cast<uint32_t>(names_.size()));
-    if (added)
-      names_.push_back(s);
-    return i->second;
-  }
-  const std::string& name(uint32_t id) const { return names_[id]; }
-  std::optional<uint32_t> find(const std::string& s) const {
-    auto i = ids_.find(s);
-    if (i == ids_.end())
-      return std::nullopt;
-    return i->second;
-  }
-
- private:
-  std::unordered_map<std::string, uint32_t> ids_;
-  std::vector<std::string> names_;
-};
-
 struct dispatcher_state {
   dispatcher_config cfg;
-  ready_index index;
-  interner types;
-  interner groups;  // id 0 is "", no group
+  std::unique_ptr<scheduling_policy> policy;
   std::unordered_map<int64_t, running_info> running;
   std::multimap<int64_t, std::pair<int64_t, int64_t>> expiries;  // at -> (row, token)
   std::multimap<int64_t, int64_t> deadlines;                     // at -> row
@@ -100,18 +76,6 @@ struct dispatcher_state {
 
 using dispatcher_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
-ready_entry entry_of(dispatcher_state& st, const storage::job_key& k) {
-  ready_entry e;
-  e.row = k.row;
-  e.run_at = k.run_at;
-  e.aging_start = k.added_at;
-  e.priority = k.priority;
-  e.weight = k.weight;
-  e.type = st.types.id(k.type);
-  e.group = st.groups.id(k.group);
-  return e;
-}
-
 bool wants_events(const dispatcher_state& st) {
   return st.cfg.subs && st.cfg.subs->any();
 }
@@ -127,6 +91,21 @@ event make_event(event_kind kind, int64_t now, const job_id& id, const std::stri
   return e;
 }
 
+// Turns allocation changes into events, once per handler.
+void emit_rebalance(dispatcher_ptr self, int64_t now) {
+  auto& st = self->state;
+  auto changes = st.policy->rebalance();
+  if (!wants_events(st))
+    return;
+  for (auto& c : changes) {
+    auto ev = make_event(event_kind::group_allocation_changed, now, job_id{}, {}, c.group);
+    ev.previous_slots = c.before;
+    ev.new_slots = c.after;
+    ev.reason = c.reason;
+    st.events.push_back(std::move(ev));
+  }
+}
+
 void flush_events(dispatcher_ptr self) {
   auto& st = self->state;
   if (st.events.empty())
@@ -138,10 +117,10 @@ void flush_events(dispatcher_ptr self) {
 
 // -- timers ----------------------------------------------------------------------------
 
-int64_t next_wake(const dispatcher_state& st) {
+int64_t next_wake(const dispatcher_state& st, int64_t now) {
   int64_t next = never;
-  if (auto due = st.index.next_due())
-    next = std::min(next, *due);
+  if (auto t = st.policy->next_wake(now))
+    next = std::min(next, *t);
   if (!st.expiries.empty())
     next = std::min(next, st.expiries.begin()->first);
   if (!st.deadlines.empty())
@@ -157,12 +136,13 @@ void arm_timer(dispatcher_ptr self) {
   auto& st = self->state;
   if (!st.cfg.clock->follows_real_time())
     return;
-  auto next = next_wake(st);
+  auto now = st.cfg.clock->now_ms();
+  auto next = next_wake(st, now);
   if (next == never || next >= st.armed_at)
     return;
-  auto delay = std::max<int64_t>(0, next - st.cfg.clock->now_ms());
   st.armed_at = next;
-  self->delayed_send(self, std::chrono::milliseconds(delay), tick_atom::value);
+  self->delayed_send(self, std::chrono::milliseconds(std::max<int64_t>(0, next - now)),
+                     tick_atom::value);
 }
 
 // -- dispatching --------------------------------------------------------------------------
@@ -176,8 +156,8 @@ void publish_hunger(dispatcher_state& st) {
 void dispatch(dispatcher_ptr self) {
   auto& st = self->state;
   auto now = st.cfg.clock->now_ms();
-  st.index.promote(now);
-  if (st.draining || now < st.hold_until || st.index.ready_count() == 0) {
+  st.policy->promote(now);
+  if (st.draining || now < st.hold_until || st.policy->ready_count() == 0) {
     publish_hunger(st);
     return;
   }
@@ -189,13 +169,13 @@ void dispatch(dispatcher_ptr self) {
         || w->second.wanted() <= 0)
       continue;
     auto& info = w->second;
-    std::vector<ready_entry> picks;
+    std::vector<picked_job> picks;
     for (int32_t room = info.wanted(); room > 0;) {
-      auto e = st.index.pop_best(info.types, room);
-      if (!e)
+      auto p = st.policy->pick(info.types, room, now);
+      if (!p)
         break;
-      room -= e->weight;
-      picks.push_back(*e);
+      room -= p->job.weight;
+      picks.push_back(*p);
     }
     if (picks.empty()) {
       st.waiting.push_back(wid);
@@ -204,19 +184,28 @@ void dispatch(dispatcher_ptr self) {
     claim_batch claim;
     claim.worker_id = wid;
     claim.worker = info.handle;
-    for (auto& e : picks) {
-      claim.claims.push_back({e.row, static_cast<int64_t>(st.rng() >> 1)});
+    for (auto& p : picks) {
+      claim.claims.push_back({p.job.row, static_cast<int64_t>(st.rng() >> 1)});
       // Counted as sent now: the writer hands claimed jobs to the worker
       // itself, possibly before we hear of the claim.
-      info.sent += e.weight;
+      info.sent += p.job.weight;
     }
     info.claiming = true;
     info.claim_entries = std::move(picks);
     caf::anon_send(st.cfg.writer, std::move(claim));
-    if (st.index.ready_count() == 0)
+    if (st.policy->ready_count() == 0)
       break;
   }
   publish_hunger(st);
+}
+
+// Returns picked jobs that were not claimed to the index.
+void restore_picks(dispatcher_state& st, std::vector<picked_job>& picks, int64_t now) {
+  for (auto& p : picks) {
+    st.policy->unpick(p.job);
+    st.policy->add(p.job, now);
+  }
+  picks.clear();
 }
 
 // -- commit feed ------------------------------------------------------------------------------
@@ -225,26 +214,50 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t n
   auto& st = self->state;
   for (auto& c : claims) {
     auto w = st.workers.find(c.worker_id);
+    std::unordered_map<int64_t, picked_job> picked;
     if (w != st.workers.end()) {
-      // Missed jobs never reached the worker: take back their weight.
-      for (auto row : c.missed)
-        for (auto& e : w->second.claim_entries)
-          if (e.row == row)
-            w->second.sent -= e.weight;
+      for (auto& p : w->second.claim_entries)
+        picked.emplace(p.job.row, p);
       w->second.claiming = false;
       w->second.claim_entries.clear();
     }
+    // Missed jobs never ran: they stop counting as running, and never
+    // reached the worker. (They were cancelled or updated meanwhile; the
+    // feed that did so already put them where they belong.)
+    for (auto row : c.missed) {
+      auto p = picked.find(row);
+      if (p == picked.end())
+        continue;
+      st.policy->unpick(p->second.job);
+      if (w != st.workers.end())
+        w->second.sent -= p->second.job.weight;
+    }
     for (auto& j : c.claimed) {
-      auto e = entry_of(st, j.key);
-      st.index.remove(e);  // re-added by an update that raced the claim
+      auto e = st.policy->entry_of(j.key);
+      st.policy->remove(e);  // re-added by an update that raced the claim
+      auto p = picked.find(j.key.row);
+      if (p == picked.end())
+        st.policy->mark_running(e);  // its worker left and the pick was undone
       st.running[j.key.row] = running_info{c.worker_id, j.token, j.expires_at, j.id,
-                                           e.type, e.group, e.weight, e.priority};
+                                           e.type, e.group, e.weight};
       st.expiries.emplace(j.expires_at, std::make_pair(j.key.row, j.token));
+      auto wait = std::max<int64_t>(0, now - j.key.run_at);
+      st.policy->record_wait(wait);
       if (wants_events(st)) {
+        auto effective = p != picked.end() ? p->second.effective_priority : j.key.priority;
+        if (effective > j.key.priority) {
+          auto aged = make_event(event_kind::job_aged, now, j.id, j.key.type, j.key.group);
+          aged.try_number = j.try_number;
+          aged.base_priority = j.key.priority;
+          aged.effective_priority = effective;
+          aged.wait_ms = p->second.waited_ms;
+          st.events.push_back(std::move(aged));
+        }
         auto ev = make_event(event_kind::started, now, j.id, j.key.type, j.key.group);
         ev.try_number = j.try_number;
-        ev.base_priority = ev.effective_priority = j.key.priority;
-        ev.wait_ms = std::max<int64_t>(0, now - j.key.run_at);
+        ev.base_priority = j.key.priority;
+        ev.effective_priority = effective;
+        ev.wait_ms = wait;
         st.events.push_back(std::move(ev));
       }
     }
@@ -269,12 +282,13 @@ void on_ended(dispatcher_ptr self, std::vector<storage::attempt_end>& ended, int
         auto w = st.workers.find(r->second.worker);
         if (w != st.workers.end())
           caf::anon_send(w->second.handle,
-                     cancel_attempt{end.row, r->second.token, "expired"});
+                         cancel_attempt{end.row, r->second.token, "expired"});
       }
+      st.policy->finished(r->second.group, r->second.type, r->second.weight);
       st.running.erase(r);
     }
     if (end.status == job_status::pending)
-      st.index.add(entry_of(st, end.key), now);
+      st.policy->add(st.policy->entry_of(end.key), now);
     if (!wants_events(st))
       continue;
     auto emit = [&](event_kind kind) {
@@ -302,7 +316,7 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
   auto now = st.cfg.clock->now_ms();
   bool events = wants_events(st);
   for (auto& k : f.added) {
-    st.index.add(entry_of(st, k), now);
+    st.policy->add(st.policy->entry_of(k), now);
     if (k.deadline)
       st.deadlines.emplace(*k.deadline, k.row);
     if (events) {
@@ -313,16 +327,16 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
     }
   }
   for (auto& k : f.cancelled) {
-    st.index.remove(entry_of(st, k));
+    st.policy->remove(st.policy->entry_of(k));
     if (events)
       st.events.push_back(make_event(event_kind::cancelled, now, k.id, k.type, k.group));
   }
   for (auto& c : f.changed) {
-    st.index.remove(entry_of(st, c.before));
-    st.index.add(entry_of(st, c.after), now);
+    st.policy->remove(st.policy->entry_of(c.before));
+    st.policy->add(st.policy->entry_of(c.after), now);
   }
   for (auto& k : f.expired) {
-    st.index.remove(entry_of(st, k));
+    st.policy->remove(st.policy->entry_of(k));
     if (events) {
       auto ev = make_event(event_kind::expired, now, k.id, k.type, k.group);
       ev.message = "deadline passed before the job started";
@@ -339,7 +353,8 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
     st.expiries.emplace(x.expires_at, std::make_pair(x.row, x.token));
     if (events && x.by_worker) {
       auto ev = make_event(event_kind::heartbeat, now, r->second.id,
-                           st.types.name(r->second.type), st.groups.name(r->second.group));
+                           st.policy->type_name(r->second.type),
+                           st.policy->group_name(r->second.group));
       ev.expires_at_ms = x.expires_at;
       st.events.push_back(std::move(ev));
     }
@@ -353,11 +368,9 @@ void on_write_failed(dispatcher_ptr self, write_failed& w) {
   if (!w.claim_rows.empty()) {
     auto i = st.workers.find(w.worker_id);
     if (i != st.workers.end()) {
-      for (auto& e : i->second.claim_entries) {
-        st.index.add(e, now);
-        i->second.sent -= e.weight;
-      }
-      i->second.claim_entries.clear();
+      for (auto& p : i->second.claim_entries)
+        i->second.sent -= p.job.weight;
+      restore_picks(st, i->second.claim_entries, now);
       i->second.claiming = false;
       if (i->second.leaving) {
         i->second.left.deliver(unregistered_atom::value);
@@ -373,12 +386,13 @@ void on_write_failed(dispatcher_ptr self, write_failed& w) {
     st.deadlines.emplace(now + storage_retry_ms, row);
 }
 
-// Expires attempts and deadlines that are due.
+// Expires attempts and deadlines that are due, and ends timed pauses.
 void on_timer(dispatcher_ptr self) {
   auto& st = self->state;
   auto now = st.cfg.clock->now_ms();
   if (st.hold_until != 0 && now >= st.hold_until)
     st.hold_until = 0;
+  st.policy->expire_pauses(now);
   expire_batch expiring;
   while (!st.expiries.empty() && st.expiries.begin()->first <= now) {
     auto [row, token] = st.expiries.begin()->second;
@@ -400,6 +414,50 @@ void on_timer(dispatcher_ptr self) {
     caf::anon_send(st.cfg.writer, std::move(overdue));
 }
 
+void update_capacity(dispatcher_state& st) {
+  int32_t total = 0;
+  for (auto& [id, w] : st.workers)
+    if (!w.leaving)
+      total += w.max_capacity;
+  st.policy->set_capacity(total);
+}
+
+// Runs after every message: hand out work, publish allocation changes and
+// events, and arm the next timer.
+void settle(dispatcher_ptr self) {
+  auto now = self->state.cfg.clock->now_ms();
+  emit_rebalance(self, now);
+  dispatch(self);
+  emit_rebalance(self, now);
+  arm_timer(self);
+  flush_events(self);
+}
+
+void on_control(dispatcher_ptr self, scheduling_control& c) {
+  auto& st = self->state;
+  auto now = st.cfg.clock->now_ms();
+  switch (c.op) {
+    case scheduling_control::set_group_weight:
+      st.policy->set_group_weight(c.name, c.weight);
+      break;
+    case scheduling_control::reset_group_weights:
+      st.policy->reset_group_weights();
+      break;
+    case scheduling_control::pause_group:
+      st.policy->pause_group(c.name, c.until, now);
+      break;
+    case scheduling_control::resume_group:
+      st.policy->resume_group(c.name, now);
+      break;
+    case scheduling_control::pause_type:
+      st.policy->pause_type(c.name, c.until, now);
+      break;
+    case scheduling_control::resume_type:
+      st.policy->resume_type(c.name, now);
+      break;
+  }
+}
+
 }  // namespace
 
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg) {
@@ -407,10 +465,10 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
                    -> dispatcher_actor::behavior_type {
     auto& st = self->state;
     st.cfg = std::move(cfg);
-    st.groups.id("");
+    st.policy = std::make_unique<scheduling_policy>(st.cfg.scheduling);
     auto now = st.cfg.clock->now_ms();
     for (auto& k : st.cfg.pending) {
-      st.index.add(entry_of(st, k), now);
+      st.policy->add(st.policy->entry_of(k), now);
       if (k.deadline)
         st.deadlines.emplace(*k.deadline, k.row);
     }
@@ -429,12 +487,13 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       auto& st = self->state;
       for (auto i = st.workers.begin(); i != st.workers.end(); ++i) {
         if (i->second.handle.address() == down.source) {
-          for (auto& e : i->second.claim_entries)
-            st.index.add(e, st.cfg.clock->now_ms());
+          restore_picks(st, i->second.claim_entries, st.cfg.clock->now_ms());
           st.workers.erase(i);
+          update_capacity(st);
           break;
         }
       }
+      settle(self);
     });
     arm_timer(self);
     return {
@@ -443,10 +502,13 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         auto wid = st.next_worker++;
         worker_info info;
         info.handle = r.worker;
+        info.max_capacity = r.max_capacity;
         for (auto& t : r.types)
-          info.types.push_back(st.types.id(t));
+          info.types.push_back(st.policy->type_id(t));
         st.workers.emplace(wid, std::move(info));
         self->monitor(r.worker);
+        update_capacity(st);
+        settle(self);
         return {wid, st.cfg.writer};
       },
       [self](request_jobs& r) {
@@ -458,8 +520,7 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         w->second.received = r.received_weight;
         if (!w->second.claiming && w->second.wanted() > 0)
           st.waiting.push_back(r.worker_id);
-        dispatch(self);
-        arm_timer(self);
+        settle(self);
       },
       [self](unregister_worker& u) -> caf::result<unregistered_atom> {
         auto& st = self->state;
@@ -467,14 +528,18 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         if (w == st.workers.end())
           return unregistered_atom::value;
         w->second.capacity = 0;
+        caf::result<unregistered_atom> answer = unregistered_atom::value;
         if (!w->second.claiming) {
           st.workers.erase(w);
-          return unregistered_atom::value;
+        } else {
+          // Answer after the claim: its jobs reach the worker first.
+          w->second.leaving = true;
+          w->second.left = self->make_response_promise<unregistered_atom>();
+          answer = w->second.left;
         }
-        // Answer after the claim: its jobs reach the worker first.
-        w->second.leaving = true;
-        w->second.left = self->make_response_promise<unregistered_atom>();
-        return w->second.left;
+        update_capacity(st);
+        settle(self);
+        return answer;
       },
       [self](feed_ready_atom) {
         for (auto& f : self->state.cfg.feeds->take()) {
@@ -485,18 +550,24 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         // A manual clock's tick may have overtaken these feeds: check timers
         // against the current time, not only on the next tick.
         on_timer(self);
-        dispatch(self);
-        arm_timer(self);
-        flush_events(self);
+        settle(self);
       },
       [self](tick_atom) {
         self->state.armed_at = never;
         on_timer(self);
-        dispatch(self);
-        arm_timer(self);
-        flush_events(self);
+        settle(self);
       },
       [self](drain_atom) { self->state.draining = true; },
+      [self](scheduling_control& c) {
+        on_control(self, c);
+        settle(self);
+      },
+      [self](metrics_request& m) {
+        auto& st = self->state;
+        metrics_snapshot snap;
+        st.policy->fill_metrics(snap, st.cfg.clock->now_ms());
+        m.reply.deliver(result<metrics_snapshot>{std::move(snap)});
+      },
     };
   });
 }

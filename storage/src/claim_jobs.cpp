@@ -36,11 +36,11 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     claimed_job j;
     j.key = rows::read_key(s, 0);
     j.id = j.key.id;
-    j.try_number = static_cast<int32_t>(s.column_int(9));
-    j.payload = s.column_blob(10);
-    j.expires_at = s.column_int(11);
-    j.timeout_ms = s.column_int(12);
-    j.heartbeat_increment_ms = s.column_int(13);
+    j.try_number = static_cast<int32_t>(s.column_int(10));
+    j.payload = s.column_blob(11);
+    j.expires_at = s.column_int(12);
+    j.timeout_ms = s.column_int(13);
+    j.heartbeat_increment_ms = s.column_int(14);
     j.token = c.token;
     // Step past the end so the UPDATE completes before the next bind.
     if (s.step() || !s.step_status())

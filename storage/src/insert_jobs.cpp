@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "ergon/storage/operations.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "job_rows.hpp"
@@ -8,8 +10,8 @@ namespace {
 constexpr const char* insert_job =
   "INSERT INTO jobs (external_id, type, name, group_key, priority, weight, run_at, "
   "deadline, payload, status, max_retries, backoff_initial_ms, backoff_multiplier, "
-  "backoff_randomization, timeout_ms, heartbeat_increment_ms, added_at, id) "
-  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+  "backoff_randomization, timeout_ms, heartbeat_increment_ms, added_at, id, ready_since) "
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
 
 // Read inside the caller's write transaction, so no other process can take
 // the same row ids in between.
@@ -63,6 +65,9 @@ result<std::vector<job_key>> insert_jobs(db& d, const insert_jobs_args& args,
     k.run_at = j.run_at_ms.value_or(now_ms + j.delay_ms);
     k.weight = j.weight;
     k.added_at = now_ms;
+    // Aging counts waiting while due: not the time before run_at, nor the
+    // past for a run_at in the past.
+    k.ready_since = std::max(k.run_at, now_ms);
     if (j.ttl_ms)
       k.deadline = k.run_at + *j.ttl_ms;
     if (i > 0)
@@ -84,6 +89,7 @@ result<std::vector<job_key>> insert_jobs(db& d, const insert_jobs_args& args,
     s.bind(15, j.heartbeat_increment_ms);
     s.bind(16, now_ms);
     s.bind(17, k.row);
+    s.bind(18, k.ready_since);
     if (auto st = d.run(s); !st)
       return st;
     out.push_back(std::move(k));

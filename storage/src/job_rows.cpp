@@ -12,7 +12,7 @@ constexpr const char* select_attempts =
   "WHERE job_id = ?1 ORDER BY try";
 
 constexpr const char* select_job_state =
-  "SELECT status, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
+  "SELECT status, current_try, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
   "WHERE id = ?1 AND external_id = ?2";
 
 }  // namespace
@@ -28,6 +28,7 @@ job_key read_key(const stmt& s, int first) {
   k.added_at = s.column_int(first + 6);
   k.deadline = s.column_opt_int(first + 7);
   k.id = column_id(s, first + 8);
+  k.ready_since = s.column_int(first + 9);
   return k;
 }
 
@@ -114,7 +115,8 @@ result<job_state> find_job(db& d, const job_id& id) {
   }
   job_state st;
   st.status = static_cast<job_status>(q.column_int(0));
-  st.key = read_key(q, 1);
+  st.tries = static_cast<int32_t>(q.column_int(1));
+  st.key = read_key(q, 2);
   st.row = st.key.row;
   return st;
 }

@@ -8,7 +8,8 @@ namespace ergon::storage::rows {
 
 /// Columns read into a job_key, in the order `read_key` expects.
 #define ERGON_JOB_KEY_COLUMNS \
-  "id, type, group_key, priority, run_at, weight, added_at, deadline, external_id"
+  "id, type, group_key, priority, run_at, weight, added_at, deadline, external_id, " \
+  "ready_since"
 
 /// Reads ERGON_JOB_KEY_COLUMNS starting at column `first`.
 job_key read_key(const stmt& s, int first = 0);
@@ -38,6 +39,7 @@ status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info&
 struct job_state {
   int64_t row = 0;
   job_status status = job_status::pending;
+  int32_t tries = 0;
   job_key key;
 };
 

@@ -17,6 +17,7 @@ CREATE TABLE jobs (
   priority               INTEGER NOT NULL,
   weight                 INTEGER NOT NULL,
   run_at                 INTEGER NOT NULL,
+  ready_since            INTEGER NOT NULL,
   deadline               INTEGER,
   payload                BLOB    NOT NULL,
   checkpoint             BLOB,
@@ -37,6 +38,8 @@ CREATE TABLE jobs (
   last_outcome           INTEGER,
   last_message           TEXT
 );
+-- ready_since starts the priority-aging clock: when the job first became
+-- due. Retries keep it; a new submission gets its own.
 -- No index on external_id: the id embeds the row id (see job_ids.hpp). No
 -- index on status either: start-up scans from meta.unfinished_low_mark.
 -- Each index costs a page write per commit (measured: 75k -> 39k commits/s).

@@ -1,20 +1,26 @@
+#include <algorithm>
+
 #include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
 namespace {
 
-// A new payload replaces any checkpoint: the next attempt should see it.
+// A new payload replaces any checkpoint: the next attempt should see it. A
+// new run_at restarts the aging clock of a job that never started.
 constexpr const char* update_job =
   "UPDATE jobs SET priority = coalesce(?2, priority), weight = coalesce(?3, weight), "
   "run_at = coalesce(?4, run_at), payload = coalesce(?5, payload), "
+  "ready_since = CASE WHEN ?4 IS NOT NULL AND current_try = 0 THEN max(?4, ?8) "
+  "ELSE ready_since END, "
   "checkpoint = CASE WHEN ?5 IS NULL THEN checkpoint ELSE NULL END, "
   "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "
   "WHERE id = ?1 AND status = 0";
 
 }  // namespace
 
-result<key_change> update_pending(db& d, const update_pending_args& args, int64_t) {
+result<key_change> update_pending(db& d, const update_pending_args& args,
+                                  int64_t now_ms) {
   if (auto st = validate(args.changes, args.max_payload_bytes); !st)
     return st;
   auto found = rows::find_job(d, args.id);
@@ -46,10 +52,13 @@ result<key_change> update_pending(db& d, const update_pending_args& args, int64_
   if (c.payload) s.bind_blob(5, *c.payload);
   if (c.max_retries) s.bind(6, *c.max_retries);
   if (c.timeout_ms) s.bind(7, *c.timeout_ms);
+  s.bind(8, now_ms);
   if (auto st = d.run(s); !st)
     return st;
   if (d.changes() != 1)
     return status{error::internal, "update_pending: job row changed underneath"};
+  if (c.run_at_ms && found->tries == 0)
+    after.ready_since = std::max(*c.run_at_ms, now_ms);
   return change;
 }
 

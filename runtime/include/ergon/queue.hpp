@@ -48,7 +48,9 @@ class subscription {
     return *this;
   }
   ~subscription() { cancel(); }
-  /// Stops deliveries; events already being delivered may still arrive.
+  /// Stops deliveries. Once it returns, the callback is not running and is
+  /// never called again, so what it captured may be destroyed. Calling it
+  /// from inside the callback is allowed.
   void cancel() {
     if (cancel_) {
       cancel_();

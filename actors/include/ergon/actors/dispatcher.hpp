@@ -1,6 +1,6 @@
 // dispatcher: decides which job runs next and on which worker.
 //
-// It keeps the scheduling keys of pending jobs in memory (ready_index),
+// It keeps the scheduling keys of pending jobs in memory (scheduling_policy),
 // loaded at open and kept current by the writer's commit feeds, and a list of
 // workers waiting for work. When a worker has room it picks the best jobs
 // that fit, has db_writer claim them (try + 1, attempt token), and hands them
@@ -19,7 +19,9 @@
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/event_bus.hpp"
 #include "ergon/actors/protocol.hpp"
+#include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
+#include "ergon/scheduling.hpp"
 #include "ergon/storage/operations.hpp"
 
 namespace ergon::actors {
@@ -27,13 +29,36 @@ namespace ergon::actors {
 /// Stop handing out jobs (the queue is closing).
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 
+/// Changes to how the dispatcher shares capacity (local only).
+struct scheduling_control {
+  enum op_type : uint8_t {
+    set_group_weight,
+    reset_group_weights,
+    pause_group,
+    resume_group,
+    pause_type,
+    resume_type,
+  };
+  op_type op = set_group_weight;
+  std::string name;
+  int32_t weight = 0;
+  std::optional<int64_t> until;  ///< pause deadline (queue clock)
+};
+
+/// Asks for a metrics snapshot (local only).
+struct metrics_request {
+  reply_to<result<metrics_snapshot>> reply;
+};
+
 using dispatcher_actor = caf::typed_actor<
   caf::replies_to<register_worker>::with<worker_registered>,
   caf::reacts_to<request_jobs>,
   caf::replies_to<unregister_worker>::with<unregistered_atom>,
   caf::reacts_to<feed_ready_atom>,
   caf::reacts_to<tick_atom>,
-  caf::reacts_to<drain_atom>>;
+  caf::reacts_to<drain_atom>,
+  caf::reacts_to<scheduling_control>,
+  caf::reacts_to<metrics_request>>;
 
 struct dispatcher_config {
   std::shared_ptr<ergon::clock> clock;
@@ -43,6 +68,7 @@ struct dispatcher_config {
   std::shared_ptr<subscribers> subs;
   /// Pending jobs found at open.
   std::vector<storage::job_key> pending;
+  scheduling_options scheduling;
 };
 
 /// Spawns the dispatcher. The caller must then send the writer
@@ -50,3 +76,6 @@ struct dispatcher_config {
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg);
 
 }  // namespace ergon::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::scheduling_control)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::metrics_request)

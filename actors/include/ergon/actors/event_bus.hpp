@@ -22,15 +22,22 @@ class subscribers {
  public:
   using callback = std::function<void(const event&)>;
   uint64_t add(callback f);
+  /// After remove returns, the callback is not running and is never called
+  /// again, so its captures may be destroyed. (A callback may remove itself.)
   void remove(uint64_t handle);
   /// Whether anyone listens; producers skip building events otherwise.
   bool any() const noexcept { return count_.load(std::memory_order_acquire) > 0; }
   void deliver(const std::vector<event>& events);
 
  private:
+  struct entry {
+    std::recursive_mutex running;  // held while the callback runs
+    bool active = true;
+    callback f;
+  };
   mutable std::mutex mtx_;
   uint64_t next_ = 1;
-  std::map<uint64_t, std::shared_ptr<callback>> callbacks_;
+  std::map<uint64_t, std::shared_ptr<entry>> callbacks_;
   std::atomic<size_t> count_{0};
 };
 

@@ -28,7 +28,8 @@ struct job_key {
   int32_t priority = 0;
   int64_t run_at = 0;
   int32_t weight = 1;
-  int64_t added_at = 0;  ///< start of the aging clock
+  int64_t added_at = 0;
+  int64_t ready_since = 0;  ///< start of the aging clock (kept across retries)
   std::optional<int64_t> deadline;
 };
 

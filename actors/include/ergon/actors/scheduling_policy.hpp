@@ -1,0 +1,214 @@
+// scheduling_policy: the dispatcher's one dispatch policy. It holds the
+// scheduling keys of pending jobs in memory and decides which job a worker
+// gets next, combining priority aging, weighted fair shares across groups,
+// pauses, rate limits and per-type caps. docs/scheduling.md explains the
+// decisions; this class has no actors and no SQL.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "ergon/event.hpp"
+#include "ergon/scheduling.hpp"
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::actors {
+
+/// What the policy keeps per pending job: 48 bytes.
+struct pending_job {
+  int64_t row = 0;
+  int64_t run_at = 0;
+  int64_t ready_since = 0;  ///< aging clock start
+  int32_t priority = 0;
+  int32_t weight = 1;
+  uint32_t type = 0;
+  uint32_t group = 0;
+};
+
+/// A job chosen for a worker.
+struct picked_job {
+  pending_job job;
+  int32_t effective_priority = 0;
+  int64_t waited_ms = 0;  ///< aging wait (pauses excluded)
+  bool beyond_share = false;  ///< its group was at its allocation (work conservation)
+};
+
+/// A group's allocation changed.
+struct allocation_change {
+  std::string group;
+  int32_t before = 0;
+  int32_t after = 0;
+  allocation_reason reason = allocation_reason::rebalance;
+};
+
+class scheduling_policy {
+ public:
+  explicit scheduling_policy(scheduling_options opts);
+
+  // -- names ----------------------------------------------------------------------------
+
+  uint32_t type_id(const std::string& name);
+  uint32_t group_id(const std::string& name);
+  const std::string& type_name(uint32_t id) const { return types_[id].name; }
+  const std::string& group_name(uint32_t id) const { return groups_[id].name; }
+
+  /// The in-memory key of a stored job.
+  pending_job entry_of(const storage::job_key& k);
+
+  // -- pending jobs ----------------------------------------------------------------------
+
+  /// Adds a pending job: ready if due at `now`, else waiting for its run_at.
+  void add(const pending_job& e, int64_t now);
+  /// Removes a pending job by its exact key; false if it is not here.
+  bool remove(const pending_job& e);
+  /// Moves jobs due at `now` from waiting to ready.
+  void promote(int64_t now);
+  size_t ready_count() const noexcept { return ready_count_; }
+
+  // -- dispatching ------------------------------------------------------------------------
+
+  /// The next job for a worker serving `types` with `room` weight units
+  /// free, or nothing. The job leaves the index and counts as running.
+  std::optional<picked_job> pick(const std::vector<uint32_t>& types, int32_t room, int64_t now);
+  /// A picked job was not claimed after all (cancelled meanwhile, or the
+  /// write failed): it no longer counts as running.
+  void unpick(const pending_job& e);
+  /// An attempt ended.
+  void finished(uint32_t group, uint32_t type, int32_t weight);
+  /// Counts a job as running that was not picked through pick() (its pick
+  /// was undone, but the claim committed anyway).
+  void mark_running(const pending_job& e);
+
+  // -- control ------------------------------------------------------------------------------
+
+  /// Total worker capacity in weight units.
+  void set_capacity(int32_t capacity);
+  int32_t capacity() const noexcept { return capacity_; }
+  void set_group_weight(const std::string& group, int32_t weight);
+  void reset_group_weights();
+  /// Pauses a group or type until `until` (or until resumed).
+  void pause_group(const std::string& group, std::optional<int64_t> until, int64_t now);
+  void resume_group(const std::string& group, int64_t now);
+  void pause_type(const std::string& type, std::optional<int64_t> until, int64_t now);
+  void resume_type(const std::string& type, int64_t now);
+
+  /// Resumes pauses whose deadline passed.
+  void expire_pauses(int64_t now);
+
+  /// Recomputes allocations if group membership, weights, pauses or
+  /// capacity changed since the last call, and returns what changed.
+  std::vector<allocation_change> rebalance();
+
+  /// The earliest time something becomes possible without an outside event:
+  /// a waiting job's run_at, a pause deadline, a rate-limit token.
+  std::optional<int64_t> next_wake(int64_t now) const;
+
+  /// Fills the scheduling parts of a metrics snapshot.
+  void fill_metrics(metrics_snapshot& m, int64_t now) const;
+
+  /// Records a job's queue wait for the histogram.
+  void record_wait(int64_t wait_ms);
+
+ private:
+  struct bucket_order {
+    bool by_aging = false;
+    bool operator()(const pending_job& a, const pending_job& b) const noexcept {
+      auto ka = by_aging ? a.ready_since : a.run_at;
+      auto kb = by_aging ? b.ready_since : b.run_at;
+      if (ka != kb)
+        return ka < kb;
+      return a.row < b.row;
+    }
+  };
+
+  struct bucket {
+    uint32_t type = 0;
+    int32_t priority = 0;
+    int32_t weight = 1;
+    std::set<pending_job, bucket_order> jobs;
+  };
+
+  struct pause_state {
+    bool paused = false;
+    std::optional<int64_t> until;
+    int64_t since = 0;
+    std::vector<std::pair<int64_t, int64_t>> past;  // finished pauses
+    /// Time paused between `from` and `now`.
+    int64_t frozen(int64_t from, int64_t now) const;
+    void start(std::optional<int64_t> deadline, int64_t now);
+    void stop(int64_t now);
+  };
+
+  struct token_bucket {
+    rate_limit limit;
+    double tokens = 0;
+    int64_t last = -1;
+    void refill(int64_t now);
+    /// When the next token arrives, if none is available now.
+    int64_t next_token(int64_t now) const;
+  };
+
+  struct group_state {
+    std::string name;
+    int32_t weight = 1;
+    int32_t min_slots = 0;
+    std::optional<int32_t> cap;
+    std::map<std::tuple<uint32_t, int32_t, int32_t>, bucket> buckets;  // type, priority, weight
+    std::unordered_map<uint32_t, std::vector<bucket*>> by_type;
+    int64_t ready = 0;
+    int32_t running = 0;
+    int32_t alloc = 0;
+    bool active = false;  // had ready or running jobs at the last rebalance
+    pause_state pause;
+    std::optional<token_bucket> rate;
+  };
+
+  struct type_state {
+    std::string name;
+    int32_t running = 0;
+    std::optional<int32_t> cap;
+    pause_state pause;
+    std::optional<token_bucket> rate;
+  };
+
+  struct candidate {
+    bucket* from = nullptr;
+    int32_t effective = 0;
+    int64_t waited = 0;
+  };
+
+  bool better(const candidate& a, const candidate& b) const;
+  std::optional<candidate> best_in(group_state& g, const std::vector<uint32_t>& types,
+                                   int32_t room, int64_t now);
+  void insert_ready(const pending_job& e);
+  void mark_dirty(allocation_reason why);
+  bool type_open(type_state& t, int32_t weight, int64_t now);
+
+  scheduling_options opts_;
+  bucket_order order_;
+  std::vector<group_state> groups_;
+  std::unordered_map<std::string, uint32_t> group_ids_;
+  std::vector<type_state> types_;
+  std::unordered_map<std::string, uint32_t> type_ids_;
+  std::set<uint32_t> ready_groups_;  // groups with ready jobs
+  std::multimap<int64_t, pending_job> waiting_;
+  size_t ready_count_ = 0;
+  int32_t capacity_ = 0;
+  bool dirty_ = false;
+  allocation_reason dirty_reason_ = allocation_reason::rebalance;
+  // metrics
+  std::vector<int64_t> wait_bounds_{1, 5, 10, 50, 100, 500, 1'000, 5'000, 10'000, 60'000};
+  std::vector<int64_t> wait_counts_ = std::vector<int64_t>(11, 0);
+  int64_t wait_total_ = 0;
+  int64_t wait_sum_ = 0;
+  int64_t promotions_ = 0;
+  int64_t excess_ = 0;
+};
+
+}  // namespace ergon::actors

@@ -1,0 +1,106 @@
+// Fair scheduling: priority aging and weighted fair shares across groups,
+// as one dispatch policy. See docs/scheduling.md for how they interact.
+//
+//   ergon::options opts;
+//   ergon::aging_options aging;
+//   aging.grace_period = std::chrono::minutes(5);
+//   aging.interval = std::chrono::minutes(1);
+//   aging.max_effective_priority = 10;
+//   aging.urgent_threshold = 10;        // aged this far, a job may borrow a slot
+//   opts.scheduling.aging = aging;
+//   opts.scheduling.groups["s3://prod"].weight = 3;
+//   opts.scheduling.groups["s3://b2-backup"].weight = 1;
+//   opts.scheduling.groups["s3://b2-backup"].min_slots = 2;
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ergon/job_info.hpp"
+
+namespace ergon {
+
+/// Priority aging: after `grace_period` of waiting, a job's effective
+/// priority rises one step per `interval`, up to `max_effective_priority`.
+/// The stored priority never changes; aging is computed at dispatch time.
+struct aging_options {
+  std::chrono::milliseconds grace_period{300'000};
+  std::chrono::milliseconds interval{60'000};
+  /// Aging stops here. A job whose own priority is higher keeps it.
+  int32_t max_effective_priority = 10;
+  /// A job whose effective priority reaches this may run even if its group
+  /// already has its full share of slots. Empty: no such bypass.
+  std::optional<int32_t> urgent_threshold;
+};
+
+/// Per-group settings. A job's group is its `group` field; jobs without one
+/// form the group "".
+struct group_options {
+  /// Share of capacity relative to other groups; empty: the default weight.
+  std::optional<int32_t> weight;
+  /// Slots the group gets before weights are applied (if it has work).
+  int32_t min_slots = 0;
+  /// Most slots the group may use at once; empty: no cap.
+  std::optional<int32_t> max_running;
+};
+
+/// A token bucket: `per_second` tokens per second, holding at most `burst`.
+/// Starting a job takes one token.
+struct rate_limit {
+  double per_second = 1.0;
+  int32_t burst = 1;
+};
+
+/// How the dispatcher shares capacity. Everything is opt-in: with the
+/// defaults, jobs run in priority order and groups share capacity equally.
+struct scheduling_options {
+  std::optional<aging_options> aging;
+  /// Weight of groups not listed in `groups`.
+  int32_t default_group_weight = 1;
+  std::map<std::string, group_options> groups;
+  std::map<std::string, rate_limit> group_rate_limits;
+  std::map<std::string, rate_limit> type_rate_limits;
+  /// Most weight units of a job type running at once.
+  std::map<std::string, int32_t> type_max_running;
+};
+
+/// One group in a metrics snapshot.
+struct group_metrics {
+  std::string group;
+  int32_t weight = 0;
+  int32_t allocated_slots = 0;
+  int32_t running_slots = 0;
+  /// running_slots / allocated_slots (0 when nothing is allocated).
+  double utilization = 0;
+  int64_t ready_jobs = 0;
+  bool paused = false;
+};
+
+/// A snapshot of scheduling metrics (`queue::metrics`).
+struct metrics_snapshot {
+  /// Queue wait (from a job becoming due to its start) histogram: counts of
+  /// waits <= each bound, plus the count above the last bound.
+  std::vector<int64_t> queue_wait_bounds_ms;
+  std::vector<int64_t> queue_wait_counts;  ///< one more entry than bounds
+  int64_t queue_wait_total = 0;
+  int64_t queue_wait_sum_ms = 0;
+  /// Ready jobs by effective priority (after aging).
+  std::map<int32_t, int64_t> effective_priorities;
+  /// Jobs started with an effective priority raised by aging.
+  int64_t aging_promotions = 0;
+  /// Slots given to a group beyond its allocation because others could not
+  /// use them (work conservation), counted in weight units.
+  int64_t excess_slots_redistributed = 0;
+  /// Total worker capacity known to the dispatcher, in weight units.
+  int32_t capacity = 0;
+  std::vector<group_metrics> groups;
+  /// Job counts per status, overall and per type.
+  status_counts by_status;
+  std::map<std::string, status_counts> by_type;
+};
+
+}  // namespace ergon

@@ -1,0 +1,124 @@
+#include "ergon/actors/fair_share.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace ergon::actors {
+namespace {
+
+int64_t interval_ms(const aging_options& a) {
+  return std::max<int64_t>(1, a.interval.count());
+}
+
+// Hands out `units` slots by largest remainder of `exact` over `floor`, among
+// the indexes in `order`; ties go to fewer slots so far, then to the name.
+void round_by_remainder(std::vector<int32_t>& alloc, const std::vector<double>& exact,
+                        const std::vector<size_t>& candidates,
+                        const std::vector<group_share>& groups, int64_t units) {
+  std::vector<size_t> order = candidates;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    double ra = exact[a] - std::floor(exact[a]);
+    double rb = exact[b] - std::floor(exact[b]);
+    if (ra != rb)
+      return ra > rb;
+    if (alloc[a] != alloc[b])
+      return alloc[a] < alloc[b];
+    return groups[a].name < groups[b].name;
+  });
+  for (size_t k = 0; k < order.size() && units > 0; ++k, --units)
+    ++alloc[order[k]];
+}
+
+int32_t cap_of(const group_share& g) {
+  return g.max_slots ? std::max(0, *g.max_slots) : std::numeric_limits<int32_t>::max();
+}
+
+}  // namespace
+
+int32_t effective_priority(const std::optional<aging_options>& aging, int32_t base,
+                           int64_t waited_ms) noexcept {
+  if (!aging)
+    return base;
+  auto over = waited_ms - aging->grace_period.count();
+  if (over < interval_ms(*aging))
+    return base;
+  int64_t steps = over / interval_ms(*aging);
+  int64_t ceiling = std::max<int64_t>(base, aging->max_effective_priority);
+  return static_cast<int32_t>(std::min<int64_t>(int64_t{base} + steps, ceiling));
+}
+
+std::optional<int64_t> max_wait_ms(const std::optional<aging_options>& aging,
+                                   int32_t base) noexcept {
+  if (!aging)
+    return std::nullopt;
+  int64_t target = aging->urgent_threshold.value_or(aging->max_effective_priority);
+  int64_t steps = target - base;
+  if (steps <= 0)
+    return 0;
+  return aging->grace_period.count() + steps * interval_ms(*aging);
+}
+
+std::vector<int32_t> allocate_slots(const std::vector<group_share>& groups, int32_t capacity) {
+  std::vector<int32_t> alloc(groups.size(), 0);
+  if (groups.empty() || capacity <= 0)
+    return alloc;
+  std::vector<size_t> all(groups.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  // 1. Minimums, scaled down by largest remainder if they don't all fit.
+  std::vector<double> want(groups.size());
+  double wanted = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    want[i] = std::min(std::max(0, groups[i].min_slots), cap_of(groups[i]));
+    wanted += want[i];
+  }
+  if (wanted <= capacity) {
+    for (size_t i = 0; i < groups.size(); ++i)
+      alloc[i] = static_cast<int32_t>(want[i]);
+  } else {
+    std::vector<double> exact(groups.size());
+    int64_t given = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      exact[i] = want[i] * capacity / wanted;
+      alloc[i] = static_cast<int32_t>(std::floor(exact[i]));
+      given += alloc[i];
+    }
+    round_by_remainder(alloc, exact, all, groups, capacity - given);
+    return alloc;
+  }
+  // 2 and 3. Share the rest by weight among groups below their cap; what a
+  // cap cuts off goes round again.
+  int64_t left = capacity - std::accumulate(alloc.begin(), alloc.end(), int64_t{0});
+  while (left > 0) {
+    std::vector<size_t> open;
+    double weights = 0;
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (alloc[i] < cap_of(groups[i])) {
+        open.push_back(i);
+        weights += std::max(1, groups[i].weight);
+      }
+    if (open.empty())
+      break;  // every group is capped: the rest stays idle
+    std::vector<double> exact(groups.size(), 0.0);
+    int64_t given = 0;
+    for (auto i : open) {
+      exact[i] = static_cast<double>(left) * std::max(1, groups[i].weight) / weights;
+      alloc[i] += static_cast<int32_t>(std::floor(exact[i]));
+      given += static_cast<int64_t>(std::floor(exact[i]));
+    }
+    round_by_remainder(alloc, exact, open, groups, left - given);
+    // Clip to caps; the excess is shared again in the next round.
+    left = 0;
+    for (auto i : open) {
+      auto cap = cap_of(groups[i]);
+      if (alloc[i] > cap) {
+        left += alloc[i] - cap;
+        alloc[i] = cap;
+      }
+    }
+  }
+  return alloc;
+}
+
+}  // namespace ergon::actors

@@ -1,0 +1,487 @@
+#include "ergon/actors/scheduling_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ergon/actors/fair_share.hpp"
+
+namespace ergon::actors {
+
+// -- pauses and rate limits ---------------------------------------------------------------
+
+int64_t scheduling_policy::pause_state::frozen(int64_t from, int64_t now) const {
+  int64_t total = 0;
+  auto overlap = [&](int64_t a, int64_t b) {
+    auto lo = std::max(a, from);
+    auto hi = std::min(b, now);
+    if (hi > lo)
+      total += hi - lo;
+  };
+  for (auto& [a, b] : past)
+    overlap(a, b);
+  if (paused)
+    overlap(since, now);
+  return total;
+}
+
+void scheduling_policy::pause_state::start(std::optional<int64_t> deadline, int64_t now) {
+  if (!paused) {
+    paused = true;
+    since = now;
+  }
+  until = deadline;
+}
+
+void scheduling_policy::pause_state::stop(int64_t now) {
+  if (!paused)
+    return;
+  paused = false;
+  until.reset();
+  past.emplace_back(since, now);
+}
+
+void scheduling_policy::token_bucket::refill(int64_t now) {
+  if (last < 0) {
+    tokens = limit.burst;
+  } else if (now > last) {
+    tokens = std::min<double>(limit.burst,
+                              tokens + limit.per_second * static_cast<double>(now - last) / 1e3);
+  }
+  last = std::max(last, now);
+}
+
+int64_t scheduling_policy::token_bucket::next_token(int64_t now) const {
+  if (tokens >= 1.0 || limit.per_second <= 0)
+    return now;
+  return last + static_cast<int64_t>(std::ceil((1.0 - tokens) * 1e3 / limit.per_second));
+}
+
+// -- setup -------------------------------------------------------------------------------------
+
+scheduling_policy::scheduling_policy(scheduling_options opts) : opts_(std::move(opts)) {
+  order_.by_aging = opts_.aging.has_value();
+  group_id("");
+}
+
+uint32_t scheduling_policy::group_id(const std::string& name) {
+  auto i = group_ids_.find(name);
+  if (i != group_ids_.end())
+    return i->second;
+  auto id = static_cast<uint32_t>(groups_.size());
+  group_state g;
+  g.name = name;
+  g.weight = opts_.default_group_weight;
+  auto cfg = opts_.groups.find(name);
+  if (cfg != opts_.groups.end()) {
+    g.weight = cfg->second.weight.value_or(opts_.default_group_weight);
+    g.min_slots = cfg->second.min_slots;
+    g.cap = cfg->second.max_running;
+  }
+  if (auto r = opts_.group_rate_limits.find(name); r != opts_.group_rate_limits.end())
+    g.rate = token_bucket{r->second};
+  groups_.push_back(std::move(g));
+  group_ids_.emplace(name, id);
+  return id;
+}
+
+uint32_t scheduling_policy::type_id(const std::string& name) {
+  auto i = type_ids_.find(name);
+  if (i != type_ids_.end())
+    return i->second;
+  auto id = static_cast<uint32_t>(types_.size());
+  type_state t;
+  t.name = name;
+  if (auto c = opts_.type_max_running.find(name); c != opts_.type_max_running.end())
+    t.cap = c->second;
+  if (auto r = opts_.type_rate_limits.find(name); r != opts_.type_rate_limits.end())
+    t.rate = token_bucket{r->second};
+  types_.push_back(std::move(t));
+  type_ids_.emplace(name, id);
+  return id;
+}
+
+pending_job scheduling_policy::entry_of(const storage::job_key& k) {
+  pending_job e;
+  e.row = k.row;
+  e.run_at = k.run_at;
+  e.ready_since = k.ready_since;
+  e.priority = k.priority;
+  e.weight = k.weight;
+  e.type = type_id(k.type);
+  e.group = group_id(k.group);
+  return e;
+}
+
+// -- the index ----------------------------------------------------------------------------------
+
+void scheduling_policy::add(const pending_job& e, int64_t now) {
+  if (e.run_at > now)
+    waiting_.emplace(e.run_at, e);
+  else
+    insert_ready(e);
+}
+
+void scheduling_policy::insert_ready(const pending_job& e) {
+  auto& g = groups_[e.group];
+  auto key = std::make_tuple(e.type, e.priority, e.weight);
+  auto i = g.buckets.find(key);
+  if (i == g.buckets.end()) {
+    i = g.buckets.emplace(key, bucket{e.type, e.priority, e.weight,
+                                      std::set<pending_job, bucket_order>{order_}})
+          .first;
+    g.by_type[e.type].push_back(&i->second);  // map nodes never move
+  }
+  if (!i->second.jobs.insert(e).second)
+    return;
+  ++ready_count_;
+  if (g.ready++ == 0) {
+    ready_groups_.insert(e.group);
+    if (!g.active)
+      mark_dirty(allocation_reason::rebalance);
+  }
+}
+
+bool scheduling_policy::remove(const pending_job& e) {
+  auto& g = groups_[e.group];
+  auto i = g.buckets.find(std::make_tuple(e.type, e.priority, e.weight));
+  if (i != g.buckets.end() && i->second.jobs.erase(e) == 1) {
+    --ready_count_;
+    if (--g.ready == 0) {
+      ready_groups_.erase(e.group);
+      if (g.running == 0)
+        mark_dirty(allocation_reason::group_drained);
+    }
+    return true;
+  }
+  auto [first, last] = waiting_.equal_range(e.run_at);
+  for (auto j = first; j != last; ++j) {
+    if (j->second.row == e.row) {
+      waiting_.erase(j);
+      return true;
+    }
+  }
+  return false;
+}
+
+void scheduling_policy::promote(int64_t now) {
+  while (!waiting_.empty() && waiting_.begin()->first <= now) {
+    insert_ready(waiting_.begin()->second);
+    waiting_.erase(waiting_.begin());
+  }
+}
+
+void scheduling_policy::mark_dirty(allocation_reason why) {
+  // A weight change names the reason for the whole recomputation.
+  if (!dirty_ || why == allocation_reason::weight_change)
+    dirty_reason_ = why;
+  dirty_ = true;
+}
+
+// -- picking -------------------------------------------------------------------------------------
+
+bool scheduling_policy::better(const candidate& a, const candidate& b) const {
+  if (a.effective != b.effective)
+    return a.effective > b.effective;
+  const auto& ja = *a.from->jobs.begin();
+  const auto& jb = *b.from->jobs.begin();
+  if (ja.run_at != jb.run_at)
+    return ja.run_at < jb.run_at;
+  return ja.row < jb.row;
+}
+
+bool scheduling_policy::type_open(type_state& t, int32_t weight, int64_t now) {
+  if (t.pause.paused)
+    return false;
+  if (t.cap && t.running + weight > *t.cap)
+    return false;
+  if (t.rate) {
+    t.rate->refill(now);
+    if (t.rate->tokens < 1.0)
+      return false;
+  }
+  return true;
+}
+
+std::optional<scheduling_policy::candidate>
+scheduling_policy::best_in(group_state& g, const std::vector<uint32_t>& types, int32_t room,
+                           int64_t now) {
+  if (g.pause.paused)
+    return std::nullopt;
+  if (g.cap)
+    room = std::min(room, *g.cap - g.running);
+  if (room <= 0)
+    return std::nullopt;
+  if (g.rate) {
+    g.rate->refill(now);
+    if (g.rate->tokens < 1.0)
+      return std::nullopt;
+  }
+  std::optional<candidate> best;
+  for (auto t : types) {
+    auto i = g.by_type.find(t);
+    if (i == g.by_type.end())
+      continue;
+    for (auto* b : i->second) {
+      if (b->jobs.empty() || b->weight > room || !type_open(types_[t], b->weight, now))
+        continue;
+      const auto& head = *b->jobs.begin();
+      candidate c{b, head.priority, 0};
+      if (opts_.aging) {
+        c.waited = now - head.ready_since - g.pause.frozen(head.ready_since, now)
+                   - types_[t].pause.frozen(head.ready_since, now);
+        c.effective = effective_priority(opts_.aging, head.priority, c.waited);
+      }
+      if (!best || better(c, *best))
+        best = c;
+    }
+  }
+  return best;
+}
+
+std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& types,
+                                                  int32_t room, int64_t now) {
+  promote(now);
+  if (ready_count_ == 0)
+    return std::nullopt;
+  // One pass over groups with ready jobs collects each group's best job.
+  struct option {
+    uint32_t group;
+    candidate c;
+  };
+  std::optional<option> urgent;
+  std::optional<option> in_share;
+  int32_t in_share_deficit = 0;
+  std::optional<option> any;
+  bool has_urgent = opts_.aging && opts_.aging->urgent_threshold;
+  int32_t urgent_at = has_urgent ? *opts_.aging->urgent_threshold : 0;
+  for (auto gid : ready_groups_) {
+    auto& g = groups_[gid];
+    auto c = best_in(g, types, room, now);
+    if (!c)
+      continue;
+    option o{gid, *c};
+    if (has_urgent && c->effective >= urgent_at && (!urgent || better(*c, urgent->c)))
+      urgent = o;
+    auto deficit = g.alloc - g.running;
+    if (deficit > 0
+        && (!in_share || deficit > in_share_deficit
+            || (deficit == in_share_deficit && better(*c, in_share->c)))) {
+      in_share = o;
+      in_share_deficit = deficit;
+    }
+    if (!any || better(*c, any->c))
+      any = o;
+  }
+  // Urgent jobs first (they may borrow a slot), then the group furthest
+  // below its share, then whatever can run (work conservation).
+  auto chosen = urgent ? urgent : in_share ? in_share : any;
+  if (!chosen)
+    return std::nullopt;
+  auto& g = groups_[chosen->group];
+  auto* b = chosen->c.from;
+  picked_job p;
+  p.job = *b->jobs.begin();
+  p.effective_priority = chosen->c.effective;
+  p.waited_ms = chosen->c.waited;
+  p.beyond_share = g.running >= g.alloc;
+  b->jobs.erase(b->jobs.begin());
+  --ready_count_;
+  if (--g.ready == 0)
+    ready_groups_.erase(chosen->group);
+  g.running += p.job.weight;
+  auto& t = types_[p.job.type];
+  t.running += p.job.weight;
+  if (g.rate)
+    g.rate->tokens -= 1.0;
+  if (t.rate)
+    t.rate->tokens -= 1.0;
+  if (p.effective_priority > p.job.priority)
+    ++promotions_;
+  if (p.beyond_share)
+    excess_ += p.job.weight;
+  if (!g.active)
+    mark_dirty(allocation_reason::rebalance);
+  return p;
+}
+
+void scheduling_policy::unpick(const pending_job& e) {
+  finished(e.group, e.type, e.weight);
+}
+
+void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) {
+  auto& g = groups_[group];
+  g.running = std::max(0, g.running - weight);
+  types_[type].running = std::max(0, types_[type].running - weight);
+  if (g.running == 0 && g.ready == 0 && g.active)
+    mark_dirty(allocation_reason::group_drained);
+}
+
+void scheduling_policy::mark_running(const pending_job& e) {
+  groups_[e.group].running += e.weight;
+  types_[e.type].running += e.weight;
+}
+
+void scheduling_policy::record_wait(int64_t wait_ms) {
+  size_t i = 0;
+  while (i < wait_bounds_.size() && wait_ms > wait_bounds_[i])
+    ++i;
+  ++wait_counts_[i];
+  ++wait_total_;
+  wait_sum_ += std::max<int64_t>(0, wait_ms);
+}
+
+// -- control -------------------------------------------------------------------------------------
+
+void scheduling_policy::set_capacity(int32_t capacity) {
+  if (capacity != capacity_) {
+    capacity_ = capacity;
+    mark_dirty(allocation_reason::rebalance);
+  }
+}
+
+void scheduling_policy::set_group_weight(const std::string& group, int32_t weight) {
+  auto& g = groups_[group_id(group)];
+  if (g.weight != weight) {
+    g.weight = weight;
+    mark_dirty(allocation_reason::weight_change);
+  }
+}
+
+void scheduling_policy::reset_group_weights() {
+  for (auto& g : groups_) {
+    auto cfg = opts_.groups.find(g.name);
+    auto w = cfg != opts_.groups.end() ? cfg->second.weight.value_or(opts_.default_group_weight)
+                                       : opts_.default_group_weight;
+    if (g.weight != w) {
+      g.weight = w;
+      mark_dirty(allocation_reason::weight_change);
+    }
+  }
+}
+
+void scheduling_policy::pause_group(const std::string& group, std::optional<int64_t> until,
+                                    int64_t now) {
+  groups_[group_id(group)].pause.start(until, now);
+  mark_dirty(allocation_reason::rebalance);
+}
+
+void scheduling_policy::resume_group(const std::string& group, int64_t now) {
+  groups_[group_id(group)].pause.stop(now);
+  mark_dirty(allocation_reason::rebalance);
+}
+
+void scheduling_policy::pause_type(const std::string& type, std::optional<int64_t> until,
+                                   int64_t now) {
+  types_[type_id(type)].pause.start(until, now);
+}
+
+void scheduling_policy::resume_type(const std::string& type, int64_t now) {
+  types_[type_id(type)].pause.stop(now);
+}
+
+void scheduling_policy::expire_pauses(int64_t now) {
+  for (auto& g : groups_)
+    if (g.pause.paused && g.pause.until && *g.pause.until <= now) {
+      g.pause.stop(now);
+      mark_dirty(allocation_reason::rebalance);
+    }
+  for (auto& t : types_)
+    if (t.pause.paused && t.pause.until && *t.pause.until <= now)
+      t.pause.stop(now);
+}
+
+std::vector<allocation_change> scheduling_policy::rebalance() {
+  std::vector<allocation_change> changes;
+  if (!dirty_)
+    return changes;
+  dirty_ = false;
+  // Groups with work that are not paused share the capacity; a paused or
+  // idle group gives its share up until it has work again.
+  std::vector<uint32_t> members;
+  std::vector<group_share> shares;
+  for (uint32_t id = 0; id < groups_.size(); ++id) {
+    auto& g = groups_[id];
+    g.active = g.ready > 0 || g.running > 0;
+    if (g.active && !g.pause.paused) {
+      members.push_back(id);
+      shares.push_back({g.name, g.weight, g.min_slots, g.cap});
+    }
+  }
+  auto alloc = allocate_slots(shares, capacity_);
+  std::vector<int32_t> next(groups_.size(), 0);
+  for (size_t k = 0; k < members.size(); ++k)
+    next[members[k]] = alloc[k];
+  for (uint32_t id = 0; id < groups_.size(); ++id) {
+    auto& g = groups_[id];
+    if (g.alloc == next[id])
+      continue;
+    auto why = dirty_reason_;
+    if (next[id] == 0 && !g.active)
+      why = allocation_reason::group_drained;
+    changes.push_back({g.name, g.alloc, next[id], why});
+    g.alloc = next[id];
+  }
+  return changes;
+}
+
+std::optional<int64_t> scheduling_policy::next_wake(int64_t now) const {
+  std::optional<int64_t> next;
+  auto consider = [&](int64_t t) {
+    if (!next || t < *next)
+      next = t;
+  };
+  if (!waiting_.empty())
+    consider(waiting_.begin()->first);
+  for (auto& g : groups_) {
+    if (g.pause.paused && g.pause.until)
+      consider(*g.pause.until);
+    if (g.rate && g.ready > 0 && g.rate->tokens < 1.0)
+      consider(g.rate->next_token(now));
+  }
+  for (auto& t : types_) {
+    if (t.pause.paused && t.pause.until)
+      consider(*t.pause.until);
+    if (t.rate && t.rate->tokens < 1.0)
+      consider(t.rate->next_token(now));
+  }
+  return next;
+}
+
+void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
+  m.queue_wait_bounds_ms = wait_bounds_;
+  m.queue_wait_counts = wait_counts_;
+  m.queue_wait_total = wait_total_;
+  m.queue_wait_sum_ms = wait_sum_;
+  m.aging_promotions = promotions_;
+  m.excess_slots_redistributed = excess_;
+  m.capacity = capacity_;
+  for (auto& g : groups_) {
+    if (g.ready == 0 && g.running == 0 && g.alloc == 0 && !g.pause.paused
+        && !opts_.groups.count(g.name))
+      continue;
+    group_metrics gm;
+    gm.group = g.name;
+    gm.weight = g.weight;
+    gm.allocated_slots = g.alloc;
+    gm.running_slots = g.running;
+    gm.utilization = g.alloc > 0 ? static_cast<double>(g.running) / g.alloc : 0.0;
+    gm.ready_jobs = g.ready;
+    gm.paused = g.pause.paused;
+    m.groups.push_back(std::move(gm));
+    for (auto& [key, b] : g.buckets) {
+      if (!opts_.aging) {
+        if (!b.jobs.empty())
+          m.effective_priorities[b.priority] += static_cast<int64_t>(b.jobs.size());
+        continue;
+      }
+      const auto& t = types_[b.type];
+      for (auto& j : b.jobs) {
+        auto waited = now - j.ready_since - g.pause.frozen(j.ready_since, now)
+                      - t.pause.frozen(j.ready_since, now);
+        ++m.effective_priorities[effective_priority(opts_.aging, j.priority, waited)];
+      }
+    }
+  }
+}
+
+}  // namespace ergon::actors
