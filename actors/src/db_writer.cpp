@@ -413,13 +413,22 @@ class writer {
     } else {
       feed_ = commit_feed{};
     }
-    // Callers first: a submitter's next request overlaps the feed hand-off.
+    // The feed is in the channel before any caller hears back, so whatever a
+    // caller does next, the dispatcher decides with this commit in view (it
+    // drains the channel before each decision). Failures of dispatcher
+    // requests are only known once the callbacks ran: they follow.
+    bool ring = cfg_.listener && !feed_.empty() && cfg_.feeds->push(std::move(feed_));
     for (auto& f : after_commit_)
       f(commit);
     after_commit_.clear();
-    feed_.failed = std::move(failures_);
-    failures_.clear();
-    if (cfg_.listener && !feed_.empty() && cfg_.feeds->push(std::move(feed_)))
+    if (!failures_.empty()) {
+      commit_feed failed;
+      failed.failed = std::move(failures_);
+      failures_.clear();
+      ring = (cfg_.listener && cfg_.feeds->push(std::move(failed))) || ring;
+    }
+    // Ringing after the replies keeps the send off callers' latency.
+    if (ring)
       caf::anon_send(cfg_.listener, feed_ready_atom::value);
     counts_.clear();
     feed_ = commit_feed{};

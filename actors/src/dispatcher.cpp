@@ -32,6 +32,7 @@ struct running_info {
   uint32_t type = 0;
   uint32_t group = 0;
   int32_t weight = 1;
+  bool code_returned = false;  // its slot was already released
 };
 
 struct worker_info {
@@ -284,7 +285,8 @@ void on_ended(dispatcher_ptr self, std::vector<storage::attempt_end>& ended, int
           caf::anon_send(w->second.handle,
                          cancel_attempt{end.row, r->second.token, "expired"});
       }
-      st.policy->finished(r->second.group, r->second.type, r->second.weight);
+      if (!r->second.code_returned)
+        st.policy->finished(r->second.group, r->second.type, r->second.weight);
       st.running.erase(r);
     }
     if (end.status == job_status::pending)
@@ -422,9 +424,30 @@ void update_capacity(dispatcher_state& st) {
   st.policy->set_capacity(total);
 }
 
+// Applies every commit the writer has made so far. Called before each
+// decision, not only when rung: the writer may hold feeds back for a while
+// (see feed_channel), and decisions must see every acknowledged submit.
+void drain_feeds(dispatcher_ptr self) {
+  auto& st = self->state;
+  if (!st.cfg.feeds)
+    return;
+  auto feeds = st.cfg.feeds->take();
+  if (feeds.empty())
+    return;
+  for (auto& f : feeds) {
+    on_feed(self, f);
+    for (auto& w : f.failed)
+      on_write_failed(self, w);
+  }
+  // A manual clock's tick may have overtaken these feeds: check timers
+  // against the current time, not only on the next tick.
+  on_timer(self);
+}
+
 // Runs after every message: hand out work, publish allocation changes and
 // events, and arm the next timer.
 void settle(dispatcher_ptr self) {
+  drain_feeds(self);
   auto now = self->state.cfg.clock->now_ms();
   emit_rebalance(self, now);
   dispatch(self);
@@ -518,6 +541,14 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
           return;
         w->second.capacity = r.capacity;
         w->second.received = r.received_weight;
+        for (size_t i = 0; i < r.returned_rows.size() && i < r.returned_tokens.size(); ++i) {
+          auto run = st.running.find(r.returned_rows[i]);
+          if (run == st.running.end() || run->second.token != r.returned_tokens[i]
+              || run->second.code_returned)
+            continue;
+          run->second.code_returned = true;
+          st.policy->finished(run->second.group, run->second.type, run->second.weight);
+        }
         if (!w->second.claiming && w->second.wanted() > 0)
           st.waiting.push_back(r.worker_id);
         settle(self);
@@ -541,28 +572,21 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         settle(self);
         return answer;
       },
-      [self](feed_ready_atom) {
-        for (auto& f : self->state.cfg.feeds->take()) {
-          on_feed(self, f);
-          for (auto& w : f.failed)
-            on_write_failed(self, w);
-        }
-        // A manual clock's tick may have overtaken these feeds: check timers
-        // against the current time, not only on the next tick.
-        on_timer(self);
-        settle(self);
-      },
+      [self](feed_ready_atom) { settle(self); },
       [self](tick_atom) {
         self->state.armed_at = never;
+        drain_feeds(self);
         on_timer(self);
         settle(self);
       },
       [self](drain_atom) { self->state.draining = true; },
       [self](scheduling_control& c) {
+        drain_feeds(self);
         on_control(self, c);
         settle(self);
       },
       [self](metrics_request& m) {
+        settle(self);  // the snapshot includes every commit so far
         auto& st = self->state;
         metrics_snapshot snap;
         st.policy->fill_metrics(snap, st.cfg.clock->now_ms());

@@ -260,9 +260,13 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
     if (!c)
       continue;
     option o{gid, *c};
-    if (has_urgent && c->effective >= urgent_at && (!urgent || better(*c, urgent->c)))
-      urgent = o;
     auto deficit = g.alloc - g.running;
+    // Only a group at its share needs to borrow: one below it is served by
+    // its share anyway. (When every backlog ages, urgency must still reach
+    // the starved group, not the one that already has its slots.)
+    if (has_urgent && deficit <= 0 && c->effective >= urgent_at
+        && (!urgent || better(*c, urgent->c)))
+      urgent = o;
     if (deficit > 0
         && (!in_share || deficit > in_share_deficit
             || (deficit == in_share_deficit && better(*c, in_share->c)))) {
@@ -272,8 +276,9 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
     if (!any || better(*c, any->c))
       any = o;
   }
-  // Urgent jobs first (they may borrow a slot), then the group furthest
-  // below its share, then whatever can run (work conservation).
+  // Urgent jobs of groups at their share first (they borrow a slot), then
+  // the group furthest below its share, then whatever can run (work
+  // conservation).
   auto chosen = urgent ? urgent : in_share ? in_share : any;
   if (!chosen)
     return std::nullopt;

@@ -85,6 +85,9 @@ struct worker_state {
   int32_t running_weight = 0;
   size_t reports_in_flight = 0;  // sent to the writer, not yet committed
   int64_t received_weight = 0;  // every unit ever assigned to us
+  // Attempts whose code returned, not yet told to the dispatcher.
+  std::vector<int64_t> returned_rows;
+  std::vector<int64_t> returned_tokens;
   // What the last request_jobs said, to skip sending the same thing twice.
   int32_t last_capacity = -1;
   int64_t last_received = -1;
@@ -118,7 +121,10 @@ void maybe_request(worker_ptr self) {
   st.last_received = st.received_weight;
   ++st.cfg.counters->requests_sent;
   caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
-                 request_jobs{st.worker_id, room, st.received_weight});
+                 request_jobs{st.worker_id, room, st.received_weight,
+                              std::move(st.returned_rows), std::move(st.returned_tokens)});
+  st.returned_rows.clear();
+  st.returned_tokens.clear();
 }
 
 void finish_stop_if_idle(worker_ptr self) {
@@ -331,6 +337,8 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
           st.running_weight -= i->second->weight();
           --st.cfg.counters->running_jobs;
           st.cfg.counters->running_weight -= i->second->weight();
+          st.returned_rows.push_back(i->second->row());
+          st.returned_tokens.push_back(r.token);
           st.running.erase(i);
         }
         maybe_request(self);

@@ -13,6 +13,7 @@
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/fair_share.hpp"
 #include "ergon/actors/worker.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"
@@ -197,6 +198,50 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
   return pending;
 }
 
+status check_scheduling(const scheduling_options& s) {
+  auto name = [](const std::string& kind, const std::string& key, const char* field) {
+    return "scheduling." + kind + "[" + key + "]." + field;
+  };
+  if (s.aging) {
+    if (s.aging->grace_period.count() < 0)
+      return invalid_field("scheduling.aging.grace_period", "must be >= 0 ms");
+    if (s.aging->interval.count() <= 0)
+      return invalid_field("scheduling.aging.interval", "must be > 0 ms");
+  }
+  if (s.default_group_weight < 1 || s.default_group_weight > max_weight)
+    return invalid_field("scheduling.default_group_weight",
+                         "must be between 1 and " + std::to_string(max_weight));
+  for (auto& [group, g] : s.groups) {
+    if (g.weight && (*g.weight < 1 || *g.weight > max_weight))
+      return invalid_field(name("groups", group, "weight"),
+                           "must be between 1 and " + std::to_string(max_weight));
+    if (g.min_slots < 0)
+      return invalid_field(name("groups", group, "min_slots"), "must be >= 0");
+    if (g.max_running && *g.max_running < 1)
+      return invalid_field(name("groups", group, "max_running"), "must be >= 1");
+  }
+  for (auto* limits : {&s.group_rate_limits, &s.type_rate_limits}) {
+    auto kind = limits == &s.group_rate_limits ? "group_rate_limits" : "type_rate_limits";
+    for (auto& [key, r] : *limits) {
+      if (!(r.per_second > 0))
+        return invalid_field(name(kind, key, "per_second"), "must be > 0");
+      if (r.burst < 1)
+        return invalid_field(name(kind, key, "burst"), "must be >= 1");
+    }
+  }
+  for (auto& [type, cap] : s.type_max_running)
+    if (cap < 1)
+      return invalid_field(name("type_max_running", type, ""), "must be >= 1");
+  return {};
+}
+
+status check_name(const char* field, const std::string& value) {
+  if (value.size() > max_type_bytes)
+    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
+                                  + std::to_string(max_type_bytes));
+  return {};
+}
+
 status check_worker_options(const worker_options& o) {
   if (o.runners.empty())
     return invalid_field("runners", "a worker needs at least one job type to run");
@@ -241,6 +286,8 @@ result<queue> queue::open(const std::string& path, options opts) {
 
 result<queue> queue::open(caf::actor_system& sys, const std::string& path,
                           options opts) {
+  if (auto st = check_scheduling(opts.scheduling); !st)
+    return st;
   auto p = std::make_unique<impl>();
   p->clk = opts.clock ? opts.clock : default_clock();
   p->sys = &sys;
@@ -278,6 +325,7 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
   dcfg.events = p->events;
   dcfg.subs = p->subs;
   dcfg.pending = std::move(*pending);
+  dcfg.scheduling = opts.scheduling;
   p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.
@@ -370,6 +418,99 @@ subscription queue::subscribe(std::function<void(const event&)> f) {
   auto handle = subs->add(std::move(f));
   return subscription{[subs, handle] { subs->remove(handle); }};
 }
+
+namespace {
+
+status send_control(queue::impl& q, actors::scheduling_control c);
+
+}  // namespace
+
+status queue::set_group_weight(const std::string& group, int32_t weight) {
+  if (auto st = check_name("group", group); !st)
+    return st;
+  if (weight < 1 || weight > max_weight)
+    return invalid_field("weight", "must be between 1 and " + std::to_string(max_weight)
+                                     + ", got " + std::to_string(weight));
+  return send_control(*impl_, {actors::scheduling_control::set_group_weight, group, weight, {}});
+}
+
+status queue::reset_group_weights() {
+  return send_control(*impl_, {actors::scheduling_control::reset_group_weights, {}, 0, {}});
+}
+
+namespace {
+
+status pause(queue::impl& q, actors::scheduling_control::op_type op, const char* field,
+             const std::string& name, std::optional<std::chrono::milliseconds> duration) {
+  if (auto st = check_name(field, name); !st)
+    return st;
+  std::optional<int64_t> until;
+  if (duration) {
+    if (duration->count() <= 0)
+      return invalid_field("duration", "must be > 0 ms");
+    until = q.clk->now_ms() + duration->count();
+  }
+  return send_control(q, {op, name, 0, until});
+}
+
+}  // namespace
+
+status queue::pause_group(const std::string& group,
+                          std::optional<std::chrono::milliseconds> duration) {
+  return pause(*impl_, actors::scheduling_control::pause_group, "group", group, duration);
+}
+
+status queue::resume_group(const std::string& group) {
+  if (auto st = check_name("group", group); !st)
+    return st;
+  return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}});
+}
+
+status queue::pause_type(const std::string& type,
+                         std::optional<std::chrono::milliseconds> duration) {
+  return pause(*impl_, actors::scheduling_control::pause_type, "type", type, duration);
+}
+
+status queue::resume_type(const std::string& type) {
+  if (auto st = check_name("type", type); !st)
+    return st;
+  return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}});
+}
+
+std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {
+  auto ms = actors::max_wait_ms(impl_->opts.scheduling.aging, base_priority);
+  if (!ms)
+    return std::nullopt;
+  return std::chrono::milliseconds{*ms};
+}
+
+result<metrics_snapshot> queue::metrics() const {
+  if (impl_->closed.load(std::memory_order_acquire))
+    return status{error::closed, "the queue is closed"};
+  auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
+  caf::anon_send(impl_->dispatcher, actors::metrics_request{std::move(to)});
+  auto snap = from.wait();
+  if (!snap)
+    return snap;
+  snap->by_status = impl_->counters->totals();
+  for (auto& [type, counts] : impl_->counters->by_type())
+    for (size_t i = 0; i < counts.size(); ++i)
+      snap->by_type[type].by_status[i] = counts[i];
+  return snap;
+}
+
+namespace {
+
+// Messages from one thread reach the dispatcher in order, so a call made
+// after this one sees its effect.
+status send_control(queue::impl& q, actors::scheduling_control c) {
+  if (q.closed.load(std::memory_order_acquire))
+    return {error::closed, "the queue is closed"};
+  caf::anon_send(q.dispatcher, std::move(c));
+  return {};
+}
+
+}  // namespace
 
 status queue::close(std::chrono::milliseconds timeout) {
   return impl_->stop(timeout);

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "ergon/clock.hpp"
+#include "ergon/scheduling.hpp"
 
 namespace ergon {
 
@@ -45,6 +46,10 @@ struct options {
   /// Upper bound on the database file, in bytes; 0 means no limit. Writes
   /// beyond it fail with `storage_full` and change nothing.
   int64_t max_database_bytes = 0;
+
+  /// Priority aging, group weights, caps and rate limits (scheduling.hpp).
+  /// Off by default: plain priority order, groups share equally.
+  scheduling_options scheduling;
 
   // -- performance ------------------------------------------------------------------
 

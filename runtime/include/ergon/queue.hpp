@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
 #include "ergon/options.hpp"
+#include "ergon/scheduling.hpp"
 #include "ergon/worker.hpp"
 
 namespace caf {
@@ -119,6 +121,37 @@ class queue {
   /// Calls `f` for every event from now on (see event.hpp for what runs
   /// where). Keep the subscription alive as long as you want events.
   subscription subscribe(std::function<void(const event&)> f);
+
+  // -- fair scheduling (see scheduling.hpp and docs/scheduling.md) -----------
+
+  /// Changes a group's weight until the queue closes or weights are reset.
+  /// The allocation is recomputed at once. Error: invalid_argument ("weight"
+  /// below 1, or "group" longer than 256 bytes), closed.
+  status set_group_weight(const std::string& group, int32_t weight);
+
+  /// Restores every group's configured weight.
+  status reset_group_weights();
+
+  /// Stops starting jobs of `group` (running ones continue) and gives its
+  /// share to other groups. With a duration, it resumes by itself after it
+  /// (on the queue's clock). Its jobs' aging clocks stand still meanwhile.
+  /// Error: invalid_argument ("duration" not positive, "group"), closed.
+  status pause_group(const std::string& group,
+                     std::optional<std::chrono::milliseconds> duration = std::nullopt);
+  status resume_group(const std::string& group);
+
+  /// The same for a job type.
+  status pause_type(const std::string& type,
+                    std::optional<std::chrono::milliseconds> duration = std::nullopt);
+  status resume_type(const std::string& type);
+
+  /// The longest a job of `base_priority` waits before aging makes it urgent
+  /// (or lifts it to the ceiling): grace + steps * interval. Empty without
+  /// aging. See docs/scheduling.md for what the bound assumes.
+  std::optional<std::chrono::milliseconds> max_wait(int32_t base_priority) const;
+
+  /// Scheduling metrics plus job counts per status and type.
+  result<metrics_snapshot> metrics() const;
 
   /// Stops the queue: hands out no more jobs, waits up to `timeout` for
   /// running jobs to finish and their outcomes to commit, then closes the

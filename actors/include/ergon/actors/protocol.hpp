@@ -64,6 +64,11 @@ struct request_jobs {
   uint64_t worker_id = 0;
   int32_t capacity = 0;
   int64_t received_weight = 0;
+  /// Attempts whose code returned since the last request, as (row, token)
+  /// pairs: the dispatcher stops counting them as running before their
+  /// outcomes commit, so fair shares follow the code that actually runs.
+  std::vector<int64_t> returned_rows;
+  std::vector<int64_t> returned_tokens;
 };
 
 /// The worker stops taking jobs. The dispatcher answers with
@@ -154,7 +159,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_jobs& x) {
   return f(caf::meta::type_name("ergon::request_jobs"), x.worker_id, x.capacity,
-           x.received_weight);
+           x.received_weight, x.returned_rows, x.returned_tokens);
 }
 
 template <class Inspector>

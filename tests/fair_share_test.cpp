@@ -1,0 +1,339 @@
+// Unit tests of the fair-scheduling arithmetic and the dispatch policy,
+// without actors: allocation, effective priority, max_wait, and pick().
+#define BOOST_TEST_MODULE fair_share
+#include <boost/test/unit_test.hpp>
+
+#include <numeric>
+
+#include "ergon/actors/fair_share.hpp"
+#include "ergon/actors/scheduling_policy.hpp"
+
+using namespace ergon;
+using namespace ergon::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+int32_t sum(const std::vector<int32_t>& v) {
+  return std::accumulate(v.begin(), v.end(), 0);
+}
+
+aging_options aging(int64_t grace_ms, int64_t interval_ms, int32_t ceiling,
+                    std::optional<int32_t> urgent = std::nullopt) {
+  aging_options a;
+  a.grace_period = std::chrono::milliseconds(grace_ms);
+  a.interval = std::chrono::milliseconds(interval_ms);
+  a.max_effective_priority = ceiling;
+  a.urgent_threshold = urgent;
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(allocation)
+
+BOOST_AUTO_TEST_CASE(weights_3_to_1_of_16_give_12_and_4) {
+  auto a = allocate_slots({{"a", 3, 0, {}}, {"b", 1, 0, {}}}, 16);
+  BOOST_TEST(a == (std::vector<int32_t>{12, 4}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_proposals_worked_example) {
+  // 16 slots; A weight 3 cap 12; B weight 1 cap 6 min 2. B gets 2, the other
+  // 14 split 10.5 / 3.5: the tie in remainders goes to B (fewer slots).
+  auto a = allocate_slots({{"s3://prod", 3, 0, 12}, {"s3://b2-backup", 1, 2, 6}}, 16);
+  BOOST_TEST(a == (std::vector<int32_t>{10, 6}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(minimums_come_first) {
+  auto a = allocate_slots({{"big", 100, 0, {}}, {"small", 1, 3, {}}}, 8);
+  BOOST_TEST(a[1] >= 3);
+  BOOST_TEST(sum(a) == 8);
+}
+
+BOOST_AUTO_TEST_CASE(minimums_larger_than_capacity_are_scaled_down) {
+  auto a = allocate_slots({{"a", 1, 6, {}}, {"b", 1, 6, {}}, {"c", 1, 0, {}}}, 8);
+  BOOST_TEST(a == (std::vector<int32_t>{4, 4, 0}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(caps_apply_and_the_excess_goes_to_groups_that_can_take_it) {
+  auto a = allocate_slots({{"a", 3, 0, 5}, {"b", 1, 0, {}}}, 16);
+  BOOST_TEST(a == (std::vector<int32_t>{5, 11}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(when_every_group_is_capped_the_rest_stays_idle) {
+  auto a = allocate_slots({{"a", 3, 0, 12}, {"b", 1, 0, 3}}, 16);
+  BOOST_TEST(a == (std::vector<int32_t>{12, 3}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(rounding_is_deterministic_and_exact) {
+  // Three equal groups, 16 slots: 5.33 each; the one extra slot goes by name.
+  auto a = allocate_slots({{"c", 1, 0, {}}, {"a", 1, 0, {}}, {"b", 1, 0, {}}}, 16);
+  BOOST_TEST(a == (std::vector<int32_t>{5, 6, 5}), boost::test_tools::per_element());
+  BOOST_TEST(allocate_slots({{"c", 1, 0, {}}, {"a", 1, 0, {}}, {"b", 1, 0, {}}}, 16) == a);
+}
+
+BOOST_AUTO_TEST_CASE(no_groups_or_no_capacity) {
+  BOOST_TEST(allocate_slots({}, 16).empty());
+  BOOST_TEST(allocate_slots({{"a", 1, 0, {}}}, 0) == (std::vector<int32_t>{0}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_thousand_groups_allocate_correctly) {
+  std::vector<group_share> groups;
+  int64_t weights = 0;
+  for (int i = 0; i < 1'000; ++i) {
+    int32_t w = 1 + i % 7;
+    weights += w;
+    groups.push_back({"g" + std::to_string(i), w, i % 50 == 0 ? 2 : 0,
+                      i % 10 == 0 ? std::optional<int32_t>{3} : std::nullopt});
+  }
+  const int32_t capacity = 4'000;
+  auto a = allocate_slots(groups, capacity);
+  BOOST_REQUIRE(a.size() == groups.size());
+  BOOST_TEST(sum(a) == capacity);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    BOOST_TEST_CONTEXT("group " << i) {
+      if (groups[i].max_slots)
+        BOOST_TEST(a[i] <= *groups[i].max_slots);
+      BOOST_TEST(a[i] >= std::min(groups[i].min_slots, groups[i].max_slots.value_or(1 << 30)));
+    }
+  }
+  // Uncapped groups are proportional: equal weights differ by at most one slot.
+  for (size_t i = 1; i < 20; ++i)
+    if (!groups[i].max_slots && !groups[i + 7].max_slots && groups[i].min_slots == 0
+        && groups[i + 7].min_slots == 0)
+      BOOST_TEST(std::abs(a[i] - a[i + 7]) <= 1);
+  BOOST_TEST(allocate_slots(groups, capacity) == a);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(aging_arithmetic)
+
+BOOST_AUTO_TEST_CASE(effective_priority_steps_after_the_grace_period) {
+  std::optional<aging_options> a = aging(10'000, 1'000, 8);
+  BOOST_TEST(effective_priority(a, 0, 0) == 0);
+  BOOST_TEST(effective_priority(a, 0, 10'999) == 0);
+  BOOST_TEST(effective_priority(a, 0, 11'000) == 1);
+  BOOST_TEST(effective_priority(a, 0, 15'500) == 5);
+  BOOST_TEST(effective_priority(a, 0, 1'000'000) == 8);  // the ceiling
+  BOOST_TEST(effective_priority(a, 9, 1'000'000) == 9);  // never below its base
+  BOOST_TEST(effective_priority(std::nullopt, 3, 1'000'000) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(max_wait_follows_from_the_config) {
+  std::optional<aging_options> a = aging(10'000, 1'000, 10, 8);
+  BOOST_TEST(max_wait_ms(a, 0).value() == 10'000 + 8 * 1'000);
+  BOOST_TEST(max_wait_ms(a, 5).value() == 10'000 + 3 * 1'000);
+  BOOST_TEST(max_wait_ms(a, 8).value() == 0);
+  BOOST_TEST(!max_wait_ms(std::nullopt, 0).has_value());
+  std::optional<aging_options> no_urgent = aging(5'000, 2'000, 4);
+  BOOST_TEST(max_wait_ms(no_urgent, 1).value() == 5'000 + 3 * 2'000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// A policy with `n` ready jobs per group, each of weight 1.
+struct policy_fixture {
+  int64_t now = 1'000'000;
+  int64_t next_row = 1;
+
+  pending_job job(scheduling_policy& p, const std::string& group, int32_t priority = 0,
+                  int64_t ready_since = 0) {
+    pending_job e;
+    e.row = next_row++;
+    e.run_at = ready_since ? ready_since : now;
+    e.ready_since = ready_since ? ready_since : now;
+    e.priority = priority;
+    e.type = p.type_id("t");
+    e.group = p.group_id(group);
+    return e;
+  }
+
+  std::map<std::string, int> fill(scheduling_policy& p, int slots) {
+    std::map<std::string, int> running;
+    for (int i = 0; i < slots; ++i) {
+      auto picked = p.pick({p.type_id("t")}, 1, now);
+      BOOST_REQUIRE(picked.has_value());
+      ++running[p.group_name(picked->job.group)];
+    }
+    return running;
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(policy, policy_fixture)
+
+BOOST_AUTO_TEST_CASE(picks_follow_the_allocation_under_saturation) {
+  scheduling_options o;
+  o.groups["a"].weight = 3;
+  o.groups["b"].weight = 1;
+  scheduling_policy p{o};
+  for (int i = 0; i < 100; ++i) {
+    p.add(job(p, "a"), now);
+    p.add(job(p, "b"), now);
+  }
+  p.set_capacity(16);
+  p.rebalance();
+  auto running = fill(p, 16);
+  BOOST_TEST(running["a"] == 12);
+  BOOST_TEST(running["b"] == 4);
+}
+
+BOOST_AUTO_TEST_CASE(within_a_group_the_highest_priority_runs_first) {
+  scheduling_policy p{scheduling_options{}};
+  p.add(job(p, "g", 1), now);
+  p.add(job(p, "g", 5), now);
+  p.add(job(p, "g", 3), now);
+  p.set_capacity(4);
+  p.rebalance();
+  std::vector<int32_t> order;
+  for (int i = 0; i < 3; ++i)
+    order.push_back(p.pick({p.type_id("t")}, 1, now)->job.priority);
+  BOOST_TEST(order == (std::vector<int32_t>{5, 3, 1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_groups_share_is_lent_and_taken_back) {
+  scheduling_options o;
+  scheduling_policy p{o};
+  for (int i = 0; i < 10; ++i)
+    p.add(job(p, "a"), now);
+  p.set_capacity(4);
+  p.rebalance();
+  // b has no work: a gets all 4, two of them beyond its share.
+  auto running = fill(p, 4);
+  BOOST_TEST(running["a"] == 4);
+  for (int i = 0; i < 10; ++i)
+    p.add(job(p, "b"), now);
+  p.rebalance();  // b has work again: 2 and 2
+  // As a's jobs finish, freed slots go to b until it has its share.
+  auto a = p.type_id("t");
+  p.finished(p.group_id("a"), a, 1);
+  p.finished(p.group_id("a"), a, 1);
+  auto next = fill(p, 2);
+  BOOST_TEST(next["b"] == 2);
+  p.finished(p.group_id("a"), a, 1);
+  BOOST_TEST(p.group_name(p.pick({a}, 1, now)->job.group) == "a");  // b has its 2
+}
+
+BOOST_AUTO_TEST_CASE(an_aged_job_overtakes_fresher_higher_priority_ones) {
+  scheduling_options o;
+  o.aging = aging(10'000, 1'000, 8);
+  scheduling_policy p{o};
+  p.add(job(p, "g", 0, now - 16'000), now);  // waited 16 s: effective 6
+  p.add(job(p, "g", 5), now);
+  p.set_capacity(1);
+  p.rebalance();
+  auto first = p.pick({p.type_id("t")}, 1, now);
+  BOOST_TEST(first->job.priority == 0);
+  BOOST_TEST(first->effective_priority == 6);
+}
+
+BOOST_AUTO_TEST_CASE(an_urgent_job_borrows_a_slot_beyond_its_groups_share) {
+  scheduling_options o;
+  o.aging = aging(10'000, 1'000, 10, 8);
+  o.groups["big"].weight = 1'000;
+  scheduling_policy p{o};
+  for (int i = 0; i < 10; ++i)
+    p.add(job(p, "big", 5), now);
+  p.add(job(p, "small", 0, now - 18'000), now);  // effective 8: urgent
+  p.set_capacity(4);
+  p.rebalance();
+  auto first = p.pick({p.type_id("t")}, 1, now);
+  BOOST_TEST(p.group_name(first->job.group) == "small");
+  BOOST_TEST(first->effective_priority == 8);
+}
+
+BOOST_AUTO_TEST_CASE(a_rate_limited_groups_share_is_lent) {
+  scheduling_options o;
+  o.group_rate_limits["a"] = rate_limit{1.0, 1};
+  scheduling_policy p{o};
+  for (int i = 0; i < 10; ++i) {
+    p.add(job(p, "a"), now);
+    p.add(job(p, "b"), now);
+  }
+  p.set_capacity(4);
+  p.rebalance();
+  auto running = fill(p, 4);
+  BOOST_TEST(running["a"] == 1);  // one token
+  BOOST_TEST(running["b"] == 3);  // a's other slot is lent
+  BOOST_TEST(p.next_wake(now).value() == now + 1'000);  // the next token
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_group_releases_its_share_and_its_aging_stands_still) {
+  scheduling_options o;
+  o.aging = aging(0, 1'000, 100);
+  scheduling_policy p{o};
+  p.add(job(p, "a", 0, now), now);
+  auto b = job(p, "b");
+  p.add(b, now);
+  p.set_capacity(2);
+  p.pause_group("a", std::nullopt, now);
+  auto changes = p.rebalance();
+  BOOST_REQUIRE(changes.size() == 1u);
+  BOOST_TEST(changes[0].group == "b");  // all of it: 0 -> 2
+  BOOST_TEST(changes[0].after == 2);
+  now += 5'000;  // a paused for 5 s
+  p.resume_group("a", now);
+  auto back = p.rebalance();
+  BOOST_TEST(back.size() == 2u);  // a gets its share back: 1 and 1
+  BOOST_TEST(p.remove(b));
+  now += 3'000;  // then waiting for 3 s more
+  auto first = p.pick({p.type_id("t")}, 1, now);
+  BOOST_TEST(p.group_name(first->job.group) == "a");
+  BOOST_TEST(first->waited_ms == 3'000);  // the paused 5 s don't count
+  BOOST_TEST(first->effective_priority == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_timed_pause_ends_by_itself) {
+  scheduling_policy p{scheduling_options{}};
+  p.add(job(p, "a"), now);
+  p.set_capacity(1);
+  p.pause_group("a", now + 500, now);
+  p.rebalance();
+  BOOST_TEST(!p.pick({p.type_id("t")}, 1, now).has_value());
+  BOOST_TEST(p.next_wake(now).value() == now + 500);
+  p.expire_pauses(now + 500);
+  p.rebalance();
+  BOOST_TEST(p.pick({p.type_id("t")}, 1, now + 500).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(type_caps_hold) {
+  scheduling_options o;
+  o.type_max_running["t"] = 2;
+  scheduling_policy p{o};
+  for (int i = 0; i < 5; ++i)
+    p.add(job(p, "g"), now);
+  p.set_capacity(8);
+  p.rebalance();
+  BOOST_TEST(p.pick({p.type_id("t")}, 1, now).has_value());
+  BOOST_TEST(p.pick({p.type_id("t")}, 1, now).has_value());
+  BOOST_TEST(!p.pick({p.type_id("t")}, 1, now).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(allocation_changes_name_their_reason) {
+  scheduling_options o;
+  scheduling_policy p{o};
+  auto a = job(p, "a");
+  p.add(a, now);
+  p.add(job(p, "b"), now);
+  p.set_capacity(4);
+  auto first = p.rebalance();
+  BOOST_TEST(first.size() == 2u);
+  p.set_group_weight("a", 3);
+  auto weights = p.rebalance();
+  BOOST_REQUIRE(weights.size() == 2u);
+  BOOST_TEST((weights[0].reason == allocation_reason::weight_change));
+  BOOST_TEST(p.remove(a));
+  auto drained = p.rebalance();
+  bool saw_drained = false;
+  for (auto& c : drained)
+    if (c.group == "a")
+      saw_drained = c.reason == allocation_reason::group_drained && c.after == 0;
+  BOOST_TEST(saw_drained);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
