@@ -321,6 +321,7 @@ BOOST_AUTO_TEST_CASE(a_low_job_starts_within_max_wait_under_a_stream_of_high_job
   // After 15 s it has aged to 5, equal to the HIGH jobs; the tie goes to the
   // earlier run_at: the LOW job's.
   BOOST_TEST(started.at_ms == t0 + 15'000);
+
   BOOST_TEST(started.effective_priority == 5);
   BOOST_TEST(started.base_priority == 0);
   auto aged = log->of(event_kind::job_aged, &low);
@@ -354,6 +355,11 @@ BOOST_AUTO_TEST_CASE(an_urgent_job_borrows_a_slot_from_a_group_over_its_share) {
   BOOST_REQUIRE(log->wait_for(event_kind::started, 1, starved));
   auto started = log->of(event_kind::started, &starved).at(0);
   BOOST_TEST(started.at_ms == urgent_at);  // the first free slot once urgent
+  if (started.at_ms != urgent_at)
+    for (auto& e : log->snapshot())
+      if (e.kind == event_kind::started || e.kind == event_kind::succeeded || e.kind == event_kind::group_allocation_changed)
+        BOOST_TEST_MESSAGE(e.kind << " " << e.group << " at " << e.at_ms - t0 << " eff "
+                           << e.effective_priority << " slots " << e.previous_slots << "->" << e.new_slots);
   BOOST_TEST(started.effective_priority == 8);
   probe.hold.open();
 }

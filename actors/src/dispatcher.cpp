@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -45,6 +46,10 @@ struct worker_info {
   int64_t received = 0;
   int64_t sent = 0;
   bool claiming = false;  // a claim for it is at the writer
+  // The writer hands claimed jobs to the worker directly, so the worker may
+  // report a job's code as returned before we process the claim: (row,
+  // token) pairs kept until then.
+  std::set<std::pair<int64_t, int64_t>> returned_early;
   bool leaving = false;   // unregistered while claiming: drop after the claim
   caf::typed_response_promise<unregistered_atom> left;  // answered when dropped
   std::vector<picked_job> claim_entries;
@@ -211,7 +216,7 @@ void restore_picks(dispatcher_state& st, std::vector<picked_job>& picks, int64_t
 
 // -- commit feed ------------------------------------------------------------------------------
 
-void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t now) {
+void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims) {
   auto& st = self->state;
   for (auto& c : claims) {
     auto w = st.workers.find(c.worker_id);
@@ -239,22 +244,30 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims, int64_t n
       auto p = picked.find(j.key.row);
       if (p == picked.end())
         st.policy->mark_running(e);  // its worker left and the pick was undone
-      st.running[j.key.row] = running_info{c.worker_id, j.token, j.expires_at, j.id,
-                                           e.type, e.group, e.weight};
+      auto& run = st.running[j.key.row];
+      run = running_info{c.worker_id, j.token, j.expires_at, j.id, e.type, e.group, e.weight};
+      if (w != st.workers.end()
+          && w->second.returned_early.erase(std::make_pair(j.key.row, j.token)) == 1) {
+        run.code_returned = true;
+        st.policy->finished(e.group, e.type, e.weight);
+      }
       st.expiries.emplace(j.expires_at, std::make_pair(j.key.row, j.token));
-      auto wait = std::max<int64_t>(0, now - j.key.run_at);
+      // Times are the claim's: this feed may be read a little later.
+      auto wait = std::max<int64_t>(0, j.started_at - j.key.run_at);
       st.policy->record_wait(wait);
       if (wants_events(st)) {
         auto effective = p != picked.end() ? p->second.effective_priority : j.key.priority;
         if (effective > j.key.priority) {
-          auto aged = make_event(event_kind::job_aged, now, j.id, j.key.type, j.key.group);
+          auto aged = make_event(event_kind::job_aged, j.started_at, j.id, j.key.type,
+                                 j.key.group);
           aged.try_number = j.try_number;
           aged.base_priority = j.key.priority;
           aged.effective_priority = effective;
           aged.wait_ms = p->second.waited_ms;
           st.events.push_back(std::move(aged));
         }
-        auto ev = make_event(event_kind::started, now, j.id, j.key.type, j.key.group);
+        auto ev = make_event(event_kind::started, j.started_at, j.id, j.key.type,
+                             j.key.group);
         ev.try_number = j.try_number;
         ev.base_priority = j.key.priority;
         ev.effective_priority = effective;
@@ -345,7 +358,7 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
       st.events.push_back(std::move(ev));
     }
   }
-  on_claims(self, f.claims, now);
+  on_claims(self, f.claims);
   on_ended(self, f.ended, now);
   for (auto& x : f.extended) {
     auto r = st.running.find(x.row);
@@ -542,9 +555,17 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         w->second.capacity = r.capacity;
         w->second.received = r.received_weight;
         for (size_t i = 0; i < r.returned_rows.size() && i < r.returned_tokens.size(); ++i) {
-          auto run = st.running.find(r.returned_rows[i]);
-          if (run == st.running.end() || run->second.token != r.returned_tokens[i]
-              || run->second.code_returned)
+          auto row = r.returned_rows[i];
+          auto token = r.returned_tokens[i];
+          auto run = st.running.find(row);
+          if (run == st.running.end()) {
+            // Its claim is still on the way to us (see returned_early).
+            for (auto& p : w->second.claim_entries)
+              if (p.job.row == row)
+                w->second.returned_early.emplace(row, token);
+            continue;
+          }
+          if (run->second.token != token || run->second.code_returned)
             continue;
           run->second.code_returned = true;
           st.policy->finished(run->second.group, run->second.type, run->second.weight);

@@ -42,6 +42,7 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     j.timeout_ms = s.column_int(13);
     j.heartbeat_increment_ms = s.column_int(14);
     j.token = c.token;
+    j.started_at = now_ms;
     // Step past the end so the UPDATE completes before the next bind.
     if (s.step() || !s.step_status())
       return s.step_status().ok() ? status{error::internal, "claim returned two rows"}

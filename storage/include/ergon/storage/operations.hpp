@@ -108,6 +108,7 @@ struct claimed_job {
   int64_t token = 0;
   int32_t try_number = 0;  ///< 1 for the first attempt
   std::string payload;     ///< the checkpoint if there is one, else the payload
+  int64_t started_at = 0;
   int64_t expires_at = 0;
   int64_t timeout_ms = 0;
   int64_t heartbeat_increment_ms = 0;
