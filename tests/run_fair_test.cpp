@@ -355,30 +355,54 @@ BOOST_AUTO_TEST_CASE(an_urgent_job_borrows_a_slot_from_a_group_over_its_share) {
   BOOST_REQUIRE(log->wait_for(event_kind::started, 1, starved));
   auto started = log->of(event_kind::started, &starved).at(0);
   BOOST_TEST(started.at_ms == urgent_at);  // the first free slot once urgent
-  if (started.at_ms != urgent_at)
-    for (auto& e : log->snapshot())
-      if (e.kind == event_kind::started || e.kind == event_kind::succeeded || e.kind == event_kind::group_allocation_changed)
-        BOOST_TEST_MESSAGE(e.kind << " " << e.group << " at " << e.at_ms - t0 << " eff "
-                           << e.effective_priority << " slots " << e.previous_slots << "->" << e.new_slots);
   BOOST_TEST(started.effective_priority == 8);
   probe.hold.open();
 }
 
-BOOST_AUTO_TEST_CASE(job_info_keeps_the_base_priority) {
+BOOST_AUTO_TEST_CASE(job_info_shows_effective_beside_base_priority) {
   scheduling_options s;
   aging_options a;
   a.grace_period = 0ms;
   a.interval = 1'000ms;
   s.aging = a;
   open_with(s);
-  auto id = submit(*job_of("t").priority(2).build());
-  advance(5'000ms);
+  auto id = submit(*job_of("t").priority(2).group("g").build());
+  BOOST_TEST(info(id).effective_priority == 2);
+  BOOST_TEST(info(id).ready_since_ms == t0);
+  advance(3'000ms);
+  BOOST_TEST(info(id).effective_priority == 5);
+  // A paused group's jobs do not age.
+  BOOST_REQUIRE(q->pause_group("g").ok());
+  advance(10'000ms);
+  BOOST_TEST(info(id).effective_priority == 5);
+  BOOST_REQUIRE(q->resume_group("g").ok());
+  advance(2'000ms);
+  BOOST_TEST(info(id).effective_priority == 7);
   worker_options w;
   w.runners["t"] = [](job_context&) {};
   auto wk = start(std::move(w));
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
   BOOST_TEST(info(id).priority == 2);  // aging is never written back
+  BOOST_TEST(info(id).effective_priority == 2);  // only pending jobs age
   BOOST_TEST(log->of(event_kind::started, &id).at(0).effective_priority == 7);
+  BOOST_TEST(log->of(event_kind::started, &id).at(0).base_priority == 2);
+}
+
+BOOST_AUTO_TEST_CASE(jobs_by_name_shows_effective_priorities) {
+  scheduling_options s;
+  aging_options a;
+  a.grace_period = 1'000ms;
+  a.interval = 1'000ms;
+  s.aging = a;
+  open_with(s);
+  submit(*job_of("t").name("n").priority(1).build());
+  advance(2'500ms);
+  submit(*job_of("t").name("n").priority(1).build());
+  auto jobs = q->jobs_by_name("n");
+  BOOST_REQUIRE(jobs.has_value());
+  BOOST_REQUIRE(jobs->size() == 2u);
+  BOOST_TEST((*jobs)[0].effective_priority == 2);  // 1.5 s past grace: one step
+  BOOST_TEST((*jobs)[1].effective_priority == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

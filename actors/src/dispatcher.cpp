@@ -605,6 +605,7 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         drain_feeds(self);
         on_control(self, c);
         settle(self);
+        c.reply.deliver(status{});
       },
       [self](metrics_request& m) {
         settle(self);  // the snapshot includes every commit so far
@@ -612,6 +613,15 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         metrics_snapshot snap;
         st.policy->fill_metrics(snap, st.cfg.clock->now_ms());
         m.reply.deliver(result<metrics_snapshot>{std::move(snap)});
+      },
+      [self](effective_priority_request& r) {
+        auto& st = self->state;
+        auto now = st.cfg.clock->now_ms();
+        std::vector<int32_t> out;
+        out.reserve(r.jobs.size());
+        for (auto& j : r.jobs)
+          out.push_back(st.policy->effective_now(j.type, j.group, j.priority, j.ready_since, now));
+        r.reply.deliver(result<std::vector<int32_t>>{std::move(out)});
       },
     };
   });

@@ -202,6 +202,26 @@ bool scheduling_policy::type_open(type_state& t, int32_t weight, int64_t now) {
   return true;
 }
 
+int64_t scheduling_policy::aged_ms(const group_state& g, const type_state& t,
+                                   int64_t ready_since, int64_t now) const {
+  return now - ready_since - g.pause.frozen(ready_since, now) - t.pause.frozen(ready_since, now);
+}
+
+int32_t scheduling_policy::effective_now(const std::string& type, const std::string& group,
+                                         int32_t priority, int64_t ready_since,
+                                         int64_t now) const {
+  if (!opts_.aging)
+    return priority;
+  static const group_state no_group;
+  static const type_state no_type;
+  auto g = group_ids_.find(group);
+  auto t = type_ids_.find(type);
+  return effective_priority(
+    opts_.aging, priority,
+    aged_ms(g != group_ids_.end() ? groups_[g->second] : no_group,
+            t != type_ids_.end() ? types_[t->second] : no_type, ready_since, now));
+}
+
 std::optional<scheduling_policy::candidate>
 scheduling_policy::best_in(group_state& g, const std::vector<uint32_t>& types, int32_t room,
                            int64_t now) {
@@ -227,8 +247,7 @@ scheduling_policy::best_in(group_state& g, const std::vector<uint32_t>& types, i
       const auto& head = *b->jobs.begin();
       candidate c{b, head.priority, 0};
       if (opts_.aging) {
-        c.waited = now - head.ready_since - g.pause.frozen(head.ready_since, now)
-                   - types_[t].pause.frozen(head.ready_since, now);
+        c.waited = aged_ms(g, types_[t], head.ready_since, now);
         c.effective = effective_priority(opts_.aging, head.priority, c.waited);
       }
       if (!best || better(c, *best))
@@ -479,12 +498,9 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
           m.effective_priorities[b.priority] += static_cast<int64_t>(b.jobs.size());
         continue;
       }
-      const auto& t = types_[b.type];
-      for (auto& j : b.jobs) {
-        auto waited = now - j.ready_since - g.pause.frozen(j.ready_since, now)
-                      - t.pause.frozen(j.ready_since, now);
-        ++m.effective_priorities[effective_priority(opts_.aging, j.priority, waited)];
-      }
+      for (auto& j : b.jobs)
+        ++m.effective_priorities[effective_priority(
+          opts_.aging, j.priority, aged_ms(g, types_[b.type], j.ready_since, now))];
     }
   }
 }

@@ -100,6 +100,29 @@ struct queue::impl {
     return from.wait();
   }
 
+  // Asks the dispatcher how far aging has lifted these jobs' priorities.
+  // Only pending jobs age; the rest keep effective == stored priority.
+  status fill_effective_priorities(std::vector<ergon::job_info*> infos) {
+    std::vector<ergon::job_info*> pending;
+    actors::effective_priority_request req;
+    for (auto* i : infos)
+      if (i->status == job_status::pending) {
+        pending.push_back(i);
+        req.jobs.push_back({i->type, i->group.value_or(""), i->priority, i->ready_since_ms});
+      }
+    if (pending.empty() || !opts.scheduling.aging || closed.load(std::memory_order_acquire))
+      return {};
+    auto [to, from] = actors::make_reply<result<std::vector<int32_t>>>();
+    req.reply = std::move(to);
+    caf::anon_send(dispatcher, std::move(req));
+    auto effective = from.wait();
+    if (!effective)
+      return effective.error();
+    for (size_t k = 0; k < pending.size() && k < effective->size(); ++k)
+      pending[k]->effective_priority = (*effective)[k];
+    return {};
+  }
+
   status stop(std::chrono::milliseconds timeout) {
     if (closed.exchange(true))
       return {};
@@ -362,14 +385,26 @@ result<ergon::job_info> queue::job_info(const job_id& id) const {
   auto conn = impl_->reads->borrow();
   if (!conn)
     return conn.error();
-  return storage::read_job(**conn, id);
+  auto info = storage::read_job(**conn, id);
+  if (info)
+    if (auto st = impl_->fill_effective_priorities({&*info}); !st)
+      return st;
+  return info;
 }
 
 result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name) const {
   auto conn = impl_->reads->borrow();
   if (!conn)
     return conn.error();
-  return storage::read_jobs_by_name(**conn, name);
+  auto infos = storage::read_jobs_by_name(**conn, name);
+  if (infos) {
+    std::vector<ergon::job_info*> all;
+    for (auto& i : *infos)
+      all.push_back(&i);
+    if (auto st = impl_->fill_effective_priorities(std::move(all)); !st)
+      return st;
+  }
+  return infos;
 }
 
 status_counts queue::counts() const {
@@ -431,11 +466,11 @@ status queue::set_group_weight(const std::string& group, int32_t weight) {
   if (weight < 1 || weight > max_weight)
     return invalid_field("weight", "must be between 1 and " + std::to_string(max_weight)
                                      + ", got " + std::to_string(weight));
-  return send_control(*impl_, {actors::scheduling_control::set_group_weight, group, weight, {}});
+  return send_control(*impl_, {actors::scheduling_control::set_group_weight, group, weight, {}, {}});
 }
 
 status queue::reset_group_weights() {
-  return send_control(*impl_, {actors::scheduling_control::reset_group_weights, {}, 0, {}});
+  return send_control(*impl_, {actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
 }
 
 namespace {
@@ -450,7 +485,7 @@ status pause(queue::impl& q, actors::scheduling_control::op_type op, const char*
       return invalid_field("duration", "must be > 0 ms");
     until = q.clk->now_ms() + duration->count();
   }
-  return send_control(q, {op, name, 0, until});
+  return send_control(q, {op, name, 0, until, {}});
 }
 
 }  // namespace
@@ -463,7 +498,7 @@ status queue::pause_group(const std::string& group,
 status queue::resume_group(const std::string& group) {
   if (auto st = check_name("group", group); !st)
     return st;
-  return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}});
+  return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}, {}});
 }
 
 status queue::pause_type(const std::string& type,
@@ -474,7 +509,7 @@ status queue::pause_type(const std::string& type,
 status queue::resume_type(const std::string& type) {
   if (auto st = check_name("type", type); !st)
     return st;
-  return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}});
+  return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}, {}});
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {
@@ -506,8 +541,11 @@ namespace {
 status send_control(queue::impl& q, actors::scheduling_control c) {
   if (q.closed.load(std::memory_order_acquire))
     return {error::closed, "the queue is closed"};
+  // Waits until the dispatcher applied it, so a pause holds from the return on.
+  auto [to, from] = actors::make_reply<status>();
+  c.reply = std::move(to);
   caf::anon_send(q.dispatcher, std::move(c));
-  return {};
+  return from.wait();
 }
 
 }  // namespace

@@ -61,6 +61,8 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
   if (auto outcome = s.column_opt_int(24))
     latest.outcome = static_cast<attempt_outcome>(*outcome);
   latest.message = s.column_text(25);
+  j.ready_since_ms = s.column_int(26);
+  j.effective_priority = j.priority;
   return j;
 }
 

@@ -20,7 +20,7 @@ job_key read_key(const stmt& s, int first = 0);
   "deadline, payload, checkpoint, result, current_try, max_retries, "          \
   "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "  \
   "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at, "     \
-  "last_outcome, last_message"
+  "last_outcome, last_message, ready_since"
 
 /// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
 struct latest_attempt {

@@ -74,8 +74,15 @@ struct job_info {
   std::optional<std::string> group;
   job_status status = job_status::pending;
   int32_t priority = 0;
+  /// The priority the dispatcher ranks the job by right now: `priority`
+  /// raised by aging for a pending job when the queue ages priorities
+  /// (docs/scheduling.md); otherwise equal to `priority`. Never stored.
+  int32_t effective_priority = 0;
   int32_t weight = 1;
   int64_t run_at_ms = 0;
+  /// When the job first became due; its aging clock starts here. Retries
+  /// keep it; moving run_at of a job that never started restarts it.
+  int64_t ready_since_ms = 0;
   /// The job must start before this time or it ends `expired`. Empty: no limit.
   std::optional<int64_t> deadline_ms;
   std::string payload;  ///< as submitted (or as last updated while pending)

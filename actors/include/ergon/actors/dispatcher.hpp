@@ -43,11 +43,27 @@ struct scheduling_control {
   std::string name;
   int32_t weight = 0;
   std::optional<int64_t> until;  ///< pause deadline (queue clock)
+  /// Answered once the change applies: no job starts against it afterwards.
+  reply_to<status> reply;
 };
 
 /// Asks for a metrics snapshot (local only).
 struct metrics_request {
   reply_to<result<metrics_snapshot>> reply;
+};
+
+/// A pending job whose effective priority `job_info` reports.
+struct aging_query {
+  std::string type;
+  std::string group;
+  int32_t priority = 0;
+  int64_t ready_since = 0;
+};
+
+/// Asks for the effective priorities of pending jobs now, in order (local only).
+struct effective_priority_request {
+  std::vector<aging_query> jobs;
+  reply_to<result<std::vector<int32_t>>> reply;
 };
 
 using dispatcher_actor = caf::typed_actor<
@@ -58,7 +74,8 @@ using dispatcher_actor = caf::typed_actor<
   caf::reacts_to<tick_atom>,
   caf::reacts_to<drain_atom>,
   caf::reacts_to<scheduling_control>,
-  caf::reacts_to<metrics_request>>;
+  caf::reacts_to<metrics_request>,
+  caf::reacts_to<effective_priority_request>>;
 
 struct dispatcher_config {
   std::shared_ptr<ergon::clock> clock;
@@ -79,3 +96,4 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::scheduling_control)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::metrics_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::effective_priority_request)

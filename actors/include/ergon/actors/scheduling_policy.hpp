@@ -109,6 +109,10 @@ class scheduling_policy {
   /// a waiting job's run_at, a pause deadline, a rate-limit token.
   std::optional<int64_t> next_wake(int64_t now) const;
 
+  /// The effective priority, at `now`, of a pending job with these fields.
+  int32_t effective_now(const std::string& type, const std::string& group, int32_t priority,
+                        int64_t ready_since, int64_t now) const;
+
   /// Fills the scheduling parts of a metrics snapshot.
   void fill_metrics(metrics_snapshot& m, int64_t now) const;
 
@@ -189,6 +193,9 @@ class scheduling_policy {
   void insert_ready(const pending_job& e);
   void mark_dirty(allocation_reason why);
   bool type_open(type_state& t, int32_t weight, int64_t now);
+  /// Time the job has aged: since `ready_since`, minus pauses of its group and type.
+  int64_t aged_ms(const group_state& g, const type_state& t, int64_t ready_since,
+                  int64_t now) const;
 
   scheduling_options opts_;
   bucket_order order_;
