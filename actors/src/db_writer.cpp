@@ -91,6 +91,7 @@ class writer {
       [&](report_outcomes& r) { on_outcomes(self, r); },
       [&](extend_attempt& e) { on_extend(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
+      [&](after_writes& a) { after_commit([then = std::move(a.then)](const status&) { then(); }); },
       [&](close_call& c) {
         stopping = true;
         on_closed.push_back(std::move(c.reply));

@@ -523,7 +523,13 @@ result<metrics_snapshot> queue::metrics() const {
   if (impl_->closed.load(std::memory_order_acquire))
     return status{error::closed, "the queue is closed"};
   auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
-  caf::anon_send(impl_->dispatcher, actors::metrics_request{std::move(to)});
+  // Through the writer: the snapshot then includes every commit so far, even
+  // claims whose jobs already run but whose feed was not yet taken.
+  caf::anon_send(impl_->writer,
+                 actors::after_writes{[d = impl_->dispatcher, m = actors::metrics_request{
+                                                                std::move(to)}] {
+                   caf::anon_send(d, m);
+                 }});
   auto snap = from.wait();
   if (!snap)
     return snap;

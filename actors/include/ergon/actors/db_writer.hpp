@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,13 @@ struct expire_pending_batch {
 /// `channel` (local only).
 struct listen_to {
   caf::actor listener;
+};
+
+/// Runs `then` once every write the writer received before this message is
+/// committed and fed to the listener. A snapshot taken after it (metrics)
+/// covers everything a caller could have observed, such as a job that started.
+struct after_writes {
+  std::function<void()> then;
 };
 
 /// The outcome of one claim_batch.
@@ -188,5 +196,7 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_pending_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::after_writes> : std::true_type {};
 
 }  // namespace caf
