@@ -45,7 +45,7 @@ struct line {
   double p50_ms = -1;
   double p99_ms = -1;
   double rss_mb = 0;
-  std::string extra;  // free-form "key=value ..." for text output only
+  std::string extra;  // free-form "key=value ..." (no quotes)
 
   void print(bool json) const {
     if (json) {
@@ -53,7 +53,10 @@ struct line {
                   jobs_per_s);
       if (p50_ms >= 0)
         std::printf(",\"p50_ms\":%.3f,\"p99_ms\":%.3f", p50_ms, p99_ms);
-      std::printf(",\"rss_mb\":%.1f}\n", rss_mb);
+      std::printf(",\"rss_mb\":%.1f", rss_mb);
+      if (!extra.empty())
+        std::printf(",\"extra\":\"%s\"", extra.c_str());
+      std::printf("}\n");
     } else {
       std::printf("ergon %s jobs_per_s=%.0f", workload.c_str(), jobs_per_s);
       if (p50_ms >= 0)

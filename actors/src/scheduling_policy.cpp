@@ -136,9 +136,18 @@ void scheduling_policy::insert_ready(const pending_job& e) {
   ++ready_count_;
   if (g.ready++ == 0) {
     ready_groups_.insert(e.group);
+    refresh_short(e.group);
     if (!g.active)
       mark_dirty(allocation_reason::rebalance);
   }
+}
+
+void scheduling_policy::refresh_short(uint32_t gid) {
+  auto& g = groups_[gid];
+  if (g.ready > 0 && g.alloc > g.running)
+    short_groups_.insert(gid);
+  else
+    short_groups_.erase(gid);
 }
 
 bool scheduling_policy::remove(const pending_job& e) {
@@ -148,6 +157,7 @@ bool scheduling_policy::remove(const pending_job& e) {
     --ready_count_;
     if (--g.ready == 0) {
       ready_groups_.erase(e.group);
+      refresh_short(e.group);
       if (g.running == 0)
         mark_dirty(allocation_reason::group_drained);
     }
@@ -273,11 +283,11 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
   std::optional<option> any;
   bool has_urgent = opts_.aging && opts_.aging->urgent_threshold;
   int32_t urgent_at = has_urgent ? *opts_.aging->urgent_threshold : 0;
-  for (auto gid : ready_groups_) {
+  auto consider = [&](uint32_t gid) {
     auto& g = groups_[gid];
     auto c = best_in(g, types, room, now);
     if (!c)
-      continue;
+      return;
     option o{gid, *c};
     auto deficit = g.alloc - g.running;
     // Only a group at its share needs to borrow: one below it is served by
@@ -294,7 +304,15 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
     }
     if (!any || better(*c, any->c))
       any = o;
-  }
+  };
+  // Without urgent jobs to look for, a group below its share wins if one can
+  // use this worker; only otherwise is every group a candidate.
+  if (!has_urgent)
+    for (auto gid : short_groups_)
+      consider(gid);
+  if (has_urgent || !in_share)
+    for (auto gid : ready_groups_)
+      consider(gid);
   // Urgent jobs of groups at their share first (they borrow a slot), then
   // the group furthest below its share, then whatever can run (work
   // conservation).
@@ -313,6 +331,7 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
   if (--g.ready == 0)
     ready_groups_.erase(chosen->group);
   g.running += p.job.weight;
+  refresh_short(chosen->group);
   auto& t = types_[p.job.type];
   t.running += p.job.weight;
   if (g.rate)
@@ -336,6 +355,7 @@ void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) 
   auto& g = groups_[group];
   g.running = std::max(0, g.running - weight);
   types_[type].running = std::max(0, types_[type].running - weight);
+  refresh_short(group);
   if (g.running == 0 && g.ready == 0 && g.active)
     mark_dirty(allocation_reason::group_drained);
 }
@@ -343,6 +363,7 @@ void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) 
 void scheduling_policy::mark_running(const pending_job& e) {
   groups_[e.group].running += e.weight;
   types_[e.type].running += e.weight;
+  refresh_short(e.group);
 }
 
 void scheduling_policy::record_wait(int64_t wait_ms) {
@@ -444,6 +465,7 @@ std::vector<allocation_change> scheduling_policy::rebalance() {
       why = allocation_reason::group_drained;
     changes.push_back({g.name, g.alloc, next[id], why});
     g.alloc = next[id];
+    refresh_short(id);
   }
   return changes;
 }

@@ -192,6 +192,8 @@ class scheduling_policy {
                                    int32_t room, int64_t now);
   void insert_ready(const pending_job& e);
   void mark_dirty(allocation_reason why);
+  /// Puts a group in or out of short_groups_ after its counts changed.
+  void refresh_short(uint32_t gid);
   bool type_open(type_state& t, int32_t weight, int64_t now);
   /// Time the job has aged: since `ready_since`, minus pauses of its group and type.
   int64_t aged_ms(const group_state& g, const type_state& t, int64_t ready_since,
@@ -204,6 +206,10 @@ class scheduling_policy {
   std::vector<type_state> types_;
   std::unordered_map<std::string, uint32_t> type_ids_;
   std::set<uint32_t> ready_groups_;  // groups with ready jobs
+  // Groups with ready jobs running below their allocation. Under saturation
+  // these are the few groups whose jobs just finished, so a pick looks at
+  // them instead of every group.
+  std::set<uint32_t> short_groups_;
   std::multimap<int64_t, pending_job> waiting_;
   size_t ready_count_ = 0;
   int32_t capacity_ = 0;
