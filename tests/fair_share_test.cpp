@@ -129,6 +129,10 @@ BOOST_AUTO_TEST_CASE(max_wait_follows_from_the_config) {
   BOOST_TEST(!max_wait_ms(std::nullopt, 0).has_value());
   std::optional<aging_options> no_urgent = aging(5'000, 2'000, 4);
   BOOST_TEST(max_wait_ms(no_urgent, 1).value() == 5'000 + 3 * 2'000);
+  // Aging stops at the ceiling (6), below the threshold: the bound is the
+  // time to reach the ceiling.
+  std::optional<aging_options> high_threshold = aging(10'000, 1'000, 6, 8);
+  BOOST_TEST(max_wait_ms(high_threshold, 0).value() == 10'000 + 6 * 1'000);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -245,6 +249,50 @@ BOOST_AUTO_TEST_CASE(an_urgent_job_borrows_a_slot_beyond_its_groups_share) {
   auto first = p.pick({p.type_id("t")}, 1, now);
   BOOST_TEST(p.group_name(first->job.group) == "small");
   BOOST_TEST(first->effective_priority == 8);
+}
+
+BOOST_AUTO_TEST_CASE(when_every_backlog_is_urgent_a_group_borrows_at_most_one_slot) {
+  scheduling_options o;
+  o.aging = aging(0, 1, 10, 5);
+  scheduling_policy p{o};
+  for (int i = 0; i < 200; ++i) {
+    p.add(job(p, "a", 0, now - 100'000), now);  // all of them urgent
+    p.add(job(p, "b", 0, now - 100'000), now);
+  }
+  p.set_capacity(4);
+  p.rebalance();
+  std::vector<pending_job> running;
+  for (int i = 0; i < 4; ++i)
+    running.push_back(p.pick({p.type_id("t")}, 1, now)->job);
+  // Jobs of both groups finish in turn; a's older rows win every tie.
+  for (int round = 0; round < 100; ++round) {
+    auto k = static_cast<size_t>(round) % running.size();
+    p.finished(running[k].group, running[k].type, running[k].weight);
+    running[k] = p.pick({p.type_id("t")}, 1, now)->job;
+    std::map<std::string, int> per_group;
+    for (auto& j : running)
+      ++per_group[p.group_name(j.group)];
+    BOOST_TEST(per_group["a"] <= 3);  // its share of 2, plus one borrowed
+    BOOST_TEST(per_group["b"] >= 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_time_when_group_and_type_are_both_paused_counts_once) {
+  scheduling_options o;
+  o.aging = aging(0, 1'000, 100);
+  scheduling_policy p{o};
+  p.add(job(p, "a", 0, now), now);
+  p.set_capacity(1);
+  p.rebalance();
+  p.pause_group("a", std::nullopt, now);
+  p.pause_type("t", std::nullopt, now + 1'000);
+  p.resume_group("a", now + 4'000);
+  p.resume_type("t", now + 5'000);  // paused from +0 to +5 s, by one or both
+  now += 8'000;
+  auto first = p.pick({p.type_id("t")}, 1, now);
+  BOOST_REQUIRE(first.has_value());
+  BOOST_TEST(first->waited_ms == 3'000);
+  BOOST_TEST(first->effective_priority == 3);
 }
 
 BOOST_AUTO_TEST_CASE(a_rate_limited_groups_share_is_lent) {

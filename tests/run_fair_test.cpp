@@ -454,7 +454,12 @@ BOOST_AUTO_TEST_CASE(bad_scheduling_options_name_the_field) {
   o3.scheduling.group_rate_limits["g"] = rate_limit{0, 1};
   BOOST_TEST(queue::open(dir.file("bad.db"), o3).error().field()
              == "scheduling.group_rate_limits[g].per_second");
+  options o4;
+  o4.scheduling.type_max_running["t"] = 0;
+  BOOST_TEST(queue::open(dir.file("bad.db"), o4).error().field()
+             == "scheduling.type_max_running[t]");
   BOOST_TEST(q->pause_group("g", 0ms).field() == "duration");
+  BOOST_TEST(q->set_group_weight("g", 0).field() == "weight");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

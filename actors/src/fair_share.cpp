@@ -53,7 +53,10 @@ std::optional<int64_t> max_wait_ms(const std::optional<aging_options>& aging,
                                    int32_t base) noexcept {
   if (!aging)
     return std::nullopt;
-  int64_t target = aging->urgent_threshold.value_or(aging->max_effective_priority);
+  // Aging stops at the ceiling: a threshold above it is never reached by
+  // aging, so the bound is the time to the ceiling.
+  int64_t ceiling = std::max(base, aging->max_effective_priority);
+  int64_t target = std::min<int64_t>(aging->urgent_threshold.value_or(ceiling), ceiling);
   int64_t steps = target - base;
   if (steps <= 0)
     return 0;

@@ -214,7 +214,29 @@ bool scheduling_policy::type_open(type_state& t, int32_t weight, int64_t now) {
 
 int64_t scheduling_policy::aged_ms(const group_state& g, const type_state& t,
                                    int64_t ready_since, int64_t now) const {
-  return now - ready_since - g.pause.frozen(ready_since, now) - t.pause.frozen(ready_since, now);
+  if (!t.pause.paused && t.pause.past.empty())
+    return now - ready_since - g.pause.frozen(ready_since, now);
+  if (!g.pause.paused && g.pause.past.empty())
+    return now - ready_since - t.pause.frozen(ready_since, now);
+  // Both were paused at some time: time paused by either counts once.
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (auto* p : {&g.pause, &t.pause}) {
+    spans.insert(spans.end(), p->past.begin(), p->past.end());
+    if (p->paused)
+      spans.emplace_back(p->since, now);
+  }
+  std::sort(spans.begin(), spans.end());
+  int64_t frozen = 0;
+  int64_t covered = ready_since;  // time up to here is accounted for
+  for (auto [a, b] : spans) {
+    a = std::max(a, covered);
+    b = std::min(b, now);
+    if (b > a) {
+      frozen += b - a;
+      covered = b;
+    }
+  }
+  return now - ready_since - frozen;
 }
 
 int32_t scheduling_policy::effective_now(const std::string& type, const std::string& group,
@@ -290,10 +312,10 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
       return;
     option o{gid, *c};
     auto deficit = g.alloc - g.running;
-    // Only a group at its share needs to borrow: one below it is served by
-    // its share anyway. (When every backlog ages, urgency must still reach
-    // the starved group, not the one that already has its slots.)
-    if (has_urgent && deficit <= 0 && c->effective >= urgent_at
+    // Only a group exactly at its share borrows, so it holds at most one slot
+    // beyond it: a group below its share is served by its share anyway, and
+    // when every backlog is urgent, borrowers must not starve the others.
+    if (has_urgent && deficit == 0 && c->effective >= urgent_at
         && (!urgent || better(*c, urgent->c)))
       urgent = o;
     if (deficit > 0

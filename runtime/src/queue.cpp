@@ -223,7 +223,7 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
 
 status check_scheduling(const scheduling_options& s) {
   auto name = [](const std::string& kind, const std::string& key, const char* field) {
-    return "scheduling." + kind + "[" + key + "]." + field;
+    return "scheduling." + kind + "[" + key + "]" + (*field ? "." : "") + field;
   };
   if (s.aging) {
     if (s.aging->grace_period.count() < 0)
