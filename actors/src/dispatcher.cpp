@@ -198,7 +198,8 @@ void dispatch(dispatcher_ptr self) {
     }
     info.claiming = true;
     info.claim_entries = std::move(picks);
-    caf::anon_send(st.cfg.writer, std::move(claim));
+    // Ahead of queued submits: a bulk submit must not delay starting work.
+    caf::anon_send<caf::message_priority::high>(st.cfg.writer, std::move(claim));
     if (st.policy->ready_count() == 0)
       break;
   }
