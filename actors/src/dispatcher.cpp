@@ -198,8 +198,7 @@ void dispatch(dispatcher_ptr self) {
     }
     info.claiming = true;
     info.claim_entries = std::move(picks);
-    // Ahead of queued submits: a bulk submit must not delay starting work.
-    caf::anon_send<caf::message_priority::high>(st.cfg.writer, std::move(claim));
+    caf::anon_send(st.cfg.writer, std::move(claim));
     if (st.policy->ready_count() == 0)
       break;
   }
