@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(an_idle_groups_share_is_lent_and_taken_back) {
     p.add(job(p, "a"), now);
   p.set_capacity(4);
   p.rebalance();
-  // b has no work: a gets all 4, two of them beyond its share.
+  // b has no work, so a alone is a member and is allocated all 4.
   auto running = fill(p, 4);
   BOOST_TEST(running["a"] == 4);
   for (int i = 0; i < 10; ++i)
