@@ -384,4 +384,19 @@ BOOST_AUTO_TEST_CASE(load_unfinished_scans_from_the_low_mark) {
   BOOST_TEST(none->low_mark == rows[2].row + 1);
 }
 
+BOOST_AUTO_TEST_CASE(loading_leaves_no_read_open_so_the_connection_can_write_later) {
+  // The queue loads through the connection its writer then takes over. A
+  // statement left mid-step would pin that connection to an old snapshot:
+  // once another process wrote, it could neither see that write nor write.
+  temp_dir dir;
+  auto a = open_migrated(dir.file("q.db"));
+  BOOST_REQUIRE(load_unfinished(*a, 0).has_value());
+  auto b = open_migrated(dir.file("q.db"));
+  auto rows = insert(*b, {simple_job()});
+  BOOST_REQUIRE(a->exec("BEGIN IMMEDIATE").ok());
+  auto r = cancel_pending(*a, cancel_pending_args{rows[0].id}, t0);
+  BOOST_TEST_REQUIRE(r.has_value(), (r ? "" : r.error().to_string()));
+  BOOST_REQUIRE(a->exec("COMMIT").ok());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -396,6 +396,8 @@ class writer {
   // -- commit -------------------------------------------------------------------------
 
   void finish_batch() {
+    if (open_)
+      cfg_.db->end_reads();  // COMMIT would leave them holding a snapshot
     status commit;
     if (open_ && begin_status_) {
       commit = run_cached(commit_batch);
@@ -459,10 +461,14 @@ class writer {
 }  // namespace
 
 caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg) {
-  return sys.spawn([cfg = std::move(cfg)](caf::blocking_actor* self) mutable {
-    writer w{std::move(cfg)};
-    w.run(self);
-  });
+  // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
+  // argument tuple when a function actor takes no arguments (UBSan).
+  return sys.spawn(
+    [](caf::blocking_actor* self, db_writer_config cfg) {
+      writer w{std::move(cfg)};
+      w.run(self);
+    },
+    std::move(cfg));
 }
 
 }  // namespace ergon::actors

@@ -497,7 +497,9 @@ void on_control(dispatcher_ptr self, scheduling_control& c) {
 }  // namespace
 
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg) {
-  return sys.spawn([cfg = std::move(cfg)](dispatcher_ptr self) mutable
+  // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
+  // argument tuple when a function actor takes no arguments (UBSan).
+  return sys.spawn([](dispatcher_ptr self, dispatcher_config cfg)
                    -> dispatcher_actor::behavior_type {
     auto& st = self->state;
     st.cfg = std::move(cfg);
@@ -624,7 +626,7 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         r.reply.deliver(result<std::vector<int32_t>>{std::move(out)});
       },
     };
-  });
+  }, std::move(cfg));
 }
 
 }  // namespace ergon::actors

@@ -51,11 +51,15 @@ void subscribers::deliver(const std::vector<event>& events) {
 }
 
 caf::actor spawn_event_bus(caf::actor_system& sys, std::shared_ptr<subscribers> subs) {
-  return sys.spawn([subs](caf::event_based_actor*) -> caf::behavior {
-    return {
-      [subs](event_batch& b) { subs->deliver(b.events); },
-    };
-  });
+  // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
+  // argument tuple when a function actor takes no arguments (UBSan).
+  return sys.spawn(
+    [](caf::event_based_actor*, std::shared_ptr<subscribers> subs) -> caf::behavior {
+      return {
+        [subs](event_batch& b) { subs->deliver(b.events); },
+      };
+    },
+    std::move(subs));
 }
 
 }  // namespace ergon::actors

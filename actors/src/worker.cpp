@@ -237,7 +237,9 @@ void on_tick(worker_ptr self) {
 }  // namespace
 
 worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
-  return sys.spawn([cfg = std::move(cfg)](worker_ptr self) mutable
+  // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
+  // argument tuple when a function actor takes no arguments (UBSan).
+  return sys.spawn([](worker_ptr self, worker_config cfg)
                    -> worker_actor::behavior_type {
     auto& st = self->state;
     st.cfg = std::move(cfg);
@@ -372,7 +374,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         self->quit();
       },
     };
-  });
+  }, std::move(cfg));
 }
 
 }  // namespace ergon::actors

@@ -25,6 +25,7 @@ result<read_pool::lease> read_pool::borrow() {
 }
 
 void read_pool::give_back(std::unique_ptr<storage::db> d) {
+  d->end_reads();
   std::lock_guard<std::mutex> guard{mtx_};
   if (!cleared_ && idle_.size() < max_idle_)
     idle_.push_back(std::move(d));

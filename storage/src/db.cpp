@@ -238,6 +238,12 @@ status db::run(stmt& s) {
   return s.step_status();
 }
 
+void db::end_reads() noexcept {
+  for (auto* s = sqlite3_next_stmt(db_, nullptr); s != nullptr; s = sqlite3_next_stmt(db_, s))
+    if (sqlite3_stmt_busy(s))
+      sqlite3_reset(s);
+}
+
 bool db::in_transaction() const noexcept {
   return sqlite3_get_autocommit(db_) == 0;
 }

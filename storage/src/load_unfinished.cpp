@@ -36,6 +36,9 @@ result<unfinished_jobs> load_unfinished(db& d, int64_t from_row) {
     if (!(*max_row)->step())
       return (*max_row)->step_status();
     out.low_mark = (*max_row)->column_int(0) + 1;
+    // An active statement keeps a read snapshot open; the writer that takes
+    // this connection over could then never write after another process did.
+    (*max_row)->reset();
   }
   return out;
 }

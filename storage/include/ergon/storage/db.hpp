@@ -114,6 +114,11 @@ class db {
   /// requests check this after every failure.
   bool in_transaction() const noexcept;
 
+  /// Resets every statement still mid-step. A statement that was not run to
+  /// its end holds a read snapshot: a reader would keep seeing old data, and
+  /// a writer could not write again once another connection had written.
+  void end_reads() noexcept;
+
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t changes() const noexcept;
   int64_t last_insert_rowid() const noexcept;
