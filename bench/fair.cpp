@@ -9,8 +9,8 @@
 //         both had a backlog, and the wait of the oldest job.
 // groups: 1,000 groups. The allocation's cost (allocate_slots, as run on
 //         every membership or weight change), and picks per second of the
-//         dispatch policy with every group holding ready work, without and
-//         with an urgent threshold.
+//         dispatch policy with every group holding ready work, on 2,000 and
+//         on 16 slots, without and with an urgent threshold.
 #include <ergon/job_builder.hpp>
 #include <ergon/queue.hpp>
 
@@ -183,7 +183,7 @@ line allocation_cost() {
   return r;
 }
 
-line pick_cost(bool urgent) {
+line pick_cost(bool urgent, int32_t slots) {
   scheduling_options s;
   aging_options a;
   a.grace_period = std::chrono::milliseconds(1'000);
@@ -208,11 +208,11 @@ line pick_cost(bool urgent) {
       p.add(e, 0);
     }
   }
-  p.set_capacity(2'000);
+  p.set_capacity(slots);
   p.rebalance();
-  // Steady state: 2,000 slots busy; each finish frees one for the next pick.
+  // Steady state: every slot busy; each finish frees one for the next pick.
   std::vector<actors::pending_job> running;
-  for (int i = 0; i < 2'000; ++i)
+  for (int i = 0; i < slots; ++i)
     if (auto j = p.pick(types, 1, 0))
       running.push_back(j->job);
   constexpr int picks = 50'000;
@@ -229,10 +229,11 @@ line pick_cost(bool urgent) {
   }
   auto secs = seconds_since(t);
   line r;
-  r.workload = urgent ? "pick_1000_groups_urgent" : "pick_1000_groups";
+  r.workload = std::string{"pick_1000_groups_"} + std::to_string(slots) + "_slots"
+               + (urgent ? "_urgent" : "");
   r.jobs_per_s = picks / secs;
   r.rss_mb = peak_rss_mb();
-  r.extra = urgent ? "(as pick_1000_groups, with an urgent threshold: every pick scans all groups)"
+  r.extra = urgent ? "(with an urgent threshold: every pick scans all groups)"
                    : "(policy only: finish + rebalance + pick, 100,000 ready jobs, aging on)";
   return r;
 }
@@ -256,7 +257,9 @@ int main(int argc, char** argv) {
     w5().print(json);
   if (want("groups")) {
     allocation_cost().print(json);
-    pick_cost(false).print(json);
-    pick_cost(true).print(json);
+    for (int32_t slots : {2'000, 16}) {
+      pick_cost(false, slots).print(json);
+      pick_cost(true, slots).print(json);
+    }
   }
 }

@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE fair_share
 #include <boost/test/unit_test.hpp>
 
+#include <deque>
+#include <map>
 #include <numeric>
 
 #include "ergon/actors/fair_share.hpp"
@@ -249,6 +251,61 @@ BOOST_AUTO_TEST_CASE(an_urgent_job_borrows_a_slot_beyond_its_groups_share) {
   auto first = p.pick({p.type_id("t")}, 1, now);
   BOOST_TEST(p.group_name(first->job.group) == "small");
   BOOST_TEST(first->effective_priority == 8);
+}
+
+BOOST_AUTO_TEST_CASE(groups_whose_share_is_under_one_slot_take_turns) {
+  // 100 groups on 16 slots: 0.16 slots each. Rounding alone would give 16
+  // groups one slot and the rest none for as long as those 16 had work.
+  scheduling_policy p{scheduling_options{}};
+  for (int g = 0; g < 100; ++g)
+    for (int i = 0; i < 20; ++i)
+      p.add(job(p, "g" + std::to_string(g)), now);
+  p.set_capacity(16);
+  p.rebalance();
+  std::vector<pending_job> running;
+  std::map<std::string, int> starts;
+  for (int i = 0; i < 16; ++i) {
+    running.push_back(p.pick({p.type_id("t")}, 1, now)->job);
+    ++starts[p.group_name(running.back().group)];
+  }
+  for (int i = 0; i < 484; ++i) {  // 500 starts in all: 5 per group
+    auto k = static_cast<size_t>(i) % running.size();
+    p.finished(running[k].group, running[k].type, running[k].weight);
+    running[k] = p.pick({p.type_id("t")}, 1, now)->job;
+    ++starts[p.group_name(running[k].group)];
+  }
+  BOOST_TEST(starts.size() == 100u);
+  for (auto& [group, n] : starts)
+    BOOST_TEST_CONTEXT(group) { BOOST_TEST((n >= 4 && n <= 6)); }
+}
+
+BOOST_AUTO_TEST_CASE(a_fraction_of_a_slot_is_served_in_proportion_over_time) {
+  // 2 slots, weights 3:1: shares 1.5 and 0.5. Whole slots would be 1 and 1.
+  scheduling_options o;
+  o.groups["a"].weight = 3;
+  scheduling_policy p{o};
+  for (int i = 0; i < 500; ++i) {
+    p.add(job(p, "a"), now);
+    p.add(job(p, "b"), now);
+  }
+  p.set_capacity(2);
+  p.rebalance();
+  std::deque<pending_job> running;
+  for (int i = 0; i < 2; ++i)
+    running.push_back(p.pick({p.type_id("t")}, 1, now)->job);
+  int a_slots = 0;
+  const int rounds = 400;
+  for (int i = 0; i < rounds; ++i) {  // the oldest job ends, one starts
+    auto done = running.front();
+    running.pop_front();
+    p.finished(done.group, done.type, done.weight);
+    running.push_back(p.pick({p.type_id("t")}, 1, now)->job);
+    for (auto& j : running)
+      a_slots += p.group_name(j.group) == "a";
+  }
+  double a_average = static_cast<double>(a_slots) / rounds;
+  BOOST_TEST(a_average >= 1.4);
+  BOOST_TEST(a_average <= 1.6);
 }
 
 BOOST_AUTO_TEST_CASE(when_every_backlog_is_urgent_a_group_borrows_at_most_one_slot) {

@@ -425,6 +425,7 @@ BOOST_AUTO_TEST_CASE(metrics_report_allocation_utilisation_waits_and_counts) {
   for (auto& g : m->groups)
     groups[g.group] = g;
   BOOST_TEST(groups["a"].allocated_slots == 3);
+  BOOST_TEST(groups["a"].share == 3.0);
   BOOST_TEST(groups["a"].running_slots == 3);
   BOOST_TEST(groups["a"].utilization == 1.0);
   BOOST_TEST(groups["b"].allocated_slots == 1);

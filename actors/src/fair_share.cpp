@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 namespace ergon::actors {
 namespace {
@@ -63,65 +62,66 @@ std::optional<int64_t> max_wait_ms(const std::optional<aging_options>& aging,
   return aging->grace_period.count() + steps * interval_ms(*aging);
 }
 
-std::vector<int32_t> allocate_slots(const std::vector<group_share>& groups, int32_t capacity) {
-  std::vector<int32_t> alloc(groups.size(), 0);
+std::vector<double> fair_shares(const std::vector<group_share>& groups, int32_t capacity) {
+  std::vector<double> share(groups.size(), 0.0);
   if (groups.empty() || capacity <= 0)
-    return alloc;
-  std::vector<size_t> all(groups.size());
-  std::iota(all.begin(), all.end(), size_t{0});
-  // 1. Minimums, scaled down by largest remainder if they don't all fit.
-  std::vector<double> want(groups.size());
+    return share;
+  // 1. Minimums, scaled down if they don't all fit.
   double wanted = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
-    want[i] = std::min(std::max(0, groups[i].min_slots), cap_of(groups[i]));
-    wanted += want[i];
+    share[i] = std::min(std::max(0, groups[i].min_slots), cap_of(groups[i]));
+    wanted += share[i];
   }
-  if (wanted <= capacity) {
-    for (size_t i = 0; i < groups.size(); ++i)
-      alloc[i] = static_cast<int32_t>(want[i]);
-  } else {
-    std::vector<double> exact(groups.size());
-    int64_t given = 0;
-    for (size_t i = 0; i < groups.size(); ++i) {
-      exact[i] = want[i] * capacity / wanted;
-      alloc[i] = static_cast<int32_t>(std::floor(exact[i]));
-      given += alloc[i];
-    }
-    round_by_remainder(alloc, exact, all, groups, capacity - given);
-    return alloc;
+  if (wanted >= capacity) {
+    for (auto& x : share)
+      x = x * capacity / wanted;
+    return share;
   }
-  // 2 and 3. Share the rest by weight among groups below their cap; what a
-  // cap cuts off goes round again.
-  int64_t left = capacity - std::accumulate(alloc.begin(), alloc.end(), int64_t{0});
-  while (left > 0) {
-    std::vector<size_t> open;
+  // 2 and 3. The rest by weight among groups below their cap; what a cap
+  // cuts off goes round again.
+  double left = capacity - wanted;
+  while (left > 1e-9) {
     double weights = 0;
     for (size_t i = 0; i < groups.size(); ++i)
-      if (alloc[i] < cap_of(groups[i])) {
-        open.push_back(i);
+      if (share[i] < cap_of(groups[i]))
         weights += std::max(1, groups[i].weight);
-      }
-    if (open.empty())
+    if (weights == 0)
       break;  // every group is capped: the rest stays idle
-    std::vector<double> exact(groups.size(), 0.0);
-    int64_t given = 0;
-    for (auto i : open) {
-      exact[i] = static_cast<double>(left) * std::max(1, groups[i].weight) / weights;
-      alloc[i] += static_cast<int32_t>(std::floor(exact[i]));
-      given += static_cast<int64_t>(std::floor(exact[i]));
-    }
-    round_by_remainder(alloc, exact, open, groups, left - given);
-    // Clip to caps; the excess is shared again in the next round.
-    left = 0;
-    for (auto i : open) {
-      auto cap = cap_of(groups[i]);
-      if (alloc[i] > cap) {
-        left += alloc[i] - cap;
-        alloc[i] = cap;
+    double spill = 0;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      double cap = cap_of(groups[i]);
+      if (share[i] >= cap)
+        continue;
+      share[i] += left * std::max(1, groups[i].weight) / weights;
+      if (share[i] > cap) {
+        spill += share[i] - cap;
+        share[i] = cap;
       }
     }
+    left = spill;
   }
+  return share;
+}
+
+std::vector<int32_t> round_shares(const std::vector<group_share>& groups,
+                                  const std::vector<double>& shares) {
+  std::vector<int32_t> alloc(groups.size(), 0);
+  double total = 0;
+  int64_t given = 0;
+  std::vector<size_t> open;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    total += shares[i];
+    alloc[i] = static_cast<int32_t>(std::floor(shares[i] + 1e-9));
+    given += alloc[i];
+    if (alloc[i] < cap_of(groups[i]))
+      open.push_back(i);
+  }
+  round_by_remainder(alloc, shares, open, groups, std::llround(total) - given);
   return alloc;
+}
+
+std::vector<int32_t> allocate_slots(const std::vector<group_share>& groups, int32_t capacity) {
+  return round_shares(groups, fair_shares(groups, capacity));
 }
 
 }  // namespace ergon::actors

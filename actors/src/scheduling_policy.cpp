@@ -136,18 +136,21 @@ void scheduling_policy::insert_ready(const pending_job& e) {
   ++ready_count_;
   if (g.ready++ == 0) {
     ready_groups_.insert(e.group);
-    refresh_short(e.group);
+    refresh_queues(e.group);
     if (!g.active)
       mark_dirty(allocation_reason::rebalance);
   }
 }
 
-void scheduling_policy::refresh_short(uint32_t gid) {
+void scheduling_policy::refresh_queues(uint32_t gid) {
   auto& g = groups_[gid];
-  if (g.ready > 0 && g.alloc > g.running)
+  if (g.ready > 0 && g.running < g.whole)
     short_groups_.insert(gid);
   else
     short_groups_.erase(gid);
+  turns_.erase({g.pass, gid});
+  if (g.ready > 0 && g.frac > 0 && g.running == g.whole)
+    turns_.insert({g.pass, gid});
 }
 
 bool scheduling_policy::remove(const pending_job& e) {
@@ -157,7 +160,7 @@ bool scheduling_policy::remove(const pending_job& e) {
     --ready_count_;
     if (--g.ready == 0) {
       ready_groups_.erase(e.group);
-      refresh_short(e.group);
+      refresh_queues(e.group);
       if (g.running == 0)
         mark_dirty(allocation_reason::group_drained);
     }
@@ -294,66 +297,82 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
   promote(now);
   if (ready_count_ == 0)
     return std::nullopt;
-  // One pass over groups with ready jobs collects each group's best job.
   struct option {
     uint32_t group;
     candidate c;
   };
-  std::optional<option> urgent;
-  std::optional<option> in_share;
-  int32_t in_share_deficit = 0;
-  std::optional<option> any;
-  bool has_urgent = opts_.aging && opts_.aging->urgent_threshold;
-  int32_t urgent_at = has_urgent ? *opts_.aging->urgent_threshold : 0;
-  auto consider = [&](uint32_t gid) {
+  // 1. Groups below their whole slots: the largest shortfall first.
+  std::optional<option> below;
+  int32_t below_gap = 0;
+  for (auto gid : short_groups_) {
     auto& g = groups_[gid];
     auto c = best_in(g, types, room, now);
     if (!c)
-      return;
-    option o{gid, *c};
-    auto deficit = g.alloc - g.running;
-    // Only a group exactly at its share borrows, so it holds at most one slot
-    // beyond it: a group below its share is served by its share anyway, and
-    // when every backlog is urgent, borrowers must not starve the others.
-    if (has_urgent && deficit == 0 && c->effective >= urgent_at
-        && (!urgent || better(*c, urgent->c)))
-      urgent = o;
-    if (deficit > 0
-        && (!in_share || deficit > in_share_deficit
-            || (deficit == in_share_deficit && better(*c, in_share->c)))) {
-      in_share = o;
-      in_share_deficit = deficit;
+      continue;
+    auto gap = g.whole - g.running;
+    if (!below || gap > below_gap || (gap == below_gap && better(*c, below->c))) {
+      below = option{gid, *c};
+      below_gap = gap;
     }
-    if (!any || better(*c, any->c))
-      any = o;
-  };
-  // Without urgent jobs to look for, a group below its share wins if one can
-  // use this worker; only otherwise is every group a candidate.
-  if (!has_urgent)
-    for (auto gid : short_groups_)
-      consider(gid);
-  if (has_urgent || !in_share)
-    for (auto gid : ready_groups_)
-      consider(gid);
-  // Urgent jobs of groups at their share first (they borrow a slot), then
-  // the group furthest below its share, then whatever can run (work
-  // conservation).
-  auto chosen = urgent ? urgent : in_share ? in_share : any;
+  }
+  // 2. Fractions of slots: groups holding their whole slots take turns at
+  // the rest, earliest `pass` first (stride scheduling, see below).
+  std::optional<option> turn;
+  for (auto& [pass, gid] : turns_) {
+    if (auto c = best_in(groups_[gid], types, room, now)) {
+      turn = option{gid, *c};
+      break;
+    }
+  }
+  // 0. Before both, an urgent job whose group holds exactly its whole slots,
+  // and is not about to get its turn anyway, borrows one slot. Holding at
+  // most one borrowed slot, urgent backlogs cannot starve the other groups.
+  std::optional<option> urgent;
+  if (opts_.aging && opts_.aging->urgent_threshold) {
+    for (auto gid : ready_groups_) {
+      auto& g = groups_[gid];
+      if (g.running != g.whole || (!below && turn && turn->group == gid))
+        continue;
+      auto c = best_in(g, types, room, now);
+      if (c && c->effective >= *opts_.aging->urgent_threshold
+          && (!urgent || better(*c, urgent->c)))
+        urgent = option{gid, *c};
+    }
+  }
+  // 3. Otherwise whatever can run (work conservation).
+  std::optional<option> any;
+  if (!urgent && !below && !turn) {
+    for (auto gid : ready_groups_) {
+      auto c = best_in(groups_[gid], types, room, now);
+      if (c && (!any || better(*c, any->c)))
+        any = option{gid, *c};
+    }
+  }
+  auto chosen = urgent ? urgent : below ? below : turn ? turn : any;
   if (!chosen)
     return std::nullopt;
-  auto& g = groups_[chosen->group];
+  auto gid = chosen->group;
+  auto& g = groups_[gid];
   auto* b = chosen->c.from;
   picked_job p;
   p.job = *b->jobs.begin();
   p.effective_priority = chosen->c.effective;
   p.waited_ms = chosen->c.waited;
-  p.beyond_share = g.running >= g.alloc;
+  p.beyond_share = urgent || (!below && !turn);
+  if (!p.beyond_share) {
+    // Every start within the share moves the group's next turn on by
+    // 1/share, so over many starts each group's turns follow its share.
+    turns_.erase({g.pass, gid});
+    if (!below)
+      turn_clock_ = g.pass;
+    g.pass += 1.0 / g.share;
+  }
   b->jobs.erase(b->jobs.begin());
   --ready_count_;
   if (--g.ready == 0)
-    ready_groups_.erase(chosen->group);
+    ready_groups_.erase(gid);
   g.running += p.job.weight;
-  refresh_short(chosen->group);
+  refresh_queues(gid);
   auto& t = types_[p.job.type];
   t.running += p.job.weight;
   if (g.rate)
@@ -377,7 +396,7 @@ void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) 
   auto& g = groups_[group];
   g.running = std::max(0, g.running - weight);
   types_[type].running = std::max(0, types_[type].running - weight);
-  refresh_short(group);
+  refresh_queues(group);
   if (g.running == 0 && g.ready == 0 && g.active)
     mark_dirty(allocation_reason::group_drained);
 }
@@ -385,7 +404,7 @@ void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) 
 void scheduling_policy::mark_running(const pending_job& e) {
   groups_[e.group].running += e.weight;
   types_[e.type].running += e.weight;
-  refresh_short(e.group);
+  refresh_queues(e.group);
 }
 
 void scheduling_policy::record_wait(int64_t wait_ms) {
@@ -474,12 +493,28 @@ std::vector<allocation_change> scheduling_policy::rebalance() {
       shares.push_back({g.name, g.weight, g.min_slots, g.cap});
     }
   }
-  auto alloc = allocate_slots(shares, capacity_);
+  auto exact = fair_shares(shares, capacity_);
+  auto alloc = round_shares(shares, exact);
   std::vector<int32_t> next(groups_.size(), 0);
-  for (size_t k = 0; k < members.size(); ++k)
+  std::vector<double> next_share(groups_.size(), 0.0);
+  for (size_t k = 0; k < members.size(); ++k) {
     next[members[k]] = alloc[k];
+    next_share[members[k]] = exact[k];
+  }
   for (uint32_t id = 0; id < groups_.size(); ++id) {
     auto& g = groups_[id];
+    if (g.share != next_share[id]) {
+      turns_.erase({g.pass, id});
+      bool joins = g.share == 0;
+      g.share = next_share[id];
+      g.whole = static_cast<int32_t>(std::floor(g.share + 1e-9));
+      g.frac = g.share - g.whole > 1e-9 ? g.share - g.whole : 0.0;
+      // A group that (re)joins starts one stride from now: no credit banked
+      // while it was away.
+      if (joins && g.share > 0)
+        g.pass = std::max(g.pass, turn_clock_) + 1.0 / g.share;
+      refresh_queues(id);
+    }
     if (g.alloc == next[id])
       continue;
     auto why = dirty_reason_;
@@ -487,7 +522,6 @@ std::vector<allocation_change> scheduling_policy::rebalance() {
       why = allocation_reason::group_drained;
     changes.push_back({g.name, g.alloc, next[id], why});
     g.alloc = next[id];
-    refresh_short(id);
   }
   return changes;
 }
@@ -530,6 +564,7 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
     group_metrics gm;
     gm.group = g.name;
     gm.weight = g.weight;
+    gm.share = g.share;
     gm.allocated_slots = g.alloc;
     gm.running_slots = g.running;
     gm.utilization = g.alloc > 0 ? static_cast<double>(g.running) / g.alloc : 0.0;

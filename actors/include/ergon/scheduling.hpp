@@ -72,6 +72,10 @@ struct scheduling_options {
 struct group_metrics {
   std::string group;
   int32_t weight = 0;
+  /// Its exact share of capacity, in slots. Dispatch follows this: a
+  /// fraction of a slot is served as turns at one more slot over time.
+  double share = 0;
+  /// The share rounded to whole slots (what allocation events report).
   int32_t allocated_slots = 0;
   int32_t running_slots = 0;
   /// running_slots / allocated_slots (0 when nothing is allocated).

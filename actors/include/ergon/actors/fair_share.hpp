@@ -32,14 +32,21 @@ struct group_share {
   std::optional<int32_t> max_slots;
 };
 
-/// Splits `capacity` slots across `groups` (only those with work):
-///  1. each gets its minimum (capped), scaled down if they exceed capacity;
-///  2. the rest is shared by weight; fractions are rounded by largest
-///     remainder, ties going to the group with fewer slots, then by name;
+/// Each group's exact share of `capacity` (only groups with work count):
+///  1. its minimum (capped), all scaled down if they exceed capacity;
+///  2. the rest by weight;
 ///  3. caps apply, and what a capped group cannot take is shared again among
 ///     the others by weight, until no group can take more.
-/// The result has one entry per group; it sums to capacity unless every
-/// group is capped.
+/// Sums to capacity unless every group is capped.
+std::vector<double> fair_shares(const std::vector<group_share>& groups, int32_t capacity);
+
+/// Whole slots from exact shares: floors, then the leftover slots by largest
+/// fractional part, ties going to the group with fewer slots, then by name.
+std::vector<int32_t> round_shares(const std::vector<group_share>& groups,
+                                  const std::vector<double>& shares);
+
+/// round_shares(fair_shares(groups, capacity)): what `group_allocation_changed`
+/// and metrics report.
 std::vector<int32_t> allocate_slots(const std::vector<group_share>& groups, int32_t capacity);
 
 }  // namespace ergon::actors

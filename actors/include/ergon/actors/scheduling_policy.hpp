@@ -36,7 +36,7 @@ struct picked_job {
   pending_job job;
   int32_t effective_priority = 0;
   int64_t waited_ms = 0;  ///< aging wait (pauses excluded)
-  bool beyond_share = false;  ///< its group was at its allocation (work conservation)
+  bool beyond_share = false;  ///< started outside its group's share (lent or borrowed)
 };
 
 /// A group's allocation changed.
@@ -167,7 +167,11 @@ class scheduling_policy {
     std::unordered_map<uint32_t, std::vector<bucket*>> by_type;
     int64_t ready = 0;
     int32_t running = 0;
-    int32_t alloc = 0;
+    double share = 0;   // exact fair share of capacity; picks follow it
+    int32_t whole = 0;  // floor(share)
+    double frac = 0;    // share - whole: it may take turns at one more slot
+    double pass = 0;    // its next turn; each start within its share adds 1/share
+    int32_t alloc = 0;  // share rounded to whole slots, as reported
     bool active = false;  // had ready or running jobs at the last rebalance
     pause_state pause;
     std::optional<token_bucket> rate;
@@ -192,8 +196,8 @@ class scheduling_policy {
                                    int32_t room, int64_t now);
   void insert_ready(const pending_job& e);
   void mark_dirty(allocation_reason why);
-  /// Puts a group in or out of short_groups_ after its counts changed.
-  void refresh_short(uint32_t gid);
+  /// Puts a group in or out of short_groups_ and turns_ after it changed.
+  void refresh_queues(uint32_t gid);
   bool type_open(type_state& t, int32_t weight, int64_t now);
   /// Time the job has aged: since `ready_since`, minus pauses of its group and type.
   int64_t aged_ms(const group_state& g, const type_state& t, int64_t ready_since,
@@ -206,10 +210,14 @@ class scheduling_policy {
   std::vector<type_state> types_;
   std::unordered_map<std::string, uint32_t> type_ids_;
   std::set<uint32_t> ready_groups_;  // groups with ready jobs
-  // Groups with ready jobs running below their allocation. Under saturation
+  // Groups with ready jobs running below their whole slots. Under saturation
   // these are the few groups whose jobs just finished, so a pick looks at
   // them instead of every group.
   std::set<uint32_t> short_groups_;
+  // Groups with ready jobs holding exactly their whole slots and a fraction
+  // of one more, by their next turn.
+  std::set<std::pair<double, uint32_t>> turns_;
+  double turn_clock_ = 0;  // pass of the latest turn taken
   std::multimap<int64_t, pending_job> waiting_;
   size_t ready_count_ = 0;
   int32_t capacity_ = 0;
