@@ -17,7 +17,11 @@ job_pool::~job_pool() {
 void job_pool::post(std::function<void()> task) {
   std::unique_lock<std::mutex> guard{s_->mtx};
   s_->tasks.push_back(std::move(task));
-  if (s_->idle > 0) {
+  // An idle thread only stops counting as idle once it wakes and takes the
+  // lock, so `idle > 0` alone would send a whole batch to the one thread that
+  // was notified first. Each idle thread takes one task: wake one while the
+  // queued tasks don't outnumber them, and start a thread when they do.
+  if (s_->tasks.size() <= s_->idle) {
     guard.unlock();
     s_->cv.notify_one();
     return;

@@ -1,0 +1,121 @@
+// Every job handed to a worker runs at once: counted by the code that is
+// actually executing, not by the worker's counters. Covers the job thread
+// pool on its own and real workers, fresh and with idle threads left over.
+#define BOOST_TEST_MODULE run_concurrency
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "job_pool.hpp"
+#include "support/queue_fixture.hpp"
+
+using namespace ergon;
+using namespace ergon::test;
+
+BOOST_AUTO_TEST_SUITE(job_pool_threads)
+
+// Posts `k` tasks that block until released; true if all `k` are executing
+// at the same time before the hang guard.
+bool all_run_at_once(actors::job_pool& pool, int k) {
+  // Shared with the tasks, which may still be unwinding when this returns.
+  struct state {
+    gate g;
+    std::mutex mtx;
+    std::condition_variable cv;
+    int done = 0;
+  };
+  auto s = std::make_shared<state>();
+  for (int i = 0; i < k; ++i)
+    pool.post([s] {
+      s->g.pass();
+      std::lock_guard<std::mutex> guard{s->mtx};
+      ++s->done;
+      s->cv.notify_all();
+    });
+  bool ok = s->g.wait_for_waiting(k);
+  s->g.open();
+  std::unique_lock<std::mutex> guard{s->mtx};
+  return s->cv.wait_for(guard, hang_guard, [&] { return s->done == k; }) && ok;
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_of_any_size_up_to_the_limit_runs_at_once) {
+  constexpr int max = 6;
+  for (int warm = 0; warm <= max; ++warm)
+    for (int k = 1; k <= max; ++k) {
+      actors::job_pool pool{max};
+      // `warm` threads ran a task and now sit idle.
+      if (warm > 0)
+        BOOST_REQUIRE(all_run_at_once(pool, warm));
+      BOOST_TEST(all_run_at_once(pool, k), "warm " << warm << ", batch " << k);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(tasks_beyond_the_limit_wait_for_a_free_thread) {
+  auto g = std::make_shared<gate>();
+  {
+    actors::job_pool pool{2};
+    for (int i = 0; i < 3; ++i)
+      pool.post([g] { g->pass(); });
+    BOOST_REQUIRE(g->wait_for_waiting(2));
+    BOOST_TEST(g->waiting() == 2);
+    g->release(1);
+    // The freed thread takes the third task.
+    BOOST_TEST(g->wait_for_arrivals(3));
+    g->open();
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(workers)
+
+// Submits `k` blocking jobs in one batch to a worker of `max` slots and
+// checks that the code of all `k` is executing at once.
+void check_batch(queue_fixture& f, gate& g, int k, int& finished) {
+  std::vector<job> jobs;
+  for (int i = 0; i < k; ++i)
+    jobs.push_back(*job_of("block").build());
+  auto ids = f.q->submit_batch(std::move(jobs));
+  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+  BOOST_TEST(g.wait_for_waiting(k), "batch of " << k);
+  BOOST_TEST(g.waiting() == k);
+  g.release(k);
+  finished += k;
+  BOOST_REQUIRE(f.log->wait_for(event_kind::succeeded, static_cast<size_t>(finished)));
+}
+
+BOOST_AUTO_TEST_CASE(every_job_of_a_batch_runs_in_a_fresh_worker) {
+  constexpr int max = 4;
+  for (int k = 1; k <= max; ++k) {
+    queue_fixture f;
+    gate g;
+    worker_options w;
+    w.max_concurrency = max;
+    w.runners["block"] = [&g](job_context&) { g.pass(); };
+    auto wk = f.start(std::move(w));
+    int finished = 0;
+    check_batch(f, g, k, finished);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_job_of_a_batch_runs_in_a_warmed_up_worker) {
+  // The reported case: one job runs to the end, leaving one idle thread;
+  // then a batch arrives.
+  constexpr int max = 4;
+  for (int k = 1; k <= max; ++k) {
+    queue_fixture f;
+    gate g;
+    worker_options w;
+    w.max_concurrency = max;
+    w.runners["block"] = [&g](job_context&) { g.pass(); };
+    auto wk = f.start(std::move(w));
+    int finished = 0;
+    check_batch(f, g, 1, finished);
+    check_batch(f, g, k, finished);
+    // And again with up to `k` idle threads.
+    check_batch(f, g, max, finished);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
