@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(reopening_keeps_jobs_and_migrating_again_changes_nothing) {
 BOOST_AUTO_TEST_CASE(a_file_from_a_newer_ergon_is_refused) {
   temp_dir dir;
   open_migrated(dir.file("q.db"));
-  sqlite_probe{dir.file("q.db"), true}.exec("PRAGMA user_version = 999");
+  sqlite_probe{dir.file("q.db"), sqlite_probe::writable}.exec("PRAGMA user_version = 999");
   auto d = db::open(dir.file("q.db"), db_options{});
   BOOST_REQUIRE(d.has_value());
   auto st = migrate(**d);

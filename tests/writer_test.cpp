@@ -71,7 +71,7 @@ struct writer_fixture {
 // Holds the database's write lock from another connection until released, so
 // requests queue up in the writer's mailbox and land in one batch.
 struct write_lock {
-  explicit write_lock(const std::string& path) : probe(path, true) {
+  explicit write_lock(const std::string& path) : probe(path, sqlite_probe::writable) {
     probe.exec("BEGIN IMMEDIATE");
   }
   void release() { probe.exec("ROLLBACK"); }
@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_failing_request_does_not_fail_the_others_in_its_batch) {
   start();
   // A trigger rejects type "poison" after earlier rows of the same request
   // were written: only a savepoint per request keeps the other requests.
-  sqlite_probe{dir.file("q.db"), true}.exec(
+  sqlite_probe{dir.file("q.db"), sqlite_probe::writable}.exec(
     "CREATE TRIGGER reject_poison BEFORE INSERT ON jobs WHEN NEW.type = 'poison' "
     "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;");
   write_lock lock{dir.file("q.db")};

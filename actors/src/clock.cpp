@@ -1,6 +1,6 @@
 #include "ergon/clock.hpp"
 
-#include <vector>
+#include "ergon/actors/listener_set.hpp"
 
 namespace ergon {
 
@@ -15,16 +15,17 @@ int64_t manual_clock::now_ms() const {
   return now_;
 }
 
+manual_clock::manual_clock(int64_t start_ms)
+    : now_(start_ms), listeners_(std::make_unique<actors::listener_set<>>()) {}
+
+manual_clock::~manual_clock() = default;
+
 uint64_t manual_clock::subscribe(listener f) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto handle = next_handle_++;
-  listeners_.emplace(handle, std::move(f));
-  return handle;
+  return listeners_->add(std::move(f));
 }
 
 void manual_clock::unsubscribe(uint64_t handle) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  listeners_.erase(handle);
+  listeners_->remove(handle);
 }
 
 void manual_clock::advance(std::chrono::milliseconds d) {
@@ -44,15 +45,7 @@ void manual_clock::set(int64_t ms) {
 }
 
 void manual_clock::notify() {
-  // Copy first: a listener may unsubscribe while we iterate.
-  std::vector<listener> fs;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    for (auto& kv : listeners_)
-      fs.push_back(kv.second);
-  }
-  for (auto& f : fs)
-    f();
+  listeners_->take_snapshot().each([](uint64_t, const listener& f, const bool&) { f(); });
 }
 
 std::shared_ptr<clock> default_clock() {

@@ -3,51 +3,60 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 
+#include <optional>
+#include <string>
+
 namespace ergon::actors {
 
-uint64_t subscribers::add(callback f) {
-  auto e = std::make_shared<entry>();
-  e->f = std::move(f);
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto handle = next_++;
-  callbacks_.emplace(handle, std::move(e));
-  count_.store(callbacks_.size(), std::memory_order_release);
-  return handle;
+namespace {
+
+// Calls `f`; on a throw, returns what was thrown as text.
+std::optional<std::string> call(const subscribers::callback& f, const event& e) noexcept {
+  try {
+    f(e);
+    return std::nullopt;
+  } catch (const std::exception& ex) {
+    return std::string{ex.what()};
+  } catch (...) {
+    return std::string{"an exception that is not a std::exception"};
+  }
 }
 
-void subscribers::remove(uint64_t handle) {
-  std::shared_ptr<entry> e;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = callbacks_.find(handle);
-    if (i == callbacks_.end())
-      return;
-    e = std::move(i->second);
-    callbacks_.erase(i);
-    count_.store(callbacks_.size(), std::memory_order_release);
-  }
-  // Waits for a delivery in progress (the lock is recursive, so a callback
-  // removing itself doesn't deadlock).
-  std::lock_guard<std::recursive_mutex> running{e->running};
-  e->active = false;
+event failure_event(const event& failed, const std::string& what) {
+  event out;
+  out.kind = event_kind::subscriber_failed;
+  out.at_ms = failed.at_ms;
+  out.id = failed.id;
+  out.type = failed.type;
+  out.group = failed.group;
+  out.try_number = failed.try_number;
+  out.message = std::string{"a subscriber threw on a "} + to_string(failed.kind)
+                + " event: " + what;
+  return out;
 }
+
+}  // namespace
 
 void subscribers::deliver(const std::vector<event>& events) {
-  // Call outside the registry lock: a callback may subscribe or unsubscribe.
-  std::vector<std::shared_ptr<entry>> targets;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    for (auto& kv : callbacks_)
-      targets.push_back(kv.second);
-  }
-  for (auto& t : targets) {
-    std::lock_guard<std::recursive_mutex> running{t->running};
-    for (auto& e : events) {
-      if (!t->active)
+  auto targets = set_.take_snapshot();
+  // Failures, each with the subscriber that threw (who doesn't hear of it).
+  std::vector<std::pair<uint64_t, event>> failures;
+  targets.each([&](uint64_t handle, const callback& f, const bool& active) {
+    for (auto& e : events)
+      if (!active)
         break;
-      t->f(e);
-    }
-  }
+      else if (auto what = call(f, e)) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        failures.emplace_back(handle, failure_event(e, *what));
+      }
+  });
+  // A throw while handling a failure is counted but not reported again, so
+  // two subscribers that always throw can't feed each other forever.
+  for (auto& [thrower, failure] : failures)
+    targets.each([&, thrower = thrower](uint64_t handle, const callback& f, const bool&) {
+      if (handle != thrower && call(f, failure))
+        errors_.fetch_add(1, std::memory_order_relaxed);
+    });
 }
 
 caf::actor spawn_event_bus(caf::actor_system& sys, std::shared_ptr<subscribers> subs) {

@@ -65,6 +65,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::heartbeat: return "heartbeat";
     case event_kind::job_aged: return "job_aged";
     case event_kind::group_allocation_changed: return "group_allocation_changed";
+    case event_kind::subscriber_failed: return "subscriber_failed";
   }
   return "unknown";
 }

@@ -9,16 +9,25 @@
 #include <atomic>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
 #include "ergon/actors/fair_share.hpp"
 #include "ergon/actors/worker.hpp"
+#include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"
 
 namespace ergon {
+namespace {
+
+status moved_from(const char* what) {
+  return {error::closed, std::string{"this "} + what + " handle was moved from"};
+}
+
+}  // namespace
 
 // -- worker ------------------------------------------------------------------------------
 
@@ -54,10 +63,14 @@ worker::~worker() {
 }
 
 status worker::stop(std::chrono::milliseconds timeout) {
+  if (!impl_)
+    return moved_from("worker");
   return impl_->stop(timeout);
 }
 
 worker_stats worker::stats() const {
+  if (!impl_)
+    return {};
   auto& c = *impl_->counters;
   worker_stats s;
   s.jobs_received = c.jobs_received.load();
@@ -87,6 +100,8 @@ struct queue::impl {
   std::mutex workers_mtx;
   std::vector<std::weak_ptr<worker::impl>> workers;
   std::atomic<bool> closed{false};
+  // Released last, once every connection of ours is closed.
+  std::unique_ptr<storage::ownership> owner;
 
   // Sends a request to the writer and waits for the committed reply.
   template <class Args, class V>
@@ -152,6 +167,7 @@ struct queue::impl {
     caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
     reads->clear();
+    owner.reset();
     return result;
   }
 
@@ -219,6 +235,15 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
     if (end.status == job_status::pending)
       pending.push_back(std::move(end.key));
   return pending;
+}
+
+// Every connection of a queue must see the same database: SQLite gives each
+// connection to ":memory:" or "" a private one of its own.
+status check_path(const std::string& path) {
+  if (path.empty() || path == ":memory:")
+    return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
+                                  "(use a temporary directory for a throwaway queue)");
+  return {};
 }
 
 status check_scheduling(const scheduling_options& s) {
@@ -309,11 +334,20 @@ result<queue> queue::open(const std::string& path, options opts) {
 
 result<queue> queue::open(caf::actor_system& sys, const std::string& path,
                           options opts) {
+  if (auto st = check_path(path); !st)
+    return st;
   if (auto st = check_scheduling(opts.scheduling); !st)
     return st;
   auto p = std::make_unique<impl>();
   p->clk = opts.clock ? opts.clock : default_clock();
   p->sys = &sys;
+  // Ownership first: nothing below may touch a file another queue runs on.
+  auto owner = storage::ownership::acquire(path);
+  if (!owner)
+    return owner.error();
+  p->owner = std::move(*owner);
+  if (auto st = storage::check_ergon_file(path); !st)
+    return st;
   auto db_opts = db_options_from(opts);
   auto opened = storage::db::open(path, db_opts);
   if (!opened)
@@ -377,11 +411,15 @@ result<job_id> queue::submit(job j) {
 }
 
 result<std::vector<job_id>> queue::submit_batch(std::vector<job> jobs) {
+  if (!impl_)
+    return moved_from("queue");
   return impl_->call<actors::submit_args, result<std::vector<job_id>>>(
     actors::submit_args{std::move(jobs)});
 }
 
 result<ergon::job_info> queue::job_info(const job_id& id) const {
+  if (!impl_)
+    return moved_from("queue");
   auto conn = impl_->reads->borrow();
   if (!conn)
     return conn.error();
@@ -393,6 +431,8 @@ result<ergon::job_info> queue::job_info(const job_id& id) const {
 }
 
 result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name) const {
+  if (!impl_)
+    return moved_from("queue");
   auto conn = impl_->reads->borrow();
   if (!conn)
     return conn.error();
@@ -408,20 +448,28 @@ result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name
 }
 
 status_counts queue::counts() const {
+  if (!impl_)
+    return {};
   return impl_->counters->totals();
 }
 
 status queue::update_pending(const job_id& id, const job_update& changes) {
+  if (!impl_)
+    return moved_from("queue");
   return impl_->call<storage::update_pending_args, status>(
     storage::update_pending_args{id, changes, 0});
 }
 
 status queue::cancel_pending(const job_id& id) {
+  if (!impl_)
+    return moved_from("queue");
   return impl_->call<storage::cancel_pending_args, status>(
     storage::cancel_pending_args{id});
 }
 
 result<worker> queue::start_worker(worker_options opts) {
+  if (!impl_)
+    return moved_from("queue");
   if (auto st = check_worker_options(opts); !st)
     return st;
   if (impl_->closed.load(std::memory_order_acquire))
@@ -449,6 +497,8 @@ result<worker> queue::start_worker(worker_options opts) {
 }
 
 subscription queue::subscribe(std::function<void(const event&)> f) {
+  if (!impl_)
+    return subscription{};
   auto subs = impl_->subs;
   auto handle = subs->add(std::move(f));
   return subscription{[subs, handle] { subs->remove(handle); }};
@@ -461,6 +511,8 @@ status send_control(queue::impl& q, actors::scheduling_control c);
 }  // namespace
 
 status queue::set_group_weight(const std::string& group, int32_t weight) {
+  if (!impl_)
+    return moved_from("queue");
   if (auto st = check_name("group", group); !st)
     return st;
   if (weight < 1 || weight > max_weight)
@@ -470,6 +522,8 @@ status queue::set_group_weight(const std::string& group, int32_t weight) {
 }
 
 status queue::reset_group_weights() {
+  if (!impl_)
+    return moved_from("queue");
   return send_control(*impl_, {actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
 }
 
@@ -492,10 +546,14 @@ status pause(queue::impl& q, actors::scheduling_control::op_type op, const char*
 
 status queue::pause_group(const std::string& group,
                           std::optional<std::chrono::milliseconds> duration) {
+  if (!impl_)
+    return moved_from("queue");
   return pause(*impl_, actors::scheduling_control::pause_group, "group", group, duration);
 }
 
 status queue::resume_group(const std::string& group) {
+  if (!impl_)
+    return moved_from("queue");
   if (auto st = check_name("group", group); !st)
     return st;
   return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}, {}});
@@ -503,16 +561,22 @@ status queue::resume_group(const std::string& group) {
 
 status queue::pause_type(const std::string& type,
                          std::optional<std::chrono::milliseconds> duration) {
+  if (!impl_)
+    return moved_from("queue");
   return pause(*impl_, actors::scheduling_control::pause_type, "type", type, duration);
 }
 
 status queue::resume_type(const std::string& type) {
+  if (!impl_)
+    return moved_from("queue");
   if (auto st = check_name("type", type); !st)
     return st;
   return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}, {}});
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {
+  if (!impl_)
+    return std::nullopt;
   auto ms = actors::max_wait_ms(impl_->opts.scheduling.aging, base_priority);
   if (!ms)
     return std::nullopt;
@@ -520,6 +584,8 @@ std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) 
 }
 
 result<metrics_snapshot> queue::metrics() const {
+  if (!impl_)
+    return moved_from("queue");
   if (impl_->closed.load(std::memory_order_acquire))
     return status{error::closed, "the queue is closed"};
   auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
@@ -534,6 +600,7 @@ result<metrics_snapshot> queue::metrics() const {
   if (!snap)
     return snap;
   snap->by_status = impl_->counters->totals();
+  snap->subscriber_errors = impl_->subs->errors();
   for (auto& [type, counts] : impl_->counters->by_type())
     for (size_t i = 0; i < counts.size(); ++i)
       snap->by_type[type].by_status[i] = counts[i];
@@ -557,14 +624,20 @@ status send_control(queue::impl& q, actors::scheduling_control c) {
 }  // namespace
 
 status queue::close(std::chrono::milliseconds timeout) {
+  if (!impl_)
+    return moved_from("queue");
   return impl_->stop(timeout);
 }
 
 ergon::clock& queue::clock() const {
+  if (!impl_)
+    throw std::logic_error("ergon::queue::clock() on a moved-from queue");
   return *impl_->clk;
 }
 
 caf::actor_system& queue::system() const {
+  if (!impl_)
+    throw std::logic_error("ergon::queue::system() on a moved-from queue");
   return *impl_->sys;
 }
 

@@ -1,5 +1,10 @@
 #include "ergon/storage/schema.hpp"
 
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <cstring>
+#include <set>
 #include <string>
 
 namespace ergon::storage {
@@ -70,8 +75,99 @@ constexpr const char* migrations[] = {migration_1};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";
+constexpr const char* read_application_id = "PRAGMA application_id";
+constexpr const char* select_tables =
+  "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'";
+
+// In the transaction that creates the tables, so no ergon file is ever
+// without it. A pragma takes no bound value; the number is our constant.
+const std::string mark_application_id =
+  "PRAGMA application_id = " + std::to_string(application_id);
+
+// The first 16 bytes of every SQLite database file.
+constexpr char sqlite_magic[] = "SQLite format 3";
+
+// Reads the file's marks on a connection that only reads: it takes a shared
+// lock, and closing it writes nothing (no pragma ran).
+status inspect_marks(const std::string& path, bool read_only, int32_t& app_id, int& version,
+                     std::set<std::string>& tables) {
+  sqlite3* handle = nullptr;
+  // Read-write unless asked not to, so that closing, as the last connection,
+  // removes the -wal and -shm files a WAL database gets while it is open.
+  int rc = SQLITE_CANTOPEN;
+  if (!read_only)
+    rc = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READWRITE, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_close(handle);
+    handle = nullptr;
+    rc = sqlite3_open_v2(path.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr);
+  }
+  auto fail = [&](int code) {
+    status st{error_from_sqlite(code), path + ": " + sqlite3_errmsg(handle)};
+    sqlite3_close(handle);
+    return st;
+  };
+  if (rc != SQLITE_OK)
+    return fail(rc);
+  auto query = [&](const char* sql, auto&& row) {
+    sqlite3_stmt* s = nullptr;
+    int r = sqlite3_prepare_v2(handle, sql, -1, &s, nullptr);
+    if (r == SQLITE_OK)
+      while ((r = sqlite3_step(s)) == SQLITE_ROW)
+        row(s);
+    sqlite3_finalize(s);
+    return r == SQLITE_DONE ? SQLITE_OK : r;
+  };
+  if ((rc = query(read_application_id,
+                  [&](sqlite3_stmt* s) { app_id = sqlite3_column_int(s, 0); }))
+        != SQLITE_OK
+      || (rc = query(read_version, [&](sqlite3_stmt* s) { version = sqlite3_column_int(s, 0); }))
+           != SQLITE_OK
+      || (rc = query(select_tables,
+                     [&](sqlite3_stmt* s) {
+                       tables.insert(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
+                     }))
+           != SQLITE_OK)
+    return fail(rc);
+  sqlite3_close(handle);
+  return {};
+}
 
 }  // namespace
+
+status check_ergon_file(const std::string& path, bool read_only) {
+  auto refuse = [&](const std::string& what) {
+    return status{error::corrupt, path + " is not an ergon database: " + what
+                                    + "; ergon leaves it unchanged"};
+  };
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return {};  // no file yet: SQLite reports a path it can't create
+  char header[16] = {};
+  auto n = std::fread(header, 1, sizeof(header), f);
+  std::fclose(f);
+  if (n == 0)
+    return {};
+  if (n < sizeof(header) || std::memcmp(header, sqlite_magic, sizeof(sqlite_magic)) != 0)
+    return refuse("it is not a SQLite file");
+  int32_t app_id = 0;
+  int version = 0;
+  std::set<std::string> tables;
+  if (auto st = inspect_marks(path, read_only, app_id, version, tables); !st)
+    return st;
+  if (app_id == application_id)
+    return {};
+  if (app_id != 0)
+    return refuse("its application_id is " + std::to_string(app_id) + ", not ergon's");
+  if (tables.empty())
+    return {};
+  if (version == 1 && tables == std::set<std::string>{"attempts", "jobs", "meta"})
+    return {};
+  std::string names;
+  for (auto& t : tables)
+    names += (names.empty() ? "" : ", ") + t;
+  return refuse("it holds other tables (" + names + ")");
+}
 
 int current_schema_version() noexcept {
   return migration_count;
@@ -97,12 +193,20 @@ status migrate(db& d) {
       st = d.exec(set_version.c_str());
     }
     if (st)
+      st = d.exec(mark_application_id.c_str());
+    if (st)
       st = d.exec("COMMIT");
     if (!st) {
       d.exec("ROLLBACK");
       return st;
     }
   }
+  auto id_text = d.pragma_text(read_application_id);
+  if (!id_text)
+    return id_text.error();
+  // Files made before the mark existed get it now.
+  if (std::stoll(*id_text) != application_id)
+    return d.exec(mark_application_id.c_str());
   return {};
 }
 

@@ -7,6 +7,8 @@
 //                                             "started <id> <try>", then block
 //   ergon-test-crash-worker <db> kill         run "work" jobs: each kills this
 //                                             process (SIGKILL) mid-job
+//   ergon-test-crash-worker <db> try-open     print "opened" or "refused <status>"
+//                                             and exit
 //
 // `hang` and `kill` recover with retry_immediately and exit with 0 when there
 // is no pending "work" job to run.
@@ -29,6 +31,13 @@ int main(int argc, char** argv) {
   ergon::options opts;
   opts.recovery = ergon::recovery_mode::retry_immediately;
   auto q = ergon::queue::open(path, opts);
+  if (mode == "try-open") {
+    if (q)
+      std::puts("opened");
+    else
+      std::printf("refused %s\n", q.error().to_string().c_str());
+    return 0;
+  }
   if (!q) {
     std::cerr << "open: " << q.error() << '\n';
     return 1;

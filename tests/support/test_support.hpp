@@ -45,8 +45,11 @@ class temp_dir {
 /// ergon's own connections.
 class sqlite_probe {
  public:
-  explicit sqlite_probe(const std::string& path, bool writable = false) {
-    int flags = writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+  enum mode { read_only, writable, create };
+  explicit sqlite_probe(const std::string& path, mode m = read_only) {
+    int flags = m == read_only ? SQLITE_OPEN_READONLY
+                : m == writable ? SQLITE_OPEN_READWRITE
+                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK)
       throw std::runtime_error("probe: cannot open " + path);
     sqlite3_busy_timeout(db_, 5'000);

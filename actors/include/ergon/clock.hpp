@@ -10,11 +10,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 
 namespace ergon {
+namespace actors {
+template <class... Args>
+class listener_set;
+}  // namespace actors
 
 /// A source of wall-clock time in ms since the Unix epoch (UTC).
 class clock {
@@ -34,6 +37,9 @@ class clock {
   /// Calls `f` after every jump of a clock that doesn't follow real time.
   /// Returns a handle for `unsubscribe`. Real clocks never call `f`.
   virtual uint64_t subscribe(listener f) = 0;
+  /// Once it returns, the listener is not running and is never called
+  /// again, so what it captured may be destroyed. A listener may unsubscribe
+  /// itself. Unknown handles are ignored.
   virtual void unsubscribe(uint64_t handle) = 0;
 };
 
@@ -49,7 +55,8 @@ class system_clock final : public clock {
 /// A clock that stands still until `advance` or `set`. Thread-safe.
 class manual_clock final : public clock {
  public:
-  explicit manual_clock(int64_t start_ms = 1'700'000'000'000) : now_(start_ms) {}
+  explicit manual_clock(int64_t start_ms = 1'700'000'000'000);
+  ~manual_clock() override;
 
   int64_t now_ms() const override;
   bool follows_real_time() const noexcept override { return false; }
@@ -67,8 +74,7 @@ class manual_clock final : public clock {
   void notify();
   mutable std::mutex mtx_;
   int64_t now_;
-  uint64_t next_handle_ = 1;
-  std::map<uint64_t, listener> listeners_;
+  std::unique_ptr<actors::listener_set<>> listeners_;
 };
 
 /// A shared system_clock, the default for queues.

@@ -7,7 +7,8 @@
 //
 // Callbacks run on an actor thread of the queue, one event at a time and in
 // commit order; a callback must return quickly (copy what you need and hand
-// it off) because later events wait for it.
+// it off) because later events wait for it. A callback that throws loses
+// nothing for anyone: see event_kind::subscriber_failed.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,12 @@ enum class event_kind : uint8_t {
   heartbeat,  ///< a heartbeat or checkpoint extended the running attempt
   job_aged,   ///< aging raised the job's effective priority (fair scheduling)
   group_allocation_changed,  ///< a group's slot allocation changed
+  /// A subscriber's callback threw while handling an event. Every other
+  /// subscriber gets this event; the one that threw does not. `message`
+  /// says which event kind and what was thrown; id and type are the failed
+  /// event's. The callback stays subscribed, and later events reach it and
+  /// everyone else as usual. Counted in metrics_snapshot::subscriber_errors.
+  subscriber_failed,
 };
 
 const char* to_string(event_kind k) noexcept;

@@ -102,6 +102,8 @@ struct metrics_snapshot {
   /// Total worker capacity known to the dispatcher, in weight units.
   int32_t capacity = 0;
   std::vector<group_metrics> groups;
+  /// Exceptions thrown by subscriber callbacks (event_kind::subscriber_failed).
+  int64_t subscriber_errors = 0;
   /// Job counts per status, overall and per type.
   status_counts by_status;
   std::map<std::string, status_counts> by_type;

@@ -19,6 +19,7 @@
 
 #include "ergon/error.hpp"
 #include "ergon/event.hpp"
+#include "ergon/inspector.hpp"
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
@@ -64,14 +65,28 @@ class subscription {
   std::function<void()> cancel_;
 };
 
-/// A handle to an open queue. Move-only; the destructor closes it.
+/// A handle to an open queue. Move-only; the destructor closes it. A
+/// moved-from handle answers every call with `closed` (counts() gives zeros,
+/// subscribe() an inactive subscription, max_wait() nothing); clock() and
+/// system() throw std::logic_error, having nothing to refer to.
 class queue {
  public:
   /// Opens (creating if needed) the database at `path` and starts the queue in
-  /// an actor system of its own. Errors: read_only (file not writable),
-  /// corrupt (not an ergon database, or one from a newer ergon), io_error
-  /// (WAL unavailable, I/O failure), busy (locked by another process).
+  /// an actor system of its own. The queue owns the file until it closes:
+  /// another open of it, from this process or another, fails with `busy`
+  /// naming the owner's pid and host, and changes nothing. A killed owner
+  /// never blocks the next open (the lock dies with its process), which then
+  /// recovers the jobs it left running. Errors: invalid_argument ("path" is
+  /// empty or ":memory:"), busy (owned by another queue, or locked by another
+  /// program for longer than busy_timeout), corrupt (another program's SQLite
+  /// file, left byte for byte unchanged; not SQLite; or from a newer ergon),
+  /// read_only (file not writable), io_error (WAL unavailable, I/O failure).
   static result<queue> open(const std::string& path, options opts = {});
+
+  /// Opens `path` read-only, beside its owner if it has one (inspector.hpp).
+  /// Errors: invalid_argument ("path"), io_error (no such file), corrupt (not
+  /// an ergon database, or no queue has opened it yet).
+  static result<inspector> inspect(const std::string& path);
 
   /// Same, but spawns the queue's actors in `sys`, which must outlive the
   /// queue. Call `register_types` on its config first if workers in other

@@ -54,6 +54,7 @@ struct worker_stats {
 };
 
 /// A running worker. Move-only; destroying it stops it (waiting up to 30 s).
+/// On a moved-from handle, stop() fails with `closed` and stats() is zero.
 class worker {
  public:
   worker(worker&&) noexcept;

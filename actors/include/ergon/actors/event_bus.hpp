@@ -4,15 +4,14 @@
 
 #include <atomic>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
 
+#include "ergon/actors/listener_set.hpp"
 #include "ergon/event.hpp"
 
 namespace ergon::actors {
@@ -21,24 +20,22 @@ namespace ergon::actors {
 class subscribers {
  public:
   using callback = std::function<void(const event&)>;
-  uint64_t add(callback f);
+  uint64_t add(callback f) { return set_.add(std::move(f)); }
   /// After remove returns, the callback is not running and is never called
   /// again, so its captures may be destroyed. (A callback may remove itself.)
-  void remove(uint64_t handle);
+  void remove(uint64_t handle) { set_.remove(handle); }
   /// Whether anyone listens; producers skip building events otherwise.
-  bool any() const noexcept { return count_.load(std::memory_order_acquire) > 0; }
+  bool any() const noexcept { return !set_.empty(); }
+  /// Calls every callback for `events`, in order. A callback that throws is
+  /// counted and reported to the others as subscriber_failed; nobody misses
+  /// an event because of it.
   void deliver(const std::vector<event>& events);
+  /// Exceptions thrown by callbacks so far.
+  int64_t errors() const noexcept { return errors_.load(std::memory_order_relaxed); }
 
  private:
-  struct entry {
-    std::recursive_mutex running;  // held while the callback runs
-    bool active = true;
-    callback f;
-  };
-  mutable std::mutex mtx_;
-  uint64_t next_ = 1;
-  std::map<uint64_t, std::shared_ptr<entry>> callbacks_;
-  std::atomic<size_t> count_{0};
+  listener_set<const event&> set_;
+  std::atomic<int64_t> errors_{0};
 };
 
 /// Events of one commit, in order.

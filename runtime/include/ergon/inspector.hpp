@@ -1,0 +1,54 @@
+// inspector: reads a queue's database without owning it.
+//
+//   auto in = ergon::queue::inspect("jobs.db");   // even while a program runs it
+//   if (!in) { std::cerr << in.error() << '\n'; return 1; }
+//   auto counts = in->counts();
+//   auto job = in->job_info(id);
+//
+// An inspector takes no ownership, runs no recovery and writes no database
+// content, so it works beside the process that owns the file. Operator tools
+// use it. What it reads is the last committed state; scheduling state (group
+// allocations, aging, pauses) lives in the owner's memory and is not visible.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ergon/error.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/scheduling.hpp"
+
+namespace ergon {
+
+/// A read-only view of a queue's database. Move-only; thread-safe.
+class inspector {
+ public:
+  inspector(inspector&&) noexcept;
+  inspector& operator=(inspector&&) noexcept;
+  ~inspector();
+
+  /// The job with its attempt history, as last committed. Its
+  /// effective_priority is the stored priority: aging is the owner's.
+  /// Errors: not_found; closed on a moved-from inspector.
+  result<ergon::job_info> job_info(const job_id& id) const;
+
+  /// Every job submitted with this name, oldest first; empty if none.
+  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name) const;
+
+  /// Number of jobs in each status, counted from the file (a full scan).
+  result<status_counts> counts() const;
+
+  /// Job counts per status and type. The scheduling fields stay empty.
+  result<metrics_snapshot> metrics() const;
+
+  struct impl;
+
+ private:
+  friend class queue;
+  explicit inspector(std::unique_ptr<impl> p) noexcept;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace ergon

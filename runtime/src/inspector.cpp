@@ -1,0 +1,104 @@
+#include "ergon/inspector.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ergon/queue.hpp"
+#include "ergon/storage/operations.hpp"
+#include "ergon/storage/schema.hpp"
+#include "read_pool.hpp"
+
+namespace ergon {
+
+struct inspector::impl {
+  std::unique_ptr<runtime::read_pool> reads;
+
+  template <class F>
+  auto with_connection(F&& f) const -> decltype(f(std::declval<storage::db&>())) {
+    auto conn = reads->borrow();
+    if (!conn)
+      return conn.error();
+    return f(**conn);
+  }
+};
+
+namespace {
+
+status closed_inspector() {
+  return {error::closed, "the inspector was moved from"};
+}
+
+result<std::vector<storage::type_status_count>> count_rows(const inspector::impl& p) {
+  return p.with_connection([](storage::db& d) { return storage::count_jobs(d); });
+}
+
+}  // namespace
+
+result<inspector> queue::inspect(const std::string& path) {
+  if (path.empty() || path == ":memory:")
+    return invalid_field("path", "'" + path + "' names no file to inspect");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return status{error::io_error, path + ": " + std::strerror(errno)};
+  if (auto checked = storage::check_ergon_file(path, true); !checked)
+    return checked;
+  auto p = std::make_unique<inspector::impl>();
+  storage::db_options opts;
+  opts.read_only = true;
+  p->reads = std::make_unique<runtime::read_pool>(path, opts, 2);
+  auto version = p->with_connection(
+    [](storage::db& d) { return d.pragma_text("PRAGMA user_version"); });
+  if (!version)
+    return version.error();
+  auto v = std::stoi(*version);
+  if (v == 0)
+    return status{error::corrupt, path + " has no ergon tables yet: no queue has opened it"};
+  if (v > storage::current_schema_version())
+    return status{error::corrupt, path + ": schema version " + *version
+                                    + " is newer than this ergon build supports"};
+  return inspector{std::move(p)};
+}
+
+inspector::inspector(std::unique_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+inspector::inspector(inspector&&) noexcept = default;
+inspector& inspector::operator=(inspector&&) noexcept = default;
+inspector::~inspector() = default;
+
+result<ergon::job_info> inspector::job_info(const job_id& id) const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->with_connection([&](storage::db& d) { return storage::read_job(d, id); });
+}
+
+result<std::vector<ergon::job_info>> inspector::jobs_by_name(const std::string& name) const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->with_connection(
+    [&](storage::db& d) { return storage::read_jobs_by_name(d, name); });
+}
+
+result<status_counts> inspector::counts() const {
+  auto m = metrics();
+  if (!m)
+    return m.error();
+  return m->by_status;
+}
+
+result<metrics_snapshot> inspector::metrics() const {
+  if (!impl_)
+    return closed_inspector();
+  auto rows = count_rows(*impl_);
+  if (!rows)
+    return rows.error();
+  metrics_snapshot m;
+  for (auto& row : *rows) {
+    auto i = static_cast<size_t>(row.status);
+    m.by_status.by_status[i] += row.count;
+    m.by_type[row.type].by_status[i] += row.count;
+  }
+  return m;
+}
+
+}  // namespace ergon

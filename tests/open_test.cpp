@@ -1,0 +1,365 @@
+// Opening a database file: one owner at a time (in this process and across
+// real processes), a killed owner never blocks the next open, inspection
+// beside a live owner, other programs' files left byte for byte unchanged,
+// and paths that name no file.
+#define BOOST_TEST_MODULE open
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "support/child_process.hpp"
+#include "support/queue_fixture.hpp"
+
+using namespace ergon;
+using namespace ergon::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+std::set<std::string> entries(const temp_dir& dir) {
+  std::set<std::string> out;
+  for (auto& e : std::filesystem::directory_iterator{dir.path()})
+    out.insert(e.path().filename().string());
+  return out;
+}
+
+std::string our_pid() {
+  return "pid " + std::to_string(::getpid()) + " ";
+}
+
+// Submits `n` "work" jobs and closes, so a child process can own the file.
+std::vector<job_id> seed(const std::string& path, int n) {
+  auto q = queue::open(path);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  std::vector<job_id> ids;
+  for (int i = 0; i < n; ++i) {
+    auto id = q->submit(*job_builder("work").build());
+    BOOST_REQUIRE(id.has_value());
+    ids.push_back(*id);
+  }
+  BOOST_REQUIRE(q->close().ok());
+  return ids;
+}
+
+// A child process that owns a file with `n` seeded jobs and runs the first.
+struct live_owner {
+  explicit live_owner(int n)
+      : ids(seed(path, n)), owner({ERGON_TEST_CRASH_WORKER, path, "hang"}) {
+    BOOST_REQUIRE_EQUAL(owner.read_line(), "started " + ids[0].to_string() + " 1");
+  }
+  temp_dir dir;
+  std::string path = dir.file("q.db");
+  std::vector<job_id> ids;
+  child_process owner;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ownership)
+
+BOOST_AUTO_TEST_CASE(a_second_open_in_the_same_process_is_busy_and_names_the_owner) {
+  temp_dir dir;
+  auto path = dir.file("q.db");
+  auto first = queue::open(path);
+  BOOST_REQUIRE(first.has_value());
+  auto id = first->submit(*job_builder("work").build());
+  BOOST_REQUIRE(id.has_value());
+  std::filesystem::create_directory(dir.file("sub"));
+  std::filesystem::create_symlink(path, dir.file("link.db"));
+  for (auto& other : {path, dir.file("sub/../q.db"), dir.file("link.db")}) {
+    auto second = queue::open(other);
+    BOOST_REQUIRE(!second.has_value());
+    BOOST_TEST(second.error().code() == error::busy);
+    BOOST_TEST(second.error().message().find(our_pid()) != std::string::npos,
+               second.error().message());
+  }
+  // The refused opens changed nothing: the job is still there, pending.
+  auto info = first->job_info(*id);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::pending);
+  BOOST_REQUIRE(first->close().ok());
+  BOOST_TEST(entries(dir).count("q.db-owner") == 0u);
+  auto again = queue::open(path);
+  BOOST_TEST(again.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_second_process_is_refused_while_the_first_runs_jobs) {
+  live_owner live{1};
+  auto& [dir, path, ids, owner] = live;
+  auto owner_pid = "pid " + std::to_string(owner.pid()) + " ";
+
+  // From this process...
+  auto here = queue::open(path);
+  BOOST_REQUIRE(!here.has_value());
+  BOOST_TEST(here.error().code() == error::busy);
+  BOOST_TEST(here.error().message().find(owner_pid) != std::string::npos,
+             here.error().message());
+  // ...and from a third one.
+  child_process third{{ERGON_TEST_CRASH_WORKER, path, "try-open"}};
+  auto line = third.read_line();
+  BOOST_TEST(line.rfind("refused busy: ", 0) == 0u, line);
+  BOOST_TEST(line.find(owner_pid) != std::string::npos, line);
+  third.wait();
+
+  // No recovery ran: the owner's job is still running its first attempt.
+  auto in = queue::inspect(path);
+  BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
+  auto info = in->job_info(ids[0]);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::running);
+  BOOST_TEST(info->tries == 1);
+  BOOST_TEST(info->attempts.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_process_is_refused_while_this_one_runs_jobs) {
+  temp_dir dir;
+  auto path = dir.file("q.db");
+  auto q = queue::open(path);
+  BOOST_REQUIRE(q.has_value());
+  gate g;
+  std::atomic<int> starts{0};
+  worker_options w;
+  w.runners["work"] = [&](job_context&) {
+    ++starts;
+    g.pass();
+  };
+  auto wk = q->start_worker(std::move(w));
+  BOOST_REQUIRE(wk.has_value());
+  auto id = q->submit(*job_builder("work").build());
+  BOOST_REQUIRE(id.has_value());
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  child_process other{{ERGON_TEST_CRASH_WORKER, path, "try-open"}};
+  auto line = other.read_line();
+  BOOST_TEST(line.rfind("refused busy: ", 0) == 0u, line);
+  BOOST_TEST(line.find(our_pid()) != std::string::npos, line);
+  BOOST_TEST(WIFEXITED(other.wait()));
+  g.open();
+  BOOST_REQUIRE(wk->stop().ok());
+  auto info = q->job_info(*id);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::succeeded);
+  BOOST_TEST(info->tries == 1);
+  BOOST_TEST(starts.load() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_owner_never_blocks_the_next_open) {
+  live_owner live{1};
+  auto& [dir, path, ids, owner] = live;
+  owner.signal(SIGKILL);
+  owner.wait();
+  // The lock file is still there, but its lock died with the process.
+  BOOST_TEST(entries(dir).count("q.db-owner") == 1u);
+  options opts;
+  opts.recovery = recovery_mode::retry_immediately;
+  auto q = queue::open(path, opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto info = q->job_info(ids[0]);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::pending);
+  BOOST_REQUIRE(info->attempts.size() == 1u);
+  BOOST_TEST(info->attempts[0].message == "process restart");
+}
+
+BOOST_AUTO_TEST_CASE(a_closed_queue_leaves_no_lock_file_and_can_be_reopened_at_once) {
+  temp_dir dir;
+  for (int i = 0; i < 3; ++i) {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    BOOST_TEST(entries(dir).count("q.db-owner") == 1u);
+  }
+  BOOST_TEST(entries(dir).count("q.db-owner") == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(inspection)
+
+BOOST_AUTO_TEST_CASE(inspection_reads_beside_a_live_owner) {
+  live_owner live{3};
+  auto& [dir, path, ids, owner] = live;
+  auto in = queue::inspect(path);
+  BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
+  auto counts = in->counts();
+  BOOST_REQUIRE(counts.has_value());
+  BOOST_TEST((*counts)[job_status::running] == 1);
+  BOOST_TEST((*counts)[job_status::pending] == 2);
+  auto m = in->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->by_type["work"][job_status::pending] == 2);
+  BOOST_TEST(m->groups.empty());
+  auto second = in->job_info(ids[1]);
+  BOOST_REQUIRE(second.has_value());
+  BOOST_TEST(second->status == job_status::pending);
+  BOOST_TEST(in->jobs_by_name("none")->empty());
+  BOOST_TEST(in->job_info(job_id{}).error().code() == error::not_found);
+  // The owner goes on: ending its job lets it take the next one.
+  owner.close_stdin();
+  owner.wait();
+}
+
+BOOST_AUTO_TEST_CASE(inspection_of_an_unowned_file_writes_nothing) {
+  temp_dir dir;
+  auto path = dir.file("q.db");
+  seed(path, 2);
+  auto before = read_bytes(path);
+  {
+    auto in = queue::inspect(path);
+    BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
+    BOOST_TEST((*in->counts())[job_status::pending] == 2);
+  }
+  BOOST_TEST((read_bytes(path) == before));
+  BOOST_TEST(entries(dir).count("q.db-owner") == 0u);
+  // And it takes no ownership: a queue opens while an inspector is open.
+  auto in = queue::inspect(path);
+  BOOST_REQUIRE(in.has_value());
+  auto q = queue::open(path);
+  BOOST_TEST(q.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(inspection_refuses_what_it_cannot_read) {
+  temp_dir dir;
+  BOOST_TEST(queue::inspect(dir.file("missing.db")).error().code() == error::io_error);
+  BOOST_TEST(queue::inspect(":memory:").error().field() == "path");
+  BOOST_TEST(queue::inspect("").error().field() == "path");
+  {
+    sqlite_probe other{dir.file("other.db"), sqlite_probe::create};
+    other.exec("CREATE TABLE notes (body TEXT)");
+  }
+  BOOST_TEST(queue::inspect(dir.file("other.db")).error().code() == error::corrupt);
+  {
+    sqlite_probe empty{dir.file("empty.db"), sqlite_probe::create};
+    empty.exec("PRAGMA user_version = 0");
+  }
+  BOOST_TEST(queue::inspect(dir.file("empty.db")).error().code() == error::corrupt);
+  seed(dir.file("q.db"), 1);
+  auto in = queue::inspect(dir.file("q.db"));
+  BOOST_REQUIRE(in.has_value());
+  auto moved = std::move(*in);
+  BOOST_TEST(in->counts().error().code() == error::closed);
+  BOOST_TEST(in->job_info(job_id{}).error().code() == error::closed);
+  BOOST_TEST(moved.counts().has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(foreign_files)
+
+// Opening `path` fails with corrupt, and neither the file nor its directory
+// changed (no -wal, -shm or lock file left behind).
+void check_left_alone(const temp_dir& dir, const std::string& path, const std::string& what) {
+  auto bytes = read_bytes(path);
+  auto before = entries(dir);
+  auto q = queue::open(path);
+  BOOST_REQUIRE(!q.has_value());
+  BOOST_TEST(q.error().code() == error::corrupt, q.error().to_string());
+  BOOST_TEST(q.error().message().find(what) != std::string::npos, q.error().message());
+  BOOST_TEST((read_bytes(path) == bytes));
+  BOOST_TEST((entries(dir) == before));
+}
+
+BOOST_AUTO_TEST_CASE(other_programs_databases_are_refused_and_left_unchanged) {
+  struct foreign {
+    const char* setup;
+    const char* refusal;  // part of the error message
+    const char* journal;  // the journal mode it must keep
+  };
+  const foreign cases[] = {
+    {"CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('keep me')",
+     "other tables (notes)", "delete"},
+    // Such a file used to pass the version check and then fail with
+    // "internal: no such table".
+    {"CREATE TABLE jobs (x); PRAGMA user_version = 1", "other tables (jobs)", "delete"},
+    {"PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1)",
+     "other tables (t)", "wal"},
+    // Marked by another program, even with nothing in it yet.
+    {"PRAGMA application_id = 42", "application_id is 42", "delete"},
+  };
+  for (auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.setup) {
+      temp_dir dir;
+      auto path = dir.file("app.db");
+      sqlite_probe{path, sqlite_probe::create}.exec(c.setup);
+      check_left_alone(dir, path, c.refusal);
+      BOOST_TEST(sqlite_probe{path}.text("PRAGMA journal_mode") == c.journal);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_file_that_is_not_sqlite_is_refused_and_left_unchanged) {
+  temp_dir dir;
+  auto path = dir.file("notes.txt");
+  {
+    std::ofstream out{path};
+    out << "these are not the pages you are looking for\n";
+  }
+  check_left_alone(dir, path, "not a SQLite file");
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_file_or_empty_database_becomes_a_marked_queue) {
+  temp_dir dir;
+  { std::ofstream touch{dir.file("empty.bin")}; }
+  {
+    sqlite_probe blank{dir.file("blank.db"), sqlite_probe::create};
+    blank.exec("PRAGMA user_version = 0");
+  }
+  for (auto name : {"empty.bin", "blank.db", "new.db"}) {
+    {
+      auto q = queue::open(dir.file(name));
+      BOOST_REQUIRE_MESSAGE(q.has_value(), name << ": " << q.error().to_string());
+      BOOST_TEST(q->submit(*job_builder("work").build()).has_value());
+    }
+    sqlite_probe p{dir.file(name)};
+    BOOST_TEST(p.number("PRAGMA application_id") == 0x4552474E);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_ergon_file_made_before_the_mark_still_opens_and_gets_marked) {
+  temp_dir dir;
+  auto path = dir.file("q.db");
+  auto ids = seed(path, 1);
+  {
+    sqlite_probe p{path, sqlite_probe::writable};
+    p.exec("PRAGMA application_id = 0");
+  }
+  auto q = queue::open(path);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  BOOST_TEST(q->job_info(ids[0]).has_value());
+  BOOST_REQUIRE(q->close().ok());
+  sqlite_probe p{path};
+  BOOST_TEST(p.number("PRAGMA application_id") == 0x4552474E);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(paths)
+
+BOOST_AUTO_TEST_CASE(paths_that_name_no_file_are_refused) {
+  for (auto path : {":memory:", ""}) {
+    auto q = queue::open(path);
+    BOOST_REQUIRE(!q.has_value());
+    BOOST_TEST(q.error().code() == error::invalid_argument);
+    BOOST_TEST(q.error().field() == "path");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_directory_is_an_io_error_and_creates_nothing) {
+  temp_dir dir;
+  auto q = queue::open(dir.file("nowhere/q.db"));
+  BOOST_REQUIRE(!q.has_value());
+  BOOST_TEST(q.error().code() == error::io_error, q.error().to_string());
+  BOOST_TEST(entries(dir).empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
