@@ -1,6 +1,7 @@
 #include "ergon/clock.hpp"
 
 #include "ergon/actors/listener_set.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon {
 
@@ -31,7 +32,7 @@ void manual_clock::unsubscribe(uint64_t handle) {
 void manual_clock::advance(std::chrono::milliseconds d) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
-    now_ += d.count() > 0 ? d.count() : 0;
+    now_ = storage::add_ms(now_, d.count() > 0 ? d.count() : 0);
   }
   notify();
 }

@@ -1,3 +1,4 @@
+#include "ergon/storage/times.hpp"
 #include "ergon/actors/dispatcher.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -20,7 +21,7 @@
 namespace ergon::actors {
 namespace {
 
-constexpr int64_t never = std::numeric_limits<int64_t>::max();
+constexpr int64_t never = storage::never_ms;
 // After a storage error the dispatcher waits this long before it retries, so a
 // full disk doesn't turn into a busy loop of failing claims.
 constexpr int64_t storage_retry_ms = 1'000;
@@ -130,7 +131,7 @@ int64_t next_wake(const dispatcher_state& st, int64_t now) {
   if (!st.expiries.empty())
     next = std::min(next, st.expiries.begin()->first);
   if (!st.deadlines.empty())
-    next = std::min(next, st.deadlines.begin()->first + 1);  // expired once past
+    next = std::min(next, storage::add_ms(st.deadlines.begin()->first, 1));  // expired once past
   if (st.hold_until > 0)
     next = std::min(next, st.hold_until);
   return next;
@@ -147,7 +148,7 @@ void arm_timer(dispatcher_ptr self) {
   if (next == never || next >= st.armed_at)
     return;
   st.armed_at = next;
-  self->delayed_send(self, std::chrono::milliseconds(std::max<int64_t>(0, next - now)),
+  self->delayed_send(self, storage::timer_delay(next - now),
                      tick_atom::value);
 }
 
@@ -379,7 +380,7 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
 void on_write_failed(dispatcher_ptr self, write_failed& w) {
   auto& st = self->state;
   auto now = st.cfg.clock->now_ms();
-  st.hold_until = now + storage_retry_ms;
+  st.hold_until = storage::add_ms(now, storage_retry_ms);
   if (!w.claim_rows.empty()) {
     auto i = st.workers.find(w.worker_id);
     if (i != st.workers.end()) {
@@ -396,9 +397,9 @@ void on_write_failed(dispatcher_ptr self, write_failed& w) {
     }
   }
   for (auto& a : w.expiries)
-    st.expiries.emplace(now + storage_retry_ms, std::make_pair(a.row, a.token));
+    st.expiries.emplace(storage::add_ms(now, storage_retry_ms), std::make_pair(a.row, a.token));
   for (auto row : w.deadline_rows)
-    st.deadlines.emplace(now + storage_retry_ms, row);
+    st.deadlines.emplace(storage::add_ms(now, storage_retry_ms), row);
 }
 
 // Expires attempts and deadlines that are due, and ends timed pauses.

@@ -1,3 +1,4 @@
+#include "ergon/storage/times.hpp"
 #include "ergon/actors/fair_share.hpp"
 
 #include <algorithm>
@@ -59,7 +60,8 @@ std::optional<int64_t> max_wait_ms(const std::optional<aging_options>& aging,
   int64_t steps = target - base;
   if (steps <= 0)
     return 0;
-  return aging->grace_period.count() + steps * interval_ms(*aging);
+  return storage::add_ms(std::max<int64_t>(0, aging->grace_period.count()),
+                        storage::mul_ms(steps, interval_ms(*aging)));
 }
 
 std::vector<double> fair_shares(const std::vector<group_share>& groups, int32_t capacity) {

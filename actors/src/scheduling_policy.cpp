@@ -1,3 +1,4 @@
+#include "ergon/storage/times.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
 
 #include <algorithm>
@@ -53,7 +54,7 @@ void scheduling_policy::token_bucket::refill(int64_t now) {
 int64_t scheduling_policy::token_bucket::next_token(int64_t now) const {
   if (tokens >= 1.0 || limit.per_second <= 0)
     return now;
-  return last + static_cast<int64_t>(std::ceil((1.0 - tokens) * 1e3 / limit.per_second));
+  return storage::add_ms(last, storage::ms_from_double(std::ceil((1.0 - tokens) * 1e3 / limit.per_second)));
 }
 
 // -- setup -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 
 #include <unordered_map>
 
+#include "ergon/storage/times.hpp"
 #include "job_pool.hpp"
 
 namespace ergon::actors {
@@ -219,7 +220,7 @@ void arm_heartbeat(worker_ptr self) {
   auto& st = self->state;
   if (st.cfg.auto_heartbeat_ms <= 0 || !st.cfg.clock->follows_real_time())
     return;
-  self->delayed_send(self, std::chrono::milliseconds(st.cfg.auto_heartbeat_ms),
+  self->delayed_send(self, storage::timer_delay(st.cfg.auto_heartbeat_ms),
                      tick_atom::value);
 }
 
@@ -227,7 +228,7 @@ void on_tick(worker_ptr self) {
   auto& st = self->state;
   auto now = st.cfg.clock->now_ms();
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
-    st.next_auto_heartbeat = now + st.cfg.auto_heartbeat_ms;
+    st.next_auto_heartbeat = storage::add_ms(now, st.cfg.auto_heartbeat_ms);
     for (auto& [token, attempt] : st.running)
       if (!attempt->finished())
         extend_attempt_of(self, token, std::nullopt, std::nullopt);
@@ -244,7 +245,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     auto& st = self->state;
     st.cfg = std::move(cfg);
     st.pool = std::make_unique<job_pool>(static_cast<size_t>(st.cfg.max_capacity));
-    st.next_auto_heartbeat = st.cfg.clock->now_ms() + st.cfg.auto_heartbeat_ms;
+    st.next_auto_heartbeat = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.auto_heartbeat_ms);
     if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time()) {
       caf::actor_addr addr = self->address();
       st.clock_subscription = st.cfg.clock->subscribe([addr] {

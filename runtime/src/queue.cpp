@@ -18,6 +18,7 @@
 #include "ergon/actors/worker.hpp"
 #include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
+#include "ergon/storage/times.hpp"
 #include "read_pool.hpp"
 
 namespace ergon {
@@ -141,7 +142,7 @@ struct queue::impl {
   status stop(std::chrono::milliseconds timeout) {
     if (closed.exchange(true))
       return {};
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = storage::steady_deadline(timeout);
     caf::anon_send(dispatcher, actors::drain_atom::value);
     std::vector<std::shared_ptr<worker::impl>> running;
     {
@@ -237,6 +238,8 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
   return pending;
 }
 
+status check_scheduling(const scheduling_options& s);
+
 // Every connection of a queue must see the same database: SQLite gives each
 // connection to ":memory:" or "" a private one of its own.
 status check_path(const std::string& path) {
@@ -244,6 +247,26 @@ status check_path(const std::string& path) {
     return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
                                   "(use a temporary directory for a throwaway queue)");
   return {};
+}
+
+status check_options(const options& o) {
+  if (o.busy_timeout.count() < 0)
+    return invalid_field("busy_timeout", "must be >= 0 ms, got "
+                                           + std::to_string(o.busy_timeout.count()));
+  if (o.max_database_bytes < 0)
+    return invalid_field("max_database_bytes", "must be >= 0 (0: no limit), got "
+                                                 + std::to_string(o.max_database_bytes));
+  if (o.writer_batch_limit < 1)
+    return invalid_field("writer_batch_limit", "must be >= 1");
+  if (o.writer_idle_spin.count() < 0 || o.writer_idle_spin > std::chrono::seconds(1))
+    return invalid_field("writer_idle_spin", "must be between 0 and 1 s, got "
+                                               + std::to_string(o.writer_idle_spin.count())
+                                               + " us");
+  if (o.cache_kib < 0)
+    return invalid_field("cache_kib", "must be >= 0, got " + std::to_string(o.cache_kib));
+  if (o.scheduler_threads < 1)
+    return invalid_field("scheduler_threads", "must be >= 1");
+  return check_scheduling(o.scheduling);
 }
 
 status check_scheduling(const scheduling_options& s) {
@@ -316,6 +339,9 @@ status check_worker_options(const worker_options& o) {
 }  // namespace
 
 result<queue> queue::open(const std::string& path, options opts) {
+  // Before the actor system is built from them.
+  if (auto st = check_options(opts); !st)
+    return st;
   auto cfg = std::make_unique<caf::actor_system_config>();
   cfg->set("scheduler.max-threads", opts.scheduler_threads);
   // See options::caf_moderate_poll_attempts (measured: 14k context switches
@@ -336,7 +362,7 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
                           options opts) {
   if (auto st = check_path(path); !st)
     return st;
-  if (auto st = check_scheduling(opts.scheduling); !st)
+  if (auto st = check_options(opts); !st)
     return st;
   auto p = std::make_unique<impl>();
   p->clk = opts.clock ? opts.clock : default_clock();
@@ -537,7 +563,7 @@ status pause(queue::impl& q, actors::scheduling_control::op_type op, const char*
   if (duration) {
     if (duration->count() <= 0)
       return invalid_field("duration", "must be > 0 ms");
-    until = q.clk->now_ms() + duration->count();
+    until = storage::add_ms(q.clk->now_ms(), duration->count());
   }
   return send_control(q, {op, name, 0, until, {}});
 }

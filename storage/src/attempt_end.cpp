@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -101,7 +102,7 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   if (retry) {
     end.key.run_at = timing == retry_timing::immediate
                        ? now_ms
-                       : now_ms + retry_delay(backoff, end.try_number, random);
+                       : add_ms(now_ms, retry_delay(backoff, end.try_number, random));
     (*u)->bind(2, end.key.run_at);
     end.status = job_status::pending;
   } else {

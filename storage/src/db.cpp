@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace ergon::storage {
@@ -165,7 +167,9 @@ result<std::unique_ptr<db>> db::open(const std::string& path,
   }
   std::unique_ptr<db> d{new db(handle, path)};
   sqlite3_extended_result_codes(handle, 1);
-  sqlite3_busy_timeout(handle, static_cast<int>(opts.busy_timeout_ms));
+  // SQLite takes an int: longer waits are as good as forever.
+  sqlite3_busy_timeout(handle, static_cast<int>(std::clamp<int64_t>(opts.busy_timeout_ms, 0,
+                                                                     INT32_MAX)));
   // SQLite silently opens a write-protected file read-only; a writer must know.
   if (!opts.read_only && sqlite3_db_readonly(handle, "main") == 1)
     return status{error::read_only, path + ": the database file is not writable"};

@@ -1,11 +1,12 @@
 #include "ergon/storage/operations.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon::storage {
 namespace {
 
 // A checkpoint counts as a heartbeat.
 constexpr const char* extend_attempt =
-  "UPDATE jobs SET expires_at = max(expires_at, ?3 + heartbeat_increment_ms), "
+  "UPDATE jobs SET expires_at = max(expires_at, " ERGON_SQL_ADD_MS("?3", "heartbeat_increment_ms") "), "
   "checkpoint = coalesce(?4, checkpoint) "
   "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 RETURNING expires_at";
 

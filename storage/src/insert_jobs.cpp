@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "ergon/storage/operations.hpp"
+#include "ergon/storage/times.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "job_rows.hpp"
 
@@ -62,14 +63,15 @@ result<std::vector<job_key>> insert_jobs(db& d, const insert_jobs_args& args,
     k.type = j.type;
     k.group = j.group.value_or(std::string{});
     k.priority = j.priority;
-    k.run_at = j.run_at_ms.value_or(now_ms + j.delay_ms);
+    k.run_at = j.run_at_ms.value_or(add_ms(now_ms, j.delay_ms));
     k.weight = j.weight;
     k.added_at = now_ms;
     // Aging counts waiting while due: not the time before run_at, nor the
     // past for a run_at in the past.
     k.ready_since = std::max(k.run_at, now_ms);
-    if (j.ttl_ms)
-      k.deadline = k.run_at + *j.ttl_ms;
+    // A deadline that saturates at never is no deadline.
+    if (j.ttl_ms && add_ms(k.run_at, *j.ttl_ms) != never_ms)
+      k.deadline = add_ms(k.run_at, *j.ttl_ms);
     if (i > 0)
       s.reset();
     rows::bind_id(s, 1, k.id);

@@ -39,8 +39,9 @@ struct options {
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).
   bool synchronous_full = false;
 
-  /// How long a write waits for a lock held by another process before it
-  /// fails with `busy`.
+  /// How long a write waits for a lock held by another program before it
+  /// fails with `busy`. >= 0; SQLite counts in int ms, so anything beyond
+  /// about 24 days waits that long.
   std::chrono::milliseconds busy_timeout{5'000};
 
   /// Upper bound on the database file, in bytes; 0 means no limit. Writes
@@ -57,7 +58,7 @@ struct options {
   /// batches raise throughput under load; each waits for the whole batch.
   size_t writer_batch_limit = 1'024;
 
-  /// How long the writer spins on an empty mailbox before it sleeps. Spinning
+  /// How long the writer spins on an empty mailbox before it sleeps, 0 to 1 s. Spinning
   /// saves the ~25 us wake-up on the next request, at the cost of up to this
   /// much CPU after each burst of writes. On 2 cores, longer spins measured
   /// worse: the spinner holds a core the rest of the pipeline needs.

@@ -149,7 +149,9 @@ class queue {
 
   /// Stops starting jobs of `group` (running ones continue) and gives its
   /// share to other groups. With a duration, it resumes by itself after it
-  /// (on the queue's clock). Its jobs' aging clocks stand still meanwhile.
+  /// (on the queue's clock); a duration so long that its end passes never_ms
+  /// (milliseconds::max()) lasts until resumed. Its jobs' aging clocks stand
+  /// still meanwhile.
   /// Error: invalid_argument ("duration" not positive, "group"), closed.
   status pause_group(const std::string& group,
                      std::optional<std::chrono::milliseconds> duration = std::nullopt);

@@ -64,7 +64,9 @@ class worker {
   /// Takes no new jobs and waits up to `timeout` for running ones to finish
   /// and their outcomes to commit. Error: timeout if some are still running;
   /// their contexts are flagged cancelled and their attempts expire and retry
-  /// as usual. Stopping twice is not an error.
+  /// as usual. A timeout of 0 or less doesn't wait (timeout unless already
+  /// stopped); milliseconds::max() waits without limit. Stopping twice is not
+  /// an error.
   status stop(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   /// A snapshot of the worker's counters.

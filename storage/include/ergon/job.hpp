@@ -19,7 +19,17 @@ inline constexpr size_t max_type_bytes = 256;  ///< type, name and group
 inline constexpr int32_t max_weight = 1'000'000;
 inline constexpr int32_t max_retries_limit = 100'000;
 
+/// The largest time: a run_at, deadline or expiry here never comes.
+inline constexpr int64_t never_ms = INT64_MAX;
+
 /// A job to submit. Defaults follow Effectum.
+///
+/// Times and durations never overflow. Any duration from its minimum up to
+/// milliseconds::max() is accepted, and a time plus a duration saturates at
+/// `never_ms`: delay(max) leaves the job pending until its run_at is updated,
+/// ttl(max) sets no deadline, timeout(max) and heartbeat_increment(max) make
+/// an attempt that never expires. Negative durations and times are
+/// invalid_argument naming the field. Retry delays stop at 100 years.
 struct job {
   /// Which runner handles it. Required, 1 to 256 bytes.
   std::string type;

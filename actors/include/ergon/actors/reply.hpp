@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "ergon/storage/times.hpp"
 #include "ergon/error.hpp"
 
 #ifdef __linux__
@@ -55,7 +56,7 @@ class reply_state {
   /// Waits at most `limit` (real time; this bounds a caller's wait, it
   /// decides nothing about jobs). Empty if the value did not arrive in time.
   std::optional<V> wait_for(std::chrono::milliseconds limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
+    auto until = storage::steady_deadline(limit);
     int expected = empty;
     if (state_.compare_exchange_strong(expected, sleeping, std::memory_order_acq_rel))
       if (!sleep_until(until))
