@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE fair_share
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <numeric>
@@ -439,6 +440,63 @@ BOOST_AUTO_TEST_CASE(allocation_changes_name_their_reason) {
     if (c.group == "a")
       saw_drained = c.reason == allocation_reason::group_drained && c.after == 0;
   BOOST_TEST(saw_drained);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(weight_limits, policy_fixture)
+
+std::vector<int64_t> rows_of(const std::vector<pending_job>& jobs) {
+  std::vector<int64_t> rows;
+  for (auto& j : jobs)
+    rows.push_back(j.row);
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+BOOST_AUTO_TEST_CASE(a_job_heavier_than_every_worker_of_its_type_is_named_once) {
+  scheduling_policy p{scheduling_options{}};
+  auto t = p.type_id("t");
+  auto heavy = job(p, "g");
+  heavy.weight = 8;
+  auto light = job(p, "g");
+  light.weight = 4;
+  auto later = job(p, "g");
+  later.weight = 6;
+  later.run_at = now + 1'000;
+  // No worker yet: nothing is too heavy.
+  p.add(heavy, now);
+  p.add(light, now);
+  p.add(later, now);
+  BOOST_TEST(p.take_too_heavy().empty());
+  BOOST_TEST(!p.too_heavy(t, 8));
+  // The largest worker takes 4: both heavier jobs, ready or waiting.
+  p.set_type_limits({{t, 4}});
+  BOOST_TEST(rows_of(p.take_too_heavy()) == (std::vector<int64_t>{heavy.row, later.row}));
+  BOOST_TEST(p.too_heavy(t, 5));
+  BOOST_TEST(!p.too_heavy(t, 4));
+  BOOST_TEST(p.too_heavy("t", 8));
+  BOOST_TEST(!p.too_heavy("unknown", 8));
+  metrics_snapshot m;
+  p.fill_metrics(m, now);
+  BOOST_TEST(m.too_heavy_jobs == 2);
+  // Again the same limit, or a larger one: nothing new.
+  p.set_type_limits({{t, 4}});
+  BOOST_TEST(p.take_too_heavy().empty());
+  p.set_type_limits({{t, 7}});
+  BOOST_TEST(p.take_too_heavy().empty());
+  // Down to 5 from 7: the 6 stops fitting; the 8 was named already.
+  p.set_type_limits({{t, 5}});
+  BOOST_TEST(rows_of(p.take_too_heavy()) == (std::vector<int64_t>{later.row}));
+  // A new job that doesn't fit is named when added.
+  auto more = job(p, "g");
+  more.weight = 9;
+  p.add(more, now);
+  BOOST_TEST(rows_of(p.take_too_heavy()) == (std::vector<int64_t>{more.row}));
+  // The last worker leaves: no limit, nothing too heavy.
+  p.set_type_limits({});
+  BOOST_TEST(!p.too_heavy(t, 9));
+  BOOST_TEST(p.take_too_heavy().empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -119,3 +119,51 @@ BOOST_AUTO_TEST_CASE(every_job_of_a_batch_runs_in_a_warmed_up_worker) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(too_heavy_jobs, queue_fixture)
+
+BOOST_AUTO_TEST_CASE(a_job_heavier_than_every_worker_is_visible_and_runs_once_one_fits) {
+  worker_options small;
+  small.max_concurrency = 4;
+  small.runners["work"] = [](job_context&) {};
+  auto w4 = start(small);
+  auto heavy = submit(*job_of("work").weight(8).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::job_too_heavy, 1, heavy));
+  auto ev = log->of(event_kind::job_too_heavy, &heavy).at(0);
+  BOOST_TEST(ev.type == "work");
+  BOOST_TEST(ev.message == "weight 8 is more than any registered worker of type 'work' takes (max 4)");
+  BOOST_TEST(info(heavy).too_heavy);
+  auto m = q->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->too_heavy_jobs == 1);
+  // Lighter jobs pass it by.
+  auto light = submit(*job_of("work").weight(4).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, light));
+  BOOST_TEST(info(heavy).status == job_status::pending);
+  // A worker that can take it arrives.
+  worker_options big = small;
+  big.max_concurrency = 8;
+  auto w8 = start(big);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, heavy));
+  BOOST_TEST(!info(heavy).too_heavy);
+  BOOST_TEST(q->metrics()->too_heavy_jobs == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_becomes_too_heavy_when_the_largest_worker_stops) {
+  BOOST_REQUIRE(q->pause_type("work").ok());
+  auto job6 = submit(*job_of("work").weight(6).build());
+  BOOST_TEST(!info(job6).too_heavy);  // no worker at all is not "too heavy"
+  worker_options w;
+  w.runners["work"] = [](job_context&) {};
+  w.max_concurrency = 8;
+  auto w8 = start(w);
+  w.max_concurrency = 4;
+  auto w4 = start(w);
+  BOOST_TEST(!info(job6).too_heavy);
+  BOOST_REQUIRE(w8.stop().ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::job_too_heavy, 1, job6));
+  BOOST_TEST(info(job6).too_heavy);
+  BOOST_TEST(log->of(event_kind::job_too_heavy).size() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "ergon/actors/db_writer.hpp"
@@ -206,6 +207,25 @@ BOOST_AUTO_TEST_CASE(a_full_database_fails_the_submit_and_keeps_earlier_jobs) {
   BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
   BOOST_TEST(q->counts().total() == 1);
   BOOST_TEST(q->submit(make("small")).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(with_a_size_limit_checkpoints_cut_the_wal_back) {
+  temp_dir dir;
+  options opts;
+  opts.max_database_bytes = 256 << 20;
+  auto q = queue::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE(q.has_value());
+  // One 12 MiB transaction grows the WAL past it; SQLite checkpoints after
+  // the commit, and the next write starts the WAL over.
+  std::vector<job> big;
+  for (int i = 0; i < 12; ++i)
+    big.push_back(make("big", std::string(1 << 20, 'x')));
+  BOOST_REQUIRE(q->submit_batch(big).has_value());
+  auto wal = dir.file("q.db-wal");
+  BOOST_TEST(std::filesystem::file_size(wal) > (12u << 20));
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE(q->submit(make("small")).has_value());
+  BOOST_TEST(std::filesystem::file_size(wal) <= (4u << 20));
 }
 
 BOOST_AUTO_TEST_CASE(a_lock_held_by_another_process_gives_busy_not_a_hang) {

@@ -1,4 +1,3 @@
-#include "ergon/storage/times.hpp"
 #include "ergon/actors/dispatcher.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -17,6 +16,8 @@
 #include <unordered_map>
 
 #include "ergon/actors/scheduling_policy.hpp"
+#include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -430,12 +431,37 @@ void on_timer(dispatcher_ptr self) {
     caf::anon_send(st.cfg.writer, std::move(overdue));
 }
 
+// After a worker came or went: the total capacity, and per type the largest
+// worker, which decides what is too heavy to run.
 void update_capacity(dispatcher_state& st) {
   int32_t total = 0;
+  std::unordered_map<uint32_t, int32_t> limits;
   for (auto& [id, w] : st.workers)
-    if (!w.leaving)
+    if (!w.leaving) {
       total += w.max_capacity;
+      for (auto t : w.types)
+        limits[t] = std::max(limits[t], w.max_capacity);
+    }
   st.policy->set_capacity(total);
+  st.policy->set_type_limits(limits);
+}
+
+// Names pending jobs that no registered worker can take.
+void emit_too_heavy(dispatcher_ptr self, int64_t now) {
+  auto& st = self->state;
+  auto jobs = st.policy->take_too_heavy();
+  if (!wants_events(st))
+    return;
+  for (auto& j : jobs) {
+    auto id = storage::make_job_id(j.added_at, st.cfg.id_tag, j.row);
+    auto& type = st.policy->type_name(j.type);
+    auto ev = make_event(event_kind::job_too_heavy, now, id, type, st.policy->group_name(j.group));
+    ev.base_priority = j.priority;
+    ev.message = "weight " + std::to_string(j.weight)
+                 + " is more than any registered worker of type '" + type + "' takes (max "
+                 + std::to_string(st.policy->type_limit(j.type)) + ")";
+    st.events.push_back(std::move(ev));
+  }
 }
 
 // Applies every commit the writer has made so far. Called before each
@@ -466,6 +492,7 @@ void settle(dispatcher_ptr self) {
   emit_rebalance(self, now);
   dispatch(self);
   emit_rebalance(self, now);
+  emit_too_heavy(self, now);
   arm_timer(self);
   flush_events(self);
 }
@@ -617,14 +644,15 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         st.policy->fill_metrics(snap, st.cfg.clock->now_ms());
         m.reply.deliver(result<metrics_snapshot>{std::move(snap)});
       },
-      [self](effective_priority_request& r) {
+      [self](pending_view_request& r) {
         auto& st = self->state;
         auto now = st.cfg.clock->now_ms();
-        std::vector<int32_t> out;
+        std::vector<pending_view> out;
         out.reserve(r.jobs.size());
         for (auto& j : r.jobs)
-          out.push_back(st.policy->effective_now(j.type, j.group, j.priority, j.ready_since, now));
-        r.reply.deliver(result<std::vector<int32_t>>{std::move(out)});
+          out.push_back({st.policy->effective_now(j.type, j.group, j.priority, j.ready_since, now),
+                         st.policy->too_heavy(j.type, j.weight)});
+        r.reply.deliver(result<std::vector<pending_view>>{std::move(out)});
       },
     };
   }, std::move(cfg));

@@ -1,5 +1,5 @@
-#include "ergon/storage/times.hpp"
 #include "ergon/actors/fair_share.hpp"
+#include "ergon/storage/times.hpp"
 
 #include <algorithm>
 #include <cmath>

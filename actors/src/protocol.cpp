@@ -66,6 +66,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::job_aged: return "job_aged";
     case event_kind::group_allocation_changed: return "group_allocation_changed";
     case event_kind::subscriber_failed: return "subscriber_failed";
+    case event_kind::job_too_heavy: return "job_too_heavy";
   }
   return "unknown";
 }

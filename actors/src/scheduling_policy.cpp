@@ -1,10 +1,11 @@
-#include "ergon/storage/times.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "ergon/actors/fair_share.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon::actors {
 
@@ -106,6 +107,7 @@ pending_job scheduling_policy::entry_of(const storage::job_key& k) {
   e.row = k.row;
   e.run_at = k.run_at;
   e.ready_since = k.ready_since;
+  e.added_at = k.added_at;
   e.priority = k.priority;
   e.weight = k.weight;
   e.type = type_id(k.type);
@@ -116,6 +118,8 @@ pending_job scheduling_policy::entry_of(const storage::job_key& k) {
 // -- the index ----------------------------------------------------------------------------------
 
 void scheduling_policy::add(const pending_job& e, int64_t now) {
+  if (too_heavy(e.type, e.weight))
+    too_heavy_.push_back(e);
   if (e.run_at > now)
     waiting_.emplace(e.run_at, e);
   else
@@ -175,6 +179,49 @@ bool scheduling_policy::remove(const pending_job& e) {
     }
   }
   return false;
+}
+
+// -- weight limits ------------------------------------------------------------------------
+
+void scheduling_policy::set_type_limits(const std::unordered_map<uint32_t, int32_t>& limits) {
+  for (uint32_t id = 0; id < types_.size(); ++id) {
+    auto& t = types_[id];
+    auto before = t.limit;
+    auto i = limits.find(id);
+    t.limit = i != limits.end() ? std::optional<int32_t>{i->second} : std::nullopt;
+    if (!t.limit || (before && *before <= *t.limit))
+      continue;  // nothing that fitted stopped fitting
+    // Jobs heavier than the new limit that fitted before (or had no worker).
+    auto newly = [&](int32_t w) { return w > *t.limit && (!before || w <= *before); };
+    for (auto& g : groups_) {
+      auto b = g.by_type.find(id);
+      if (b == g.by_type.end())
+        continue;
+      for (auto* bk : b->second)
+        if (newly(bk->weight))
+          too_heavy_.insert(too_heavy_.end(), bk->jobs.begin(), bk->jobs.end());
+    }
+    for (auto& [at, e] : waiting_)
+      if (e.type == id && newly(e.weight))
+        too_heavy_.push_back(e);
+  }
+}
+
+bool scheduling_policy::too_heavy(uint32_t type, int32_t weight) const {
+  return type < types_.size() && types_[type].limit && weight > *types_[type].limit;
+}
+
+bool scheduling_policy::too_heavy(const std::string& type, int32_t weight) const {
+  auto t = type_ids_.find(type);
+  return t != type_ids_.end() && too_heavy(t->second, weight);
+}
+
+int32_t scheduling_policy::type_limit(uint32_t type) const {
+  return type < types_.size() ? types_[type].limit.value_or(0) : 0;
+}
+
+std::vector<pending_job> scheduling_policy::take_too_heavy() {
+  return std::exchange(too_heavy_, {});
 }
 
 void scheduling_policy::promote(int64_t now) {
@@ -555,6 +602,13 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
   m.queue_wait_counts = wait_counts_;
   m.queue_wait_total = wait_total_;
   m.queue_wait_sum_ms = wait_sum_;
+  for (auto& g : groups_)
+    for (auto& [key, b] : g.buckets)
+      if (too_heavy(b.type, b.weight))
+        m.too_heavy_jobs += static_cast<int64_t>(b.jobs.size());
+  for (auto& [at, e] : waiting_)
+    if (too_heavy(e.type, e.weight))
+      ++m.too_heavy_jobs;
   m.aging_promotions = promotions_;
   m.excess_slots_redistributed = excess_;
   m.capacity = capacity_;

@@ -116,26 +116,30 @@ struct queue::impl {
     return from.wait();
   }
 
-  // Asks the dispatcher how far aging has lifted these jobs' priorities.
-  // Only pending jobs age; the rest keep effective == stored priority.
-  status fill_effective_priorities(std::vector<ergon::job_info*> infos) {
+  // Asks the dispatcher how far aging has lifted these jobs' priorities and
+  // whether any worker can take them. Only pending jobs have a view; the
+  // rest keep effective == stored priority.
+  status fill_pending_views(std::vector<ergon::job_info*> infos) {
     std::vector<ergon::job_info*> pending;
-    actors::effective_priority_request req;
+    actors::pending_view_request req;
     for (auto* i : infos)
       if (i->status == job_status::pending) {
         pending.push_back(i);
-        req.jobs.push_back({i->type, i->group.value_or(""), i->priority, i->ready_since_ms});
+        req.jobs.push_back(
+          {i->type, i->group.value_or(""), i->priority, i->weight, i->ready_since_ms});
       }
-    if (pending.empty() || !opts.scheduling.aging || closed.load(std::memory_order_acquire))
+    if (pending.empty() || closed.load(std::memory_order_acquire))
       return {};
-    auto [to, from] = actors::make_reply<result<std::vector<int32_t>>>();
+    auto [to, from] = actors::make_reply<result<std::vector<actors::pending_view>>>();
     req.reply = std::move(to);
     caf::anon_send(dispatcher, std::move(req));
-    auto effective = from.wait();
-    if (!effective)
-      return effective.error();
-    for (size_t k = 0; k < pending.size() && k < effective->size(); ++k)
-      pending[k]->effective_priority = (*effective)[k];
+    auto views = from.wait();
+    if (!views)
+      return views.error();
+    for (size_t k = 0; k < pending.size() && k < views->size(); ++k) {
+      pending[k]->effective_priority = (*views)[k].effective_priority;
+      pending[k]->too_heavy = (*views)[k].too_heavy;
+    }
     return {};
   }
 
@@ -406,6 +410,7 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
   dcfg.writer = p->writer;
   dcfg.feeds = feeds;
   dcfg.events = p->events;
+  dcfg.id_tag = meta->id_tag;
   dcfg.subs = p->subs;
   dcfg.pending = std::move(*pending);
   dcfg.scheduling = opts.scheduling;
@@ -451,7 +456,7 @@ result<ergon::job_info> queue::job_info(const job_id& id) const {
     return conn.error();
   auto info = storage::read_job(**conn, id);
   if (info)
-    if (auto st = impl_->fill_effective_priorities({&*info}); !st)
+    if (auto st = impl_->fill_pending_views({&*info}); !st)
       return st;
   return info;
 }
@@ -467,7 +472,7 @@ result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name
     std::vector<ergon::job_info*> all;
     for (auto& i : *infos)
       all.push_back(&i);
-    if (auto st = impl_->fill_effective_priorities(std::move(all)); !st)
+    if (auto st = impl_->fill_pending_views(std::move(all)); !st)
       return st;
   }
   return infos;

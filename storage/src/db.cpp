@@ -15,6 +15,7 @@ constexpr const char* pragma_sync_full = "PRAGMA synchronous = FULL";
 constexpr const char* pragma_foreign_keys = "PRAGMA foreign_keys = ON";
 constexpr const char* pragma_temp_store = "PRAGMA temp_store = MEMORY";
 constexpr const char* read_page_size = "PRAGMA page_size";
+constexpr const char* pragma_wal_limit = "PRAGMA journal_size_limit = 4194304";
 
 std::string message_of(sqlite3* handle, int rc) {
   if (handle != nullptr && sqlite3_errcode(handle) == rc)
@@ -199,6 +200,10 @@ result<std::unique_ptr<db>> db::open(const std::string& path,
     auto pages = opts.max_bytes / std::stoll(*page_size);
     auto limit = "PRAGMA max_page_count = " + std::to_string(pages < 1 ? 1 : pages);
     if (auto st = d->exec(limit.c_str()); !st)
+      return st;
+    // max_page_count bounds the main file only. Without this the WAL keeps
+    // its largest size for good; with it, checkpoints cut it back.
+    if (auto st = d->exec(pragma_wal_limit); !st)
       return st;
   }
   return d;

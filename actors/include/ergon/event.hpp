@@ -38,6 +38,11 @@ enum class event_kind : uint8_t {
   /// event's. The callback stays subscribed, and later events reach it and
   /// everyone else as usual. Counted in metrics_snapshot::subscriber_errors.
   subscriber_failed,
+  /// A pending job is heavier than the max_concurrency of every worker
+  /// registered for its type: it waits until a worker that can take it
+  /// starts. Sent when such a job is submitted or retried, and when the
+  /// largest worker of its type stops. `message` names both numbers.
+  job_too_heavy,
 };
 
 const char* to_string(event_kind k) noexcept;

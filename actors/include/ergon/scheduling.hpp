@@ -102,6 +102,9 @@ struct metrics_snapshot {
   /// Total worker capacity known to the dispatcher, in weight units.
   int32_t capacity = 0;
   std::vector<group_metrics> groups;
+  /// Pending jobs heavier than every registered worker of their type can
+  /// take (job_info::too_heavy).
+  int64_t too_heavy_jobs = 0;
   /// Exceptions thrown by subscriber callbacks (event_kind::subscriber_failed).
   int64_t subscriber_errors = 0;
   /// Job counts per status, overall and per type.

@@ -45,7 +45,12 @@ struct options {
   std::chrono::milliseconds busy_timeout{5'000};
 
   /// Upper bound on the database file, in bytes; 0 means no limit. Writes
-  /// beyond it fail with `storage_full` and change nothing.
+  /// beyond it fail with `storage_full` and change nothing. It bounds the
+  /// main file only: the -wal file beside it holds commits not yet copied
+  /// back, and SQLite copies them every ~1,000 pages (~4 MiB). With a limit
+  /// set, each such checkpoint also cuts the -wal file back to 4 MiB, so the
+  /// disk holds about max_database_bytes + 4 MiB + the largest single batch
+  /// (up to writer_batch_limit jobs) + a small -shm file.
   int64_t max_database_bytes = 0;
 
   /// Priority aging, group weights, caps and rate limits (scheduling.hpp).

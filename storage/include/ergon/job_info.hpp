@@ -79,6 +79,11 @@ struct job_info {
   /// (docs/scheduling.md); otherwise equal to `priority`. Never stored.
   int32_t effective_priority = 0;
   int32_t weight = 1;
+  /// For a pending job: its weight exceeds the max_concurrency of every
+  /// worker registered for its type, so none can take it until a larger
+  /// worker starts (see event_kind::job_too_heavy). False while no worker of
+  /// its type is registered. Never stored.
+  bool too_heavy = false;
   int64_t run_at_ms = 0;
   /// When the job first became due; its aging clock starts here. Retries
   /// keep it; moving run_at of a job that never started restarts it.

@@ -52,18 +52,25 @@ struct metrics_request {
   reply_to<result<metrics_snapshot>> reply;
 };
 
-/// A pending job whose effective priority `job_info` reports.
-struct aging_query {
+/// A pending job whose scheduling view `job_info` reports.
+struct pending_query {
   std::string type;
   std::string group;
   int32_t priority = 0;
+  int32_t weight = 1;
   int64_t ready_since = 0;
 };
 
-/// Asks for the effective priorities of pending jobs now, in order (local only).
-struct effective_priority_request {
-  std::vector<aging_query> jobs;
-  reply_to<result<std::vector<int32_t>>> reply;
+/// What the dispatcher sees of a pending job now.
+struct pending_view {
+  int32_t effective_priority = 0;
+  bool too_heavy = false;
+};
+
+/// Asks for the scheduling view of pending jobs now, in order (local only).
+struct pending_view_request {
+  std::vector<pending_query> jobs;
+  reply_to<result<std::vector<pending_view>>> reply;
 };
 
 using dispatcher_actor = caf::typed_actor<
@@ -75,13 +82,14 @@ using dispatcher_actor = caf::typed_actor<
   caf::reacts_to<drain_atom>,
   caf::reacts_to<scheduling_control>,
   caf::reacts_to<metrics_request>,
-  caf::reacts_to<effective_priority_request>>;
+  caf::reacts_to<pending_view_request>>;
 
 struct dispatcher_config {
   std::shared_ptr<ergon::clock> clock;
   caf::actor writer;
   std::shared_ptr<feed_channel> feeds;  ///< the writer's commit feeds
   caf::actor events;  ///< event bus; may be empty
+  uint32_t id_tag = 0;  ///< the database's id tag, to name jobs in events
   std::shared_ptr<subscribers> subs;
   /// Pending jobs found at open.
   std::vector<storage::job_key> pending;
@@ -96,4 +104,4 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::scheduling_control)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::metrics_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::effective_priority_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::pending_view_request)

@@ -25,6 +25,7 @@ struct pending_job {
   int64_t row = 0;
   int64_t run_at = 0;
   int64_t ready_since = 0;  ///< aging clock start
+  int64_t added_at = 0;     ///< submission time, which the job's id encodes
   int32_t priority = 0;
   int32_t weight = 1;
   uint32_t type = 0;
@@ -84,6 +85,24 @@ class scheduling_policy {
   /// Counts a job as running that was not picked through pick() (its pick
   /// was undone, but the claim committed anyway).
   void mark_running(const pending_job& e);
+
+  // -- weight limits ------------------------------------------------------------------------
+
+  /// The largest max_concurrency among registered workers, per type id;
+  /// types not in `limits` have no worker. Pending jobs that no longer fit
+  /// any worker are queued for take_too_heavy().
+  void set_type_limits(const std::unordered_map<uint32_t, int32_t>& limits);
+
+  /// Whether a job of `type` and `weight` fits no registered worker of its
+  /// type (false when none is registered).
+  bool too_heavy(uint32_t type, int32_t weight) const;
+  bool too_heavy(const std::string& type, int32_t weight) const;
+  /// The largest registered worker of `type`; 0 when none is.
+  int32_t type_limit(uint32_t type) const;
+
+  /// Pending jobs found too heavy since the last call: when they were added,
+  /// or when their type's largest worker went away.
+  std::vector<pending_job> take_too_heavy();
 
   // -- control ------------------------------------------------------------------------------
 
@@ -179,6 +198,7 @@ class scheduling_policy {
 
   struct type_state {
     std::string name;
+    std::optional<int32_t> limit;  // largest registered worker; empty: none
     int32_t running = 0;
     std::optional<int32_t> cap;
     pause_state pause;
@@ -219,6 +239,7 @@ class scheduling_policy {
   std::set<std::pair<double, uint32_t>> turns_;
   double turn_clock_ = 0;  // pass of the latest turn taken
   std::multimap<int64_t, pending_job> waiting_;
+  std::vector<pending_job> too_heavy_;
   size_t ready_count_ = 0;
   int32_t capacity_ = 0;
   bool dirty_ = false;

@@ -27,8 +27,9 @@ struct db_options {
   int64_t busy_timeout_ms = 5'000;
   /// Page cache per connection, in KiB.
   int64_t cache_kib = 64 * 1024;
-  /// Upper bound on the database file size; 0 means unlimited. A write past it
-  /// fails with `storage_full`.
+  /// Upper bound on the main database file; 0 means unlimited. A write past
+  /// it fails with `storage_full`. With a bound, the WAL is cut back to
+  /// 4 MiB at checkpoints (journal_size_limit).
   int64_t max_bytes = 0;
   /// Open read-only (for query connections).
   bool read_only = false;
