@@ -1,0 +1,104 @@
+// Test helper for the SIGKILL loop: a process that submits and runs jobs
+// until the test kills it.
+//
+//   ergon-test-kill-loop-child <db> <start log> run <n>
+//       Starts a worker (4 slots) and submits n jobs of type "work", singly
+//       and in batches of 3, printing "acked <id>" once each submit returns.
+//       Then runs jobs until killed or until stdin closes.
+//   ergon-test-kill-loop-child <db> <start log> drain
+//       Runs jobs until none is pending or running, then prints "drained".
+//
+// Job code appends "start <id> <try>" to the start log before it does
+// anything else, checkpoints, heartbeats, and returns.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <string>
+
+#include "ergon/job_builder.hpp"
+#include "ergon/queue.hpp"
+
+namespace {
+
+// One write(2) per line: O_APPEND keeps lines whole, and the page cache
+// keeps them across SIGKILL.
+void log_start(int fd, const ergon::job_context& ctx) {
+  auto line = "start " + ctx.id().to_string() + " " + std::to_string(ctx.try_number()) + "\n";
+  if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    std::abort();
+}
+
+void print(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4)
+    return 2;
+  std::string mode = argv[3];
+  int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return 1;
+  ergon::options opts;
+  opts.recovery = ergon::recovery_mode::retry_immediately;
+  auto q = ergon::queue::open(argv[1], opts);
+  if (!q) {
+    std::cerr << "open: " << q.error() << '\n';
+    return 1;
+  }
+  std::mutex mtx;
+  std::condition_variable idle;
+  auto sub = q->subscribe([&](const ergon::event&) {
+    { std::lock_guard<std::mutex> guard{mtx}; }  // no wake-up lost between check and wait
+    idle.notify_all();
+  });
+  ergon::worker_options w;
+  w.max_concurrency = 4;
+  w.runners["work"] = [fd](ergon::job_context& ctx) {
+    log_start(fd, ctx);
+    if (!ctx.checkpoint(ctx.payload() + "+").ok() || !ctx.heartbeat().ok())
+      throw std::runtime_error("checkpoint or heartbeat refused");
+  };
+  auto worker = q->start_worker(std::move(w));
+  if (!worker)
+    return 1;
+  if (mode == "run") {
+    int n = std::atoi(argv[4]);
+    for (int i = 0; i < n;) {
+      std::vector<ergon::job> jobs;
+      int size = i % 2 == 0 ? 1 : 3;
+      for (int k = 0; k < size && i < n; ++k, ++i)
+        jobs.push_back(*ergon::job_builder("work").payload("p").max_retries(100'000).build());
+      auto ids = q->submit_batch(std::move(jobs));
+      if (!ids) {
+        std::cerr << "submit: " << ids.error() << '\n';
+        return 1;
+      }
+      for (auto& id : *ids)
+        print("acked " + id.to_string());
+    }
+    print("submitted");
+    while (std::getchar() != EOF) {
+    }
+    return 0;
+  }
+  // drain: wait until nothing is pending or running.
+  std::unique_lock<std::mutex> guard{mtx};
+  idle.wait(guard, [&] {
+    auto c = q->counts();
+    return c[ergon::job_status::pending] == 0 && c[ergon::job_status::running] == 0;
+  });
+  guard.unlock();
+  worker->stop();
+  q->close();
+  print("drained");
+  return 0;
+}
