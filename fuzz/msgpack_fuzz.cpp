@@ -85,7 +85,10 @@ std::vector<std::string> seeds() {
           seed(7, std::map<std::string, int64_t>{{"k", 1}}),
           seed(8, pair_tuple{1, "one"}),
           seed(9, std::optional<int64_t>{42}),
-          seed(10, std::vector<char>{'b', 'i', 'n'})};
+          seed(10, std::vector<char>{'b', 'i', 'n'}),
+          // Found by this target: an array header declaring 2^27 elements made
+          // unpack allocate 4 GiB before reading any of them.
+          std::string{"\x05\xdd\x08\x00\x00\x00\xa1\xd2", 8}};
 }
 
 }  // namespace
