@@ -88,7 +88,10 @@ std::vector<std::string> seeds() {
           seed(10, std::vector<char>{'b', 'i', 'n'}),
           // Found by this target: an array header declaring 2^27 elements made
           // unpack allocate 4 GiB before reading any of them.
-          std::string{"\x05\xdd\x08\x00\x00\x00\xa1\xd2", 8}};
+          std::string{"\x05\xdd\x08\x00\x00\x00\xa1\xd2", 8},
+          // UINT64_MAX read as a double is 2^64, which msgpack's pack_double
+          // converts to uint64_t out of range (see ubsan.supp).
+          std::string{"\x05\xcf\xff\xff\xff\xff\xff\xff\xff\xff", 10}};
 }
 
 }  // namespace
