@@ -71,6 +71,20 @@ class event_log {
 /// on separate condition variables: one kind of waiter per variable.
 class gate {
  public:
+  gate() = default;
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+
+  /// Opens the gate and waits until no pass() is in progress: a job that a
+  /// timed-out close abandoned may still be inside pass() when the test ends,
+  /// and must not touch the gate after it dies (found by ThreadSanitizer).
+  ~gate() {
+    std::unique_lock<std::mutex> guard{mtx_};
+    open_ = true;
+    jobs_cv_.notify_all();
+    test_cv_.wait_for(guard, hang_guard, [&] { return waiting_ == 0; });
+  }
+
   /// Blocks until a permit is available (or the gate is open) and takes it.
   /// Returns false if the hang guard elapsed.
   bool pass() {
@@ -80,6 +94,7 @@ class gate {
     test_cv_.notify_all();
     bool ok = jobs_cv_.wait_for(guard, hang_guard, [&] { return open_ || permits_ > 0; });
     --waiting_;
+    test_cv_.notify_all();
     if (ok && !open_)
       --permits_;
     return ok;

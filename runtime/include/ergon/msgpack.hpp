@@ -31,7 +31,13 @@ template <class T>
 result<T> unpack(std::string_view bytes) {
   try {
     size_t offset = 0;
-    auto handle = msgpack::unpack(bytes.data(), bytes.size(), offset);
+    // Every element takes at least one byte, so no length may exceed the
+    // input. Without this cap, msgpack allocates room for a declared array
+    // before reading it: 5 bytes announcing 2^32 elements ask for 128 GiB
+    // (found by fuzz/msgpack_fuzz.cpp).
+    const auto n = bytes.size();
+    const msgpack::unpack_limit limit{n, n, n, n, n};
+    auto handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limit);
     if (offset != bytes.size())
       return invalid_field("payload", "has " + std::to_string(bytes.size() - offset)
                                         + " trailing bytes after the msgpack value");

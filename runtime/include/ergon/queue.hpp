@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,15 +39,14 @@ namespace ergon {
 class subscription {
  public:
   subscription() = default;
-  explicit subscription(std::function<void()> cancel) : cancel_(std::move(cancel)) {}
-  subscription(subscription&& other) noexcept : cancel_(std::move(other.cancel_)) {
-    other.cancel_ = nullptr;
+  explicit subscription(std::function<void()> cancel) : state_(std::make_shared<state>()) {
+    state_->cancel = std::move(cancel);
   }
+  subscription(subscription&& other) noexcept = default;
   subscription& operator=(subscription&& other) noexcept {
     if (this != &other) {
       cancel();
-      cancel_ = std::move(other.cancel_);
-      other.cancel_ = nullptr;
+      state_ = std::move(other.state_);
     }
     return *this;
   }
@@ -55,14 +55,26 @@ class subscription {
   /// never called again, so what it captured may be destroyed. Calling it
   /// from inside the callback is allowed.
   void cancel() {
-    if (cancel_) {
-      cancel_();
-      cancel_ = nullptr;
+    if (!state_)
+      return;
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> guard{state_->mtx};
+      f.swap(state_->cancel);
     }
+    if (f)
+      f();
   }
 
  private:
-  std::function<void()> cancel_;
+  // A callback cancelling itself runs on the event thread while the owner
+  // may cancel or destroy the subscription: whoever takes the function first
+  // runs it, and the event thread never writes the subscription object.
+  struct state {
+    std::mutex mtx;
+    std::function<void()> cancel;
+  };
+  std::shared_ptr<state> state_;
 };
 
 /// A handle to an open queue. Move-only; the destructor closes it. A

@@ -1,0 +1,134 @@
+// Fuzzes deserialization of the worker protocol
+// (actors/include/ergon/actors/protocol.hpp): arbitrary bytes read with
+// caf::binary_deserializer into each registered message type, and into a
+// type-erased caf::message as the network layer reads it. The first input byte
+// picks the type. Properties: no crash, throw or UB; a value that deserializes
+// serializes to bytes that deserialize to the same value (same bytes again).
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/message.hpp>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ergon/actors/protocol.hpp"
+#include "fuzz_target.hpp"
+
+namespace {
+
+using namespace ergon::actors;
+using ergon::fuzz::require;
+
+// One actor system for the whole run: deserializing actor handles and
+// messages needs one. Kept alive until exit on purpose.
+struct wire_node {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  wire_node() {
+    register_protocol(cfg);
+    cfg.set("scheduler.max-threads", 1);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+caf::actor_system& node() {
+  static auto* n = new wire_node;
+  return *n->sys;
+}
+
+template <class T>
+std::vector<char> serialize(T& x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{node(), buf};
+  auto err = sink(x);
+  require(!err, "serializing a deserialized value failed: " + node().render(err));
+  return buf;
+}
+
+template <class T>
+void check(const char* data, size_t size) {
+  T x;
+  caf::binary_deserializer source{node(), data, size};
+  if (source(x))
+    return;  // rejected: fine, as long as nothing broke
+  auto bytes = serialize(x);
+  T y;
+  caf::binary_deserializer again{node(), bytes.data(), bytes.size()};
+  auto err = again(y);
+  require(!err, "re-reading a serialized value failed: " + node().render(err));
+  require(serialize(y) == bytes, "serialize/deserialize is not stable");
+  if constexpr (std::is_same_v<T, wire_status>)
+    (void) ergon::actors::from_wire(x).to_string();
+  if constexpr (std::is_same_v<T, job_assignment>)
+    (void) ergon::actors::id_from_wire(x.id);
+}
+
+// The message types register_protocol names, plus a type-erased message.
+using checker = void (*)(const char*, size_t);
+constexpr std::array<checker, 17> checkers = {
+  check<wire_status>, check<register_worker>, check<worker_registered>,
+  check<request_jobs>, check<unregister_worker>, check<job_assignment>,
+  check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
+  check<outcome_report>, check<std::vector<outcome_report>>, check<report_outcomes>,
+  check<std::vector<wire_status>>, check<outcome_replies>, check<extend_attempt>,
+  check<extend_reply>, check<caf::message>};
+constexpr uint8_t message_selector = 16;
+
+template <class T>
+std::string seed(uint8_t selector, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{node(), buf};
+  require(!sink(x), "serializing a seed failed");
+  return static_cast<char>(selector) + std::string{buf.begin(), buf.end()};
+}
+
+std::vector<std::string> seeds() {
+  wire_status st{1, "field 'weight': must be >= 1", "weight"};
+  job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42,
+                     1'700'000'300'000, 120'000, 2, 5};
+  outcome_report ok{7, 42, true, "result"};
+  outcome_report failed{8, 43, false, "boom"};
+  request_jobs req{3, 10, 4, {7, 8}, {42, 43}};
+  extend_attempt ext{7, 42, true, "checkpoint"};
+  extend_reply reply{st, 1'700'000'420'000};
+  return {seed(0, st),
+          seed(1, register_worker{"w1", {"email", "sms"}, 4, caf::actor{}}),
+          seed(2, worker_registered{3, caf::actor{}}),
+          seed(3, req),
+          seed(4, unregister_worker{3}),
+          seed(5, job),
+          seed(6, std::vector<job_assignment>{job, job}),
+          seed(7, assign_jobs{{job}}),
+          seed(8, cancel_attempt{7, 42, "expired"}),
+          seed(9, ok),
+          seed(10, std::vector<outcome_report>{ok, failed}),
+          seed(11, report_outcomes{{ok, failed}}),
+          seed(12, std::vector<wire_status>{st, wire_status{}}),
+          seed(13, outcome_replies{{st}}),
+          seed(14, ext),
+          seed(15, reply),
+          seed(message_selector, caf::make_message(req)),
+          seed(message_selector, caf::make_message(assign_jobs{{job}})),
+          seed(message_selector, caf::make_message(report_outcomes{{ok}})),
+          seed(message_selector, caf::make_message(ext, st))};
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  ergon::fuzz::write_seeds_if_asked(seeds());
+  node();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0)
+    return 0;
+  auto bytes = reinterpret_cast<const char*>(data);
+  checkers[data[0] % checkers.size()](bytes + 1, size - 1);
+  return 0;
+}
