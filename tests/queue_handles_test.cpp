@@ -78,6 +78,36 @@ BOOST_AUTO_TEST_CASE(two_subscribers_that_always_throw_do_not_feed_each_other) {
   BOOST_TEST(b_calls.load() == 2);
 }
 
+BOOST_AUTO_TEST_CASE(the_owner_cancel_waits_for_a_callback_that_cancelled_itself) {
+  gate g;
+  std::atomic<bool> finished{false};
+  std::atomic<int> calls{0};
+  subscription sub;
+  sub = q->subscribe([&](const event& e) {
+    if (e.kind != event_kind::submitted)
+      return;
+    ++calls;
+    sub.cancel();  // from inside: returns at once
+    g.pass();
+    finished = true;
+  });
+  submit(*job_of("work").build());
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  std::atomic<bool> cancelling{false};
+  auto returned_after_callback = std::async(std::launch::async, [&] {
+    cancelling = true;
+    sub.cancel();
+    return finished.load();
+  });
+  while (!cancelling.load())
+    std::this_thread::yield();
+  g.open();
+  BOOST_TEST(returned_after_callback.get());
+  auto later = submit(*job_of("work").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 1, later));
+  BOOST_TEST(calls.load() == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(moved_from_handles, queue_fixture)

@@ -60,7 +60,7 @@ class subscription {
     std::function<void()> f;
     {
       std::lock_guard<std::mutex> guard{state_->mtx};
-      f.swap(state_->cancel);
+      f = state_->cancel;
     }
     if (f)
       f();
@@ -68,8 +68,9 @@ class subscription {
 
  private:
   // A callback cancelling itself runs on the event thread while the owner
-  // may cancel or destroy the subscription: whoever takes the function first
-  // runs it, and the event thread never writes the subscription object.
+  // may cancel or destroy the subscription, so the event thread never writes
+  // the subscription object. Every cancel() runs the function: a later one
+  // by the owner still waits for a call that cancelled itself to return.
   struct state {
     std::mutex mtx;
     std::function<void()> cancel;

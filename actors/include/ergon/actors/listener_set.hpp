@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,18 +40,26 @@ class listener_set {
 
   /// After remove returns, the callback is not running and is never called
   /// again, so its captures may be destroyed. A callback may remove itself
-  /// (the lock is recursive). Unknown handles are ignored.
+  /// (the lock is recursive); removing it again from another thread then
+  /// still waits for that call to return. Unknown handles are ignored.
   void remove(uint64_t handle) {
     std::shared_ptr<entry> e;
     {
       std::lock_guard<std::mutex> guard{mtx_};
+      for (auto i = removed_.begin(); i != removed_.end();)
+        i = i->second.expired() ? removed_.erase(i) : std::next(i);
       auto i = entries_.find(handle);
-      if (i == entries_.end())
-        return;
-      e = std::move(i->second);
-      entries_.erase(i);
-      count_.store(entries_.size(), std::memory_order_release);
+      if (i != entries_.end()) {
+        e = std::move(i->second);
+        entries_.erase(i);
+        removed_.emplace(handle, e);  // alive only while a call holds it
+        count_.store(entries_.size(), std::memory_order_release);
+      } else if (auto gone = removed_.find(handle); gone != removed_.end()) {
+        e = gone->second.lock();
+      }
     }
+    if (!e)
+      return;
     std::lock_guard<std::recursive_mutex> running{e->running};
     e->active = false;
   }
@@ -90,6 +99,8 @@ class listener_set {
   mutable std::mutex mtx_;
   uint64_t next_ = 1;
   std::map<uint64_t, std::shared_ptr<entry>> entries_;
+  // Removed entries that a delivery in progress may still be calling.
+  std::map<uint64_t, std::weak_ptr<entry>> removed_;
   std::atomic<size_t> count_{0};
 };
 
