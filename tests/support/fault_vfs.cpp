@@ -124,15 +124,15 @@ uint64_t fault_vfs::count(file_op op) const {
   return counts_[static_cast<size_t>(op)];
 }
 
-uint64_t fault_vfs::wal_syncs() const {
+uint64_t fault_vfs::db_syncs() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  return wal_syncs_;
+  return db_syncs_;
 }
 
 void fault_vfs::reset_counts() {
   std::lock_guard<std::mutex> guard{mtx_};
   counts_.fill(0);
-  wal_syncs_ = 0;
+  db_syncs_ = 0;
   armed_at_ = 0;
 }
 
@@ -167,7 +167,7 @@ void fault_vfs::reset() {
   for (auto i = files_.begin(); i != files_.end();)
     i = i->second.open_handles == 0 ? files_.erase(i) : std::next(i);
   counts_.fill(0);
-  wal_syncs_ = 0;
+  db_syncs_ = 0;
   armed_ = false;
   armed_at_ = 0;
   fired_ = 0;
@@ -446,8 +446,8 @@ int fault_vfs::x_sync(sqlite3_file* f, int flags) {
         r->pMethods->xFileSize(r, &size);
         d->synced_size = size;
         d->undo.clear();
-        if (d->is_wal)
-          ++me.wal_syncs_;
+        if (!d->is_wal)
+          ++me.db_syncs_;
       }
     }
   }

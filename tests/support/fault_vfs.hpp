@@ -83,8 +83,9 @@ class fault_vfs {
   /// Operations refused for lack of power are not counted.
   uint64_t count(file_op op) const;
 
-  /// Successful syncs of WAL files since the last `reset_counts`.
-  uint64_t wal_syncs() const;
+  /// Successful syncs of main database files since the last `reset_counts`.
+  /// In WAL mode only checkpoints sync them, right after syncing the WAL.
+  uint64_t db_syncs() const;
 
   void reset_counts();
 
@@ -187,7 +188,7 @@ class fault_vfs {
 
   mutable std::mutex mtx_;
   std::array<uint64_t, file_op_count> counts_{};
-  uint64_t wal_syncs_ = 0;
+  uint64_t db_syncs_ = 0;
   bool armed_ = false;
   fault fault_;
   uint64_t armed_at_ = 0;  // count_[fault_.op] when armed
