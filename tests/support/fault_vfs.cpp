@@ -117,6 +117,7 @@ void fault_vfs::arm(const fault& f) {
 void fault_vfs::clear() {
   std::lock_guard<std::mutex> guard{mtx_};
   armed_ = false;
+  fired_ = 0;
 }
 
 uint64_t fault_vfs::count(file_op op) const {

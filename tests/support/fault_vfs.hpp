@@ -89,7 +89,7 @@ class fault_vfs {
 
   void reset_counts();
 
-  /// How many operations the armed fault has failed so far.
+  /// How many operations the armed fault has failed so far (0 after clear).
   uint64_t fired() const;
 
   /// Calls `f` (outside the shim's lock) after every injected failure, on the
