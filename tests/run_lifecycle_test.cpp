@@ -136,6 +136,65 @@ BOOST_AUTO_TEST_CASE(retries_change_only_their_own_job) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_retry_waits_until_the_failed_attempts_code_returns) {
+  // Code that goes on after fail() (cleanup, say) still runs when the retry
+  // is due at once; the retry must not start beside it on a free slot.
+  auto id = submit(*job_of("t").max_retries(1).backoff(0ms).build());
+  gate after_fail;
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  worker_options w;
+  w.max_concurrency = 2;
+  w.runners["t"] = [&](job_context& ctx) {
+    if (++inside > 1)
+      overlapped = true;
+    if (ctx.try_number() == 1) {
+      ctx.fail("first try fails");
+      after_fail.pass();
+    }
+    --inside;
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(after_fail.wait_for_waiting(1));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, id));
+  // A round trip through writer and dispatcher: had the retry been made
+  // ready, it would have been claimed by now.
+  BOOST_REQUIRE(q->metrics().has_value());
+  BOOST_TEST(log->of(event_kind::started, &id).size() == 1u);
+  after_fail.open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(!overlapped);
+  BOOST_TEST(info(id).tries == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_parked_retry_goes_when_its_worker_stops) {
+  // The failed attempt's code returns only after its worker began to stop, so
+  // the worker never reports it; the retry goes when the worker is gone.
+  auto id = submit(*job_of("t").max_retries(1).backoff(0ms).build());
+  gate after_fail;
+  worker_options first;
+  first.runners["t"] = [&](job_context& ctx) {
+    ctx.fail("first try fails");
+    after_fail.pass();
+  };
+  auto wk = start(std::move(first));
+  BOOST_REQUIRE(after_fail.wait_for_waiting(1));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, id));
+  auto stopped = std::async(std::launch::async, [&] { return wk.stop(); });
+  // The dispatcher counts no capacity once the worker unregistered.
+  auto until = std::chrono::steady_clock::now() + hang_guard;
+  while (q->metrics()->capacity != 0)
+    BOOST_REQUIRE(std::chrono::steady_clock::now() < until);
+  after_fail.open();
+  BOOST_REQUIRE(stopped.wait_for(hang_guard) == std::future_status::ready);
+  BOOST_TEST(stopped.get().ok());
+  worker_options second;
+  second.runners["t"] = [](job_context&) {};
+  auto other = start(std::move(second));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(info(id).tries == 2);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(checkpoints, queue_fixture)

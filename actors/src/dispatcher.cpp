@@ -10,6 +10,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -36,6 +37,15 @@ struct running_info {
   uint32_t group = 0;
   int32_t weight = 1;
   bool code_returned = false;  // its slot was already released
+};
+
+// A retried job whose failed attempt's code is still running. It becomes
+// ready when that code returns (or its worker goes), so that two attempts of
+// one job never run at once.
+struct parked_retry {
+  caf::actor_addr worker;
+  int64_t token = 0;
+  storage::job_key key;
 };
 
 struct worker_info {
@@ -67,6 +77,7 @@ struct dispatcher_state {
   dispatcher_config cfg;
   std::unique_ptr<scheduling_policy> policy;
   std::unordered_map<int64_t, running_info> running;
+  std::unordered_map<int64_t, parked_retry> parked;  // by row
   std::multimap<int64_t, std::pair<int64_t, int64_t>> expiries;  // at -> (row, token)
   std::multimap<int64_t, int64_t> deadlines;                     // at -> row
   std::unordered_map<uint64_t, worker_info> workers;
@@ -289,22 +300,37 @@ void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims) {
   }
 }
 
+// Makes a parked retry ready once the code of its attempt `token` returned.
+bool release_parked(dispatcher_state& st, int64_t row, int64_t token, int64_t now) {
+  auto p = st.parked.find(row);
+  if (p == st.parked.end() || p->second.token != token)
+    return false;
+  st.policy->add(st.policy->entry_of(p->second.key), now);
+  st.parked.erase(p);
+  return true;
+}
+
 void on_ended(dispatcher_ptr self, std::vector<storage::attempt_end>& ended, int64_t now) {
   auto& st = self->state;
   for (auto& end : ended) {
     auto r = st.running.find(end.row);
+    std::optional<parked_retry> park;
     if (r != st.running.end()) {
-      if (end.outcome == attempt_outcome::expired) {
-        auto w = st.workers.find(r->second.worker);
-        if (w != st.workers.end())
-          caf::anon_send(w->second.handle,
-                         cancel_attempt{end.row, r->second.token, "expired"});
-      }
+      auto w = st.workers.find(r->second.worker);
+      if (end.outcome == attempt_outcome::expired && w != st.workers.end())
+        caf::anon_send(w->second.handle, cancel_attempt{end.row, r->second.token, "expired"});
+      // The code reported the failure itself and may still run. Not after an
+      // expiry: that code may never return, and its late result is fenced.
+      if (!r->second.code_returned && end.outcome == attempt_outcome::failed
+          && w != st.workers.end())
+        park = parked_retry{w->second.handle.address(), r->second.token, end.key};
       if (!r->second.code_returned)
         st.policy->finished(r->second.group, r->second.type, r->second.weight);
       st.running.erase(r);
     }
-    if (end.status == job_status::pending)
+    if (end.status == job_status::pending && park)
+      st.parked[end.row] = std::move(*park);
+    else if (end.status == job_status::pending)
       st.policy->add(st.policy->entry_of(end.key), now);
     if (!wants_events(st))
       continue;
@@ -344,15 +370,21 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
     }
   }
   for (auto& k : f.cancelled) {
+    st.parked.erase(k.row);
     st.policy->remove(st.policy->entry_of(k));
     if (events)
       st.events.push_back(make_event(event_kind::cancelled, now, k.id, k.type, k.group));
   }
   for (auto& c : f.changed) {
+    if (auto p = st.parked.find(c.after.row); p != st.parked.end()) {
+      p->second.key = c.after;  // still waits for its code
+      continue;
+    }
     st.policy->remove(st.policy->entry_of(c.before));
     st.policy->add(st.policy->entry_of(c.after), now);
   }
   for (auto& k : f.expired) {
+    st.parked.erase(k.row);
     st.policy->remove(st.policy->entry_of(k));
     if (events) {
       auto ev = make_event(event_kind::expired, now, k.id, k.type, k.group);
@@ -551,6 +583,13 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
     }
     self->set_down_handler([self](caf::down_msg& down) {
       auto& st = self->state;
+      // A gone worker runs no more code: its parked retries are free to go.
+      std::vector<std::pair<int64_t, int64_t>> freed;
+      for (auto& [row, p] : st.parked)
+        if (p.worker == down.source)
+          freed.emplace_back(row, p.token);
+      for (auto [row, token] : freed)
+        release_parked(st, row, token, st.cfg.clock->now_ms());
       for (auto i = st.workers.begin(); i != st.workers.end(); ++i) {
         if (i->second.handle.address() == down.source) {
           restore_picks(st, i->second.claim_entries, st.cfg.clock->now_ms());
@@ -589,6 +628,8 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
           auto token = r.returned_tokens[i];
           auto run = st.running.find(row);
           if (run == st.running.end()) {
+            if (release_parked(st, row, token, st.cfg.clock->now_ms()))
+              continue;
             // Its claim is still on the way to us (see returned_early).
             for (auto& p : w->second.claim_entries)
               if (p.job.row == row)
