@@ -10,6 +10,8 @@
 // fault windows (about a minute in Release on 2 cores), so no stride and no
 // switch for a fuller run are needed.
 #define BOOST_TEST_MODULE storage_faults
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -762,36 +764,13 @@ BOOST_AUTO_TEST_CASE(the_clean_workload_finishes_and_counts_its_operations) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(writes_fail) {
-  fail_each_way(synchronous_normal, file_op::write);
-}
-
-BOOST_AUTO_TEST_CASE(syncs_fail) {
-  fail_each_way(synchronous_normal, file_op::sync);
-}
-
-BOOST_AUTO_TEST_CASE(reads_fail) {
-  fail_each_way(synchronous_normal, file_op::read);
-}
-
-BOOST_AUTO_TEST_CASE(locks_fail) {
-  fail_each_way(synchronous_normal, file_op::lock);
-}
-
-BOOST_AUTO_TEST_CASE(writes_fail_with_synchronous_full_and_a_tiny_cache) {
-  fail_each_way(synchronous_full_tiny_cache, file_op::write);
-}
-
-BOOST_AUTO_TEST_CASE(syncs_fail_with_synchronous_full_and_a_tiny_cache) {
-  fail_each_way(synchronous_full_tiny_cache, file_op::sync);
-}
-
-BOOST_AUTO_TEST_CASE(reads_fail_with_synchronous_full_and_a_tiny_cache) {
-  fail_each_way(synchronous_full_tiny_cache, file_op::read);
-}
-
-BOOST_AUTO_TEST_CASE(locks_fail_with_synchronous_full_and_a_tiny_cache) {
-  fail_each_way(synchronous_full_tiny_cache, file_op::lock);
+BOOST_DATA_TEST_CASE(each_operation_fails,
+                     boost::unit_test::data::make(std::vector<setup>{synchronous_normal,
+                                                                     synchronous_full_tiny_cache})
+                       * boost::unit_test::data::make(std::vector<file_op>(all_file_ops.begin(),
+                                                                           all_file_ops.end())),
+                     base, op) {
+  fail_each_way(base, op);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

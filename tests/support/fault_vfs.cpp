@@ -1,6 +1,7 @@
 #include "support/fault_vfs.hpp"
 
 #include <algorithm>
+#include <ostream>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -20,6 +21,10 @@ const char* to_string(file_op op) noexcept {
       return "lock";
   }
   return "?";
+}
+
+std::ostream& operator<<(std::ostream& out, file_op op) {
+  return out << to_string(op);
 }
 
 int io_error_code(file_op op) noexcept {
@@ -208,6 +213,21 @@ fault_vfs::verdict fault_vfs::inject(file_op op) {
 fault_vfs::verdict fault_vfs::judge(file_op op) {
   std::lock_guard<std::mutex> guard{mtx_};
   return inject(op);
+}
+
+// Runs `op` with mtx_ held, unless the fault or a power cut refuses it:
+// power_loss() must not fall between the check and the operation, and an
+// undo record must match the bytes the write replaces.
+template <class Op>
+int fault_vfs::run_locked(file_op kind, Op&& op) {
+  verdict v;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    v = inject(kind);
+    if (v.rc == SQLITE_OK)
+      v.rc = op();
+  }
+  return report(v);
 }
 
 int fault_vfs::report(const verdict& v) {
@@ -401,21 +421,12 @@ int fault_vfs::x_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 offset) {
 }
 
 int fault_vfs::x_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 offset) {
-  auto& me = self(f);
   auto* r = real(f);
-  verdict v;
-  {
-    // Held across the write: power_loss() must not fall between the check
-    // and the write, and the undo record must match the bytes replaced.
-    std::lock_guard<std::mutex> guard{me.mtx_};
-    v = me.inject(file_op::write);
-    if (v.rc == SQLITE_OK) {
-      if (auto* d = reinterpret_cast<shim_file*>(f)->durable)
-        save_old_bytes(*d, r, offset, offset + n);
-      v.rc = r->pMethods->xWrite(r, buf, n, offset);
-    }
-  }
-  return me.report(v);
+  return self(f).run_locked(file_op::write, [&] {
+    if (auto* d = reinterpret_cast<shim_file*>(f)->durable)
+      save_old_bytes(*d, r, offset, offset + n);
+    return r->pMethods->xWrite(r, buf, n, offset);
+  });
 }
 
 int fault_vfs::x_truncate(sqlite3_file* f, sqlite3_int64 size) {
@@ -435,24 +446,19 @@ int fault_vfs::x_truncate(sqlite3_file* f, sqlite3_int64 size) {
 int fault_vfs::x_sync(sqlite3_file* f, int flags) {
   auto& me = self(f);
   auto* r = real(f);
-  verdict v;
-  {
-    std::lock_guard<std::mutex> guard{me.mtx_};
-    v = me.inject(file_op::sync);
-    if (v.rc == SQLITE_OK) {
-      v.rc = r->pMethods->xSync(r, flags);
-      auto* d = reinterpret_cast<shim_file*>(f)->durable;
-      if (v.rc == SQLITE_OK && d != nullptr) {
-        sqlite3_int64 size = 0;
-        r->pMethods->xFileSize(r, &size);
-        d->synced_size = size;
-        d->undo.clear();
-        if (!d->is_wal)
-          ++me.db_syncs_;
-      }
+  return me.run_locked(file_op::sync, [&] {
+    int rc = r->pMethods->xSync(r, flags);
+    auto* d = reinterpret_cast<shim_file*>(f)->durable;
+    if (rc == SQLITE_OK && d != nullptr) {
+      sqlite3_int64 size = 0;
+      r->pMethods->xFileSize(r, &size);
+      d->synced_size = size;
+      d->undo.clear();
+      if (!d->is_wal)
+        ++me.db_syncs_;
     }
-  }
-  return me.report(v);
+    return rc;
+  });
 }
 
 int fault_vfs::x_file_size(sqlite3_file* f, sqlite3_int64* size) {

@@ -29,6 +29,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <mutex>
 #include <string>
@@ -45,6 +46,7 @@ inline constexpr std::array<file_op, file_op_count> all_file_ops{
 
 /// "write", "sync", "read" or "lock".
 const char* to_string(file_op op) noexcept;
+std::ostream& operator<<(std::ostream& out, file_op op);
 
 /// The extended I/O error SQLite's own VFS returns when `op` fails
 /// (SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_IOERR_LOCK).
@@ -135,6 +137,8 @@ class fault_vfs {
   verdict judge(file_op op);   // takes mtx_
   // Calls on_fire_ if the fault fired; returns the operation's result.
   int report(const verdict& v);
+  template <class Op>
+  int run_locked(file_op kind, Op&& op);
 
   static fault_vfs& self(sqlite3_vfs* v);
   static fault_vfs& self(sqlite3_file* f);
