@@ -1,10 +1,14 @@
 // Failing storage, through a real SQLite VFS (support/fault_vfs.hpp). A mixed
 // workload runs once clean to count its file operations; then, on a fresh
-// database each time, the Nth write, sync, read or lock fails. Every run must
-// report typed errors (never crash or hang), keep every acknowledged job,
-// leave a file that passes integrity_check, and finish every job after
-// reopening. Power loss: what was acknowledged (synchronous=FULL) or synced
-// (NORMAL) survives.
+// database each time, the Nth write, sync, read or lock fails. Each run starts
+// from a file a crashed process left (a running job, a WAL to replay), and the
+// fault is armed from the open that recovers it. Either the fault is cleared
+// while the queue runs, and the same queue must take a new job and finish
+// every acknowledged one, or it lasts through close. Every run must report
+// typed errors (never crash or hang), keep every acknowledged job, run no job
+// twice at once, leave a file that passes integrity_check, and finish every
+// job after reopening. Power loss: what was acknowledged (synchronous=FULL)
+// or synced (NORMAL) survives.
 //
 // Coverage: every N of every kind, one-shot and sticky, in two setups and two
 // fault windows (about a minute in Release on 2 cores), so no stride and no
@@ -175,8 +179,15 @@ class job_ledger {
   /// error (a fault is armed, or work it failed may still be in flight).
   void expect_faults(bool on) { faults_expected_ = on; }
 
-  void cancel_acknowledged() { cancel_acked_ = true; }
-  void update_acknowledged() { update_acked_ = true; }
+  void cancel_acknowledged() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    cancel_acked_ = true;
+  }
+
+  void update_acknowledged() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    update_acked_ = true;
+  }
 
   void run(job_context& ctx) {
     auto role = role_of(ctx.payload());
