@@ -566,8 +566,9 @@ class workload {
     ids_["G"] = *id;
     // After a failed claim the dispatcher holds off for a second of queue
     // time. A round trip through writer and dispatcher (metrics) makes sure
-    // that hold is set before the clock moves past it: the failure's feed
-    // precedes G's reply, and the dispatcher drains feeds before it answers.
+    // that hold is set before the clock moves past it: the writer hands a
+    // failure's feed over before it takes its next request, and the
+    // dispatcher drains feeds before it answers.
     auto m = bounded("metrics", [&] { return q.metrics(); });
     BOOST_REQUIRE_MESSAGE(m.has_value(), m.error().to_string());
     clock_->advance(1'000ms);
