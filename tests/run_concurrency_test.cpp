@@ -153,12 +153,23 @@ BOOST_AUTO_TEST_CASE(a_job_becomes_too_heavy_when_the_largest_worker_stops) {
   BOOST_REQUIRE(q->pause_type("work").ok());
   auto job6 = submit(*job_of("work").weight(6).build());
   BOOST_TEST(!info(job6).too_heavy);  // no worker at all is not "too heavy"
+  // Workers register asynchronously: wait until the dispatcher counts each,
+  // so the 4-slot one never stands alone.
+  auto registered = [&](int32_t capacity) {
+    auto until = std::chrono::steady_clock::now() + hang_guard;
+    for (auto m = q->metrics(); m && m->capacity != capacity; m = q->metrics())
+      if (std::chrono::steady_clock::now() > until)
+        return false;
+    return true;
+  };
   worker_options w;
   w.runners["work"] = [](job_context&) {};
   w.max_concurrency = 8;
   auto w8 = start(w);
+  BOOST_REQUIRE(registered(8));
   w.max_concurrency = 4;
   auto w4 = start(w);
+  BOOST_REQUIRE(registered(12));
   BOOST_TEST(!info(job6).too_heavy);
   BOOST_REQUIRE(w8.stop().ok());
   BOOST_REQUIRE(log->wait_for(event_kind::job_too_heavy, 1, job6));
