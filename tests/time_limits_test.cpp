@@ -219,8 +219,9 @@ BOOST_AUTO_TEST_CASE(close_and_stop_take_any_timeout) {
     BOOST_TEST_CONTEXT(v.count()) {
       auto wk = start(w);
       auto st = wk.stop(v);
-      // A timeout of 0 or less doesn't wait for the worker to confirm.
-      if (v.count() > 0)
+      // A timeout of 0 or less doesn't wait for the worker to confirm, and
+      // 1 ms may pass before it does on a busy machine; max waits for it.
+      if (v == ms::max())
         BOOST_TEST(st.ok(), st.to_string());
       else
         BOOST_TEST((st.ok() || st.code() == error::timeout), st.to_string());
