@@ -70,51 +70,50 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(workers)
 
-// Submits `k` blocking jobs in one batch to a worker of `max` slots and
-// checks that the code of all `k` is executing at once.
-void check_batch(queue_fixture& f, gate& g, int k, int& finished) {
-  std::vector<job> jobs;
-  for (int i = 0; i < k; ++i)
-    jobs.push_back(*job_of("block").build());
-  auto ids = f.q->submit_batch(std::move(jobs));
-  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
-  BOOST_TEST(g.wait_for_waiting(k), "batch of " << k);
-  BOOST_TEST(g.waiting() == k);
-  g.release(k);
-  finished += k;
-  BOOST_REQUIRE(f.log->wait_for(event_kind::succeeded, static_cast<size_t>(finished)));
-}
+constexpr int max_slots = 4;
+
+// A fresh queue with one worker of `max_slots` whose jobs block on a gate.
+struct blocking_worker {
+  queue_fixture f;
+  gate g;
+  worker wk = f.start([this] {
+    worker_options w;
+    w.max_concurrency = max_slots;
+    w.runners["block"] = [this](job_context&) { g.pass(); };
+    return w;
+  }());
+  int finished = 0;
+
+  // Submits `k` blocking jobs in one batch and checks that the code of all
+  // `k` is executing at once.
+  void check_batch(int k) {
+    std::vector<job> jobs;
+    for (int i = 0; i < k; ++i)
+      jobs.push_back(*job_of("block").build());
+    auto ids = f.q->submit_batch(std::move(jobs));
+    BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+    BOOST_TEST(g.wait_for_waiting(k), "batch of " << k);
+    BOOST_TEST(g.waiting() == k);
+    g.release(k);
+    finished += k;
+    BOOST_REQUIRE(f.log->wait_for(event_kind::succeeded, static_cast<size_t>(finished)));
+  }
+};
 
 BOOST_AUTO_TEST_CASE(every_job_of_a_batch_runs_in_a_fresh_worker) {
-  constexpr int max = 4;
-  for (int k = 1; k <= max; ++k) {
-    queue_fixture f;
-    gate g;
-    worker_options w;
-    w.max_concurrency = max;
-    w.runners["block"] = [&g](job_context&) { g.pass(); };
-    auto wk = f.start(std::move(w));
-    int finished = 0;
-    check_batch(f, g, k, finished);
-  }
+  for (int k = 1; k <= max_slots; ++k)
+    blocking_worker{}.check_batch(k);
 }
 
 BOOST_AUTO_TEST_CASE(every_job_of_a_batch_runs_in_a_warmed_up_worker) {
   // The reported case: one job runs to the end, leaving one idle thread;
   // then a batch arrives.
-  constexpr int max = 4;
-  for (int k = 1; k <= max; ++k) {
-    queue_fixture f;
-    gate g;
-    worker_options w;
-    w.max_concurrency = max;
-    w.runners["block"] = [&g](job_context&) { g.pass(); };
-    auto wk = f.start(std::move(w));
-    int finished = 0;
-    check_batch(f, g, 1, finished);
-    check_batch(f, g, k, finished);
+  for (int k = 1; k <= max_slots; ++k) {
+    blocking_worker b;
+    b.check_batch(1);
+    b.check_batch(k);
     // And again with up to `k` idle threads.
-    check_batch(f, g, max, finished);
+    b.check_batch(max_slots);
   }
 }
 

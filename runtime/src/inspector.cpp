@@ -37,7 +37,7 @@ result<std::vector<storage::type_status_count>> count_rows(const inspector::impl
 }  // namespace
 
 result<inspector> queue::inspect(const std::string& path) {
-  if (path.empty() || path == ":memory:")
+  if (storage::names_private_database(path))
     return invalid_field("path", "'" + path + "' names no file to inspect");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)

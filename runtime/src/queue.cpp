@@ -244,10 +244,9 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
 
 status check_scheduling(const scheduling_options& s);
 
-// Every connection of a queue must see the same database: SQLite gives each
-// connection to ":memory:" or "" a private one of its own.
+// Every connection of a queue must see the same database.
 status check_path(const std::string& path) {
-  if (path.empty() || path == ":memory:")
+  if (storage::names_private_database(path))
     return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
                                   "(use a temporary directory for a throwaway queue)");
   return {};

@@ -37,6 +37,12 @@ struct db_options {
 
 class db;
 
+/// Whether SQLite gives every connection to `path` a private database of its
+/// own ("" or ":memory:"): a queue's connections could not share it.
+inline bool names_private_database(const std::string& path) {
+  return path.empty() || path == ":memory:";
+}
+
 /// A prepared statement owned by a db's cache. Reset and cleared bindings on
 /// every `db::prepare`, so callers never see a previous caller's state.
 class stmt {
