@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace ergon::bench {
@@ -28,6 +29,32 @@ inline double peak_rss_mb() {
       return std::stod(line.substr(6)) / 1024.0;
   return 0;
 }
+
+/// CPU time and context switches of this whole process (every thread) over
+/// a measured span, per job. Steadier than wall-clock rates on a shared
+/// machine: a slow neighbour stretches the run but not the work per job.
+class cpu_meter {
+ public:
+  cpu_meter() { ::getrusage(RUSAGE_SELF, &start_); }
+
+  /// "user_us=... sys_us=... csw=..." per job since construction.
+  std::string per_job(double jobs) const {
+    rusage now{};
+    ::getrusage(RUSAGE_SELF, &now);
+    auto us = [](const timeval& a, const timeval& b) {
+      return static_cast<double>(b.tv_sec - a.tv_sec) * 1e6 + static_cast<double>(b.tv_usec - a.tv_usec);
+    };
+    auto csw = static_cast<double>((now.ru_nvcsw - start_.ru_nvcsw) + (now.ru_nivcsw - start_.ru_nivcsw));
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "user_us=%.2f sys_us=%.2f csw=%.3f",
+                  us(start_.ru_utime, now.ru_utime) / jobs, us(start_.ru_stime, now.ru_stime) / jobs,
+                  csw / jobs);
+    return buf;
+  }
+
+ private:
+  rusage start_{};
+};
 
 /// The p-th percentile (0..100) of `samples`, which it sorts.
 inline double percentile(std::vector<double>& samples, double p) {

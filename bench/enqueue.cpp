@@ -41,10 +41,11 @@ void check(const status& st) {
 line enqueue_single(int n) {
   temp_dir dir{"single"};
   auto q = open_queue(dir);
+  cpu_meter cpu;
   auto t0 = steady::now();
   for (int i = 0; i < n; ++i)
     check(q.submit(make_job()).error());
-  return {"enqueue_single", n / seconds_since(t0), -1, -1, peak_rss_mb(), ""};
+  return {"enqueue_single", n / seconds_since(t0), -1, -1, peak_rss_mb(), cpu.per_job(n)};
 }
 
 line enqueue_bulk(int n, int batch) {
@@ -54,16 +55,18 @@ line enqueue_bulk(int n, int batch) {
   std::vector<std::vector<job>> batches;
   for (int done = 0; done < n; done += batch)
     batches.emplace_back(static_cast<size_t>(std::min(batch, n - done)), make_job());
+  cpu_meter cpu;
   auto t0 = steady::now();
   for (auto& b : batches)
     check(q.submit_batch(std::move(b)).error());
-  return {"enqueue_bulk", n / seconds_since(t0), -1, -1, peak_rss_mb(), ""};
+  return {"enqueue_bulk", n / seconds_since(t0), -1, -1, peak_rss_mb(), cpu.per_job(n)};
 }
 
 line enqueue_concurrent(int submitters, int per_submitter) {
   temp_dir dir{"concurrent"};
   auto q = open_queue(dir);
   std::vector<std::thread> threads;
+  cpu_meter cpu;
   auto t0 = steady::now();
   for (int s = 0; s < submitters; ++s)
     threads.emplace_back([&] {
@@ -72,8 +75,8 @@ line enqueue_concurrent(int submitters, int per_submitter) {
     });
   for (auto& t : threads)
     t.join();
-  double rate = submitters * per_submitter / seconds_since(t0);
-  return {"enqueue_concurrent", rate, -1, -1, peak_rss_mb(), ""};
+  double n = submitters * per_submitter;
+  return {"enqueue_concurrent", n / seconds_since(t0), -1, -1, peak_rss_mb(), cpu.per_job(n)};
 }
 
 }  // namespace

@@ -78,12 +78,13 @@ line drain(size_t backlog, const std::string& name) {
   if (auto m = std::getenv("ERGON_BENCH_MIN"))
     w.min_concurrency = std::atoi(m);
   w.runners["bench"] = [](job_context&) {};
+  cpu_meter cpu;
   auto t0 = steady::now();
   auto wk = q.start_worker(std::move(w));
   check(wk.error(), "start_worker");
   wait_until_succeeded(q, jobs_n);
   double rate = jobs_n / seconds_since(t0);
-  return {name, rate, -1, -1, peak_rss_mb(), ""};
+  return {name, rate, -1, -1, peak_rss_mb(), cpu.per_job(jobs_n)};
 }
 
 line latency(size_t backlog, const std::string& name) {
@@ -105,6 +106,7 @@ line latency(size_t backlog, const std::string& name) {
   auto wk = q.start_worker(std::move(w));
   check(wk.error(), "start_worker");
   std::this_thread::sleep_for(100ms);  // the worker is idle and waiting
+  cpu_meter cpu;
   auto t0 = steady::now();
   auto next = steady::now();
   for (int i = 0; i < jobs_n; ++i) {
@@ -119,7 +121,7 @@ line latency(size_t backlog, const std::string& name) {
   double rate = jobs_n / seconds_since(t0);
   auto p50 = percentile(samples, 50);
   auto p99 = percentile(samples, 99);
-  return {name, rate, p50, p99, peak_rss_mb(), ""};
+  return {name, rate, p50, p99, peak_rss_mb(), cpu.per_job(jobs_n)};
 }
 
 std::vector<size_t> parse_sizes(const std::string& s) {

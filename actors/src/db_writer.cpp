@@ -11,6 +11,8 @@
 #include <functional>
 #include <random>
 
+#include <pthread.h>
+
 #include "ergon/actors/protocol.hpp"
 
 namespace ergon::actors {
@@ -465,6 +467,7 @@ caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg) {
   // argument tuple when a function actor takes no arguments (UBSan).
   return sys.spawn(
     [](caf::blocking_actor* self, db_writer_config cfg) {
+      ::pthread_setname_np(::pthread_self(), "ergon.writer");  // for profiles
       writer w{std::move(cfg)};
       w.run(self);
     },

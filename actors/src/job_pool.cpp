@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include <pthread.h>
+
 namespace ergon::actors {
 
 job_pool::job_pool(size_t max_threads) : s_(std::make_shared<shared>()) {
@@ -33,6 +35,7 @@ void job_pool::post(std::function<void()> task) {
 }
 
 void job_pool::run(std::shared_ptr<shared> s) {
+  ::pthread_setname_np(::pthread_self(), "ergon.job");  // for profiles
   std::unique_lock<std::mutex> guard{s->mtx};
   for (;;) {
     while (s->tasks.empty() && !s->stopping) {
