@@ -77,6 +77,10 @@ line drain(size_t backlog, const std::string& name) {
   w.max_concurrency = 16;
   if (auto m = std::getenv("ERGON_BENCH_MIN"))
     w.min_concurrency = std::atoi(m);
+  // A window as deep as the worker: these jobs take microseconds.
+  w.prefetch = 16;
+  if (auto p = std::getenv("ERGON_BENCH_PREFETCH"))
+    w.prefetch = std::atoi(p);
   w.runners["bench"] = [](job_context&) {};
   cpu_meter cpu;
   auto t0 = steady::now();

@@ -71,10 +71,11 @@ void check(const char* data, size_t size) {
 using checker = void (*)(const char*, size_t);
 constexpr std::array<checker, 17> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
-  check<request_jobs>, check<unregister_worker>, check<job_assignment>,
+  check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
-  check<outcome_report>, check<std::vector<outcome_report>>, check<report_outcomes>,
-  check<std::vector<wire_status>>, check<outcome_replies>, check<extend_attempt>,
+  check<ergon::storage::attempt_report>, check<std::vector<ergon::storage::attempt_report>>,
+  check<ergon::storage::attempt_ref>, check<std::vector<wire_status>>,
+  check<std::vector<ergon::storage::attempt_ref>>, check<extend_attempt>,
   check<extend_reply>, check<caf::message>};
 constexpr uint8_t message_selector = 16;
 
@@ -90,9 +91,9 @@ std::vector<std::string> seeds() {
   wire_status st{1, "field 'weight': must be >= 1", "weight"};
   job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42,
                      1'700'000'300'000, 120'000, 2, 5};
-  outcome_report ok{7, 42, true, "result"};
-  outcome_report failed{8, 43, false, "boom"};
-  request_jobs req{3, 10, 4, {7, 8}, {42, 43}};
+  ergon::storage::attempt_report ok{7, 42, true, "result"};
+  ergon::storage::attempt_report failed{8, 43, false, "boom"};
+  worker_report req{3, 10, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};
   extend_attempt ext{7, 42, true, "checkpoint"};
   extend_reply reply{st, 1'700'000'420'000};
   return {seed(0, st),
@@ -102,18 +103,17 @@ std::vector<std::string> seeds() {
           seed(4, unregister_worker{3}),
           seed(5, job),
           seed(6, std::vector<job_assignment>{job, job}),
-          seed(7, assign_jobs{{job}}),
+          seed(7, assign_jobs{{job}, {st}, true}),
           seed(8, cancel_attempt{7, 42, "expired"}),
           seed(9, ok),
-          seed(10, std::vector<outcome_report>{ok, failed}),
-          seed(11, report_outcomes{{ok, failed}}),
+          seed(10, std::vector<ergon::storage::attempt_report>{ok, failed}),
+          seed(11, ergon::storage::attempt_ref{7, 42}),
           seed(12, std::vector<wire_status>{st, wire_status{}}),
-          seed(13, outcome_replies{{st}}),
+          seed(13, std::vector<ergon::storage::attempt_ref>{{7, 42}}),
           seed(14, ext),
           seed(15, reply),
           seed(message_selector, caf::make_message(req)),
-          seed(message_selector, caf::make_message(assign_jobs{{job}})),
-          seed(message_selector, caf::make_message(report_outcomes{{ok}})),
+          seed(message_selector, caf::make_message(assign_jobs{{job}, {}, false})),
           seed(message_selector, caf::make_message(ext, st))};
 }
 

@@ -203,6 +203,30 @@ BOOST_AUTO_TEST_CASE(within_a_group_the_highest_priority_runs_first) {
   BOOST_TEST(order == (std::vector<int32_t>{5, 3, 1}), boost::test_tools::per_element());
 }
 
+// The dispatch order that runs: higher priority first, then earlier run_at,
+// then lower row id (submission order).
+BOOST_AUTO_TEST_CASE(ties_break_by_priority_desc_then_run_at_then_row) {
+  scheduling_policy p{scheduling_options{}};
+  auto add = [&](int64_t row, int32_t prio, int64_t run_at) {
+    auto e = job(p, "g", prio);
+    e.row = row;
+    e.run_at = e.ready_since = now - 1'000 + run_at;
+    p.add(e, now);
+  };
+  add(5, 0, 100);
+  add(4, 0, 100);
+  add(3, 1, 500);
+  add(2, 0, 50);
+  add(1, -1, 0);
+  add(6, 1, 500);
+  p.set_capacity(8);
+  p.rebalance();
+  std::vector<int64_t> order;
+  for (int i = 0; i < 6; ++i)
+    order.push_back(p.pick({p.type_id("t")}, 1, now)->job.row);
+  BOOST_TEST(order == (std::vector<int64_t>{3, 6, 2, 4, 5, 1}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(an_idle_groups_share_is_lent_and_taken_back) {
   scheduling_options o;
   scheduling_policy p{o};

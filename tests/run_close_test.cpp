@@ -6,6 +6,8 @@
 #include <atomic>
 #include <csignal>
 #include <future>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -190,6 +192,100 @@ BOOST_AUTO_TEST_CASE(acknowledged_submits_survive_sigkill) {
     BOOST_TEST(i->status == job_status::pending);
   }
   BOOST_TEST(q->counts()[job_status::pending] >= static_cast<int64_t>(acked.size()));
+}
+
+// stop() gives back claims whose code never started: pending again, with
+// their try unspent, and the next worker runs them.
+BOOST_AUTO_TEST_CASE(a_stop_gives_back_the_claims_in_the_window) {
+  queue_fixture f;
+  gate g;
+  std::vector<job_id> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(f.submit(*job_of("block").build()));
+  worker_options w;
+  w.max_concurrency = 1;
+  w.prefetch = 2;
+  w.runners["block"] = [&](job_context&) { g.pass(); };
+  auto wk = f.start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  BOOST_TEST(wk.stats().jobs_received == 3);
+  BOOST_TEST(f.q->counts()[job_status::running] == 3);
+  auto stopped = std::async(std::launch::async, [&] { return wk.stop(); });
+  // The two unstarted claims go back while the running job still runs.
+  BOOST_REQUIRE(f.log->wait_for(event_kind::released, 2));
+  BOOST_TEST(f.q->counts()[job_status::pending] == 2);
+  BOOST_TEST(f.q->counts()[job_status::running] == 1);
+  g.open();
+  BOOST_TEST(stopped.get().ok());
+  int pending = 0;
+  for (auto& id : ids) {
+    auto info = f.info(id);
+    if (info.status != job_status::pending)
+      continue;
+    ++pending;
+    BOOST_TEST(info.tries == 0);
+    BOOST_TEST(info.attempts.empty());
+  }
+  BOOST_TEST(pending == 2);
+  // Another worker runs them: each once.
+  worker_options again;
+  again.runners["block"] = [](job_context&) {};
+  auto w2 = f.start(std::move(again));
+  BOOST_REQUIRE(f.log->wait_for(event_kind::succeeded, 3));
+  BOOST_TEST(f.q->counts()[job_status::succeeded] == 3);
+}
+
+// The cost of a prefetch window: claimed jobs that never started are
+// recovered like running ones. Each runs exactly once afterwards.
+BOOST_AUTO_TEST_CASE(claims_in_the_window_of_a_killed_worker_are_recovered_once) {
+  temp_dir dir;
+  std::vector<job_id> ids;
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE(q.has_value());
+    for (int i = 0; i < 5; ++i)
+      ids.push_back(*q->submit(*job_builder("work").payload(std::to_string(i)).build()));
+  }
+  {
+    // One job runs and blocks; a window of 2 holds two more, claimed.
+    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "hang", "2"}};
+    auto line = child.read_line();
+    BOOST_REQUIRE_MESSAGE(line.rfind("started ", 0) == 0, "child said: " + line);
+    BOOST_TEST(line.substr(8, 36) == ids[0].to_string());
+    // The worker's first claim took 1 + 2 in one commit, before any started.
+    BOOST_REQUIRE(sqlite_probe{dir.file("q.db")}.number(
+                    "SELECT count(*) FROM jobs WHERE status = 1") == 3);
+    child.signal(SIGKILL);
+    BOOST_TEST(WIFSIGNALED(child.wait()));
+  }
+  options opts;
+  opts.recovery = recovery_mode::retry_immediately;
+  auto q = queue::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE(q.has_value());
+  std::mutex mtx;
+  std::map<job_id, int> runs;
+  auto log = std::make_unique<event_log>(*q);
+  worker_options w;
+  w.max_concurrency = 2;
+  w.runners["work"] = [&](job_context& ctx) {
+    std::lock_guard<std::mutex> guard{mtx};
+    ++runs[ctx.id()];
+  };
+  for (int i = 0; i < 3; ++i) {
+    auto info = q->job_info(ids[static_cast<size_t>(i)]);
+    BOOST_REQUIRE(info.has_value());
+    BOOST_TEST(info->status == job_status::pending);
+    BOOST_REQUIRE(info->attempts.size() == 1u);
+    BOOST_TEST(info->attempts[0].message == "process restart");
+  }
+  auto wk = q->start_worker(std::move(w));
+  BOOST_REQUIRE(wk.has_value());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 5));
+  BOOST_REQUIRE(wk->stop().ok());
+  std::lock_guard<std::mutex> guard{mtx};
+  for (auto& id : ids)
+    BOOST_TEST(runs[id] == 1, id.to_string());
+  BOOST_TEST(q->counts()[job_status::succeeded] == 5);
 }
 
 BOOST_AUTO_TEST_CASE(a_job_killed_mid_run_retries_and_finishes_and_nothing_is_lost) {

@@ -1,23 +1,41 @@
 // Every job handed to a worker runs at once: counted by the code that is
-// actually executing, not by the worker's counters. Covers the job thread
-// pool on its own and real workers, fresh and with idle threads left over.
+// actually executing, not by the worker's counters. Covers the job runner on
+// its own and real workers, fresh and with idle threads left over.
 #define BOOST_TEST_MODULE run_concurrency
 #include <boost/test/unit_test.hpp>
 
 #include <condition_variable>
 #include <mutex>
 
-#include "job_pool.hpp"
+#include "ergon/actors/worker.hpp"
+#include "job_runner.hpp"
 #include "support/queue_fixture.hpp"
 
 using namespace ergon;
 using namespace ergon::test;
 
-BOOST_AUTO_TEST_SUITE(job_pool_threads)
+BOOST_AUTO_TEST_SUITE(job_runner_threads)
 
-// Posts `k` tasks that block until released; true if all `k` are executing
+std::shared_ptr<actors::job_runner> make_runner(int32_t max_weight) {
+  return std::make_shared<actors::job_runner>(max_weight, [] {},
+                                              std::make_shared<actors::worker_counters>());
+}
+
+int64_t next_token = 1;
+
+// Queues an attempt of weight `w` whose code is `run`.
+void add(actors::job_runner& r, std::function<void()> run, int32_t w = 1) {
+  actors::job_assignment a;
+  a.row = a.token = next_token++;
+  a.weight = w;
+  auto attempt = std::make_shared<actors::running_attempt>(a, caf::actor{},
+                                                           r.shared_from_this());
+  r.add(std::move(attempt), [run = std::move(run)](actors::running_attempt&) { run(); });
+}
+
+// Adds `k` attempts that block until released; true if all `k` are executing
 // at the same time before the hang guard.
-bool all_run_at_once(actors::job_pool& pool, int k) {
+bool all_run_at_once(actors::job_runner& runner, int k) {
   // Shared with the tasks, which may still be unwinding when this returns.
   struct state {
     gate g;
@@ -27,7 +45,7 @@ bool all_run_at_once(actors::job_pool& pool, int k) {
   };
   auto s = std::make_shared<state>();
   for (int i = 0; i < k; ++i)
-    pool.post([s] {
+    add(runner, [s] {
       s->g.pass();
       std::lock_guard<std::mutex> guard{s->mtx};
       ++s->done;
@@ -43,27 +61,114 @@ BOOST_AUTO_TEST_CASE(a_batch_of_any_size_up_to_the_limit_runs_at_once) {
   constexpr int max = 6;
   for (int warm = 0; warm <= max; ++warm)
     for (int k = 1; k <= max; ++k) {
-      actors::job_pool pool{max};
+      auto runner = make_runner(max);
       // `warm` threads ran a task and now sit idle.
       if (warm > 0)
-        BOOST_REQUIRE(all_run_at_once(pool, warm));
-      BOOST_TEST(all_run_at_once(pool, k), "warm " << warm << ", batch " << k);
+        BOOST_REQUIRE(all_run_at_once(*runner, warm));
+      BOOST_TEST(all_run_at_once(*runner, k), "warm " << warm << ", batch " << k);
+      runner->shut_down();
     }
 }
 
-BOOST_AUTO_TEST_CASE(tasks_beyond_the_limit_wait_for_a_free_thread) {
+BOOST_AUTO_TEST_CASE(jobs_beyond_the_limit_wait_and_a_freed_thread_takes_the_next) {
   auto g = std::make_shared<gate>();
-  {
-    actors::job_pool pool{2};
-    for (int i = 0; i < 3; ++i)
-      pool.post([g] { g->pass(); });
-    BOOST_REQUIRE(g->wait_for_waiting(2));
-    BOOST_TEST(g->waiting() == 2);
-    g->release(1);
-    // The freed thread takes the third task.
-    BOOST_TEST(g->wait_for_arrivals(3));
-    g->open();
+  auto runner = make_runner(2);
+  for (int i = 0; i < 3; ++i)
+    add(*runner, [g] { g->pass(); });
+  BOOST_REQUIRE(g->wait_for_waiting(2));
+  BOOST_TEST(g->waiting() == 2);
+  BOOST_TEST(runner->held_weight() == 3);
+  g->release(1);
+  // The freed thread takes the third job.
+  BOOST_TEST(g->wait_for_arrivals(3));
+  g->open();
+  runner->shut_down();
+}
+
+BOOST_AUTO_TEST_CASE(a_heavy_job_waits_until_its_weight_fits_and_lighter_ones_pass) {
+  auto g = std::make_shared<gate>();
+  auto runner = make_runner(3);
+  std::mutex mtx;
+  std::vector<int> order;
+  auto job = [&, g](int n) {
+    return [&, g, n] {
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        order.push_back(n);
+      }
+      g->pass();
+    };
+  };
+  add(*runner, job(1), 2);
+  add(*runner, job(2), 2);  // 2 + 2 > 3: waits for the first
+  add(*runner, job(3), 1);  // fits beside the first: passes the heavy one
+  BOOST_REQUIRE(g->wait_for_waiting(2));
+  BOOST_TEST(g->waiting() == 2);
+  BOOST_TEST(runner->held_weight() == 5);
+  g->release(2);
+  BOOST_TEST(g->wait_for_arrivals(3));
+  g->open();
+  runner->shut_down();
+  std::lock_guard<std::mutex> guard{mtx};
+  BOOST_TEST(order == (std::vector<int>{1, 3, 2}), boost::test_tools::per_element());
+}
+
+// The worker actor's side of the outbox: wait for a poke, take everything,
+// re-arm; the poke comes once per arming, however many entries arrive.
+BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
+  std::mutex mtx;
+  std::condition_variable cv;
+  int pokes = 0;
+  auto runner = std::make_shared<actors::job_runner>(
+    4,
+    [&] {
+      std::lock_guard<std::mutex> guard{mtx};
+      ++pokes;
+      cv.notify_all();
+    },
+    std::make_shared<actors::worker_counters>());
+  BOOST_TEST(runner->arm_poke());
+  auto g = std::make_shared<gate>();
+  for (int i = 0; i < 3; ++i)
+    add(*runner, [g] { g->pass(); });
+  BOOST_REQUIRE(g->wait_for_waiting(3));
+  g->open();
+  actors::job_runner::outbox box;
+  int seen_pokes = 0;
+  while (box.returned.size() < 3) {
+    {
+      std::unique_lock<std::mutex> guard{mtx};
+      BOOST_REQUIRE(cv.wait_for(guard, hang_guard, [&] { return pokes > seen_pokes; }));
+      seen_pokes = pokes;
+    }
+    do {
+      auto more = runner->take();
+      box.returned.insert(box.returned.end(), more.returned.begin(), more.returned.end());
+      box.outcomes.insert(box.outcomes.end(), more.outcomes.begin(), more.outcomes.end());
+    } while (!runner->arm_poke());
   }
+  BOOST_TEST(box.returned.size() == 3u);
+  BOOST_TEST(box.outcomes.size() == 3u);
+  for (auto& o : box.outcomes)
+    BOOST_TEST(o.succeeded);
+  BOOST_TEST(seen_pokes <= 3);
+  BOOST_TEST(runner->idle());
+  runner->shut_down();
+}
+
+BOOST_AUTO_TEST_CASE(unstarted_attempts_can_be_taken_back) {
+  auto g = std::make_shared<gate>();
+  auto runner = make_runner(1);
+  add(*runner, [g] { g->pass(); });
+  add(*runner, [g] { g->pass(); });
+  add(*runner, [g] { g->pass(); });
+  BOOST_REQUIRE(g->wait_for_waiting(1));
+  auto waiting = runner->take_waiting();
+  BOOST_TEST(waiting.size() == 2u);
+  BOOST_TEST(!runner->drop_waiting(waiting[0]->token()));  // already taken
+  BOOST_TEST(runner->held_weight() == 1);
+  g->open();
+  runner->shut_down();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -214,4 +214,33 @@ BOOST_AUTO_TEST_CASE(min_6_max_10_refills_in_batches_of_10_5_and_5) {
   BOOST_TEST(wk.stats().batches_received == 3);
 }
 
+// With a window the worker holds max + prefetch, and the low-water mark
+// moves up by the window: min 6, max 10, prefetch 5 holds 15 and refills
+// when fewer than 11 are held.
+BOOST_AUTO_TEST_CASE(prefetch_holds_claims_beyond_max_and_runs_at_most_max) {
+  for (int i = 0; i < 30; ++i)
+    submit(*job_of("t").build());
+  gate g;
+  worker_options w;
+  w.max_concurrency = 10;
+  w.min_concurrency = 6;
+  w.prefetch = 5;
+  w.runners["t"] = [&](job_context&) { g.pass(); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(10));
+  BOOST_TEST(wk.stats().jobs_received == 15);
+  BOOST_TEST(wk.stats().running_jobs == 10);
+  BOOST_TEST(g.waiting() == 10);
+  BOOST_TEST(q->counts()[job_status::running] == 15);
+  // 5 return: the window's 5 start at once, without a round trip; 10 are
+  // held, below 6 + 5, so the worker asks for 5 more.
+  g.release(5);
+  BOOST_REQUIRE(g.wait_for_arrivals(15));
+  BOOST_REQUIRE(g.wait_for_waiting(10));
+  BOOST_TEST(wk.stats().running_jobs == 10);
+  g.open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 30));
+  BOOST_TEST(wk.stats().jobs_received == 30);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -318,29 +318,6 @@ BOOST_AUTO_TEST_CASE(cancel_marks_the_job_cancelled) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(ordering)
-
-BOOST_AUTO_TEST_CASE(ties_break_by_priority_desc_then_run_at_then_row) {
-  auto key = [](int64_t row, int32_t prio, int64_t run_at) {
-    job_key k;
-    k.row = row;
-    k.priority = prio;
-    k.run_at = run_at;
-    return k;
-  };
-  std::vector<job_key> keys{key(5, 0, 100), key(4, 0, 100), key(3, 1, 500),
-                            key(2, 0, 50), key(1, -1, 0), key(6, 1, 500)};
-  std::sort(keys.begin(), keys.end(), runs_before);
-  std::vector<int64_t> order;
-  for (auto& k : keys)
-    order.push_back(k.row);
-  // priority 1 (rows 3, 6: same run_at, so row order), then priority 0 by
-  // run_at (row 2 at 50, then rows 4 and 5 tied at 100), then priority -1.
-  BOOST_TEST(order == (std::vector<int64_t>{3, 6, 2, 4, 5, 1}), boost::test_tools::per_element());
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
 BOOST_AUTO_TEST_SUITE(claim_and_load)
 
 BOOST_AUTO_TEST_CASE(claim_takes_only_pending_due_jobs) {

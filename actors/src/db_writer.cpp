@@ -42,8 +42,8 @@ job_assignment assignment_of(const storage::claimed_job& j) {
 
 bool feed_channel::push(commit_feed f) {
   bool only_additions = f.cancelled.empty() && f.changed.empty() && f.claims.empty()
-                        && f.ended.empty() && f.extended.empty() && f.expired.empty()
-                        && f.failed.empty();
+                        && f.ended.empty() && f.released.empty() && f.extended.empty()
+                        && f.expired.empty() && f.failed.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -87,10 +87,9 @@ class writer {
       [&](submit_call& c) { on_submit(c); },
       [&](update_call& c) { on_update(c); },
       [&](cancel_call& c) { on_cancel(c); },
-      [&](claim_batch& c) { on_claim(c); },
+      [&](worker_batch& b) { on_worker_batch(b); },
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },
-      [&](report_outcomes& r) { on_outcomes(self, r); },
       [&](extend_attempt& e) { on_extend(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
       [&](after_writes& a) { after_commit([then = std::move(a.then)](const status&) { then(); }); },
@@ -183,9 +182,25 @@ class writer {
     after_commit_.clear();
     counts_.clear();
     feed_ = commit_feed{};
-    assigns_.clear();
+    send_assigns(why);
     open_ = false;
     next_row_ = 0;
+  }
+
+  // Jobs go to their workers before the feed reaches the dispatcher, so a
+  // worker that unregistered gets them before the dispatcher confirms. If the
+  // transaction was lost, no job was claimed and no outcome recorded.
+  void send_assigns(const status& commit) {
+    for (auto& [worker, out] : assigns_) {
+      if (!commit) {
+        out.jobs.clear();
+        out.acks.assign(out.acks.size(), to_wire(commit));
+        if (!out.answers_report)
+          continue;
+      }
+      caf::anon_send(worker, std::move(out));
+    }
+    assigns_.clear();
   }
 
   status run_cached(const char* sql) {
@@ -263,28 +278,73 @@ class writer {
 
   // -- requests from the dispatcher -----------------------------------------------------
 
-  void on_claim(claim_batch& c) {
-    storage::claim_jobs_args args{std::move(c.claims)};
-    // `c` stays valid: its worker handle is used below.
+  void on_worker_batch(worker_batch& b) {
+    assign_jobs out;
+    out.answers_report = b.answers_report;
+    if (!b.outcomes.empty())
+      out.acks = record_outcomes(b.outcomes);
+    if (!b.released.empty())
+      release(b.released);
+    if (!b.claims.empty())
+      claim(b, out);
+    if (out.answers_report || !out.jobs.empty())
+      assigns_.emplace_back(std::move(b.worker), std::move(out));
+  }
+
+  // The statuses are final unless the commit fails (see finish_batch).
+  std::vector<wire_status> record_outcomes(std::vector<storage::attempt_report>& reports) {
+    storage::finish_attempts_args args;
+    args.reports = std::move(reports);
+    for (size_t i = 0; i < args.reports.size(); ++i)
+      args.randoms.push_back(random());
+    args.max_result_bytes = cfg_.max_payload_bytes;
+    auto r = in_request<storage::finish_attempts_result>(
+      [&] { return storage::finish_attempts(*cfg_.db, args, cfg_.clock->now_ms()); },
+      [&](storage::finish_attempts_result& done) {
+        for (auto& end : done.ended) {
+          counts_.move(end.type, job_status::running, end.status);
+          feed_.ended.push_back(std::move(end));
+        }
+      });
+    std::vector<wire_status> acks;
+    if (r)
+      for (auto& st : r->statuses)
+        acks.push_back(to_wire(st));
+    else
+      acks.assign(args.reports.size(), to_wire(r.error()));
+    return acks;
+  }
+
+  // A release that fails leaves the attempts running: they expire and retry.
+  void release(std::vector<storage::attempt_ref>& attempts) {
+    storage::release_claims_args args{std::move(attempts)};
+    in_request<std::vector<storage::released_claim>>(
+      [&] { return storage::release_claims(*cfg_.db, args); },
+      [&](std::vector<storage::released_claim>& released) {
+        for (auto& r : released) {
+          counts_.move(r.key.type, job_status::running, job_status::pending);
+          feed_.released.push_back(std::move(r));
+        }
+      });
+  }
+
+  void claim(worker_batch& b, assign_jobs& out) {
+    storage::claim_jobs_args args{std::move(b.claims)};
     auto r = in_request<storage::claim_jobs_result>(
       [&] { return storage::claim_jobs(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::claim_jobs_result& claimed) {
-        assign_jobs out;
         for (auto& j : claimed.claimed) {
           counts_.move(j.key.type, job_status::pending, job_status::running);
           out.jobs.push_back(assignment_of(j));
-        }
-        if (!out.jobs.empty())
-          assigns_.emplace_back(c.worker, std::move(out));
-        for (auto& j : claimed.claimed)
           j.payload.clear();  // the dispatcher doesn't need it
-        feed_.claims.push_back({c.worker_id, std::move(claimed.claimed),
+        }
+        feed_.claims.push_back({b.worker_id, std::move(claimed.claimed),
                                 std::move(claimed.missed)});
       });
     std::vector<int64_t> rows;
     for (auto& claim : args.claims)
       rows.push_back(claim.row);
-    after_commit([this, ok = r.has_value(), err = r.error(), wid = c.worker_id,
+    after_commit([this, ok = r.has_value(), err = r.error(), wid = b.worker_id,
                   rows = std::move(rows)](const status& commit) mutable {
       if (!ok || !commit)
         fail_to_listener({wid, std::move(rows), {}, {}, ok ? commit : err});
@@ -346,37 +406,6 @@ class writer {
 
   // -- requests from workers (serializable; answered after commit) ---------------------
 
-  void on_outcomes(caf::blocking_actor* self, report_outcomes& msg) {
-    auto rp = self->make_response_promise();
-    storage::finish_attempts_args args;
-    args.reports.reserve(msg.reports.size());
-    for (auto& r : msg.reports) {
-      args.reports.push_back({r.row, r.token, r.succeeded, std::move(r.text)});
-      args.randoms.push_back(random());
-    }
-    args.max_result_bytes = cfg_.max_payload_bytes;
-    auto n = args.reports.size();
-    auto r = in_request<storage::finish_attempts_result>(
-      [&] { return storage::finish_attempts(*cfg_.db, args, cfg_.clock->now_ms()); },
-      [&](storage::finish_attempts_result& done) {
-        for (auto& end : done.ended) {
-          counts_.move(end.type, job_status::running, end.status);
-          feed_.ended.push_back(std::move(end));
-        }
-      });
-    std::vector<wire_status> statuses;
-    if (r)
-      for (auto& st : r->statuses)
-        statuses.push_back(to_wire(st));
-    else
-      statuses.assign(n, to_wire(r.error()));
-    after_commit([rp, statuses = std::move(statuses)](const status& commit) mutable {
-      if (!commit)
-        statuses.assign(statuses.size(), to_wire(commit));
-      rp.deliver(outcome_replies{std::move(statuses)});
-    });
-  }
-
   void on_extend(caf::blocking_actor* self, extend_attempt& msg) {
     auto rp = self->make_response_promise();
     storage::heartbeat_args args{msg.row, msg.token, std::nullopt, cfg_.max_payload_bytes};
@@ -408,16 +437,11 @@ class writer {
     } else if (open_) {
       commit = begin_status_;  // BEGIN failed: nothing was written
     }
-    if (commit) {
-      if (!counts_.empty())
-        cfg_.counters->apply(counts_);
-      // Jobs go to their workers before the feed reaches the dispatcher, so
-      // a worker that unregistered gets them before the dispatcher confirms.
-      for (auto& [worker, jobs] : assigns_)
-        caf::anon_send(worker, std::move(jobs));
-    } else {
+    if (commit && !counts_.empty())
+      cfg_.counters->apply(counts_);
+    if (!commit)
       feed_ = commit_feed{};
-    }
+    send_assigns(commit);
     // The feed is in the channel before any caller hears back, so whatever a
     // caller does next, the dispatcher decides with this commit in view (it
     // drains the channel before each decision). Failures of dispatcher
@@ -437,7 +461,6 @@ class writer {
       caf::anon_send(cfg_.listener, feed_ready_atom::value);
     counts_.clear();
     feed_ = commit_feed{};
-    assigns_.clear();
     open_ = false;
     next_row_ = 0;
     begin_status_ = {};

@@ -52,6 +52,7 @@ struct worker_info {
   caf::actor handle;
   std::vector<uint32_t> types;
   int32_t max_capacity = 0;
+  int32_t prefetch = 0;
   // Credit: the worker's last request said it had `capacity` free after
   // receiving `received` units; `sent` counts every unit assigned to it.
   int32_t capacity = 0;
@@ -172,6 +173,35 @@ void publish_hunger(dispatcher_state& st) {
     st.cfg.feeds->set_hungry(!st.draining && !st.waiting.empty());
 }
 
+// Picks jobs for the room a worker has, and records them as its claim.
+std::vector<storage::attempt_ref> pick_for(dispatcher_state& st, worker_info& info,
+                                             int64_t now) {
+  std::vector<storage::attempt_ref> claims;
+  if (info.claiming || info.leaving)
+    return claims;
+  std::vector<picked_job> picks;
+  for (int32_t room = info.wanted(); room > 0;) {
+    // Room beyond max_capacity is the worker's prefetch window: a job must
+    // still fit the worker when it runs.
+    auto p = st.policy->pick(info.types, std::min(room, info.max_capacity), now);
+    if (!p)
+      break;
+    room -= p->job.weight;
+    picks.push_back(*p);
+  }
+  for (auto& p : picks) {
+    claims.push_back({p.job.row, static_cast<int64_t>(st.rng() >> 1)});
+    // Counted as sent now: the writer hands claimed jobs to the worker
+    // itself, possibly before we hear of the claim.
+    info.sent += p.job.weight;
+  }
+  if (!picks.empty()) {
+    info.claiming = true;
+    info.claim_entries = std::move(picks);
+  }
+  return claims;
+}
+
 void dispatch(dispatcher_ptr self) {
   auto& st = self->state;
   auto now = st.cfg.clock->now_ms();
@@ -187,31 +217,15 @@ void dispatch(dispatcher_ptr self) {
     if (w == st.workers.end() || w->second.claiming || w->second.leaving
         || w->second.wanted() <= 0)
       continue;
-    auto& info = w->second;
-    std::vector<picked_job> picks;
-    for (int32_t room = info.wanted(); room > 0;) {
-      auto p = st.policy->pick(info.types, room, now);
-      if (!p)
-        break;
-      room -= p->job.weight;
-      picks.push_back(*p);
-    }
-    if (picks.empty()) {
+    worker_batch batch;
+    batch.claims = pick_for(st, w->second, now);
+    if (batch.claims.empty()) {
       st.waiting.push_back(wid);
       continue;
     }
-    claim_batch claim;
-    claim.worker_id = wid;
-    claim.worker = info.handle;
-    for (auto& p : picks) {
-      claim.claims.push_back({p.job.row, static_cast<int64_t>(st.rng() >> 1)});
-      // Counted as sent now: the writer hands claimed jobs to the worker
-      // itself, possibly before we hear of the claim.
-      info.sent += p.job.weight;
-    }
-    info.claiming = true;
-    info.claim_entries = std::move(picks);
-    caf::anon_send(st.cfg.writer, std::move(claim));
+    batch.worker_id = wid;
+    batch.worker = w->second.handle;
+    caf::anon_send(st.cfg.writer, std::move(batch));
     if (st.policy->ready_count() == 0)
       break;
   }
@@ -394,6 +408,18 @@ void on_feed(dispatcher_ptr self, commit_feed& f) {
   }
   on_claims(self, f.claims);
   on_ended(self, f.ended, now);
+  for (auto& r : f.released) {
+    auto run = st.running.find(r.key.row);
+    if (run != st.running.end() && run->second.token == r.token) {
+      if (!run->second.code_returned)
+        st.policy->finished(run->second.group, run->second.type, run->second.weight);
+      st.running.erase(run);
+    }
+    st.policy->add(st.policy->entry_of(r.key), now);
+    if (events)
+      st.events.push_back(make_event(event_kind::released, now, r.key.id, r.key.type,
+                                     r.key.group));
+  }
   for (auto& x : f.extended) {
     auto r = st.running.find(x.row);
     if (r == st.running.end() || r->second.token != x.token)
@@ -464,13 +490,15 @@ void on_timer(dispatcher_ptr self) {
 }
 
 // After a worker came or went: the total capacity, and per type the largest
-// worker, which decides what is too heavy to run.
+// worker, which decides what is too heavy to run. Shares are of the claims
+// workers hold, prefetch windows included: the jobs in a window run next, in
+// the order they were picked.
 void update_capacity(dispatcher_state& st) {
   int32_t total = 0;
   std::unordered_map<uint32_t, int32_t> limits;
   for (auto& [id, w] : st.workers)
     if (!w.leaving) {
-      total += w.max_capacity;
+      total += w.max_capacity + w.prefetch;
       for (auto t : w.types)
         limits[t] = std::max(limits[t], w.max_capacity);
     }
@@ -554,6 +582,60 @@ void on_control(dispatcher_ptr self, scheduling_control& c) {
   }
 }
 
+// The code of these attempts returned: their slots are free.
+void free_returned(dispatcher_state& st, worker_info* w,
+                   const std::vector<storage::attempt_ref>& returned, int64_t now) {
+  for (auto& a : returned) {
+    auto run = st.running.find(a.row);
+    if (run == st.running.end()) {
+      if (release_parked(st, a.row, a.token, now))
+        continue;
+      // Its claim is still on the way to us (see returned_early).
+      if (w)
+        for (auto& p : w->claim_entries)
+          if (p.job.row == a.row)
+            w->returned_early.emplace(a.row, a.token);
+      continue;
+    }
+    if (run->second.token != a.token || run->second.code_returned)
+      continue;
+    run->second.code_returned = true;
+    st.policy->finished(run->second.group, run->second.type, run->second.weight);
+  }
+}
+
+// A worker's report goes on to the writer with the jobs picked for its room,
+// so its outcomes and its next claims commit together.
+void on_report(dispatcher_ptr self, worker_report& r) {
+  auto& st = self->state;
+  drain_feeds(self);
+  auto now = st.cfg.clock->now_ms();
+  worker_batch batch;
+  batch.worker_id = r.worker_id;
+  // The sender, not the registry: a stopping worker reports after it left.
+  batch.worker = caf::actor_cast<caf::actor>(self->current_sender());
+  batch.outcomes = std::move(r.outcomes);
+  batch.released = std::move(r.released);
+  // Reports that carry writes get an answer; the worker sends the next such
+  // report only then.
+  batch.answers_report = !batch.outcomes.empty() || !batch.released.empty();
+  auto w = st.workers.find(r.worker_id);
+  free_returned(st, w != st.workers.end() ? &w->second : nullptr, r.returned, now);
+  if (w != st.workers.end()) {
+    w->second.capacity = r.capacity;
+    w->second.received = r.received_weight;
+    st.policy->promote(now);
+    emit_rebalance(self, now);  // picks follow shares that include new groups
+    if (!st.draining && now >= st.hold_until && w->second.wanted() > 0)
+      batch.claims = pick_for(st, w->second, now);
+    if (!w->second.claiming && w->second.wanted() > 0)
+      st.waiting.push_back(r.worker_id);
+  }
+  if (batch.answers_report || !batch.claims.empty())
+    caf::anon_send(st.cfg.writer, std::move(batch));
+  settle(self);
+}
+
 }  // namespace
 
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg) {
@@ -608,6 +690,7 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         worker_info info;
         info.handle = r.worker;
         info.max_capacity = r.max_capacity;
+        info.prefetch = r.prefetch;
         for (auto& t : r.types)
           info.types.push_back(st.policy->type_id(t));
         st.workers.emplace(wid, std::move(info));
@@ -616,35 +699,7 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         settle(self);
         return {wid, st.cfg.writer};
       },
-      [self](request_jobs& r) {
-        auto& st = self->state;
-        auto w = st.workers.find(r.worker_id);
-        if (w == st.workers.end())
-          return;
-        w->second.capacity = r.capacity;
-        w->second.received = r.received_weight;
-        for (size_t i = 0; i < r.returned_rows.size() && i < r.returned_tokens.size(); ++i) {
-          auto row = r.returned_rows[i];
-          auto token = r.returned_tokens[i];
-          auto run = st.running.find(row);
-          if (run == st.running.end()) {
-            if (release_parked(st, row, token, st.cfg.clock->now_ms()))
-              continue;
-            // Its claim is still on the way to us (see returned_early).
-            for (auto& p : w->second.claim_entries)
-              if (p.job.row == row)
-                w->second.returned_early.emplace(row, token);
-            continue;
-          }
-          if (run->second.token != token || run->second.code_returned)
-            continue;
-          run->second.code_returned = true;
-          st.policy->finished(run->second.group, run->second.type, run->second.weight);
-        }
-        if (!w->second.claiming && w->second.wanted() > 0)
-          st.waiting.push_back(r.worker_id);
-        settle(self);
-      },
+      [self](worker_report& r) { on_report(self, r); },
       [self](unregister_worker& u) -> caf::result<unregistered_atom> {
         auto& st = self->state;
         auto w = st.workers.find(u.worker_id);

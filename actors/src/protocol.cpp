@@ -34,17 +34,17 @@ void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<wire_status>("ergon::wire_status")
     .add_message_type<register_worker>("ergon::register_worker")
     .add_message_type<worker_registered>("ergon::worker_registered")
-    .add_message_type<request_jobs>("ergon::request_jobs")
+    .add_message_type<storage::attempt_ref>("ergon::attempt_ref")
+    .add_message_type<std::vector<storage::attempt_ref>>("ergon::attempt_refs")
+    .add_message_type<storage::attempt_report>("ergon::attempt_report")
+    .add_message_type<std::vector<storage::attempt_report>>("ergon::attempt_reports")
+    .add_message_type<worker_report>("ergon::worker_report")
     .add_message_type<unregister_worker>("ergon::unregister_worker")
     .add_message_type<job_assignment>("ergon::job_assignment")
     .add_message_type<std::vector<job_assignment>>("ergon::job_assignments")
     .add_message_type<assign_jobs>("ergon::assign_jobs")
     .add_message_type<cancel_attempt>("ergon::cancel_attempt")
-    .add_message_type<outcome_report>("ergon::outcome_report")
-    .add_message_type<std::vector<outcome_report>>("ergon::outcome_reports")
-    .add_message_type<report_outcomes>("ergon::report_outcomes")
     .add_message_type<std::vector<wire_status>>("ergon::wire_statuses")
-    .add_message_type<outcome_replies>("ergon::outcome_replies")
     .add_message_type<extend_attempt>("ergon::extend_attempt")
     .add_message_type<extend_reply>("ergon::extend_reply");
 }
@@ -67,6 +67,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::group_allocation_changed: return "group_allocation_changed";
     case event_kind::subscriber_failed: return "subscriber_failed";
     case event_kind::job_too_heavy: return "job_too_heavy";
+    case event_kind::released: return "released";
   }
   return "unknown";
 }

@@ -6,16 +6,18 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <deque>
 #include <unordered_map>
 
 #include "ergon/storage/times.hpp"
-#include "job_pool.hpp"
+#include "job_runner.hpp"
 
 namespace ergon::actors {
 
 // -- running_attempt ------------------------------------------------------------------
 
-running_attempt::running_attempt(const job_assignment& a, caf::actor worker)
+running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
+                                 std::shared_ptr<job_runner> runner)
     : id_(id_from_wire(a.id)),
       type_(a.type),
       group_(a.group),
@@ -24,36 +26,23 @@ running_attempt::running_attempt(const job_assignment& a, caf::actor worker)
       row_(a.row),
       token_(a.token),
       weight_(a.weight),
-      worker_(std::move(worker)) {}
+      worker_(std::move(worker)),
+      runner_(std::move(runner)) {}
 
-status running_attempt::finish(bool succeeded, std::string text, bool wait) {
-  if (finished_.exchange(true, std::memory_order_acq_rel))
+status running_attempt::finish(bool succeeded, std::string text) {
+  if (!mark_finished())
     return {error::job_finished, "this attempt already reported its outcome"};
-  if (!wait) {
-    caf::anon_send(worker_,
-                   attempt_finished{row_, token_, succeeded, std::move(text), std::nullopt});
-    return {};
-  }
   auto [to, from] = make_reply<status>();
-  caf::anon_send(worker_,
-                 attempt_finished{row_, token_, succeeded, std::move(text), std::move(to)});
+  runner_->report({row_, token_, succeeded, std::move(text)}, std::move(to));
   return from.wait();
 }
 
 status running_attempt::complete(std::string result) {
-  return finish(true, std::move(result), true);
+  return finish(true, std::move(result));
 }
 
 status running_attempt::fail(std::string message) {
-  return finish(false, std::move(message), true);
-}
-
-void running_attempt::finish_async(bool succeeded, std::string text) {
-  finish(succeeded, std::move(text), false);
-}
-
-void running_attempt::returned() {
-  caf::anon_send(worker_, attempt_returned{token_});
+  return finish(false, std::move(message));
 }
 
 status running_attempt::extend(std::optional<std::string> checkpoint) {
@@ -81,102 +70,124 @@ struct worker_state {
   caf::actor writer;
   uint64_t worker_id = 0;
   bool registered = false;
-  // Attempts whose code is running, by token.
-  std::unordered_map<int64_t, std::shared_ptr<running_attempt>> running;
-  int32_t running_weight = 0;
-  size_t reports_in_flight = 0;  // sent to the writer, not yet committed
+  std::shared_ptr<job_runner> runner;
+  // Attempts held (running or waiting), by token.
+  std::unordered_map<int64_t, std::shared_ptr<running_attempt>> attempts;
   int64_t received_weight = 0;  // every unit ever assigned to us
-  // Attempts whose code returned, not yet told to the dispatcher.
-  std::vector<int64_t> returned_rows;
-  std::vector<int64_t> returned_tokens;
-  // What the last request_jobs said, to skip sending the same thing twice.
+  // A report with outcomes or releases is at the writer: the next waits.
+  bool reporting = false;
+  // Blocking callers of the report in flight, one per outcome.
+  std::vector<std::optional<reply_to<status>>> report_replies;
+  // Claims to give back in the next report (stopping).
+  std::vector<storage::attempt_ref> to_release;
+  // What the last report said, to skip sending the same room twice.
   int32_t last_capacity = -1;
   int64_t last_received = -1;
-  // Outcomes collected for the next report_outcomes.
-  std::vector<outcome_report> reports;
-  std::vector<std::optional<reply_to<status>>> report_replies;
-  bool flush_scheduled = false;
   bool stopping = false;
   bool unregistered = false;  // the dispatcher confirmed: no more jobs coming
   std::vector<reply_to<status>> stop_replies;
-  std::unique_ptr<job_pool> pool;
-  int64_t next_auto_heartbeat = 0;
   uint64_t clock_subscription = 0;
+  int64_t next_auto_heartbeat = 0;
 
   static inline const char* name = "ergon.worker";
 };
 
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
-// Below the low-water mark, tells the dispatcher how much room there is.
-// Repeating it as room grows is safe: the dispatcher nets out what is on its
-// way (see request_jobs).
-void maybe_request(worker_ptr self) {
-  auto& st = self->state;
-  if (!st.registered || st.stopping || st.running_weight >= st.cfg.min_capacity)
-    return;
-  auto room = st.cfg.max_capacity - st.running_weight;
-  if (room <= 0 || (room == st.last_capacity && st.received_weight == st.last_received))
-    return;
-  st.last_capacity = room;
-  st.last_received = st.received_weight;
-  ++st.cfg.counters->requests_sent;
-  caf::anon_send(caf::actor_cast<caf::actor>(st.cfg.dispatcher),
-                 request_jobs{st.worker_id, room, st.received_weight,
-                              std::move(st.returned_rows), std::move(st.returned_tokens)});
-  st.returned_rows.clear();
-  st.returned_tokens.clear();
-}
-
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || !st.unregistered || !st.running.empty() || !st.reports.empty()
-      || st.reports_in_flight > 0)
+  if (!st.stopping || !st.unregistered || st.reporting || !st.attempts.empty()
+      || !st.to_release.empty())
     return;
   for (auto& r : st.stop_replies)
     r.deliver(status{});
   st.stop_replies.clear();
+  st.runner->shut_down();
   self->quit();
 }
 
-void flush_reports(worker_ptr self) {
+// Sends what the job threads left, the claims to give back and the room
+// there is, as one report. One report with outcomes at a time: whatever
+// happens meanwhile joins the next one.
+void report(worker_ptr self) {
   auto& st = self->state;
-  st.flush_scheduled = false;
-  if (st.reports.empty())
+  if (!st.registered || st.reporting)
     return;
-  auto replies = std::move(st.report_replies);
-  auto n = st.reports.size();
-  report_outcomes msg{std::move(st.reports)};
-  st.reports.clear();
-  st.report_replies.clear();
-  st.reports_in_flight += n;
-  auto done = [self, n, replies](const std::vector<status>& statuses) mutable {
-    for (size_t i = 0; i < n; ++i)
-      if (replies[i])
-        replies[i]->deliver(statuses[i]);
-    self->state.reports_in_flight -= n;
-    self->state.cfg.counters->outcomes_committed += static_cast<int64_t>(n);
-    finish_stop_if_idle(self);
-  };
-  self->request(st.writer, caf::infinite, std::move(msg))
-    .then(
-      [done](outcome_replies& r) mutable {
-        std::vector<status> statuses;
-        for (auto& w : r.statuses)
-          statuses.push_back(from_wire(w));
-        done(statuses);
-      },
-      [done, n](caf::error&) mutable {
-        // The writer is gone (queue closed): the outcome was not recorded.
-        done(std::vector<status>(n, status{error::closed, "the queue is closed"}));
-      });
+  for (;;) {
+    auto box = st.runner->take();
+    for (auto& a : box.returned)
+      st.attempts.erase(a.token);
+    int32_t room = 0;
+    auto held = st.runner->held_weight();
+    if (!st.stopping && held < st.cfg.min_capacity + st.cfg.prefetch)
+      room = st.cfg.max_capacity + st.cfg.prefetch - held;
+    bool news = !box.outcomes.empty() || !st.to_release.empty();
+    bool asks = room > 0 && (room != st.last_capacity || st.received_weight != st.last_received);
+    if (news || asks || !box.returned.empty()) {
+      worker_report r;
+      r.worker_id = st.worker_id;
+      r.capacity = room;
+      r.received_weight = st.received_weight;
+      r.outcomes = std::move(box.outcomes);
+      r.returned = std::move(box.returned);
+      r.released = std::move(st.to_release);
+      st.to_release.clear();
+      st.last_capacity = room;
+      st.last_received = st.received_weight;
+      ++st.cfg.counters->requests_sent;
+      if (news) {
+        st.reporting = true;
+        st.report_replies = std::move(box.replies);
+      }
+      // Not anonymous: the dispatcher names the sender as the writer's
+      // addressee. (send() can't go from a typed actor to an untyped handle.)
+      caf::unsafe_send_as(self, caf::actor_cast<caf::actor>(st.cfg.dispatcher), std::move(r));
+      if (news)
+        return;  // the answer arms the next report
+    }
+    if (st.runner->arm_poke())
+      return;
+  }
+}
+
+void on_assign(worker_ptr self, assign_jobs& a) {
+  auto& st = self->state;
+  if (a.answers_report) {
+    for (size_t i = 0; i < st.report_replies.size(); ++i) {
+      auto ack = i < a.acks.size() ? from_wire(a.acks[i]) : status{};
+      if (st.report_replies[i])
+        st.report_replies[i]->deliver(ack);
+    }
+    st.cfg.counters->outcomes_committed += static_cast<int64_t>(a.acks.size());
+    st.report_replies.clear();
+    st.reporting = false;
+  }
+  if (!a.jobs.empty()) {
+    ++st.cfg.counters->batches_received;
+    st.cfg.counters->jobs_received += static_cast<int64_t>(a.jobs.size());
+  }
+  auto me = caf::actor_cast<caf::actor>(self);
+  for (auto& j : a.jobs) {
+    st.received_weight += j.weight;
+    if (st.stopping) {  // it never starts: give it back
+      st.to_release.push_back({j.row, j.token});
+      continue;
+    }
+    auto attempt = std::make_shared<running_attempt>(j, me, st.runner);
+    st.attempts.emplace(j.token, attempt);
+    auto code = st.cfg.runners.find(j.type);
+    st.runner->add(std::move(attempt),
+                   code != st.cfg.runners.end() ? code->second : job_runner::code{});
+  }
+  report(self);
+  finish_stop_if_idle(self);
 }
 
 void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string> checkpoint,
                        std::optional<reply_to<status>> reply) {
   auto& st = self->state;
-  auto i = st.running.find(token);
-  if (i == st.running.end()) {
+  auto i = st.attempts.find(token);
+  if (i == st.attempts.end()) {
     if (reply)
       reply->deliver(status{error::stale_attempt, "the attempt is no longer running"});
     return;
@@ -199,7 +210,7 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       });
 }
 
-// Leaves the dispatcher; stops once it confirms and running jobs are done.
+// Leaves the dispatcher; stops once it confirms and held jobs are done.
 void unregister(worker_ptr self) {
   auto& st = self->state;
   self->request(caf::actor_cast<caf::actor>(st.cfg.dispatcher), caf::infinite,
@@ -216,6 +227,37 @@ void unregister(worker_ptr self) {
       });
 }
 
+// Takes no more jobs and gives back the ones that never started.
+void on_stop(worker_ptr self, stop_worker& s) {
+  auto& st = self->state;
+  st.stop_replies.push_back(std::move(s.reply));
+  if (!st.stopping) {
+    st.stopping = true;
+    for (auto& a : st.runner->take_waiting()) {
+      st.to_release.push_back({a->row(), a->token()});
+      st.attempts.erase(a->token());
+    }
+    if (st.registered) {
+      report(self);
+      unregister(self);
+    }
+  }
+  finish_stop_if_idle(self);
+}
+
+void on_cancel(worker_ptr self, const cancel_attempt& c) {
+  auto& st = self->state;
+  auto i = st.attempts.find(c.token);
+  if (i == st.attempts.end())
+    return;
+  // An attempt that expired before it started never runs.
+  if (st.runner->drop_waiting(c.token))
+    st.attempts.erase(i);
+  else
+    i->second->cancel();
+  finish_stop_if_idle(self);
+}
+
 void arm_heartbeat(worker_ptr self) {
   auto& st = self->state;
   if (st.cfg.auto_heartbeat_ms <= 0 || !st.cfg.clock->follows_real_time())
@@ -229,9 +271,22 @@ void on_tick(worker_ptr self) {
   auto now = st.cfg.clock->now_ms();
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
     st.next_auto_heartbeat = storage::add_ms(now, st.cfg.auto_heartbeat_ms);
-    for (auto& [token, attempt] : st.running)
+    for (auto& [token, attempt] : st.attempts)
       if (!attempt->finished())
         extend_attempt_of(self, token, std::nullopt, std::nullopt);
+  }
+}
+
+void on_registered(worker_ptr self, worker_registered& r) {
+  auto& st = self->state;
+  st.worker_id = r.worker_id;
+  st.writer = r.writer;
+  st.registered = true;
+  if (st.stopping) {
+    report(self);
+    unregister(self);
+  } else {
+    report(self);
   }
 }
 
@@ -244,10 +299,14 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
                    -> worker_actor::behavior_type {
     auto& st = self->state;
     st.cfg = std::move(cfg);
-    st.pool = std::make_unique<job_pool>(static_cast<size_t>(st.cfg.max_capacity));
+    caf::actor_addr addr = self->address();
+    auto poke = [addr] {
+      if (auto hdl = caf::actor_cast<caf::actor>(addr))
+        caf::anon_send(hdl, outbox_atom::value);
+    };
+    st.runner = std::make_shared<job_runner>(st.cfg.max_capacity, poke, st.cfg.counters);
     st.next_auto_heartbeat = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.auto_heartbeat_ms);
     if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time()) {
-      caf::actor_addr addr = self->address();
       st.clock_subscription = st.cfg.clock->subscribe([addr] {
         if (auto hdl = caf::actor_cast<caf::actor>(addr))
           caf::anon_send(hdl, tick_atom::value);
@@ -262,116 +321,40 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     for (auto& kv : st.cfg.runners)
       reg.types.push_back(kv.first);
     reg.max_capacity = st.cfg.max_capacity;
+    reg.prefetch = st.cfg.prefetch;
     reg.worker = caf::actor_cast<caf::actor>(self);
     self->request(caf::actor_cast<caf::actor>(st.cfg.dispatcher), caf::infinite, std::move(reg))
-      .then(
-        [self](worker_registered& r) {
-          auto& st = self->state;
-          st.worker_id = r.worker_id;
-          st.writer = r.writer;
-          st.registered = true;
-          if (st.stopping)
-            unregister(self);
-          else
-            maybe_request(self);
-        },
-        [self](caf::error&) {
-          self->state.unregistered = true;
-          for (auto& r : self->state.stop_replies)
-            r.deliver(status{error::closed, "the queue is closed"});
-          self->quit();
-        });
+      .then([self](worker_registered& r) { on_registered(self, r); },
+            [self](caf::error&) {
+              self->state.unregistered = true;
+              for (auto& r : self->state.stop_replies)
+                r.deliver(status{error::closed, "the queue is closed"});
+              self->state.runner->shut_down();
+              self->quit();
+            });
     return {
-      [self](assign_jobs& a) {
-        auto& st = self->state;
-        auto me = caf::actor_cast<caf::actor>(self);
-        ++st.cfg.counters->batches_received;
-        st.cfg.counters->jobs_received += static_cast<int64_t>(a.jobs.size());
-        for (auto& j : a.jobs) {
-          auto attempt = std::make_shared<running_attempt>(j, me);
-          st.running.emplace(j.token, attempt);
-          st.running_weight += j.weight;
-          st.received_weight += j.weight;
-          ++st.cfg.counters->running_jobs;
-          st.cfg.counters->running_weight += j.weight;
-          auto code = st.cfg.runners.find(j.type);
-          runner run = code != st.cfg.runners.end() ? code->second : runner{};
-          st.pool->post([attempt, run] {
-            std::string failure;
-            bool threw = false;
-            try {
-              if (!run)
-                throw std::runtime_error("no runner for job type '" + attempt->type() + "'");
-              run(*attempt);
-            } catch (const std::exception& e) {
-              threw = true;
-              failure = e.what();
-            } catch (...) {
-              threw = true;
-              failure = "job code threw an exception that is not a std::exception";
-            }
-            if (!attempt->finished())
-              attempt->finish_async(!threw, std::move(failure));
-            attempt->returned();
-          });
-        }
-        maybe_request(self);
-      },
-      [self](cancel_attempt& c) {
-        auto& st = self->state;
-        auto i = st.running.find(c.token);
-        if (i != st.running.end())
-          i->second->cancel();
-      },
-      [self](attempt_finished& f) {
-        auto& st = self->state;
-        st.reports.push_back({f.row, f.token, f.succeeded, std::move(f.text)});
-        st.report_replies.push_back(std::move(f.reply));
-        // Collect what is already queued into one write (self-flush).
-        if (!st.flush_scheduled) {
-          st.flush_scheduled = true;
-          self->send(self, flush_atom::value);
-        }
-      },
-      [self](attempt_returned& r) {
-        auto& st = self->state;
-        auto i = st.running.find(r.token);
-        if (i != st.running.end()) {
-          st.running_weight -= i->second->weight();
-          --st.cfg.counters->running_jobs;
-          st.cfg.counters->running_weight -= i->second->weight();
-          st.returned_rows.push_back(i->second->row());
-          st.returned_tokens.push_back(r.token);
-          st.running.erase(i);
-        }
-        maybe_request(self);
+      [self](assign_jobs& a) { on_assign(self, a); },
+      [self](cancel_attempt& c) { on_cancel(self, c); },
+      [self](outbox_atom) {
+        report(self);
         finish_stop_if_idle(self);
       },
       [self](attempt_extend& e) {
         extend_attempt_of(self, e.token, std::move(e.checkpoint), std::move(e.reply));
       },
-      [self](flush_atom) { flush_reports(self); },
       [self](tick_atom) {
         on_tick(self);
         arm_heartbeat(self);
       },
-      [self](stop_worker& s) {
-        auto& st = self->state;
-        st.stop_replies.push_back(std::move(s.reply));
-        if (!st.stopping) {
-          st.stopping = true;
-          if (st.registered)
-            unregister(self);
-        }
-        finish_stop_if_idle(self);
-      },
+      [self](stop_worker& s) { on_stop(self, s); },
       [self](abandon_atom) {
         auto& st = self->state;
-        for (auto& kv : st.running)
+        for (auto& kv : st.attempts)
           kv.second->cancel();
         for (auto& r : st.stop_replies)
           r.deliver(status{error::timeout, "running jobs did not finish in time"});
         st.stop_replies.clear();
+        st.runner->shut_down();
         self->quit();
       },
     };

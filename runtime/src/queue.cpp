@@ -334,6 +334,9 @@ status check_worker_options(const worker_options& o) {
     return invalid_field("min_concurrency", "must be between 1 and max_concurrency ("
                                               + std::to_string(o.max_concurrency) + "), got "
                                               + std::to_string(*o.min_concurrency));
+  if (o.prefetch < 0 || o.prefetch > max_weight)
+    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
+                                       + ", got " + std::to_string(o.prefetch));
   if (o.auto_heartbeat && o.auto_heartbeat->count() <= 0)
     return invalid_field("auto_heartbeat", "must be > 0 ms");
   return {};
@@ -513,6 +516,7 @@ result<worker> queue::start_worker(worker_options opts) {
     });
   cfg.max_capacity = opts.max_concurrency;
   cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
+  cfg.prefetch = opts.prefetch;
   cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
   cfg.clock = impl_->clk;
   cfg.dispatcher = caf::actor_cast<caf::actor>(impl_->dispatcher);

@@ -3,8 +3,10 @@
 //   ergon-test-crash-worker <db> submit <n>   submit n jobs of type "work" one
 //                                             at a time, printing "acked <id>"
 //                                             after each, then wait for EOF
-//   ergon-test-crash-worker <db> hang         run "work" jobs: print
-//                                             "started <id> <try>", then block
+//   ergon-test-crash-worker <db> hang [p]     run "work" jobs: print
+//                                             "started <id> <try>", then block;
+//                                             one at a time, with a prefetch
+//                                             window of p (default 0)
 //   ergon-test-crash-worker <db> kill         run "work" jobs: each kills this
 //                                             process (SIGKILL) mid-job
 //   ergon-test-crash-worker <db> try-open     print "opened" or "refused <status>"
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   }
   ergon::worker_options w;
   w.max_concurrency = 1;
+  w.prefetch = argc > 3 ? std::atoi(argv[3]) : 0;
   w.runners["work"] = [mode](ergon::job_context& ctx) {
     std::printf("started %s %d\n", ctx.id().to_string().c_str(), ctx.try_number());
     std::fflush(stdout);

@@ -23,7 +23,8 @@ namespace ergon {
 /// What happened.
 enum class event_kind : uint8_t {
   submitted,  ///< the job was committed as pending
-  started,    ///< an attempt was claimed and handed to a worker
+  started,    ///< an attempt was claimed and handed to a worker (with a
+              ///< prefetch window, its code may start a little later)
   succeeded,  ///< the attempt completed
   failed,     ///< the attempt failed and no retries are left: the job is failed
   retried,    ///< the attempt failed or expired; the job waits for run_at
@@ -43,6 +44,9 @@ enum class event_kind : uint8_t {
   /// starts. Sent when such a job is submitted or retried, and when the
   /// largest worker of its type stops. `message` names both numbers.
   job_too_heavy,
+  /// A stopping worker gave back a claimed attempt whose code never started
+  /// (worker_options::prefetch): the job is pending again, its try unspent.
+  released,
 };
 
 const char* to_string(event_kind k) noexcept;

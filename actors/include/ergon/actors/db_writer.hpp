@@ -49,13 +49,18 @@ using cancel_call = local_call<storage::cancel_pending_args, status>;
 struct close_args {};
 using close_call = local_call<close_args, status>;
 
-/// The dispatcher asks to claim jobs for one worker (local only). Once the
-/// claim commits, the writer sends what it claimed straight to `worker` as
-/// assign_jobs, ahead of the commit feed.
-struct claim_batch {
+/// One worker's writes, committed in one transaction (local only): the
+/// outcomes and released claims of its report, and the jobs the dispatcher
+/// picked for it. After the commit the writer sends `worker` one
+/// assign_jobs, ahead of the commit feed: the claimed jobs, and the
+/// outcomes' statuses if the batch answers a report.
+struct worker_batch {
   uint64_t worker_id = 0;
   caf::actor worker;
-  std::vector<storage::claim_request> claims;
+  std::vector<storage::attempt_report> outcomes;
+  std::vector<storage::attempt_ref> released;
+  std::vector<storage::attempt_ref> claims;
+  bool answers_report = false;
 };
 
 /// The dispatcher saw these attempts pass their expiry (local only).
@@ -81,7 +86,7 @@ struct after_writes {
   std::function<void()> then;
 };
 
-/// The outcome of one claim_batch.
+/// The claims of one worker_batch.
 struct claim_result {
   uint64_t worker_id = 0;
   std::vector<storage::claimed_job> claimed;
@@ -100,7 +105,7 @@ struct attempt_extension {
 /// A dispatcher request that did not commit (storage error): the dispatcher
 /// puts the jobs back and tries again later.
 struct write_failed {
-  uint64_t worker_id = 0;  ///< for a failed claim_batch
+  uint64_t worker_id = 0;  ///< for failed claims
   std::vector<int64_t> claim_rows;
   std::vector<storage::expire_attempt_args> expiries;
   std::vector<int64_t> deadline_rows;
@@ -115,13 +120,15 @@ struct commit_feed {
   std::vector<storage::key_change> changed; ///< pending jobs updated
   std::vector<claim_result> claims;
   std::vector<storage::attempt_end> ended;  ///< attempts that ended (retried keys inside)
+  std::vector<storage::released_claim> released;  ///< claims given back: pending again
   std::vector<attempt_extension> extended;
   std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
   std::vector<write_failed> failed;         ///< dispatcher requests lost
 
   bool empty() const noexcept {
     return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
-           && ended.empty() && extended.empty() && expired.empty() && failed.empty();
+           && ended.empty() && released.empty() && extended.empty() && expired.empty()
+           && failed.empty();
   }
 };
 
@@ -189,7 +196,7 @@ template <class Args, class V>
 struct allowed_unsafe_message_type<ergon::actors::local_call<Args, V>>
     : std::true_type {};
 template <>
-struct allowed_unsafe_message_type<ergon::actors::claim_batch> : std::true_type {};
+struct allowed_unsafe_message_type<ergon::actors::worker_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_batch> : std::true_type {};
 template <>

@@ -75,7 +75,7 @@ struct pending_view_request {
 
 using dispatcher_actor = caf::typed_actor<
   caf::replies_to<register_worker>::with<worker_registered>,
-  caf::reacts_to<request_jobs>,
+  caf::reacts_to<worker_report>,
   caf::replies_to<unregister_worker>::with<unregistered_atom>,
   caf::reacts_to<feed_ready_atom>,
   caf::reacts_to<tick_atom>,

@@ -3,10 +3,18 @@
 // names on every node, so a worker in another process speaks exactly this.
 //
 //   worker ──register_worker──► dispatcher ──worker_registered──► worker
-//   worker ──request_jobs─────► dispatcher ──assign_jobs────────► worker
-//   worker ──report_outcomes──► db_writer  ──outcome_replies────► worker
+//   worker ──worker_report────► dispatcher ──(worker_batch)──► db_writer
+//                               db_writer  ──assign_jobs────────► worker
 //   worker ──extend_attempt───► db_writer  ──extend_reply───────► worker
 //                               dispatcher ──cancel_attempt─────► worker
+//
+// A report carries everything a worker has to say since its last one: the
+// outcomes of its attempts, which attempts' code returned, claims it gives
+// back, and how much room it has. The dispatcher adds the jobs it picks for
+// that room, and the writer commits outcomes and claims in one transaction
+// and answers with one assign_jobs. A worker has one report in flight at a
+// time, so what happens meanwhile joins the next one: under load, per-job
+// costs are paid per batch.
 #pragma once
 
 #include <cstdint>
@@ -20,13 +28,12 @@
 
 #include "ergon/error.hpp"
 #include "ergon/job_id.hpp"
+#include "ergon/storage/operations.hpp"
 
 namespace ergon::actors {
 
 /// Self-sent timer wake-up (dispatcher and worker).
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
-/// Self-sent: send the outcomes collected so far in one request.
-using flush_atom = caf::flush_atom;
 
 /// A status on the wire.
 struct wire_status {
@@ -45,7 +52,8 @@ job_id id_from_wire(const std::string& bytes);
 struct register_worker {
   std::string name;
   std::vector<std::string> types;
-  int32_t max_capacity = 0;
+  int32_t max_capacity = 0;  ///< most weight running at once
+  int32_t prefetch = 0;      ///< weight it holds claimed beyond that
   caf::actor worker;
 };
 
@@ -55,20 +63,25 @@ struct worker_registered {
   caf::actor writer;
 };
 
-/// The worker has `capacity` free weight units, having received
+/// What a worker reports to the dispatcher (see the top of this file). The
+/// worker has `capacity` free weight units, having received
 /// `received_weight` units in all assign_jobs so far. The dispatcher subtracts
 /// what it sent but the worker had not yet received (credit-based flow
-/// control), so a worker may update its request at any time without ever
-/// being given more than it has room for. Each request replaces the last.
-struct request_jobs {
+/// control), so a worker may update its room at any time without ever being
+/// given more than it has room for. Each report's room replaces the last.
+struct worker_report {
   uint64_t worker_id = 0;
   int32_t capacity = 0;
   int64_t received_weight = 0;
-  /// Attempts whose code returned since the last request, as (row, token)
-  /// pairs: the dispatcher stops counting them as running before their
-  /// outcomes commit, so fair shares follow the code that actually runs.
-  std::vector<int64_t> returned_rows;
-  std::vector<int64_t> returned_tokens;
+  /// How attempts ended, in the order the job code reported them.
+  std::vector<storage::attempt_report> outcomes;
+  /// Attempts whose code returned (or never started): their weight is free,
+  /// even before their outcomes commit, so fair shares follow the code that
+  /// actually runs.
+  std::vector<storage::attempt_ref> returned;
+  /// Claimed attempts whose code never started (the worker is stopping):
+  /// back to pending without spending a try.
+  std::vector<storage::attempt_ref> released;
 };
 
 /// The worker stops taking jobs. The dispatcher answers with
@@ -96,8 +109,12 @@ struct job_assignment {
   int32_t priority = 0;
 };
 
+/// The writer's answer to a worker after a commit: the jobs claimed for it,
+/// and, if it answers a report, one status per outcome of that report.
 struct assign_jobs {
   std::vector<job_assignment> jobs;
+  std::vector<wire_status> acks;
+  bool answers_report = false;
 };
 
 /// The attempt expired (or the queue is closing): flag its context cancelled.
@@ -105,24 +122,6 @@ struct cancel_attempt {
   int64_t row = 0;
   int64_t token = 0;
   std::string reason;
-};
-
-/// How one attempt ended, as the worker reports it.
-struct outcome_report {
-  int64_t row = 0;
-  int64_t token = 0;
-  bool succeeded = true;
-  std::string text;  ///< result bytes on success, failure message otherwise
-};
-
-/// Several outcomes in one write; answered with one status per report, in
-/// order, after the commit.
-struct report_outcomes {
-  std::vector<outcome_report> reports;
-};
-
-struct outcome_replies {
-  std::vector<wire_status> statuses;
 };
 
 /// Heartbeat (no checkpoint) or checkpoint of a running attempt.
@@ -140,6 +139,24 @@ struct extend_reply {
 
 // -- inspection (serialization) -----------------------------------------------------
 
+}  // namespace ergon::actors
+
+namespace ergon::storage {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_ref& x) {
+  return f(caf::meta::type_name("ergon::attempt_ref"), x.row, x.token);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
+  return f(caf::meta::type_name("ergon::attempt_report"), x.row, x.token, x.succeeded, x.text);
+}
+
+}  // namespace ergon::storage
+
+namespace ergon::actors {
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wire_status& x) {
   return f(caf::meta::type_name("ergon::wire_status"), x.code, x.message, x.field);
@@ -148,7 +165,7 @@ typename Inspector::result_type inspect(Inspector& f, wire_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
   return f(caf::meta::type_name("ergon::register_worker"), x.name, x.types,
-           x.max_capacity, x.worker);
+           x.max_capacity, x.prefetch, x.worker);
 }
 
 template <class Inspector>
@@ -157,9 +174,9 @@ typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, request_jobs& x) {
-  return f(caf::meta::type_name("ergon::request_jobs"), x.worker_id, x.capacity,
-           x.received_weight, x.returned_rows, x.returned_tokens);
+typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
+  return f(caf::meta::type_name("ergon::worker_report"), x.worker_id, x.capacity,
+           x.received_weight, x.outcomes, x.returned, x.released);
 }
 
 template <class Inspector>
@@ -176,28 +193,12 @@ typename Inspector::result_type inspect(Inspector& f, job_assignment& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, assign_jobs& x) {
-  return f(caf::meta::type_name("ergon::assign_jobs"), x.jobs);
+  return f(caf::meta::type_name("ergon::assign_jobs"), x.jobs, x.acks, x.answers_report);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_attempt& x) {
   return f(caf::meta::type_name("ergon::cancel_attempt"), x.row, x.token, x.reason);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, outcome_report& x) {
-  return f(caf::meta::type_name("ergon::outcome_report"), x.row, x.token, x.succeeded,
-           x.text);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, report_outcomes& x) {
-  return f(caf::meta::type_name("ergon::report_outcomes"), x.reports);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, outcome_replies& x) {
-  return f(caf::meta::type_name("ergon::outcome_replies"), x.statuses);
 }
 
 template <class Inspector>

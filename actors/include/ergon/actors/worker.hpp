@@ -1,11 +1,13 @@
 // worker: runs job code for the types it serves.
 //
-// A worker registers with the dispatcher, and whenever the weight of its
-// running jobs drops below min_capacity it asks for max_capacity minus that
-// weight (Effectum's low-water mark). Job code runs on the worker's own
-// threads, never on CAF's scheduler. A job's weight is freed when its code
-// returns; its outcome goes to db_writer in a batch with others, and stop()
-// waits until every outcome has committed.
+// A worker registers with the dispatcher and holds claimed jobs: the ones
+// running, plus a window of `prefetch` weight units waiting for a thread, so
+// a thread whose job returned starts the next one without a round trip.
+// Whenever the weight it holds drops below min_capacity + prefetch it asks
+// for the rest (Effectum's low-water mark). Job code runs on the worker's own
+// threads, never on CAF's scheduler. Outcomes travel in the worker's next
+// report with its request for more work (protocol.hpp); stop() gives back
+// the claims that never started and waits until every outcome has committed.
 #pragma once
 
 #include <atomic>
@@ -28,11 +30,14 @@
 
 namespace ergon::actors {
 
+class job_runner;
+
 /// One attempt as job code sees it. Thread-safe; the blocking calls wait for
 /// the write to commit.
 class running_attempt {
  public:
-  running_attempt(const job_assignment& a, caf::actor worker);
+  running_attempt(const job_assignment& a, caf::actor worker,
+                  std::shared_ptr<job_runner> runner);
 
   const job_id& id() const noexcept { return id_; }
   const std::string& type() const noexcept { return type_; }
@@ -49,20 +54,16 @@ class running_attempt {
 
   /// True once complete or fail was called (or the runner returned).
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
+  /// Marks the outcome reported; true for the first call only.
+  bool mark_finished() noexcept { return !finished_.exchange(true, std::memory_order_acq_rel); }
 
   status checkpoint(std::string payload);
   status heartbeat();
   status complete(std::string result);
   status fail(std::string message);
 
-  /// Reports the outcome without waiting (the runner returned or threw).
-  void finish_async(bool succeeded, std::string text);
-
-  /// Tells the worker the code returned (after the outcome was reported).
-  void returned();
-
  private:
-  status finish(bool succeeded, std::string text, bool wait);
+  status finish(bool succeeded, std::string text);
   status extend(std::optional<std::string> checkpoint);
 
   job_id id_;
@@ -74,6 +75,7 @@ class running_attempt {
   int64_t token_;
   int32_t weight_;
   caf::actor worker_;
+  std::shared_ptr<job_runner> runner_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
 };
@@ -96,6 +98,8 @@ struct worker_config {
   std::map<std::string, runner> runners;  ///< type -> code; the worker's types
   int32_t min_capacity = 1;
   int32_t max_capacity = 1;
+  /// Weight units of claimed jobs held beyond max_capacity, waiting to start.
+  int32_t prefetch = 0;
   /// Heartbeat every running attempt this often; 0: only manual heartbeats.
   int64_t auto_heartbeat_ms = 0;
   std::shared_ptr<ergon::clock> clock;
@@ -105,21 +109,8 @@ struct worker_config {
 
 // -- local messages (job threads and the facade to the worker actor) ---------------------
 
-/// An attempt's outcome from its job thread. `reply` is empty for
-/// fire-and-forget reports.
-struct attempt_finished {
-  int64_t row = 0;
-  int64_t token = 0;
-  bool succeeded = true;
-  std::string text;
-  std::optional<reply_to<status>> reply;
-};
-
-/// The job code of an attempt returned: its weight is free again. Sent after
-/// the attempt's outcome, from the same thread.
-struct attempt_returned {
-  int64_t token = 0;
-};
+/// The worker's job threads left outcomes (local only).
+using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
 
 /// A heartbeat or checkpoint from a job thread.
 struct attempt_extend {
@@ -140,10 +131,8 @@ using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using worker_actor = caf::typed_actor<
   caf::reacts_to<assign_jobs>,
   caf::reacts_to<cancel_attempt>,
-  caf::reacts_to<attempt_finished>,
-  caf::reacts_to<attempt_returned>,
+  caf::reacts_to<outbox_atom>,
   caf::reacts_to<attempt_extend>,
-  caf::reacts_to<flush_atom>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<stop_worker>,
   caf::reacts_to<abandon_atom>>;
@@ -153,7 +142,5 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 
 }  // namespace ergon::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_finished)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_returned)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_extend)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::stop_worker)

@@ -33,17 +33,6 @@ struct job_key {
   std::optional<int64_t> deadline;
 };
 
-/// Dispatch order: higher priority first, then earlier run_at, then lower row
-/// id (which is submission order). The tie-break is explicit so no index or
-/// container order decides it.
-inline bool runs_before(const job_key& a, const job_key& b) noexcept {
-  if (a.priority != b.priority)
-    return a.priority > b.priority;
-  if (a.run_at != b.run_at)
-    return a.run_at < b.run_at;
-  return a.row < b.row;
-}
-
 // -- submit ----------------------------------------------------------------------
 
 struct insert_jobs_args {
@@ -91,14 +80,15 @@ result<job_key> cancel_pending(db& d, const cancel_pending_args& args,
 
 // -- run -------------------------------------------------------------------------------
 
-/// One job the dispatcher wants to start, with the attempt token it chose.
-struct claim_request {
+/// One attempt of a job: its row and the token chosen when it was claimed.
+struct attempt_ref {
   int64_t row = 0;
   int64_t token = 0;
 };
 
 struct claim_jobs_args {
-  std::vector<claim_request> claims;
+  /// The jobs the dispatcher wants to start, with the tokens it chose.
+  std::vector<attempt_ref> claims;
 };
 
 /// A job that is now running: what a worker needs to run it.
@@ -124,6 +114,21 @@ struct claim_jobs_result {
 /// Marks each requested job running: try + 1, the attempt token, started_at
 /// and expires_at = now + timeout. Only jobs still pending and due are taken.
 result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms);
+
+struct release_claims_args {
+  std::vector<attempt_ref> attempts;
+};
+
+/// A claimed job put back to pending.
+struct released_claim {
+  int64_t token = 0;
+  job_key key;
+};
+
+/// Puts claimed jobs whose code never started back to pending, as if the
+/// claim had not happened: the try is not spent. An attempt that is no
+/// longer running (it expired meanwhile) is skipped.
+result<std::vector<released_claim>> release_claims(db& d, const release_claims_args& args);
 
 /// How an attempt that did not succeed continues.
 enum class retry_timing : uint8_t {

@@ -1,0 +1,39 @@
+#include "ergon/storage/operations.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// Undoes claim_jobs for an attempt whose code never started: the try is not
+// spent. Only that attempt (token) of a running job is released.
+constexpr const char* release_job =
+  "UPDATE jobs SET status = 0, current_try = current_try - 1, attempt_token = NULL, "
+  "expires_at = NULL WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
+  "RETURNING " ERGON_JOB_KEY_COLUMNS;
+
+}  // namespace
+
+result<std::vector<released_claim>> release_claims(db& d, const release_claims_args& args) {
+  auto prepared = d.prepare(release_job);
+  if (!prepared)
+    return prepared.error();
+  auto& s = **prepared;
+  std::vector<released_claim> out;
+  for (auto& a : args.attempts) {
+    s.reset();
+    s.bind(1, a.row);
+    s.bind(2, a.token);
+    if (!s.step()) {
+      if (!s.step_status())
+        return s.step_status();
+      continue;  // the attempt already ended (expired): nothing to give back
+    }
+    out.push_back({a.token, rows::read_key(s, 0)});
+    if (s.step() || !s.step_status())
+      return s.step_status().ok() ? status{error::internal, "release returned two rows"}
+                                  : s.step_status();
+  }
+  return out;
+}
+
+}  // namespace ergon::storage
