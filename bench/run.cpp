@@ -1,6 +1,8 @@
-// W2 drain, W3 latency and W4 scale (benchmarks.md).
+// W2 drain, W3 latency and W4 scale (benchmarks.md), and open: how long
+// queue::open takes on a file holding many finished jobs.
 //
-//   ergon-bench-run [--json] [drain] [latency] [scale] [--scale-sizes 10000,100000,1000000]
+//   ergon-bench-run [--json] [drain] [latency] [scale] [open]
+//                   [--scale-sizes 10000,100000,1000000] [--open-sizes 10000,100000,1000000]
 #include <atomic>
 #include <cstring>
 #include <iostream>
@@ -128,6 +130,61 @@ line latency(size_t backlog, const std::string& name) {
   return {name, rate, p50, p99, peak_rss_mb(), cpu.per_job(jobs_n)};
 }
 
+// Builds a file with `n` succeeded jobs the ordinary way (bulk submit, then
+// one worker drains them; jobs_per_s is that drain), closes it, and times
+// queue::open on it: once right after the build, when the start-up scan
+// still covers the new rows, then three more times (median, min, max).
+// Each open is followed by an untimed close.
+line open_time(size_t n, const std::string& name) {
+  temp_dir dir{name};
+  auto path = dir.file("run.db");  // open_queue's file
+  double build_s = 0;
+  double drain_rate = 0;
+  {
+    auto q = open_queue(dir);
+    auto t0 = steady::now();
+    std::vector<job> jobs(n, *job_builder("bench").payload(payload_100()).build());
+    submit_bulk(q, jobs);
+    jobs = {};
+    worker_options w;
+    w.max_concurrency = 16;
+    w.runners["bench"] = [](job_context&) {};
+    auto t1 = steady::now();
+    auto wk = q.start_worker(std::move(w));
+    check(wk.error(), "start_worker");
+    wait_until_succeeded(q, static_cast<int64_t>(n));
+    drain_rate = static_cast<double>(n) / seconds_since(t1);
+    check(wk->stop(), "stop worker");
+    check(q.close(), "close");
+    build_s = seconds_since(t0);
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = steady::now();
+    auto q = queue::open(path, tuned);
+    ms.push_back(seconds_since(t0) * 1e3);
+    check(q.error(), "open");
+    if (q->counts()[job_status::succeeded] != static_cast<int64_t>(n)) {
+      std::cerr << "open: expected " << n << " succeeded jobs\n";
+      std::exit(1);
+    }
+    check(q->close(), "close");
+  }
+  double first = ms.front();
+  std::vector<double> rest(ms.begin() + 1, ms.end());
+  std::sort(rest.begin(), rest.end());
+  char extra[200];
+  std::snprintf(extra, sizeof extra,
+                "jobs=%zu open_ms=%.2f open_ms_min=%.2f open_ms_max=%.2f first_open_ms=%.2f "
+                "build_s=%.1f",
+                n, rest[1], rest[0], rest[2], first, build_s);
+  return {name, drain_rate, -1, -1, peak_rss_mb(), extra};
+}
+
+std::string size_tag(size_t n) {
+  return n >= 1'000'000 ? std::to_string(n / 1'000'000) + "m" : std::to_string(n / 1'000) + "k";
+}
+
 std::vector<size_t> parse_sizes(const std::string& s) {
   std::vector<size_t> out;
   std::stringstream in{s};
@@ -142,11 +199,14 @@ int main(int argc, char** argv) {
   bool json = false;
   std::vector<std::string> wanted;
   std::vector<size_t> sizes{10'000, 100'000, 1'000'000};
+  std::vector<size_t> open_sizes{10'000, 100'000, 1'000'000};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0)
       json = true;
     else if (std::strcmp(argv[i], "--scale-sizes") == 0 && i + 1 < argc)
       sizes = parse_sizes(argv[++i]);
+    else if (std::strcmp(argv[i], "--open-sizes") == 0 && i + 1 < argc)
+      open_sizes = parse_sizes(argv[++i]);
     else if (std::strcmp(argv[i], "--writer-spin-us") == 0 && i + 1 < argc)
       tuned.writer_idle_spin = std::chrono::microseconds(std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--caf-moderate-polls") == 0 && i + 1 < argc)
@@ -167,10 +227,12 @@ int main(int argc, char** argv) {
     latency(0, "latency").print(json);
   if (want("scale")) {
     for (auto n : sizes) {
-      auto tag = n >= 1'000'000 ? std::to_string(n / 1'000'000) + "m"
-                                : std::to_string(n / 1'000) + "k";
-      drain(n, "scale_drain_" + tag).print(json);
-      latency(n, "scale_latency_" + tag).print(json);
+      drain(n, "scale_drain_" + size_tag(n)).print(json);
+      latency(n, "scale_latency_" + size_tag(n)).print(json);
     }
   }
+  // Not part of a run without arguments: building 1M jobs takes about a minute.
+  if (std::find(wanted.begin(), wanted.end(), "open") != wanted.end())
+    for (auto n : open_sizes)
+      open_time(n, "open_" + size_tag(n)).print(json);
 }
