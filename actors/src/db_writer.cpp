@@ -105,7 +105,9 @@ class writer {
       wait_for_mail(self);
       self->receive(bhvr);
       // The self-flush: everything already queued joins this commit.
-      for (size_t n = 1; n < cfg_.batch_limit && !stopping && !self->mailbox().empty(); ++n)
+      for (size_t n = 1; n < cfg_.batch_limit && rows_in_batch_ < max_batch_rows && !stopping
+                         && !self->mailbox().empty();
+           ++n)
         self->receive(bhvr);
       finish_batch();
     }
@@ -237,6 +239,7 @@ class writer {
 
   void on_submit(submit_call& c) {
     auto now = cfg_.clock->now_ms();
+    rows_in_batch_ += c.args.jobs.size();
     storage::insert_jobs_args args{std::move(c.args.jobs), cfg_.max_payload_bytes,
                                    cfg_.id_tag, next_row_};
     std::vector<job_id> ids;
@@ -463,6 +466,7 @@ class writer {
     feed_ = commit_feed{};
     open_ = false;
     next_row_ = 0;
+    rows_in_batch_ = 0;
     begin_status_ = {};
   }
 
@@ -472,6 +476,11 @@ class writer {
   // Next free row id within the open transaction (0: unknown). Only valid
   // while we hold the write lock, so it is forgotten at every commit.
   int64_t next_row_ = 0;
+  // Jobs inserted by this transaction so far. Past max_batch_rows it
+  // commits: a claim behind it waits for a few ms of inserts, not for 1,024
+  // bulk requests.
+  size_t rows_in_batch_ = 0;
+  static constexpr size_t max_batch_rows = 2'048;
   status begin_status_;
   std::vector<std::function<void(const status&)>> after_commit_;
   count_delta counts_;

@@ -173,6 +173,12 @@ void publish_hunger(dispatcher_state& st) {
     st.cfg.feeds->set_hungry(!st.draining && !st.waiting.empty());
 }
 
+// Claims and outcomes go ahead of submissions waiting in the writer's
+// mailbox: a worker's next job must not wait behind bulk inserts.
+void send_batch(dispatcher_state& st, worker_batch batch) {
+  caf::anon_send<caf::message_priority::high>(st.cfg.writer, std::move(batch));
+}
+
 // Picks jobs for the room a worker has, and records them as its claim.
 std::vector<storage::attempt_ref> pick_for(dispatcher_state& st, worker_info& info,
                                              int64_t now) {
@@ -225,7 +231,7 @@ void dispatch(dispatcher_ptr self) {
     }
     batch.worker_id = wid;
     batch.worker = w->second.handle;
-    caf::anon_send(st.cfg.writer, std::move(batch));
+    send_batch(st, std::move(batch));
     if (st.policy->ready_count() == 0)
       break;
   }
@@ -632,7 +638,7 @@ void on_report(dispatcher_ptr self, worker_report& r) {
       st.waiting.push_back(r.worker_id);
   }
   if (batch.answers_report || !batch.claims.empty())
-    caf::anon_send(st.cfg.writer, std::move(batch));
+    send_batch(st, std::move(batch));
   settle(self);
 }
 
