@@ -21,17 +21,6 @@ void job_runner::add(std::shared_ptr<running_attempt> attempt, code run) {
   wake_locked();
 }
 
-bool job_runner::drop_waiting(int64_t token) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto i = std::find_if(waiting_.begin(), waiting_.end(),
-                        [&](const waiting_job& w) { return w.attempt->token() == token; });
-  if (i == waiting_.end())
-    return false;
-  waiting_weight_ -= i->attempt->weight();
-  waiting_.erase(i);
-  return true;
-}
-
 std::vector<std::shared_ptr<running_attempt>> job_runner::take_waiting() {
   std::lock_guard<std::mutex> guard{mtx_};
   std::vector<std::shared_ptr<running_attempt>> out;

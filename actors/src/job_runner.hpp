@@ -53,8 +53,6 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
 
   /// Queues a claimed attempt; it starts as soon as its weight fits.
   void add(std::shared_ptr<running_attempt> attempt, code run);
-  /// Removes an attempt that has not started. False if it started already.
-  bool drop_waiting(int64_t token);
   /// Removes every attempt that has not started (the worker is stopping).
   std::vector<std::shared_ptr<running_attempt>> take_waiting();
 

@@ -247,15 +247,11 @@ void on_stop(worker_ptr self, stop_worker& s) {
 
 void on_cancel(worker_ptr self, const cancel_attempt& c) {
   auto& st = self->state;
+  // One that has not started yet still runs, with its flag set, as it would
+  // have if its thread had started a moment earlier: its code decides.
   auto i = st.attempts.find(c.token);
-  if (i == st.attempts.end())
-    return;
-  // An attempt that expired before it started never runs.
-  if (st.runner->drop_waiting(c.token))
-    st.attempts.erase(i);
-  else
+  if (i != st.attempts.end())
     i->second->cancel();
-  finish_stop_if_idle(self);
 }
 
 void arm_heartbeat(worker_ptr self) {
