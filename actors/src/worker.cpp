@@ -278,12 +278,9 @@ void on_registered(worker_ptr self, worker_registered& r) {
   st.worker_id = r.worker_id;
   st.writer = r.writer;
   st.registered = true;
-  if (st.stopping) {
-    report(self);
+  report(self);
+  if (st.stopping)
     unregister(self);
-  } else {
-    report(self);
-  }
 }
 
 }  // namespace

@@ -64,30 +64,16 @@ fault_vfs::fault_vfs() : base_(sqlite3_vfs_find(nullptr)) {
   if (base_ == nullptr)
     throw std::runtime_error("fault_vfs: no default VFS to wrap");
   real_offset_ = (sizeof(shim_file) + 15) & ~size_t{15};
+  // Everything but open and delete is the base VFS's own: the unix VFS
+  // doesn't use the sqlite3_vfs pointer those methods get.
+  vfs_ = *base_;
+  vfs_.pNext = nullptr;
   vfs_.iVersion = std::min(base_->iVersion, 3);
   vfs_.szOsFile = static_cast<int>(real_offset_) + base_->szOsFile;
-  vfs_.mxPathname = base_->mxPathname;
   vfs_.zName = "ergon-fault";
   vfs_.pAppData = this;
   vfs_.xOpen = x_open;
   vfs_.xDelete = x_delete;
-  vfs_.xAccess = x_access;
-  vfs_.xFullPathname = x_full_pathname;
-  vfs_.xDlOpen = x_dl_open;
-  vfs_.xDlError = x_dl_error;
-  vfs_.xDlSym = x_dl_sym;
-  vfs_.xDlClose = x_dl_close;
-  vfs_.xRandomness = x_randomness;
-  vfs_.xSleep = x_sleep;
-  vfs_.xCurrentTime = x_current_time;
-  vfs_.xGetLastError = x_get_last_error;
-  if (vfs_.iVersion >= 2)
-    vfs_.xCurrentTimeInt64 = x_current_time_int64;
-  if (vfs_.iVersion >= 3) {
-    vfs_.xSetSystemCall = x_set_system_call;
-    vfs_.xGetSystemCall = x_get_system_call;
-    vfs_.xNextSystemCall = x_next_system_call;
-  }
   methods_.iVersion = 3;
   methods_.xClose = x_close;
   methods_.xRead = x_read;
@@ -327,76 +313,6 @@ int fault_vfs::x_delete(sqlite3_vfs* v, const char* name, int sync_dir) {
       i->second.synced_size = 0;
     }
   return rc;
-}
-
-int fault_vfs::x_access(sqlite3_vfs* v, const char* name, int flags, int* out) {
-  auto& me = self(v);
-  return me.base_->xAccess(me.base_, name, flags, out);
-}
-
-int fault_vfs::x_full_pathname(sqlite3_vfs* v, const char* name, int n, char* out) {
-  auto& me = self(v);
-  return me.base_->xFullPathname(me.base_, name, n, out);
-}
-
-void* fault_vfs::x_dl_open(sqlite3_vfs* v, const char* name) {
-  auto& me = self(v);
-  return me.base_->xDlOpen(me.base_, name);
-}
-
-void fault_vfs::x_dl_error(sqlite3_vfs* v, int n, char* out) {
-  auto& me = self(v);
-  me.base_->xDlError(me.base_, n, out);
-}
-
-void (*fault_vfs::x_dl_sym(sqlite3_vfs* v, void* lib, const char* sym))(void) {
-  auto& me = self(v);
-  return me.base_->xDlSym(me.base_, lib, sym);
-}
-
-void fault_vfs::x_dl_close(sqlite3_vfs* v, void* lib) {
-  auto& me = self(v);
-  me.base_->xDlClose(me.base_, lib);
-}
-
-int fault_vfs::x_randomness(sqlite3_vfs* v, int n, char* out) {
-  auto& me = self(v);
-  return me.base_->xRandomness(me.base_, n, out);
-}
-
-int fault_vfs::x_sleep(sqlite3_vfs* v, int us) {
-  auto& me = self(v);
-  return me.base_->xSleep(me.base_, us);
-}
-
-int fault_vfs::x_current_time(sqlite3_vfs* v, double* out) {
-  auto& me = self(v);
-  return me.base_->xCurrentTime(me.base_, out);
-}
-
-int fault_vfs::x_get_last_error(sqlite3_vfs* v, int n, char* out) {
-  auto& me = self(v);
-  return me.base_->xGetLastError(me.base_, n, out);
-}
-
-int fault_vfs::x_current_time_int64(sqlite3_vfs* v, sqlite3_int64* out) {
-  auto& me = self(v);
-  return me.base_->xCurrentTimeInt64(me.base_, out);
-}
-
-int fault_vfs::x_set_system_call(sqlite3_vfs* v, const char* name, sqlite3_syscall_ptr p) {
-  auto& me = self(v);
-  return me.base_->xSetSystemCall(me.base_, name, p);
-}
-
-sqlite3_syscall_ptr fault_vfs::x_get_system_call(sqlite3_vfs* v, const char* name) {
-  auto& me = self(v);
-  return me.base_->xGetSystemCall(me.base_, name);
-}
-
-const char* fault_vfs::x_next_system_call(sqlite3_vfs* v, const char* name) {
-  auto& me = self(v);
-  return me.base_->xNextSystemCall(me.base_, name);
 }
 
 // -- sqlite3_io_methods --------------------------------------------------------------------

@@ -150,20 +150,6 @@ class fault_vfs {
   // sqlite3_vfs methods.
   static int x_open(sqlite3_vfs*, const char*, sqlite3_file*, int, int*);
   static int x_delete(sqlite3_vfs*, const char*, int);
-  static int x_access(sqlite3_vfs*, const char*, int, int*);
-  static int x_full_pathname(sqlite3_vfs*, const char*, int, char*);
-  static void* x_dl_open(sqlite3_vfs*, const char*);
-  static void x_dl_error(sqlite3_vfs*, int, char*);
-  static void (*x_dl_sym(sqlite3_vfs*, void*, const char*))(void);
-  static void x_dl_close(sqlite3_vfs*, void*);
-  static int x_randomness(sqlite3_vfs*, int, char*);
-  static int x_sleep(sqlite3_vfs*, int);
-  static int x_current_time(sqlite3_vfs*, double*);
-  static int x_get_last_error(sqlite3_vfs*, int, char*);
-  static int x_current_time_int64(sqlite3_vfs*, sqlite3_int64*);
-  static int x_set_system_call(sqlite3_vfs*, const char*, sqlite3_syscall_ptr);
-  static sqlite3_syscall_ptr x_get_system_call(sqlite3_vfs*, const char*);
-  static const char* x_next_system_call(sqlite3_vfs*, const char*);
 
   // sqlite3_io_methods.
   static int x_close(sqlite3_file*);
