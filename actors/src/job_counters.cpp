@@ -2,14 +2,6 @@
 
 namespace ergon::actors {
 
-void count_delta::merge(const count_delta& other) {
-  for (auto& [type, counts] : other.by_type_) {
-    auto& mine = by_type_[type];
-    for (size_t i = 0; i < counts.size(); ++i)
-      mine[i] += counts[i];
-  }
-}
-
 void job_counters::apply(const count_delta& d) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& [type, counts] : d.by_type()) {

@@ -4,35 +4,18 @@
 // table or waits behind a write.
 #pragma once
 
-#include <array>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "ergon/job_info.hpp"
+#include "ergon/storage/count_delta.hpp"
 
 namespace ergon::actors {
 
-using per_status = std::array<int64_t, job_status_count>;
-
-/// Count changes accumulated during one commit.
-class count_delta {
- public:
-  void add(const std::string& type, job_status s, int64_t n = 1) {
-    by_type_[type][static_cast<size_t>(s)] += n;
-  }
-  void move(const std::string& type, job_status from, job_status to) {
-    add(type, from, -1);
-    add(type, to, 1);
-  }
-  void merge(const count_delta& other);
-  bool empty() const noexcept { return by_type_.empty(); }
-  void clear() noexcept { by_type_.clear(); }
-  const std::map<std::string, per_status>& by_type() const noexcept { return by_type_; }
-
- private:
-  std::map<std::string, per_status> by_type_;
-};
+// The delta type is storage's, which also writes it to job_counts.
+using storage::count_delta;
+using storage::per_status;
 
 /// Thread-safe counts, written by the writer after each commit.
 class job_counters {
