@@ -377,3 +377,93 @@ BOOST_AUTO_TEST_CASE(loading_leaves_no_read_open_so_the_connection_can_write_lat
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(job_counts)
+
+namespace {
+
+// "type:status=count" pairs, in count_jobs order.
+std::string pairs(const result<std::vector<type_status_count>>& counts) {
+  BOOST_REQUIRE_MESSAGE(counts.has_value(), counts.error().to_string());
+  std::string out;
+  for (auto& c : *counts)
+    out += c.type + ":" + to_string(c.status) + "=" + std::to_string(c.count) + " ";
+  return out;
+}
+
+status in_transaction(db& d, const count_delta& delta) {
+  BOOST_REQUIRE(d.exec("BEGIN").ok());
+  auto st = add_job_counts(d, delta);
+  BOOST_REQUIRE(d.exec(st ? "COMMIT" : "ROLLBACK").ok());
+  return st;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs) {
+  temp_dir dir;
+  auto opened = db::open(dir.file("q.db"), db_options{});
+  BOOST_REQUIRE(opened.has_value());
+  auto& d = **opened;
+  BOOST_REQUIRE(migrate(d, 1).ok());
+  sqlite_probe probe{dir.file("q.db")};
+  BOOST_TEST(probe.number("PRAGMA user_version") == 1);
+  BOOST_TEST(probe.number("SELECT count(*) FROM sqlite_master WHERE name = 'job_counts'") == 0);
+  // Jobs in several statuses, written as version 1 wrote them (no counts).
+  auto no_retries = simple_job("b");
+  no_retries.max_retries = 0;
+  auto rows = insert(d, {simple_job("a"), simple_job("a"), simple_job("a"), simple_job("a"),
+                         no_retries, simple_job("b")});
+  BOOST_REQUIRE(cancel_pending(d, cancel_pending_args{rows[0].id}, t0).has_value());
+  auto claimed = claim_jobs(
+    d, claim_jobs_args{{{rows[1].row, 1}, {rows[2].row, 2}, {rows[4].row, 3}}}, t0);
+  BOOST_REQUIRE(claimed.has_value());
+  BOOST_REQUIRE(claimed->claimed.size() == 3u);
+  finish_attempts_args outcomes;
+  outcomes.reports = {{rows[2].row, 2, true, ""}, {rows[4].row, 3, false, "boom"}};
+  outcomes.randoms = {0.0, 0.0};
+  BOOST_REQUIRE(finish_attempts(d, outcomes, t0).has_value());
+
+  BOOST_REQUIRE(migrate(d).ok());
+  BOOST_TEST(probe.number("PRAGMA user_version") == current_schema_version());
+  auto expected = "a:pending=1 a:running=1 a:succeeded=1 a:cancelled=1 b:pending=1 b:failed=1 ";
+  BOOST_TEST(pairs(count_jobs(d, count_source::table)) == expected);
+  BOOST_TEST(pairs(count_jobs(d, count_source::scan)) == expected);
+}
+
+BOOST_AUTO_TEST_CASE(a_delta_upserts_each_changed_pair_and_skips_zeros) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  sqlite_probe probe{dir.file("q.db")};
+  count_delta delta;
+  delta.add("a", job_status::pending, 2);
+  delta.move("a", job_status::pending, job_status::running);
+  delta.add("b", job_status::succeeded, 0);
+  BOOST_REQUIRE(in_transaction(*d, delta).ok());
+  BOOST_TEST(probe.text("SELECT group_concat(type || status || '=' || count, ' ') FROM "
+                        "(SELECT * FROM job_counts ORDER BY type, status)")
+             == "a0=1 a1=1");  // no row for b: its change was zero
+  delta.clear();
+  delta.move("a", job_status::running, job_status::succeeded);
+  BOOST_REQUIRE(in_transaction(*d, delta).ok());
+  // a:running dropped to zero: its row stays, but count_jobs leaves it out.
+  BOOST_TEST(probe.number("SELECT count FROM job_counts WHERE type = 'a' AND status = 1") == 0);
+  BOOST_TEST(pairs(count_jobs(*d)) == "a:pending=1 a:succeeded=1 ");
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_transaction) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  sqlite_probe{dir.file("q.db"), sqlite_probe::writable}.exec(
+    "CREATE TRIGGER reject_poison BEFORE INSERT ON job_counts WHEN NEW.type = 'poison' "
+    "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;");
+  count_delta delta;
+  delta.add("a", job_status::pending);
+  delta.add("poison", job_status::pending);
+  auto st = in_transaction(*d, delta);
+  BOOST_TEST(!st.ok());
+  BOOST_TEST(st.message().find("poisoned") != std::string::npos, st.message());
+  BOOST_TEST(pairs(count_jobs(*d)).empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

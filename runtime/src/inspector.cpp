@@ -31,7 +31,8 @@ status closed_inspector() {
 }
 
 result<std::vector<storage::type_status_count>> count_rows(const inspector::impl& p) {
-  return p.with_connection([](storage::db& d) { return storage::count_jobs(d); });
+  return p.with_connection(
+    [](storage::db& d) { return storage::count_jobs(d, storage::count_source::scan); });
 }
 
 }  // namespace

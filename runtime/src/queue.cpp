@@ -194,7 +194,7 @@ storage::db_options db_options_from(const options& opts) {
 }
 
 status seed_counters(storage::db& d, actors::job_counters& counters) {
-  auto rows = storage::count_jobs(d);
+  auto rows = storage::count_jobs(d, storage::count_source::scan);
   if (!rows)
     return rows.error();
   actors::count_delta initial;

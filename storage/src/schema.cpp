@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -71,7 +72,23 @@ INSERT INTO meta (key, value) VALUES ('id_tag', abs(random()) % 1073741824);
 INSERT INTO meta (key, value) VALUES ('unfinished_low_mark', 0);
 )sql";
 
-constexpr const char* migrations[] = {migration_1};
+// Job counts per (type, status), so that open and the inspector read a few
+// rows instead of grouping every job. Every write that changes a job's status
+// adds its delta here in the same transaction (add_job_counts). A count that
+// drops to zero keeps its row: the same pair usually comes back soon.
+// Filled once from the jobs, so a version-1 file arrives with its counts.
+constexpr const char* migration_2 = R"sql(
+CREATE TABLE job_counts (
+  type   TEXT    NOT NULL,
+  status INTEGER NOT NULL,
+  count  INTEGER NOT NULL,
+  PRIMARY KEY (type, status)
+) WITHOUT ROWID;
+INSERT INTO job_counts (type, status, count)
+  SELECT type, status, count(*) FROM jobs GROUP BY type, status;
+)sql";
+
+constexpr const char* migrations[] = {migration_1, migration_2};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";
@@ -174,6 +191,10 @@ int current_schema_version() noexcept {
 }
 
 status migrate(db& d) {
+  return migrate(d, migration_count);
+}
+
+status migrate(db& d, int target) {
   auto version_text = d.pragma_text(read_version);
   if (!version_text)
     return version_text.error();
@@ -183,7 +204,7 @@ status migrate(db& d) {
             d.path() + ": schema version " + std::to_string(version)
               + " is newer than this ergon build supports ("
               + std::to_string(migration_count) + ")"};
-  for (int v = version; v < migration_count; ++v) {
+  for (int v = version; v < std::min(target, migration_count); ++v) {
     if (auto st = d.exec("BEGIN IMMEDIATE"); !st)
       return st;
     auto st = d.exec(migrations[v]);

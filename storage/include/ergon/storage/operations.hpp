@@ -15,6 +15,7 @@
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/storage/count_delta.hpp"
 #include "ergon/storage/db.hpp"
 
 namespace ergon::storage {
@@ -235,6 +236,15 @@ struct recover_running_args {
 result<std::vector<attempt_end>> recover_running(db& d, const recover_running_args& args,
                                                  int64_t now_ms);
 
+// -- job counts ----------------------------------------------------------------------
+
+/// Adds `delta` to the job_counts table: one UPSERT per (type, status) whose
+/// change is not zero, so a write that changes no status costs nothing. Runs
+/// in the caller's transaction, which must be the one that changed the jobs:
+/// the table then always equals a count of the jobs (count_jobs). A pair
+/// whose count drops to zero keeps its row.
+status add_job_counts(db& d, const count_delta& delta);
+
 // -- reads (any connection) --------------------------------------------------------
 
 /// The job with this id, with its attempts. Error: not_found.
@@ -249,7 +259,22 @@ struct type_status_count {
   job_status status = job_status::pending;
   int64_t count = 0;
 };
-result<std::vector<type_status_count>> count_jobs(db& d);
+
+/// Where count_jobs gets its numbers.
+enum class count_source : uint8_t {
+  /// The job_counts table (schema version 2): a few rows, however many jobs.
+  table,
+  /// A GROUP BY over every job: about 1.3 ms per 1,000 jobs. For files older
+  /// than version 2, and for checking the table.
+  scan,
+};
+
+/// Job counts per (type, status), ordered by type then status, leaving out
+/// pairs with no jobs; both sources give the same answer. Fails only with
+/// storage errors, and with `internal` if asked for the table of a version-1
+/// file (it has none: use `scan`).
+result<std::vector<type_status_count>> count_jobs(db& d,
+                                                  count_source from = count_source::table);
 
 /// Per-database values kept in the meta table.
 struct meta_values {

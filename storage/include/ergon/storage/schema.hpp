@@ -13,6 +13,9 @@ namespace ergon::storage {
 /// version up; a file with a higher version was written by a newer ergon.
 int current_schema_version() noexcept;
 
+/// The first schema version with the job_counts table (see count_jobs).
+inline constexpr int job_counts_version = 2;
+
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;
 
@@ -31,5 +34,9 @@ status check_ergon_file(const std::string& path, bool read_only = false);
 /// Marks the file with `application_id`. Calling it on an up-to-date file
 /// changes nothing.
 status migrate(db& d);
+
+/// Like `migrate(d)`, but stops at `version` (tests make older files with
+/// it). A file already past `version` is left as it is.
+status migrate(db& d, int version);
 
 }  // namespace ergon::storage

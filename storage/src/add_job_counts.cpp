@@ -1,0 +1,31 @@
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* upsert_count =
+  "INSERT INTO job_counts (type, status, count) VALUES (?1, ?2, ?3) "
+  "ON CONFLICT (type, status) DO UPDATE SET count = count + excluded.count";
+
+}  // namespace
+
+status add_job_counts(db& d, const count_delta& delta) {
+  for (auto& [type, changes] : delta.by_type()) {
+    for (size_t i = 0; i < changes.size(); ++i) {
+      if (changes[i] == 0)
+        continue;  // a claim and its outcome in one batch cancel out on `running`
+      auto prepared = d.prepare(upsert_count);
+      if (!prepared)
+        return prepared.error();
+      auto& s = **prepared;
+      s.bind_text(1, type);
+      s.bind(2, static_cast<int64_t>(i));  // the frozen job_status value
+      s.bind(3, changes[i]);
+      if (auto st = d.run(s); !st)
+        return st;
+    }
+  }
+  return {};
+}
+
+}  // namespace ergon::storage
