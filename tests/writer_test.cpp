@@ -79,6 +79,14 @@ struct write_lock {
   sqlite_probe probe;
 };
 
+// Makes every insert of a row of type "poison" into `table` fail with
+// `message`, after whatever the same statement or request wrote before it.
+void poison(const std::string& path, const std::string& table, const std::string& message) {
+  sqlite_probe{path, sqlite_probe::writable}.exec(
+    "CREATE TRIGGER reject_poison BEFORE INSERT ON " + table
+    + " WHEN NEW.type = 'poison' BEGIN SELECT RAISE(ABORT, '" + message + "'); END;");
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(batching, writer_fixture)
@@ -87,9 +95,7 @@ BOOST_AUTO_TEST_CASE(a_failing_request_does_not_fail_the_others_in_its_batch) {
   start();
   // A trigger rejects type "poison" after earlier rows of the same request
   // were written: only a savepoint per request keeps the other requests.
-  sqlite_probe{dir.file("q.db"), sqlite_probe::writable}.exec(
-    "CREATE TRIGGER reject_poison BEFORE INSERT ON jobs WHEN NEW.type = 'poison' "
-    "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;");
+  poison(dir.file("q.db"), "jobs", "poisoned");
   write_lock lock{dir.file("q.db")};
   auto first = send_submit({make("a")});
   auto poisoned = send_submit({make("b"), make("poison")});
@@ -129,6 +135,36 @@ BOOST_AUTO_TEST_CASE(when_sqlite_aborts_the_transaction_no_earlier_request_is_ac
   BOOST_TEST(r3.has_value());
   sqlite_probe probe{dir.file("q.db")};
   BOOST_TEST(probe.text("SELECT group_concat(type, ',') FROM jobs") == "c");
+  BOOST_TEST(counters->totals()[job_status::pending] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_whose_counts_cannot_be_written_fails_every_request_in_it) {
+  start();
+  // The job_counts row is written last, just before COMMIT: its failure must
+  // fail the whole batch as a failed COMMIT does, not only the poisoned job.
+  poison(dir.file("q.db"), "job_counts", "poisoned count");
+  write_lock lock{dir.file("q.db")};
+  auto first = send_submit({make("a")});
+  auto poisoned = send_submit({make("poison")});
+  auto third = send_submit({make("c")});
+  lock.release();
+  for (auto* reply : {&first, &poisoned, &third}) {
+    auto r = reply->wait();
+    BOOST_REQUIRE(!r.has_value());
+    BOOST_TEST(r.error().message().find("poisoned count") != std::string::npos,
+               r.error().message());
+  }
+  {
+    sqlite_probe probe{dir.file("q.db")};
+    BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 0);
+    BOOST_TEST(probe.number("SELECT count(*) FROM job_counts") == 0);
+  }
+  BOOST_TEST(counters->totals().total() == 0);
+  // The writer goes on: the next batch commits with its counts.
+  auto next = send_submit({make("a")}).wait();
+  BOOST_REQUIRE_MESSAGE(next.has_value(), next.error().to_string());
+  sqlite_probe probe{dir.file("q.db")};
+  BOOST_TEST(probe.text("SELECT type || status || '=' || count FROM job_counts") == "a0=1");
   BOOST_TEST(counters->totals()[job_status::pending] == 1);
 }
 

@@ -434,7 +434,12 @@ class writer {
       cfg_.db->end_reads();  // COMMIT would leave them holding a snapshot
     status commit;
     if (open_ && begin_status_) {
-      commit = run_cached(commit_batch);
+      // The durable counts join the batch's transaction. If they can't be
+      // written the batch fails as a failed COMMIT does: nobody is told ok.
+      if (!counts_.empty())
+        commit = storage::add_job_counts(*cfg_.db, counts_);
+      if (commit)
+        commit = run_cached(commit_batch);
       if (!commit)
         run_cached(rollback_batch);
     } else if (open_) {
