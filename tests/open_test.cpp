@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <thread>
 
 #include "support/child_process.hpp"
 #include "support/queue_fixture.hpp"
@@ -250,6 +251,153 @@ BOOST_AUTO_TEST_CASE(inspection_refuses_what_it_cannot_read) {
   BOOST_TEST(in->counts().error().code() == error::closed);
   BOOST_TEST(in->job_info(job_id{}).error().code() == error::closed);
   BOOST_TEST(moved.counts().has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(durable_counts)
+
+namespace {
+
+// job_counts (without its zero rows) as "type:status=count" pairs, beside
+// the same pairs from a fresh GROUP BY over every job.
+struct count_listing {
+  std::string table;
+  std::string jobs;
+};
+
+count_listing list_counts(const std::string& path) {
+  sqlite_probe probe{path};
+  auto listed = [&](const std::string& rows) {
+    return probe.text("SELECT coalesce(group_concat(type || ':' || status || '=' || n, ' '), '') "
+                      "FROM (" + rows + ")");
+  };
+  BOOST_TEST(probe.number("SELECT count(*) FROM job_counts WHERE count < 0") == 0);
+  return {listed("SELECT type, status, count AS n FROM job_counts WHERE count <> 0 "
+                 "ORDER BY type, status"),
+          listed("SELECT type, status, count(*) AS n FROM jobs GROUP BY type, status "
+                 "ORDER BY type, status")};
+}
+
+void require_counts_match_jobs(const std::string& path) {
+  auto c = list_counts(path);
+  BOOST_REQUIRE_EQUAL(c.table, c.jobs);
+}
+
+// A file with `n` seeded jobs, then changed by `sql` behind ergon's back.
+std::string seeded_then(const temp_dir& dir, int n, const std::string& sql) {
+  auto path = dir.file("q.db");
+  seed(path, n);
+  sqlite_probe{path, sqlite_probe::writable}.exec(sql);
+  return path;
+}
+
+void run_until_cancelled(job_context& ctx) {
+  while (!ctx.cancelled())
+    std::this_thread::yield();
+}
+
+}  // namespace
+
+// Every write that changes a status keeps job_counts equal to the jobs:
+// submit, update, cancel, claim, success, failure with and without a retry,
+// attempt expiry, deadline expiry, and recovery after two real crashes (one
+// in the crashed file's next owner, one in this process).
+BOOST_FIXTURE_TEST_CASE(job_counts_equal_the_jobs_after_every_kind_of_write_and_crashes,
+                        queue_fixture) {
+  auto path = dir.file("q.db");
+  std::vector<job_id> ok{submit(*job_of("ok").build()), submit(*job_of("ok").build())};
+  auto flaky = submit(*job_of("flaky").max_retries(1).build());
+  auto doomed = submit(*job_of("doomed").max_retries(0).build());
+  auto slow = submit(*job_of("slow").timeout(1'000ms).max_retries(0).build());
+  auto cancelled = submit(*job_of("cancel").build());
+  auto late = submit(*job_of("late").ttl(500ms).build());
+  // For the crashes: the child runs the highest priority first.
+  auto dies_for_good = submit(*job_of("work").priority(2).max_retries(0).build());
+  auto retried = submit(*job_of("work").priority(1).max_retries(1).build());
+  submit(*job_of("work").build());
+  job_update u;
+  u.payload = "changed";
+  BOOST_REQUIRE(q->update_pending(retried, u).ok());
+  BOOST_REQUIRE(q->cancel_pending(cancelled).ok());
+
+  worker_options w;
+  w.runners["ok"] = [](job_context&) {};
+  w.runners["flaky"] = [](job_context& ctx) {
+    if (ctx.try_number() == 1)
+      ctx.fail("boom");
+  };
+  w.runners["doomed"] = [](job_context& ctx) { ctx.fail("boom"); };
+  w.runners["slow"] = run_until_cancelled;
+  auto wk = start(std::move(w));
+  for (auto& id : ok)
+    BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, flaky));
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, doomed));
+  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, slow));
+  require_counts_match_jobs(path);
+  advance(501ms);  // past the deadline of "late"
+  BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, late));
+  advance(500ms);  // past the timeout of "slow" and the backoff of "flaky"
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, slow));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, flaky));
+  BOOST_REQUIRE(wk.stop().ok());
+  require_counts_match_jobs(path);
+  log.reset();
+  q.reset();
+
+  // Two owners killed mid-job: the second one's open recovers the first
+  // one's job (no retries left: failed).
+  for (auto& victim : {dies_for_good, retried}) {
+    child_process owner{{ERGON_TEST_CRASH_WORKER, path, "hang"}};
+    BOOST_REQUIRE_EQUAL(owner.read_line(), "started " + victim.to_string() + " 1");
+    owner.signal(SIGKILL);
+    owner.wait();
+    require_counts_match_jobs(path);
+  }
+  reopen();  // recovers `retried`: back to pending
+  auto c = list_counts(path);
+  BOOST_TEST(c.jobs == c.table);
+  BOOST_TEST(c.table == "cancel:4=1 doomed:3=1 flaky:2=1 late:5=1 ok:2=2 slow:3=1 work:0=2 work:3=1");
+  auto counts = q->counts();
+  BOOST_TEST(counts[job_status::pending] == 2);
+  BOOST_TEST(counts[job_status::running] == 0);
+  BOOST_TEST(counts[job_status::succeeded] == 3);
+  BOOST_TEST(counts[job_status::failed] == 3);
+  BOOST_TEST(counts[job_status::cancelled] == 1);
+  BOOST_TEST(counts[job_status::expired] == 1);
+  auto in = queue::inspect(path);
+  BOOST_REQUIRE(in.has_value());
+  auto m = in->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->by_status.by_status == counts.by_status, boost::test_tools::per_element());
+  BOOST_TEST(m->by_type["work"][job_status::failed] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(open_and_inspection_read_the_counts_table_not_the_jobs) {
+  temp_dir dir;
+  // A count no GROUP BY over the one job could give.
+  auto path =
+    seeded_then(dir, 1, "UPDATE job_counts SET count = 42 WHERE type = 'work' AND status = 0");
+  {
+    auto in = queue::inspect(path);
+    BOOST_REQUIRE(in.has_value());
+    BOOST_TEST((*in->counts())[job_status::pending] == 42);
+  }
+  auto q = queue::open(path);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  BOOST_TEST(q->counts()[job_status::pending] == 42);
+}
+
+BOOST_AUTO_TEST_CASE(inspecting_a_version_1_file_counts_its_jobs) {
+  // A file no queue of this version has opened yet: the inspector must not
+  // migrate it, so it counts the jobs instead of reading job_counts.
+  temp_dir dir;
+  auto path = seeded_then(dir, 2, "DROP TABLE job_counts; PRAGMA user_version = 1");
+  auto in = queue::inspect(path);
+  BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
+  BOOST_TEST((*in->counts())[job_status::pending] == 2);
+  BOOST_TEST(sqlite_probe{path}.number("PRAGMA user_version") == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -14,6 +14,8 @@ namespace ergon {
 
 struct inspector::impl {
   std::unique_ptr<runtime::read_pool> reads;
+  // A file no queue of this version has opened yet has no job_counts table.
+  storage::count_source counts_from = storage::count_source::table;
 
   template <class F>
   auto with_connection(F&& f) const -> decltype(f(std::declval<storage::db&>())) {
@@ -32,7 +34,7 @@ status closed_inspector() {
 
 result<std::vector<storage::type_status_count>> count_rows(const inspector::impl& p) {
   return p.with_connection(
-    [](storage::db& d) { return storage::count_jobs(d, storage::count_source::scan); });
+    [&](storage::db& d) { return storage::count_jobs(d, p.counts_from); });
 }
 
 }  // namespace
@@ -59,6 +61,8 @@ result<inspector> queue::inspect(const std::string& path) {
   if (v > storage::current_schema_version())
     return status{error::corrupt, path + ": schema version " + *version
                                     + " is newer than this ergon build supports"};
+  if (v < storage::job_counts_version)
+    p->counts_from = storage::count_source::scan;
   return inspector{std::move(p)};
 }
 

@@ -1,6 +1,7 @@
 // job_counters: job counts per type and status, kept by db_writer.
 //
-// The writer applies each commit's changes, so reading counts never scans the
+// Seeded at open from the job_counts table; the writer applies each commit's
+// changes (the same delta it stores there), so reading counts never scans the
 // table or waits behind a write.
 #pragma once
 
