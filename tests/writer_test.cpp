@@ -67,6 +67,12 @@ struct writer_fixture {
     caf::anon_send(writer, actors::submit_call{{std::move(jobs)}, std::move(to)});
     return std::move(from);
   }
+
+  actors::reply_from<status> send_cancel(const job_id& id) {
+    auto [to, from] = actors::make_reply<status>();
+    caf::anon_send(writer, actors::cancel_call{{id}, std::move(to)});
+    return std::move(from);
+  }
 };
 
 // Holds the database's write lock from another connection until released, so
@@ -140,32 +146,49 @@ BOOST_AUTO_TEST_CASE(when_sqlite_aborts_the_transaction_no_earlier_request_is_ac
 
 BOOST_AUTO_TEST_CASE(a_batch_whose_counts_cannot_be_written_fails_every_request_in_it) {
   start();
-  // The job_counts row is written last, just before COMMIT: its failure must
-  // fail the whole batch as a failed COMMIT does, not only the poisoned job.
-  poison(dir.file("q.db"), "job_counts", "poisoned count");
+  auto ids = send_submit({make("a"), make("poison"), make("c")}).wait();
+  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+  // The finished_counts rows are written last, just before COMMIT: their
+  // failure must fail the whole batch as a failed COMMIT does, not only the
+  // cancel that finished the poisoned job.
+  poison(dir.file("q.db"), "finished_counts", "poisoned count");
   write_lock lock{dir.file("q.db")};
-  auto first = send_submit({make("a")});
-  auto poisoned = send_submit({make("poison")});
-  auto third = send_submit({make("c")});
+  std::vector<actors::reply_from<status>> cancels;
+  for (auto& id : *ids)
+    cancels.push_back(send_cancel(id));
+  auto submitted = send_submit({make("d")});
   lock.release();
-  for (auto* reply : {&first, &poisoned, &third}) {
-    auto r = reply->wait();
-    BOOST_REQUIRE(!r.has_value());
-    BOOST_TEST(r.error().message().find("poisoned count") != std::string::npos,
-               r.error().message());
+  for (auto& reply : cancels) {
+    auto st = reply.wait();
+    BOOST_TEST(st.message().find("poisoned count") != std::string::npos, st.message());
   }
+  auto lost = submitted.wait();
+  BOOST_REQUIRE(!lost.has_value());
+  BOOST_TEST(lost.error().message().find("poisoned count") != std::string::npos);
   {
     sqlite_probe probe{dir.file("q.db")};
-    BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 0);
-    BOOST_TEST(probe.number("SELECT count(*) FROM job_counts") == 0);
+    BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status = 0") == 3);
+    BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 3);
+    BOOST_TEST(probe.number("SELECT count(*) FROM finished_counts") == 0);
   }
-  BOOST_TEST(counters->totals().total() == 0);
+  BOOST_TEST(counters->totals()[job_status::pending] == 3);
+  BOOST_TEST(counters->totals()[job_status::cancelled] == 0);
   // The writer goes on: the next batch commits with its counts.
-  auto next = send_submit({make("a")}).wait();
-  BOOST_REQUIRE_MESSAGE(next.has_value(), next.error().to_string());
+  BOOST_REQUIRE(send_cancel((*ids)[0]).wait().ok());
   sqlite_probe probe{dir.file("q.db")};
-  BOOST_TEST(probe.text("SELECT type || status || '=' || count FROM job_counts") == "a0=1");
-  BOOST_TEST(counters->totals()[job_status::pending] == 1);
+  BOOST_TEST(probe.text("SELECT type || status || '=' || count FROM finished_counts") == "a4=1");
+  BOOST_TEST(counters->totals()[job_status::pending] == 2);
+  BOOST_TEST(counters->totals()[job_status::cancelled] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(submits_and_claims_write_no_counts) {
+  start();
+  auto ids = send_submit({make("a"), make("b")}).wait();
+  BOOST_REQUIRE(ids.has_value());
+  sqlite_probe probe{dir.file("q.db")};
+  // Pending jobs are counted from the jobs at open, so a submit pays nothing.
+  BOOST_TEST(probe.number("SELECT count(*) FROM finished_counts") == 0);
+  BOOST_TEST(counters->totals()[job_status::pending] == 2);
 }
 
 BOOST_AUTO_TEST_CASE(a_request_that_arrives_after_close_gets_closed) {

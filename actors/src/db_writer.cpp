@@ -437,7 +437,7 @@ class writer {
       // The durable counts join the batch's transaction. If they can't be
       // written the batch fails as a failed COMMIT does: nobody is told ok.
       if (!counts_.empty())
-        commit = storage::add_job_counts(*cfg_.db, counts_);
+        commit = storage::add_finished_counts(*cfg_.db, counts_);
       if (commit)
         commit = run_cached(commit_batch);
       if (!commit)

@@ -14,7 +14,7 @@ namespace ergon {
 
 struct inspector::impl {
   std::unique_ptr<runtime::read_pool> reads;
-  // A file no queue of this version has opened yet has no job_counts table.
+  // A file no queue of this version has opened yet has no finished_counts table.
   storage::count_source counts_from = storage::count_source::table;
 
   template <class F>
@@ -61,7 +61,7 @@ result<inspector> queue::inspect(const std::string& path) {
   if (v > storage::current_schema_version())
     return status{error::corrupt, path + ": schema version " + *version
                                     + " is newer than this ergon build supports"};
-  if (v < storage::job_counts_version)
+  if (v < storage::finished_counts_version)
     p->counts_from = storage::count_source::scan;
   return inspector{std::move(p)};
 }

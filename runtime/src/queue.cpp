@@ -193,7 +193,7 @@ storage::db_options db_options_from(const options& opts) {
   return d;
 }
 
-// Reads job_counts: a few rows, however many jobs the file holds.
+// Reads finished_counts and the unfinished jobs: the history is not scanned.
 status seed_counters(storage::db& d, actors::job_counters& counters) {
   auto rows = storage::count_jobs(d, storage::count_source::table);
   if (!rows)
@@ -231,11 +231,11 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
   auto recovered = storage::recover_running(d, args, now);
   status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
   if (st) {
-    // In the same transaction, so job_counts never disagrees with the jobs.
+    // In the same transaction, so finished_counts never disagrees with the jobs.
     storage::count_delta moved;
     for (auto& end : *recovered)
       moved.move(end.type, job_status::running, end.status);
-    st = storage::add_job_counts(d, moved);
+    st = storage::add_finished_counts(d, moved);
   }
   if (st)
     st = d.exec("COMMIT");

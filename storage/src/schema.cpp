@@ -72,20 +72,21 @@ INSERT INTO meta (key, value) VALUES ('id_tag', abs(random()) % 1073741824);
 INSERT INTO meta (key, value) VALUES ('unfinished_low_mark', 0);
 )sql";
 
-// Job counts per (type, status), so that open and the inspector read a few
-// rows instead of grouping every job. Every write that changes a job's status
-// adds its delta here in the same transaction (add_job_counts). A count that
-// drops to zero keeps its row: the same pair usually comes back soon.
+// Counts of finished jobs per (type, status), so that open and the inspector
+// never group the finished history: unfinished jobs are counted by a range
+// scan from meta.unfinished_low_mark, which open reads anyway. A finished
+// status is final, so only the writes that finish jobs add to it
+// (add_finished_counts), in their own transaction; submits and claims don't.
 // Filled once from the jobs, so a version-1 file arrives with its counts.
 constexpr const char* migration_2 = R"sql(
-CREATE TABLE job_counts (
+CREATE TABLE finished_counts (
   type   TEXT    NOT NULL,
   status INTEGER NOT NULL,
   count  INTEGER NOT NULL,
   PRIMARY KEY (type, status)
 ) WITHOUT ROWID;
-INSERT INTO job_counts (type, status, count)
-  SELECT type, status, count(*) FROM jobs GROUP BY type, status;
+INSERT INTO finished_counts (type, status, count)
+  SELECT type, status, count(*) FROM jobs WHERE status >= 2 GROUP BY type, status;
 )sql";
 
 constexpr const char* migrations[] = {migration_1, migration_2};

@@ -1,6 +1,6 @@
 // job_counters: job counts per type and status, kept by db_writer.
 //
-// Seeded at open from the job_counts table; the writer applies each commit's
+// Seeded at open by count_jobs; the writer applies each commit's
 // changes (the same delta it stores there), so reading counts never scans the
 // table or waits behind a write.
 #pragma once
@@ -14,7 +14,7 @@
 
 namespace ergon::actors {
 
-// The delta type is storage's, which also writes it to job_counts.
+// The delta type is storage's, which also writes it to finished_counts.
 using storage::count_delta;
 using storage::per_status;
 

@@ -1,6 +1,6 @@
 // count_delta: how a transaction changes the number of jobs per type and
-// status. The writer collects one per batch; `add_job_counts` stores it in
-// job_counts and `actors::job_counters` applies it in memory.
+// status. The writer collects one per batch; `add_finished_counts` stores its
+// finished statuses and `actors::job_counters` applies all of it in memory.
 //
 //   count_delta d;
 //   d.add("email", job_status::pending);                          // a submit

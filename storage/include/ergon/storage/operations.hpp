@@ -238,12 +238,13 @@ result<std::vector<attempt_end>> recover_running(db& d, const recover_running_ar
 
 // -- job counts ----------------------------------------------------------------------
 
-/// Adds `delta` to the job_counts table: one UPSERT per (type, status) whose
-/// change is not zero, so a write that changes no status costs nothing. Runs
-/// in the caller's transaction, which must be the one that changed the jobs:
-/// the table then always equals a count of the jobs (count_jobs). A pair
-/// whose count drops to zero keeps its row.
-status add_job_counts(db& d, const count_delta& delta);
+/// Adds the finished statuses of `delta` (succeeded, failed, cancelled,
+/// expired) to the finished_counts table: one UPSERT per (type, status) whose
+/// change is not zero. Pending and running changes are skipped, so submits,
+/// claims and retries cost nothing here. Runs in the caller's transaction,
+/// which must be the one that finished the jobs: the table then always equals
+/// a count of the finished jobs.
+status add_finished_counts(db& d, const count_delta& delta);
 
 // -- reads (any connection) --------------------------------------------------------
 
@@ -262,7 +263,9 @@ struct type_status_count {
 
 /// Where count_jobs gets its numbers.
 enum class count_source : uint8_t {
-  /// The job_counts table (schema version 2): a few rows, however many jobs.
+  /// The finished_counts table (schema version 2) plus a range scan of the
+  /// unfinished jobs from the low mark: the cost grows with the jobs added
+  /// since the last open, not with the finished history.
   table,
   /// A GROUP BY over every job: about 1.3 ms per 1,000 jobs. For files older
   /// than version 2, and for checking the table.
@@ -271,8 +274,8 @@ enum class count_source : uint8_t {
 
 /// Job counts per (type, status), ordered by type then status, leaving out
 /// pairs with no jobs; both sources give the same answer. Fails only with
-/// storage errors, and with `internal` if asked for the table of a version-1
-/// file (it has none: use `scan`).
+/// storage errors, including when asked for the table of a version-1 file (it
+/// has none: use `scan`).
 result<std::vector<type_status_count>> count_jobs(db& d,
                                                   count_source from = count_source::table);
 

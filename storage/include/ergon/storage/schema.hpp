@@ -13,8 +13,8 @@ namespace ergon::storage {
 /// version up; a file with a higher version was written by a newer ergon.
 int current_schema_version() noexcept;
 
-/// The first schema version with the job_counts table (see count_jobs).
-inline constexpr int job_counts_version = 2;
+/// The first schema version with the finished_counts table (see count_jobs).
+inline constexpr int finished_counts_version = 2;
 
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;

@@ -4,16 +4,20 @@ namespace ergon::storage {
 namespace {
 
 constexpr const char* upsert_count =
-  "INSERT INTO job_counts (type, status, count) VALUES (?1, ?2, ?3) "
+  "INSERT INTO finished_counts (type, status, count) VALUES (?1, ?2, ?3) "
   "ON CONFLICT (type, status) DO UPDATE SET count = count + excluded.count";
+
+bool is_finished(size_t status) {
+  return status >= static_cast<size_t>(job_status::succeeded);
+}
 
 }  // namespace
 
-status add_job_counts(db& d, const count_delta& delta) {
+status add_finished_counts(db& d, const count_delta& delta) {
   for (auto& [type, changes] : delta.by_type()) {
     for (size_t i = 0; i < changes.size(); ++i) {
-      if (changes[i] == 0)
-        continue;  // a claim and its outcome in one batch cancel out on `running`
+      if (changes[i] == 0 || !is_finished(i))
+        continue;
       auto prepared = d.prepare(upsert_count);
       if (!prepared)
         return prepared.error();
