@@ -374,6 +374,35 @@ BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write
   BOOST_TEST(m->by_type["work"][job_status::failed] == 1);
 }
 
+// Open scans from the low mark; the writer moves it past finished jobs as
+// they finish, so the next open does not read the jobs finished since this one.
+BOOST_FIXTURE_TEST_CASE(the_low_mark_moves_past_finished_jobs_while_the_queue_runs,
+                        queue_fixture) {
+  auto path = dir.file("q.db");
+  std::vector<job> jobs(1'500, *job_of("ok").build());
+  auto ids = q->submit_batch(jobs);
+  BOOST_REQUIRE(ids.has_value());
+  auto low_mark = [&] {
+    return sqlite_probe{path}.number(
+      "SELECT value FROM meta WHERE key = 'unfinished_low_mark'");
+  };
+  BOOST_TEST(low_mark() <= 1);
+  worker_options w;
+  w.runners["ok"] = [](job_context&) {};
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, ids->back()));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, jobs.size()));
+  BOOST_REQUIRE(wk.stop().ok());
+  // One worker slot runs them in order: at the first advance, after 1,024
+  // finished jobs, every row below 1,025 was finished.
+  BOOST_TEST(low_mark() >= 1'025);
+  BOOST_TEST(low_mark() <= 1'501);
+  reopen();
+  BOOST_TEST(low_mark() == 1'501);  // open finishes the scan: nothing is unfinished
+  BOOST_TEST(q->counts()[job_status::succeeded] == 1'500);
+  BOOST_TEST(q->counts()[job_status::pending] == 0);
+}
+
 BOOST_AUTO_TEST_CASE(open_and_inspection_read_the_counts_table_not_the_jobs) {
   temp_dir dir;
   // A count no GROUP BY over the one (pending) job could give.

@@ -469,6 +469,42 @@ BOOST_AUTO_TEST_CASE(counts_read_unfinished_jobs_from_the_low_mark_only) {
   BOOST_TEST(pairs(count_jobs(*d, count_source::scan)) == "a:pending=2 b:pending=1 ");
 }
 
+BOOST_AUTO_TEST_CASE(the_low_mark_advances_to_the_first_unfinished_row_within_its_budget) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job(), simple_job(), simple_job(), simple_job()});
+  auto finish = [&](size_t i) {
+    BOOST_REQUIRE(cancel_pending(*d, cancel_pending_args{rows[i].id}, t0).has_value());
+  };
+  auto advance = [&](int64_t budget) {
+    auto mark = advance_low_mark(*d, budget);
+    BOOST_REQUIRE_MESSAGE(mark.has_value(), mark.error().to_string());
+    auto stored = read_meta(*d);
+    BOOST_REQUIRE(stored.has_value());
+    BOOST_TEST(stored->unfinished_low_mark == *mark);
+    return *mark;
+  };
+  BOOST_TEST(advance(10) == rows[0].row);  // nothing finished yet
+  finish(0);
+  finish(1);
+  finish(3);
+  BOOST_TEST(advance(1) == rows[1].row);   // one row read: past row 0 only
+  BOOST_TEST(advance(10) == rows[2].row);  // stops at the pending row 2
+  finish(2);
+  BOOST_TEST(advance(10) == rows[4].row);  // past 2 and 3, stops at 4
+  finish(4);
+  BOOST_TEST(advance(10) == rows[4].row + 1);  // all finished: one past the last
+  BOOST_TEST(advance(10) == rows[4].row + 1);  // nothing to read: unchanged
+  // A new job comes after the mark, and the mark never goes down.
+  auto later = insert(*d, {simple_job()});
+  BOOST_TEST(later[0].row >= rows[4].row + 1);
+  BOOST_REQUIRE(raise_low_mark(*d, 1).ok());
+  BOOST_TEST(advance(10) == later[0].row);
+  auto unfinished = load_unfinished(*d, later[0].row);
+  BOOST_REQUIRE(unfinished.has_value());
+  BOOST_TEST(unfinished->pending.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_transaction) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));

@@ -31,6 +31,14 @@ class count_delta {
     add(type, to, 1);
   }
   bool empty() const noexcept { return by_type_.empty(); }
+  /// Jobs this delta finished (succeeded, failed, cancelled or expired).
+  int64_t finished() const noexcept {
+    int64_t n = 0;
+    for (auto& [type, changes] : by_type_)
+      for (size_t i = static_cast<size_t>(job_status::succeeded); i < changes.size(); ++i)
+        n += changes[i];
+    return n;
+  }
   void clear() noexcept { by_type_.clear(); }
   const std::map<std::string, per_status>& by_type() const noexcept { return by_type_; }
 

@@ -300,6 +300,15 @@ result<unfinished_jobs> load_unfinished(db& d, int64_t from_row);
 /// operation. Never lowers the stored mark.
 status raise_low_mark(db& d, int64_t mark);
 
+/// Moves the low mark up past finished jobs while the queue runs, so the next
+/// open scans the unfinished jobs, not the history since the previous open.
+/// Reads at most `max_rows` rows from the mark and stops at the first pending
+/// or running one. Returns the mark now stored. Write operation, in the
+/// caller's transaction. Correct because a finished job never becomes
+/// unfinished again and new jobs get higher row ids; an operation that breaks
+/// either must lower the mark.
+result<int64_t> advance_low_mark(db& d, int64_t max_rows);
+
 // -- transactions ------------------------------------------------------------------
 
 /// RAII SAVEPOINT: rolls back unless `release()` succeeds.
