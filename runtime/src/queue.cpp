@@ -15,74 +15,14 @@
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
 #include "ergon/actors/fair_share.hpp"
-#include "ergon/actors/worker.hpp"
 #include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 #include "ergon/storage/times.hpp"
+#include "moved_from.hpp"
 #include "read_pool.hpp"
+#include "worker_impl.hpp"
 
 namespace ergon {
-namespace {
-
-status moved_from(const char* what) {
-  return {error::closed, std::string{"this "} + what + " handle was moved from"};
-}
-
-}  // namespace
-
-// -- worker ------------------------------------------------------------------------------
-
-struct worker::impl {
-  actors::worker_actor actor;
-  std::shared_ptr<actors::worker_counters> counters;
-  std::mutex mtx;
-  bool stopped = false;
-
-  status stop(std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> guard{mtx};
-    if (stopped)
-      return {};
-    stopped = true;
-    auto [to, from] = actors::make_reply<status>();
-    caf::anon_send(actor, actors::stop_worker{std::move(to)});
-    auto done = from.wait_for(timeout);
-    if (done)
-      return *done;
-    caf::anon_send(actor, actors::abandon_atom::value);
-    return {error::timeout, "running jobs did not finish within "
-                              + std::to_string(timeout.count()) + " ms"};
-  }
-};
-
-worker::worker(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
-worker::worker(worker&&) noexcept = default;
-worker& worker::operator=(worker&&) noexcept = default;
-
-worker::~worker() {
-  if (impl_)
-    impl_->stop(std::chrono::seconds(30));
-}
-
-status worker::stop(std::chrono::milliseconds timeout) {
-  if (!impl_)
-    return moved_from("worker");
-  return impl_->stop(timeout);
-}
-
-worker_stats worker::stats() const {
-  if (!impl_)
-    return {};
-  auto& c = *impl_->counters;
-  worker_stats s;
-  s.jobs_received = c.jobs_received.load();
-  s.batches_received = c.batches_received.load();
-  s.requests_sent = c.requests_sent.load();
-  s.outcomes_committed = c.outcomes_committed.load();
-  s.running_jobs = c.running_jobs.load();
-  s.running_weight = c.running_weight.load();
-  return s;
-}
-
 // -- queue ---------------------------------------------------------------------------------
 
 struct queue::impl {
@@ -445,14 +385,14 @@ result<job_id> queue::submit(job j) {
 
 result<std::vector<job_id>> queue::submit_batch(std::vector<job> jobs) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return impl_->call<actors::submit_args, result<std::vector<job_id>>>(
     actors::submit_args{std::move(jobs)});
 }
 
 result<ergon::job_info> queue::job_info(const job_id& id) const {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   auto conn = impl_->reads->borrow();
   if (!conn)
     return conn.error();
@@ -465,7 +405,7 @@ result<ergon::job_info> queue::job_info(const job_id& id) const {
 
 result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name) const {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   auto conn = impl_->reads->borrow();
   if (!conn)
     return conn.error();
@@ -488,41 +428,27 @@ status_counts queue::counts() const {
 
 status queue::update_pending(const job_id& id, const job_update& changes) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return impl_->call<storage::update_pending_args, status>(
     storage::update_pending_args{id, changes, 0});
 }
 
 status queue::cancel_pending(const job_id& id) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return impl_->call<storage::cancel_pending_args, status>(
     storage::cancel_pending_args{id});
 }
 
 result<worker> queue::start_worker(worker_options opts) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   if (auto st = check_worker_options(opts); !st)
     return st;
   if (impl_->closed.load(std::memory_order_acquire))
     return status{error::closed, "the queue is closed"};
-  actors::worker_config cfg;
-  cfg.name = std::move(opts.name);
-  for (auto& [type, handler] : opts.runners)
-    cfg.runners.emplace(type, [h = std::move(handler)](actors::running_attempt& a) {
-      job_context ctx{a};
-      h(ctx);
-    });
-  cfg.max_capacity = opts.max_concurrency;
-  cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
-  cfg.prefetch = opts.prefetch;
-  cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
-  cfg.clock = impl_->clk;
-  cfg.dispatcher = caf::actor_cast<caf::actor>(impl_->dispatcher);
-  auto w = std::make_shared<worker::impl>();
-  w->counters = cfg.counters;
-  w->actor = actors::spawn_worker(*impl_->sys, std::move(cfg));
+  auto w = worker::impl::spawn(*impl_->sys, std::move(opts), impl_->clk,
+                               caf::actor_cast<caf::actor>(impl_->dispatcher));
   {
     std::lock_guard<std::mutex> guard{impl_->workers_mtx};
     impl_->workers.push_back(w);
@@ -546,7 +472,7 @@ status send_control(queue::impl& q, actors::scheduling_control c);
 
 status queue::set_group_weight(const std::string& group, int32_t weight) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   if (auto st = check_name("group", group); !st)
     return st;
   if (weight < 1 || weight > max_weight)
@@ -557,7 +483,7 @@ status queue::set_group_weight(const std::string& group, int32_t weight) {
 
 status queue::reset_group_weights() {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return send_control(*impl_, {actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
 }
 
@@ -581,13 +507,13 @@ status pause(queue::impl& q, actors::scheduling_control::op_type op, const char*
 status queue::pause_group(const std::string& group,
                           std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return pause(*impl_, actors::scheduling_control::pause_group, "group", group, duration);
 }
 
 status queue::resume_group(const std::string& group) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   if (auto st = check_name("group", group); !st)
     return st;
   return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}, {}});
@@ -596,13 +522,13 @@ status queue::resume_group(const std::string& group) {
 status queue::pause_type(const std::string& type,
                          std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return pause(*impl_, actors::scheduling_control::pause_type, "type", type, duration);
 }
 
 status queue::resume_type(const std::string& type) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   if (auto st = check_name("type", type); !st)
     return st;
   return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}, {}});
@@ -619,7 +545,7 @@ std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) 
 
 result<metrics_snapshot> queue::metrics() const {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   if (impl_->closed.load(std::memory_order_acquire))
     return status{error::closed, "the queue is closed"};
   auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
@@ -659,7 +585,7 @@ status send_control(queue::impl& q, actors::scheduling_control c) {
 
 status queue::close(std::chrono::milliseconds timeout) {
   if (!impl_)
-    return moved_from("queue");
+    return runtime::moved_from("queue");
   return impl_->stop(timeout);
 }
 
