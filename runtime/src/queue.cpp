@@ -20,6 +20,7 @@
 #include "ergon/storage/times.hpp"
 #include "moved_from.hpp"
 #include "read_pool.hpp"
+#include "validate_options.hpp"
 #include "worker_impl.hpp"
 
 namespace ergon {
@@ -182,111 +183,11 @@ result<std::vector<storage::job_key>> recover(storage::db& d, const options& opt
   return pending;
 }
 
-status check_scheduling(const scheduling_options& s);
-
-// Every connection of a queue must see the same database.
-status check_path(const std::string& path) {
-  if (storage::names_private_database(path))
-    return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
-                                  "(use a temporary directory for a throwaway queue)");
-  return {};
-}
-
-status check_options(const options& o) {
-  if (o.busy_timeout.count() < 0)
-    return invalid_field("busy_timeout", "must be >= 0 ms, got "
-                                           + std::to_string(o.busy_timeout.count()));
-  if (o.max_database_bytes < 0)
-    return invalid_field("max_database_bytes", "must be >= 0 (0: no limit), got "
-                                                 + std::to_string(o.max_database_bytes));
-  if (o.writer_batch_limit < 1)
-    return invalid_field("writer_batch_limit", "must be >= 1");
-  if (o.writer_idle_spin.count() < 0 || o.writer_idle_spin > std::chrono::seconds(1))
-    return invalid_field("writer_idle_spin", "must be between 0 and 1 s, got "
-                                               + std::to_string(o.writer_idle_spin.count())
-                                               + " us");
-  if (o.cache_kib < 0)
-    return invalid_field("cache_kib", "must be >= 0, got " + std::to_string(o.cache_kib));
-  if (o.scheduler_threads < 1)
-    return invalid_field("scheduler_threads", "must be >= 1");
-  return check_scheduling(o.scheduling);
-}
-
-status check_scheduling(const scheduling_options& s) {
-  auto name = [](const std::string& kind, const std::string& key, const char* field) {
-    return "scheduling." + kind + "[" + key + "]" + (*field ? "." : "") + field;
-  };
-  if (s.aging) {
-    if (s.aging->grace_period.count() < 0)
-      return invalid_field("scheduling.aging.grace_period", "must be >= 0 ms");
-    if (s.aging->interval.count() <= 0)
-      return invalid_field("scheduling.aging.interval", "must be > 0 ms");
-  }
-  if (s.default_group_weight < 1 || s.default_group_weight > max_weight)
-    return invalid_field("scheduling.default_group_weight",
-                         "must be between 1 and " + std::to_string(max_weight));
-  for (auto& [group, g] : s.groups) {
-    if (g.weight && (*g.weight < 1 || *g.weight > max_weight))
-      return invalid_field(name("groups", group, "weight"),
-                           "must be between 1 and " + std::to_string(max_weight));
-    if (g.min_slots < 0)
-      return invalid_field(name("groups", group, "min_slots"), "must be >= 0");
-    if (g.max_running && *g.max_running < 1)
-      return invalid_field(name("groups", group, "max_running"), "must be >= 1");
-  }
-  for (auto* limits : {&s.group_rate_limits, &s.type_rate_limits}) {
-    auto kind = limits == &s.group_rate_limits ? "group_rate_limits" : "type_rate_limits";
-    for (auto& [key, r] : *limits) {
-      if (!(r.per_second > 0))
-        return invalid_field(name(kind, key, "per_second"), "must be > 0");
-      if (r.burst < 1)
-        return invalid_field(name(kind, key, "burst"), "must be >= 1");
-    }
-  }
-  for (auto& [type, cap] : s.type_max_running)
-    if (cap < 1)
-      return invalid_field(name("type_max_running", type, ""), "must be >= 1");
-  return {};
-}
-
-status check_name(const char* field, const std::string& value) {
-  if (value.size() > max_type_bytes)
-    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
-                                  + std::to_string(max_type_bytes));
-  return {};
-}
-
-status check_worker_options(const worker_options& o) {
-  if (o.runners.empty())
-    return invalid_field("runners", "a worker needs at least one job type to run");
-  for (auto& [type, handler] : o.runners) {
-    if (type.empty() || type.size() > max_type_bytes)
-      return invalid_field("runners", "job type '" + type + "' must be 1 to "
-                                        + std::to_string(max_type_bytes) + " bytes");
-    if (!handler)
-      return invalid_field("runners", "the handler for '" + type + "' is empty");
-  }
-  if (o.max_concurrency < 1 || o.max_concurrency > max_weight)
-    return invalid_field("max_concurrency", "must be between 1 and "
-                                              + std::to_string(max_weight) + ", got "
-                                              + std::to_string(o.max_concurrency));
-  if (o.min_concurrency && (*o.min_concurrency < 1 || *o.min_concurrency > o.max_concurrency))
-    return invalid_field("min_concurrency", "must be between 1 and max_concurrency ("
-                                              + std::to_string(o.max_concurrency) + "), got "
-                                              + std::to_string(*o.min_concurrency));
-  if (o.prefetch < 0 || o.prefetch > max_weight)
-    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
-                                       + ", got " + std::to_string(o.prefetch));
-  if (o.auto_heartbeat && o.auto_heartbeat->count() <= 0)
-    return invalid_field("auto_heartbeat", "must be > 0 ms");
-  return {};
-}
-
 }  // namespace
 
 result<queue> queue::open(const std::string& path, options opts) {
   // Before the actor system is built from them.
-  if (auto st = check_options(opts); !st)
+  if (auto st = runtime::validate(opts); !st)
     return st;
   auto cfg = std::make_unique<caf::actor_system_config>();
   cfg->set("scheduler.max-threads", opts.scheduler_threads);
@@ -306,9 +207,9 @@ result<queue> queue::open(const std::string& path, options opts) {
 
 result<queue> queue::open(caf::actor_system& sys, const std::string& path,
                           options opts) {
-  if (auto st = check_path(path); !st)
+  if (auto st = runtime::validate_path(path); !st)
     return st;
-  if (auto st = check_options(opts); !st)
+  if (auto st = runtime::validate(opts); !st)
     return st;
   auto p = std::make_unique<impl>();
   p->clk = opts.clock ? opts.clock : default_clock();
@@ -443,7 +344,7 @@ status queue::cancel_pending(const job_id& id) {
 result<worker> queue::start_worker(worker_options opts) {
   if (!impl_)
     return runtime::moved_from("queue");
-  if (auto st = check_worker_options(opts); !st)
+  if (auto st = runtime::validate(opts); !st)
     return st;
   if (impl_->closed.load(std::memory_order_acquire))
     return status{error::closed, "the queue is closed"};
@@ -473,11 +374,8 @@ status send_control(queue::impl& q, actors::scheduling_control c);
 status queue::set_group_weight(const std::string& group, int32_t weight) {
   if (!impl_)
     return runtime::moved_from("queue");
-  if (auto st = check_name("group", group); !st)
+  if (auto st = runtime::validate_group_weight(group, weight); !st)
     return st;
-  if (weight < 1 || weight > max_weight)
-    return invalid_field("weight", "must be between 1 and " + std::to_string(max_weight)
-                                     + ", got " + std::to_string(weight));
   return send_control(*impl_, {actors::scheduling_control::set_group_weight, group, weight, {}, {}});
 }
 
@@ -491,14 +389,11 @@ namespace {
 
 status pause(queue::impl& q, actors::scheduling_control::op_type op, const char* field,
              const std::string& name, std::optional<std::chrono::milliseconds> duration) {
-  if (auto st = check_name(field, name); !st)
+  if (auto st = runtime::validate_pause(field, name, duration); !st)
     return st;
   std::optional<int64_t> until;
-  if (duration) {
-    if (duration->count() <= 0)
-      return invalid_field("duration", "must be > 0 ms");
+  if (duration)
     until = storage::add_ms(q.clk->now_ms(), duration->count());
-  }
   return send_control(q, {op, name, 0, until, {}});
 }
 
@@ -514,7 +409,7 @@ status queue::pause_group(const std::string& group,
 status queue::resume_group(const std::string& group) {
   if (!impl_)
     return runtime::moved_from("queue");
-  if (auto st = check_name("group", group); !st)
+  if (auto st = runtime::validate_name("group", group); !st)
     return st;
   return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}, {}});
 }
@@ -529,7 +424,7 @@ status queue::pause_type(const std::string& type,
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return runtime::moved_from("queue");
-  if (auto st = check_name("type", type); !st)
+  if (auto st = runtime::validate_name("type", type); !st)
     return st;
   return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}, {}});
 }
