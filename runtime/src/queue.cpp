@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 
 #include "ergon/actors/db_writer.hpp"
@@ -20,6 +19,7 @@
 #include "ergon/storage/times.hpp"
 #include "moved_from.hpp"
 #include "read_pool.hpp"
+#include "recover.hpp"
 #include "validate_options.hpp"
 #include "worker_impl.hpp"
 
@@ -145,44 +145,6 @@ status seed_counters(storage::db& d, actors::job_counters& counters) {
   return {};
 }
 
-// Jobs still marked running belong to a process that died: their attempts
-// fail as "process restart" and the jobs retry or fail. Returns the pending
-// jobs, including the ones recovery put back.
-result<std::vector<storage::job_key>> recover(storage::db& d, const options& opts,
-                                              int64_t now) {
-  auto meta = storage::read_meta(d);
-  if (!meta)
-    return meta.error();
-  auto unfinished = storage::load_unfinished(d, meta->unfinished_low_mark);
-  if (!unfinished)
-    return unfinished.error();
-  if (auto st = d.exec("BEGIN IMMEDIATE"); !st)
-    return st;
-  storage::recover_running_args args;
-  args.timing = opts.recovery == recovery_mode::retry_immediately
-                  ? storage::retry_timing::immediate
-                  : storage::retry_timing::backoff;
-  std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> u{0.0, 1.0};
-  for (auto& k : unfinished->running) {
-    args.rows.push_back(k.row);
-    args.randoms.push_back(u(rng));
-  }
-  auto recovered = storage::recover_running(d, args, now);
-  status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
-  if (st)
-    st = d.exec("COMMIT");
-  if (!st) {
-    d.exec("ROLLBACK");
-    return st;
-  }
-  auto pending = std::move(unfinished->pending);
-  for (auto& end : *recovered)
-    if (end.status == job_status::pending)
-      pending.push_back(std::move(end.key));
-  return pending;
-}
-
 }  // namespace
 
 result<queue> queue::open(const std::string& path, options opts) {
@@ -228,7 +190,7 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
   std::shared_ptr<storage::db> write_db = std::move(*opened);
   if (auto st = storage::migrate(*write_db); !st)
     return st;
-  auto pending = recover(*write_db, opts, p->clk->now_ms());
+  auto pending = runtime::recover(*write_db, opts.recovery, p->clk->now_ms());
   if (!pending)
     return pending.error();
   auto meta = storage::read_meta(*write_db);
