@@ -11,6 +11,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <thread>
@@ -389,6 +390,7 @@ BOOST_FIXTURE_TEST_CASE(the_low_mark_moves_past_finished_jobs_while_the_queue_ru
   BOOST_TEST(low_mark() <= 1);
   worker_options w;
   w.runners["ok"] = [](job_context&) {};
+  w.min_concurrency = w.max_concurrency = 1;
   auto wk = start(std::move(w));
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, ids->back()));
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, jobs.size()));
@@ -532,6 +534,31 @@ BOOST_AUTO_TEST_CASE(paths_that_name_no_file_are_refused) {
     BOOST_TEST(q.error().code() == error::invalid_argument);
     BOOST_TEST(q.error().field() == "path");
   }
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
+  struct bad {
+    const char* field;
+    std::function<void(options&)> set;
+  };
+  const bad cases[] = {
+    {"max_database_bytes", [](options& o) { o.max_database_bytes = -1; }},
+    {"writer_batch_limit", [](options& o) { o.writer_batch_limit = 0; }},
+    {"cache_kib", [](options& o) { o.cache_kib = -1; }},
+    {"scheduler_threads", [](options& o) { o.scheduler_threads = 0; }},
+  };
+  temp_dir dir;
+  for (auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.field) {
+      options o;
+      c.set(o);
+      auto q = queue::open(dir.file("q.db"), o);
+      BOOST_REQUIRE(!q.has_value());
+      BOOST_TEST(q.error().code() == error::invalid_argument);
+      BOOST_TEST(q.error().field() == c.field);
+    }
+  }
+  BOOST_TEST(entries(dir).empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_directory_is_an_io_error_and_creates_nothing) {

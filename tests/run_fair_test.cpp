@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -461,6 +462,58 @@ BOOST_AUTO_TEST_CASE(bad_scheduling_options_name_the_field) {
              == "scheduling.type_max_running[t]");
   BOOST_TEST(q->pause_group("g", 0ms).field() == "duration");
   BOOST_TEST(q->set_group_weight("g", 0).field() == "weight");
+}
+
+BOOST_AUTO_TEST_CASE(every_scheduling_field_has_its_bad_value_named) {
+  struct bad {
+    const char* field;
+    std::function<void(scheduling_options&)> set;
+  };
+  const bad cases[] = {
+    {"scheduling.aging.grace_period",
+     [](scheduling_options& s) { s.aging.emplace().grace_period = -1ms; }},
+    {"scheduling.default_group_weight", [](scheduling_options& s) { s.default_group_weight = 0; }},
+    {"scheduling.default_group_weight",
+     [](scheduling_options& s) { s.default_group_weight = max_weight + 1; }},
+    {"scheduling.groups[x].weight",
+     [](scheduling_options& s) { s.groups["x"].weight = max_weight + 1; }},
+    {"scheduling.groups[x].min_slots", [](scheduling_options& s) { s.groups["x"].min_slots = -1; }},
+    {"scheduling.groups[x].max_running",
+     [](scheduling_options& s) { s.groups["x"].max_running = 0; }},
+    {"scheduling.group_rate_limits[g].burst",
+     [](scheduling_options& s) { s.group_rate_limits["g"] = rate_limit{1, 0}; }},
+    {"scheduling.type_rate_limits[t].per_second",
+     [](scheduling_options& s) { s.type_rate_limits["t"] = rate_limit{-1, 1}; }},
+    {"scheduling.type_rate_limits[t].burst",
+     [](scheduling_options& s) { s.type_rate_limits["t"] = rate_limit{1, 0}; }},
+  };
+  for (auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.field) {
+      options o;
+      c.set(o.scheduling);
+      auto r = queue::open(dir.file("bad.db"), o);
+      BOOST_REQUIRE(!r.has_value());
+      BOOST_TEST(r.error().code() == error::invalid_argument);
+      BOOST_TEST(r.error().field() == c.field);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(scheduling_calls_refuse_names_longer_than_a_job_may_have) {
+  const std::string longest(max_type_bytes, 'n');
+  const std::string too_long(max_type_bytes + 1, 'n');
+  BOOST_TEST(q->set_group_weight(too_long, 2).field() == "group");
+  BOOST_TEST(q->set_group_weight("g", max_weight + 1).field() == "weight");
+  BOOST_TEST(q->pause_group(too_long).field() == "group");
+  BOOST_TEST(q->resume_group(too_long).field() == "group");
+  BOOST_TEST(q->pause_type(too_long).field() == "type");
+  BOOST_TEST(q->resume_type(too_long).field() == "type");
+  BOOST_TEST(q->set_group_weight(longest, max_weight).ok());
+  BOOST_TEST(q->pause_type(longest).ok());
+  BOOST_TEST(q->resume_type(longest).ok());
+  // "" is the group of jobs without one, so it may be paused.
+  BOOST_TEST(q->pause_group("").ok());
+  BOOST_TEST(q->resume_group("").ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

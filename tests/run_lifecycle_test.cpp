@@ -275,6 +275,23 @@ BOOST_AUTO_TEST_CASE(bad_worker_options_are_named) {
   bad_heartbeat.runners["t"] = [](job_context&) {};
   bad_heartbeat.auto_heartbeat = 0ms;
   BOOST_TEST(q->start_worker(bad_heartbeat).error().field() == "auto_heartbeat");
+  worker_options long_type;
+  long_type.runners[std::string(max_type_bytes + 1, 't')] = [](job_context&) {};
+  BOOST_TEST(q->start_worker(long_type).error().field() == "runners");
+  worker_options too_wide;
+  too_wide.runners["t"] = [](job_context&) {};
+  too_wide.max_concurrency = max_weight + 1;
+  BOOST_TEST(q->start_worker(too_wide).error().field() == "max_concurrency");
+  worker_options min_zero;
+  min_zero.runners["t"] = [](job_context&) {};
+  min_zero.min_concurrency = 0;
+  BOOST_TEST(q->start_worker(min_zero).error().field() == "min_concurrency");
+  for (int32_t prefetch : {-1, max_weight + 1}) {
+    worker_options bad_prefetch;
+    bad_prefetch.runners["t"] = [](job_context&) {};
+    bad_prefetch.prefetch = prefetch;
+    BOOST_TEST(q->start_worker(bad_prefetch).error().field() == "prefetch");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(complete_twice_is_refused_and_the_first_outcome_stands) {

@@ -1,436 +1,30 @@
 #include "ergon/queue.hpp"
 
-#include <caf/actor_cast.hpp>
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/exit_reason.hpp>
-#include <caf/send.hpp>
-
-#include <atomic>
-#include <mutex>
-#include <random>
 #include <stdexcept>
 
-#include "ergon/actors/db_writer.hpp"
-#include "ergon/actors/dispatcher.hpp"
-#include "ergon/actors/event_bus.hpp"
+#include "bootstrap.hpp"
 #include "ergon/actors/fair_share.hpp"
-#include "ergon/actors/worker.hpp"
-#include "ergon/storage/ownership.hpp"
-#include "ergon/storage/schema.hpp"
-#include "ergon/storage/times.hpp"
-#include "read_pool.hpp"
+#include "moved_from.hpp"
+#include "queue_impl.hpp"
+#include "validate_options.hpp"
 
 namespace ergon {
-namespace {
 
-status moved_from(const char* what) {
-  return {error::closed, std::string{"this "} + what + " handle was moved from"};
-}
-
-}  // namespace
-
-// -- worker ------------------------------------------------------------------------------
-
-struct worker::impl {
-  actors::worker_actor actor;
-  std::shared_ptr<actors::worker_counters> counters;
-  std::mutex mtx;
-  bool stopped = false;
-
-  status stop(std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> guard{mtx};
-    if (stopped)
-      return {};
-    stopped = true;
-    auto [to, from] = actors::make_reply<status>();
-    caf::anon_send(actor, actors::stop_worker{std::move(to)});
-    auto done = from.wait_for(timeout);
-    if (done)
-      return *done;
-    caf::anon_send(actor, actors::abandon_atom::value);
-    return {error::timeout, "running jobs did not finish within "
-                              + std::to_string(timeout.count()) + " ms"};
-  }
-};
-
-worker::worker(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
-worker::worker(worker&&) noexcept = default;
-worker& worker::operator=(worker&&) noexcept = default;
-
-worker::~worker() {
-  if (impl_)
-    impl_->stop(std::chrono::seconds(30));
-}
-
-status worker::stop(std::chrono::milliseconds timeout) {
-  if (!impl_)
-    return moved_from("worker");
-  return impl_->stop(timeout);
-}
-
-worker_stats worker::stats() const {
-  if (!impl_)
-    return {};
-  auto& c = *impl_->counters;
-  worker_stats s;
-  s.jobs_received = c.jobs_received.load();
-  s.batches_received = c.batches_received.load();
-  s.requests_sent = c.requests_sent.load();
-  s.outcomes_committed = c.outcomes_committed.load();
-  s.running_jobs = c.running_jobs.load();
-  s.running_weight = c.running_weight.load();
-  return s;
-}
-
-// -- queue ---------------------------------------------------------------------------------
-
-struct queue::impl {
-  options opts;
-  std::shared_ptr<ergon::clock> clk;
-  // Declared before the actors that run in it, so it is destroyed last.
-  std::unique_ptr<caf::actor_system_config> own_cfg;
-  std::unique_ptr<caf::actor_system> own_sys;
-  caf::actor_system* sys = nullptr;
-  caf::actor writer;
-  actors::dispatcher_actor dispatcher;
-  caf::actor events;
-  std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();
-  std::shared_ptr<actors::job_counters> counters;
-  std::unique_ptr<runtime::read_pool> reads;
-  std::mutex workers_mtx;
-  std::vector<std::weak_ptr<worker::impl>> workers;
-  std::atomic<bool> closed{false};
-  // Released last, once every connection of ours is closed.
-  std::unique_ptr<storage::ownership> owner;
-
-  // Sends a request to the writer and waits for the committed reply.
-  template <class Args, class V>
-  V call(Args args) {
-    if (closed.load(std::memory_order_acquire))
-      return V{status{error::closed, "the queue is closed"}};
-    auto [to, from] = actors::make_reply<V>();
-    // Move the only sending end into the message: if the writer drops it,
-    // the waiter is woken with `closed` instead of hanging.
-    caf::anon_send(writer, actors::local_call<Args, V>{std::move(args), std::move(to)});
-    return from.wait();
-  }
-
-  // Asks the dispatcher how far aging has lifted these jobs' priorities and
-  // whether any worker can take them. Only pending jobs have a view; the
-  // rest keep effective == stored priority.
-  status fill_pending_views(std::vector<ergon::job_info*> infos) {
-    std::vector<ergon::job_info*> pending;
-    actors::pending_view_request req;
-    for (auto* i : infos)
-      if (i->status == job_status::pending) {
-        pending.push_back(i);
-        req.jobs.push_back(
-          {i->type, i->group.value_or(""), i->priority, i->weight, i->ready_since_ms});
-      }
-    if (pending.empty() || closed.load(std::memory_order_acquire))
-      return {};
-    auto [to, from] = actors::make_reply<result<std::vector<actors::pending_view>>>();
-    req.reply = std::move(to);
-    caf::anon_send(dispatcher, std::move(req));
-    auto views = from.wait();
-    if (!views)
-      return views.error();
-    for (size_t k = 0; k < pending.size() && k < views->size(); ++k) {
-      pending[k]->effective_priority = (*views)[k].effective_priority;
-      pending[k]->too_heavy = (*views)[k].too_heavy;
-    }
-    return {};
-  }
-
-  status stop(std::chrono::milliseconds timeout) {
-    if (closed.exchange(true))
-      return {};
-    auto deadline = storage::steady_deadline(timeout);
-    caf::anon_send(dispatcher, actors::drain_atom::value);
-    std::vector<std::shared_ptr<worker::impl>> running;
-    {
-      std::lock_guard<std::mutex> guard{workers_mtx};
-      for (auto& w : workers)
-        if (auto p = w.lock())
-          running.push_back(std::move(p));
-      workers.clear();
-    }
-    status result;
-    for (auto& w : running) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-      auto st = w->stop(std::max(left, std::chrono::milliseconds{0}));
-      if (!st && result)
-        result = st;
-    }
-    auto [to, from] = actors::make_reply<status>();
-    caf::anon_send(writer, actors::close_call{{}, std::move(to)});
-    auto closed_writer = from.wait();
-    if (result && !closed_writer)
-      result = closed_writer;
-    caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
-    reads->clear();
-    owner.reset();
-    return result;
-  }
-
-  ~impl() {
-    if (writer)
-      stop(std::chrono::seconds(30));
-  }
-};
-
-namespace {
-
-storage::db_options db_options_from(const options& opts) {
-  storage::db_options d;
-  d.synchronous_full = opts.synchronous_full;
-  d.busy_timeout_ms = opts.busy_timeout.count();
-  d.cache_kib = opts.cache_kib;
-  d.max_bytes = opts.max_database_bytes;
-  return d;
-}
-
-// Reads finished_counts and the unfinished jobs: the history is not scanned.
-status seed_counters(storage::db& d, actors::job_counters& counters) {
-  auto rows = storage::count_jobs(d, storage::count_source::table);
-  if (!rows)
-    return rows.error();
-  storage::count_delta initial;
-  for (auto& row : *rows)
-    initial.add(row.type, row.status, row.count);
-  counters.apply(initial);
-  return {};
-}
-
-// Jobs still marked running belong to a process that died: their attempts
-// fail as "process restart" and the jobs retry or fail. Returns the pending
-// jobs, including the ones recovery put back.
-result<std::vector<storage::job_key>> recover(storage::db& d, const options& opts,
-                                              int64_t now) {
-  auto meta = storage::read_meta(d);
-  if (!meta)
-    return meta.error();
-  auto unfinished = storage::load_unfinished(d, meta->unfinished_low_mark);
-  if (!unfinished)
-    return unfinished.error();
-  if (auto st = d.exec("BEGIN IMMEDIATE"); !st)
-    return st;
-  storage::recover_running_args args;
-  args.timing = opts.recovery == recovery_mode::retry_immediately
-                  ? storage::retry_timing::immediate
-                  : storage::retry_timing::backoff;
-  std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> u{0.0, 1.0};
-  for (auto& k : unfinished->running) {
-    args.rows.push_back(k.row);
-    args.randoms.push_back(u(rng));
-  }
-  auto recovered = storage::recover_running(d, args, now);
-  status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
-  if (st) {
-    // In the same transaction, so finished_counts never disagrees with the jobs.
-    storage::count_delta moved;
-    for (auto& end : *recovered)
-      moved.move(end.type, job_status::running, end.status);
-    st = storage::add_finished_counts(d, moved);
-  }
-  if (st)
-    st = d.exec("COMMIT");
-  if (!st) {
-    d.exec("ROLLBACK");
-    return st;
-  }
-  auto pending = std::move(unfinished->pending);
-  for (auto& end : *recovered)
-    if (end.status == job_status::pending)
-      pending.push_back(std::move(end.key));
-  return pending;
-}
-
-status check_scheduling(const scheduling_options& s);
-
-// Every connection of a queue must see the same database.
-status check_path(const std::string& path) {
-  if (storage::names_private_database(path))
-    return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
-                                  "(use a temporary directory for a throwaway queue)");
-  return {};
-}
-
-status check_options(const options& o) {
-  if (o.busy_timeout.count() < 0)
-    return invalid_field("busy_timeout", "must be >= 0 ms, got "
-                                           + std::to_string(o.busy_timeout.count()));
-  if (o.max_database_bytes < 0)
-    return invalid_field("max_database_bytes", "must be >= 0 (0: no limit), got "
-                                                 + std::to_string(o.max_database_bytes));
-  if (o.writer_batch_limit < 1)
-    return invalid_field("writer_batch_limit", "must be >= 1");
-  if (o.writer_idle_spin.count() < 0 || o.writer_idle_spin > std::chrono::seconds(1))
-    return invalid_field("writer_idle_spin", "must be between 0 and 1 s, got "
-                                               + std::to_string(o.writer_idle_spin.count())
-                                               + " us");
-  if (o.cache_kib < 0)
-    return invalid_field("cache_kib", "must be >= 0, got " + std::to_string(o.cache_kib));
-  if (o.scheduler_threads < 1)
-    return invalid_field("scheduler_threads", "must be >= 1");
-  return check_scheduling(o.scheduling);
-}
-
-status check_scheduling(const scheduling_options& s) {
-  auto name = [](const std::string& kind, const std::string& key, const char* field) {
-    return "scheduling." + kind + "[" + key + "]" + (*field ? "." : "") + field;
-  };
-  if (s.aging) {
-    if (s.aging->grace_period.count() < 0)
-      return invalid_field("scheduling.aging.grace_period", "must be >= 0 ms");
-    if (s.aging->interval.count() <= 0)
-      return invalid_field("scheduling.aging.interval", "must be > 0 ms");
-  }
-  if (s.default_group_weight < 1 || s.default_group_weight > max_weight)
-    return invalid_field("scheduling.default_group_weight",
-                         "must be between 1 and " + std::to_string(max_weight));
-  for (auto& [group, g] : s.groups) {
-    if (g.weight && (*g.weight < 1 || *g.weight > max_weight))
-      return invalid_field(name("groups", group, "weight"),
-                           "must be between 1 and " + std::to_string(max_weight));
-    if (g.min_slots < 0)
-      return invalid_field(name("groups", group, "min_slots"), "must be >= 0");
-    if (g.max_running && *g.max_running < 1)
-      return invalid_field(name("groups", group, "max_running"), "must be >= 1");
-  }
-  for (auto* limits : {&s.group_rate_limits, &s.type_rate_limits}) {
-    auto kind = limits == &s.group_rate_limits ? "group_rate_limits" : "type_rate_limits";
-    for (auto& [key, r] : *limits) {
-      if (!(r.per_second > 0))
-        return invalid_field(name(kind, key, "per_second"), "must be > 0");
-      if (r.burst < 1)
-        return invalid_field(name(kind, key, "burst"), "must be >= 1");
-    }
-  }
-  for (auto& [type, cap] : s.type_max_running)
-    if (cap < 1)
-      return invalid_field(name("type_max_running", type, ""), "must be >= 1");
-  return {};
-}
-
-status check_name(const char* field, const std::string& value) {
-  if (value.size() > max_type_bytes)
-    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
-                                  + std::to_string(max_type_bytes));
-  return {};
-}
-
-status check_worker_options(const worker_options& o) {
-  if (o.runners.empty())
-    return invalid_field("runners", "a worker needs at least one job type to run");
-  for (auto& [type, handler] : o.runners) {
-    if (type.empty() || type.size() > max_type_bytes)
-      return invalid_field("runners", "job type '" + type + "' must be 1 to "
-                                        + std::to_string(max_type_bytes) + " bytes");
-    if (!handler)
-      return invalid_field("runners", "the handler for '" + type + "' is empty");
-  }
-  if (o.max_concurrency < 1 || o.max_concurrency > max_weight)
-    return invalid_field("max_concurrency", "must be between 1 and "
-                                              + std::to_string(max_weight) + ", got "
-                                              + std::to_string(o.max_concurrency));
-  if (o.min_concurrency && (*o.min_concurrency < 1 || *o.min_concurrency > o.max_concurrency))
-    return invalid_field("min_concurrency", "must be between 1 and max_concurrency ("
-                                              + std::to_string(o.max_concurrency) + "), got "
-                                              + std::to_string(*o.min_concurrency));
-  if (o.prefetch < 0 || o.prefetch > max_weight)
-    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
-                                       + ", got " + std::to_string(o.prefetch));
-  if (o.auto_heartbeat && o.auto_heartbeat->count() <= 0)
-    return invalid_field("auto_heartbeat", "must be > 0 ms");
-  return {};
-}
-
-}  // namespace
+using runtime::moved_from;
 
 result<queue> queue::open(const std::string& path, options opts) {
-  // Before the actor system is built from them.
-  if (auto st = check_options(opts); !st)
-    return st;
-  auto cfg = std::make_unique<caf::actor_system_config>();
-  cfg->set("scheduler.max-threads", opts.scheduler_threads);
-  // See options::caf_moderate_poll_attempts (measured: 14k context switches
-  // per 20k single submits with CAF's default, 1.3k without).
-  cfg->set("work-stealing.moderate-poll-attempts", opts.caf_moderate_poll_attempts);
-  cfg->set("work-stealing.aggressive-poll-attempts", opts.caf_aggressive_poll_attempts);
-  register_types(*cfg);
-  auto sys = std::make_unique<caf::actor_system>(*cfg);
-  auto q = open(*sys, path, std::move(opts));
-  if (!q)
-    return q;
-  q->impl_->own_cfg = std::move(cfg);
-  q->impl_->own_sys = std::move(sys);
-  return q;
+  auto p = runtime::bootstrap(path, std::move(opts));
+  if (!p)
+    return p.error();
+  return queue{std::move(*p)};
 }
 
 result<queue> queue::open(caf::actor_system& sys, const std::string& path,
                           options opts) {
-  if (auto st = check_path(path); !st)
-    return st;
-  if (auto st = check_options(opts); !st)
-    return st;
-  auto p = std::make_unique<impl>();
-  p->clk = opts.clock ? opts.clock : default_clock();
-  p->sys = &sys;
-  // Ownership first: nothing below may touch a file another queue runs on.
-  auto owner = storage::ownership::acquire(path);
-  if (!owner)
-    return owner.error();
-  p->owner = std::move(*owner);
-  if (auto st = storage::check_ergon_file(path); !st)
-    return st;
-  auto db_opts = db_options_from(opts);
-  auto opened = storage::db::open(path, db_opts);
-  if (!opened)
-    return opened.error();
-  std::shared_ptr<storage::db> write_db = std::move(*opened);
-  if (auto st = storage::migrate(*write_db); !st)
-    return st;
-  auto pending = recover(*write_db, opts, p->clk->now_ms());
-  if (!pending)
-    return pending.error();
-  auto meta = storage::read_meta(*write_db);
-  if (!meta)
-    return meta.error();
-  p->counters = std::make_shared<actors::job_counters>();
-  if (auto st = seed_counters(*write_db, *p->counters); !st)
-    return st;
-  actors::db_writer_config wcfg;
-  wcfg.db = std::move(write_db);
-  wcfg.clock = p->clk;
-  wcfg.counters = p->counters;
-  wcfg.batch_limit = opts.writer_batch_limit;
-  wcfg.idle_spin = opts.writer_idle_spin;
-  wcfg.max_payload_bytes = opts.max_payload_bytes;
-  wcfg.id_tag = meta->id_tag;
-  auto feeds = wcfg.feeds;
-  p->writer = actors::spawn_db_writer(sys, std::move(wcfg));
-  p->events = actors::spawn_event_bus(sys, p->subs);
-  actors::dispatcher_config dcfg;
-  dcfg.clock = p->clk;
-  dcfg.writer = p->writer;
-  dcfg.feeds = feeds;
-  dcfg.events = p->events;
-  dcfg.id_tag = meta->id_tag;
-  dcfg.subs = p->subs;
-  dcfg.pending = std::move(*pending);
-  dcfg.scheduling = opts.scheduling;
-  p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
-  // Sent from this thread before open returns, so it is queued ahead of every
-  // request a caller can make: no commit feed is missed.
-  caf::anon_send(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
-  p->reads = std::make_unique<runtime::read_pool>(path, db_opts, opts.read_connections);
-  p->opts = std::move(opts);
-  return queue{std::move(p)};
+  auto p = runtime::bootstrap(sys, path, std::move(opts));
+  if (!p)
+    return p.error();
+  return queue{std::move(*p)};
 }
 
 void queue::register_types(caf::actor_system_config& cfg) {
@@ -511,31 +105,9 @@ status queue::cancel_pending(const job_id& id) {
 result<worker> queue::start_worker(worker_options opts) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = check_worker_options(opts); !st)
+  if (auto st = runtime::validate(opts); !st)
     return st;
-  if (impl_->closed.load(std::memory_order_acquire))
-    return status{error::closed, "the queue is closed"};
-  actors::worker_config cfg;
-  cfg.name = std::move(opts.name);
-  for (auto& [type, handler] : opts.runners)
-    cfg.runners.emplace(type, [h = std::move(handler)](actors::running_attempt& a) {
-      job_context ctx{a};
-      h(ctx);
-    });
-  cfg.max_capacity = opts.max_concurrency;
-  cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
-  cfg.prefetch = opts.prefetch;
-  cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
-  cfg.clock = impl_->clk;
-  cfg.dispatcher = caf::actor_cast<caf::actor>(impl_->dispatcher);
-  auto w = std::make_shared<worker::impl>();
-  w->counters = cfg.counters;
-  w->actor = actors::spawn_worker(*impl_->sys, std::move(cfg));
-  {
-    std::lock_guard<std::mutex> guard{impl_->workers_mtx};
-    impl_->workers.push_back(w);
-  }
-  return worker{std::move(w)};
+  return impl_->start_worker(std::move(opts));
 }
 
 subscription queue::subscribe(std::function<void(const event&)> f) {
@@ -546,74 +118,52 @@ subscription queue::subscribe(std::function<void(const event&)> f) {
   return subscription{[subs, handle] { subs->remove(handle); }};
 }
 
-namespace {
-
-status send_control(queue::impl& q, actors::scheduling_control c);
-
-}  // namespace
-
 status queue::set_group_weight(const std::string& group, int32_t weight) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = check_name("group", group); !st)
+  if (auto st = runtime::validate_group_weight(group, weight); !st)
     return st;
-  if (weight < 1 || weight > max_weight)
-    return invalid_field("weight", "must be between 1 and " + std::to_string(max_weight)
-                                     + ", got " + std::to_string(weight));
-  return send_control(*impl_, {actors::scheduling_control::set_group_weight, group, weight, {}, {}});
+  return impl_->control({actors::scheduling_control::set_group_weight, group, weight, {}, {}});
 }
 
 status queue::reset_group_weights() {
   if (!impl_)
     return moved_from("queue");
-  return send_control(*impl_, {actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
+  return impl_->control({actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
 }
-
-namespace {
-
-status pause(queue::impl& q, actors::scheduling_control::op_type op, const char* field,
-             const std::string& name, std::optional<std::chrono::milliseconds> duration) {
-  if (auto st = check_name(field, name); !st)
-    return st;
-  std::optional<int64_t> until;
-  if (duration) {
-    if (duration->count() <= 0)
-      return invalid_field("duration", "must be > 0 ms");
-    until = storage::add_ms(q.clk->now_ms(), duration->count());
-  }
-  return send_control(q, {op, name, 0, until, {}});
-}
-
-}  // namespace
 
 status queue::pause_group(const std::string& group,
                           std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");
-  return pause(*impl_, actors::scheduling_control::pause_group, "group", group, duration);
+  if (auto st = runtime::validate_pause("group", group, duration); !st)
+    return st;
+  return impl_->pause(actors::scheduling_control::pause_group, group, duration);
 }
 
 status queue::resume_group(const std::string& group) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = check_name("group", group); !st)
+  if (auto st = runtime::validate_name("group", group); !st)
     return st;
-  return send_control(*impl_, {actors::scheduling_control::resume_group, group, 0, {}, {}});
+  return impl_->control({actors::scheduling_control::resume_group, group, 0, {}, {}});
 }
 
 status queue::pause_type(const std::string& type,
                          std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");
-  return pause(*impl_, actors::scheduling_control::pause_type, "type", type, duration);
+  if (auto st = runtime::validate_pause("type", type, duration); !st)
+    return st;
+  return impl_->pause(actors::scheduling_control::pause_type, type, duration);
 }
 
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = check_name("type", type); !st)
+  if (auto st = runtime::validate_name("type", type); !st)
     return st;
-  return send_control(*impl_, {actors::scheduling_control::resume_type, type, 0, {}, {}});
+  return impl_->control({actors::scheduling_control::resume_type, type, 0, {}, {}});
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {
@@ -628,42 +178,8 @@ std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) 
 result<metrics_snapshot> queue::metrics() const {
   if (!impl_)
     return moved_from("queue");
-  if (impl_->closed.load(std::memory_order_acquire))
-    return status{error::closed, "the queue is closed"};
-  auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
-  // Through the writer: the snapshot then includes every commit so far, even
-  // claims whose jobs already run but whose feed was not yet taken.
-  caf::anon_send(impl_->writer,
-                 actors::after_writes{[d = impl_->dispatcher, m = actors::metrics_request{
-                                                                std::move(to)}] {
-                   caf::anon_send(d, m);
-                 }});
-  auto snap = from.wait();
-  if (!snap)
-    return snap;
-  snap->by_status = impl_->counters->totals();
-  snap->subscriber_errors = impl_->subs->errors();
-  for (auto& [type, counts] : impl_->counters->by_type())
-    for (size_t i = 0; i < counts.size(); ++i)
-      snap->by_type[type].by_status[i] = counts[i];
-  return snap;
+  return impl_->metrics();
 }
-
-namespace {
-
-// Messages from one thread reach the dispatcher in order, so a call made
-// after this one sees its effect.
-status send_control(queue::impl& q, actors::scheduling_control c) {
-  if (q.closed.load(std::memory_order_acquire))
-    return {error::closed, "the queue is closed"};
-  // Waits until the dispatcher applied it, so a pause holds from the return on.
-  auto [to, from] = actors::make_reply<status>();
-  c.reply = std::move(to);
-  caf::anon_send(q.dispatcher, std::move(c));
-  return from.wait();
-}
-
-}  // namespace
 
 status queue::close(std::chrono::milliseconds timeout) {
   if (!impl_)

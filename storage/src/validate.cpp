@@ -2,44 +2,22 @@
 #include <string>
 
 #include "ergon/job.hpp"
+#include "ergon/storage/field_rules.hpp"
 
 namespace ergon {
 namespace {
 
-status check_label(const char* field, const std::string& value) {
-  if (value.empty())
-    return invalid_field(field, "must not be empty");
-  if (value.size() > max_type_bytes)
-    return invalid_field(field, "is " + std::to_string(value.size())
-                                  + " bytes; the limit is "
-                                  + std::to_string(max_type_bytes));
-  return {};
-}
-
-status check_weight(int32_t w) {
-  if (w < 1 || w > max_weight)
-    return invalid_field("weight", "must be between 1 and " + std::to_string(max_weight)
-                                     + ", got " + std::to_string(w));
-  return {};
-}
+using storage::check_label;
+using storage::check_not_negative;
+using storage::check_not_negative_ms;
+using storage::check_positive_ms;
+using storage::check_weight;
 
 status check_retries(int32_t n) {
   if (n < 0 || n > max_retries_limit)
     return invalid_field("max_retries", "must be between 0 and "
                                           + std::to_string(max_retries_limit)
                                           + ", got " + std::to_string(n));
-  return {};
-}
-
-status check_positive(const char* field, int64_t v) {
-  if (v <= 0)
-    return invalid_field(field, "must be > 0 ms, got " + std::to_string(v));
-  return {};
-}
-
-status check_not_negative(const char* field, int64_t v) {
-  if (v < 0)
-    return invalid_field(field, "must be >= 0, got " + std::to_string(v));
   return {};
 }
 
@@ -52,9 +30,8 @@ status check_payload(const std::string& payload, size_t limit) {
 }
 
 status check_backoff(const backoff_policy& b) {
-  if (b.initial_ms < 0)
-    return invalid_field("backoff.initial", "must be >= 0 ms, got "
-                                              + std::to_string(b.initial_ms));
+  if (auto st = check_not_negative_ms("backoff.initial", b.initial_ms); !st)
+    return st;
   if (!std::isfinite(b.multiplier) || b.multiplier < 1.0 || b.multiplier > 1000.0)
     return invalid_field("backoff.multiplier", "must be between 1 and 1000, got "
                                                  + std::to_string(b.multiplier));
@@ -79,7 +56,7 @@ status validate(const job& j, size_t max_payload_bytes) {
     [&] { return check_label("type", j.type); },
     [&] { return j.name ? check_label("name", *j.name) : status{}; },
     [&] { return j.group ? check_label("group", *j.group) : status{}; },
-    [&] { return check_weight(j.weight); },
+    [&] { return check_weight("weight", j.weight); },
     [&] { return j.run_at_ms ? check_not_negative("run_at", *j.run_at_ms) : status{}; },
     [&] { return check_not_negative("delay", j.delay_ms); },
     [&] {
@@ -87,11 +64,11 @@ status validate(const job& j, size_t max_payload_bytes) {
                ? invalid_field("delay", "set either run_at or delay, not both")
                : status{};
     },
-    [&] { return j.ttl_ms ? check_positive("ttl", *j.ttl_ms) : status{}; },
+    [&] { return j.ttl_ms ? check_positive_ms("ttl", *j.ttl_ms) : status{}; },
     [&] { return check_retries(j.max_retries); },
     [&] { return check_backoff(j.backoff); },
-    [&] { return check_positive("timeout", j.timeout_ms); },
-    [&] { return check_positive("heartbeat_increment", j.heartbeat_increment_ms); },
+    [&] { return check_positive_ms("timeout", j.timeout_ms); },
+    [&] { return check_positive_ms("heartbeat_increment", j.heartbeat_increment_ms); },
     [&] { return check_payload(j.payload, max_payload_bytes); });
 }
 
@@ -100,10 +77,10 @@ status validate(const job_update& u, size_t max_payload_bytes) {
       && !u.timeout_ms)
     return invalid_field("update", "sets no field");
   return first_failure(
-    [&] { return u.weight ? check_weight(*u.weight) : status{}; },
+    [&] { return u.weight ? check_weight("weight", *u.weight) : status{}; },
     [&] { return u.run_at_ms ? check_not_negative("run_at", *u.run_at_ms) : status{}; },
     [&] { return u.max_retries ? check_retries(*u.max_retries) : status{}; },
-    [&] { return u.timeout_ms ? check_positive("timeout", *u.timeout_ms) : status{}; },
+    [&] { return u.timeout_ms ? check_positive_ms("timeout", *u.timeout_ms) : status{}; },
     [&] { return u.payload ? check_payload(*u.payload, max_payload_bytes) : status{}; });
 }
 

@@ -1,0 +1,21 @@
+// bootstrap: everything queue::open does before the queue takes calls: it
+// validates the options, takes ownership of the file, opens and migrates it,
+// runs restart recovery and starts the writer, dispatcher and event bus.
+// Internal to runtime/.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "queue_impl.hpp"
+
+namespace ergon::runtime {
+
+/// Opens the queue at `path` in `sys`, which must outlive it.
+result<std::unique_ptr<queue::impl>> bootstrap(caf::actor_system& sys, const std::string& path,
+                                               options opts);
+
+/// Opens the queue at `path` in an actor system of its own, built from `opts`.
+result<std::unique_ptr<queue::impl>> bootstrap(const std::string& path, options opts);
+
+}  // namespace ergon::runtime

@@ -1,0 +1,127 @@
+#include "queue_impl.hpp"
+
+#include <algorithm>
+
+#include <caf/actor_cast.hpp>
+#include <caf/exit_reason.hpp>
+
+#include "ergon/storage/times.hpp"
+
+namespace ergon {
+
+status queue::impl::fill_pending_views(std::vector<ergon::job_info*> infos) {
+  std::vector<ergon::job_info*> pending;
+  actors::pending_view_request req;
+  for (auto* i : infos)
+    if (i->status == job_status::pending) {
+      pending.push_back(i);
+      req.jobs.push_back(
+        {i->type, i->group.value_or(""), i->priority, i->weight, i->ready_since_ms});
+    }
+  if (pending.empty() || closed.load(std::memory_order_acquire))
+    return {};
+  auto [to, from] = actors::make_reply<result<std::vector<actors::pending_view>>>();
+  req.reply = std::move(to);
+  caf::anon_send(dispatcher, std::move(req));
+  auto views = from.wait();
+  if (!views)
+    return views.error();
+  for (size_t k = 0; k < pending.size() && k < views->size(); ++k) {
+    pending[k]->effective_priority = (*views)[k].effective_priority;
+    pending[k]->too_heavy = (*views)[k].too_heavy;
+  }
+  return {};
+}
+
+// Messages from one thread reach the dispatcher in order, so a call made
+// after this one sees its effect.
+status queue::impl::control(actors::scheduling_control c) {
+  if (closed.load(std::memory_order_acquire))
+    return {error::closed, "the queue is closed"};
+  // Waits until the dispatcher applied it, so a pause holds from the return on.
+  auto [to, from] = actors::make_reply<status>();
+  c.reply = std::move(to);
+  caf::anon_send(dispatcher, std::move(c));
+  return from.wait();
+}
+
+status queue::impl::pause(actors::scheduling_control::op_type op, const std::string& name,
+                          std::optional<std::chrono::milliseconds> duration) {
+  std::optional<int64_t> until;
+  if (duration)
+    until = storage::add_ms(clk->now_ms(), duration->count());
+  return control({op, name, 0, until, {}});
+}
+
+result<worker> queue::impl::start_worker(worker_options worker_opts) {
+  if (closed.load(std::memory_order_acquire))
+    return status{error::closed, "the queue is closed"};
+  auto w = worker::impl::spawn(*sys, std::move(worker_opts), clk,
+                               caf::actor_cast<caf::actor>(dispatcher));
+  {
+    std::lock_guard<std::mutex> guard{workers_mtx};
+    workers.push_back(w);
+  }
+  return worker{std::move(w)};
+}
+
+result<metrics_snapshot> queue::impl::metrics() {
+  if (closed.load(std::memory_order_acquire))
+    return status{error::closed, "the queue is closed"};
+  auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
+  // Through the writer: the snapshot then includes every commit so far, even
+  // claims whose jobs already run but whose feed was not yet taken.
+  actors::metrics_request request{std::move(to)};
+  caf::anon_send(writer, actors::after_writes{[d = dispatcher, m = std::move(request)] {
+    caf::anon_send(d, m);
+  }});
+  auto snap = from.wait();
+  if (!snap)
+    return snap;
+  snap->by_status = counters->totals();
+  snap->subscriber_errors = subs->errors();
+  for (auto& [type, counts] : counters->by_type())
+    for (size_t i = 0; i < counts.size(); ++i)
+      snap->by_type[type].by_status[i] = counts[i];
+  return snap;
+}
+
+status queue::impl::stop(std::chrono::milliseconds timeout) {
+  if (closed.exchange(true))
+    return {};
+  auto deadline = storage::steady_deadline(timeout);
+  caf::anon_send(dispatcher, actors::drain_atom::value);
+  std::vector<std::shared_ptr<worker::impl>> running;
+  {
+    std::lock_guard<std::mutex> guard{workers_mtx};
+    for (auto& w : workers)
+      if (auto p = w.lock())
+        running.push_back(std::move(p));
+    workers.clear();
+  }
+  status result;
+  for (auto& w : running) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    auto st = w->stop(std::max(left, std::chrono::milliseconds{0}));
+    if (!st && result)
+      result = st;
+  }
+  auto [to, from] = actors::make_reply<status>();
+  caf::anon_send(writer, actors::close_call{{}, std::move(to)});
+  auto closed_writer = from.wait();
+  if (result && !closed_writer)
+    result = closed_writer;
+  caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
+  reads->clear();
+  owner.reset();
+  return result;
+}
+
+queue::impl::~impl() {
+  if (writer)
+    stop(std::chrono::seconds(30));
+}
+
+}  // namespace ergon

@@ -1,0 +1,83 @@
+// queue::impl: the state behind a queue handle and its requests to the
+// queue's actors. bootstrap.cpp builds it; queue.cpp's methods use it.
+// Internal to runtime/.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+
+#include "ergon/actors/db_writer.hpp"
+#include "ergon/actors/dispatcher.hpp"
+#include "ergon/actors/event_bus.hpp"
+#include "ergon/queue.hpp"
+#include "ergon/storage/ownership.hpp"
+#include "read_pool.hpp"
+#include "worker_impl.hpp"
+
+namespace ergon {
+
+struct queue::impl {
+  options opts;
+  std::shared_ptr<ergon::clock> clk;
+  // Declared before the actors that run in it, so it is destroyed last.
+  std::unique_ptr<caf::actor_system_config> own_cfg;
+  std::unique_ptr<caf::actor_system> own_sys;
+  caf::actor_system* sys = nullptr;
+  caf::actor writer;
+  actors::dispatcher_actor dispatcher;
+  caf::actor events;
+  std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();
+  std::shared_ptr<actors::job_counters> counters;
+  std::unique_ptr<runtime::read_pool> reads;
+  std::mutex workers_mtx;
+  std::vector<std::weak_ptr<worker::impl>> workers;
+  std::atomic<bool> closed{false};
+  // Released last, once every connection of ours is closed.
+  std::unique_ptr<storage::ownership> owner;
+
+  // Sends a request to the writer and waits for the committed reply.
+  template <class Args, class V>
+  V call(Args args) {
+    if (closed.load(std::memory_order_acquire))
+      return V{status{error::closed, "the queue is closed"}};
+    auto [to, from] = actors::make_reply<V>();
+    // Move the only sending end into the message: if the writer drops it,
+    // the waiter is woken with `closed` instead of hanging.
+    caf::anon_send(writer, actors::local_call<Args, V>{std::move(args), std::move(to)});
+    return from.wait();
+  }
+
+  // Asks the dispatcher how far aging has lifted these jobs' priorities and
+  // whether any worker can take them. Only pending jobs have a view; the
+  // rest keep effective == stored priority.
+  status fill_pending_views(std::vector<ergon::job_info*> infos);
+
+  // Sends a scheduling change to the dispatcher and waits until it applied it.
+  status control(actors::scheduling_control c);
+
+  // Pauses the group or type `name` for `duration`, or until resumed.
+  status pause(actors::scheduling_control::op_type op, const std::string& name,
+               std::optional<std::chrono::milliseconds> duration);
+
+  // Scheduling metrics plus job counts.
+  result<metrics_snapshot> metrics();
+
+  // Starts a worker that close() will stop.
+  result<worker> start_worker(worker_options worker_opts);
+
+  // Stops the workers, then the actors, then releases the file.
+  status stop(std::chrono::milliseconds timeout);
+
+  ~impl();
+};
+
+}  // namespace ergon

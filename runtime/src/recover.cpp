@@ -1,0 +1,48 @@
+#include "recover.hpp"
+
+#include <random>
+
+namespace ergon::runtime {
+
+result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode,
+                                              int64_t now_ms) {
+  auto meta = storage::read_meta(d);
+  if (!meta)
+    return meta.error();
+  auto unfinished = storage::load_unfinished(d, meta->unfinished_low_mark);
+  if (!unfinished)
+    return unfinished.error();
+  if (auto st = d.exec("BEGIN IMMEDIATE"); !st)
+    return st;
+  storage::recover_running_args args;
+  args.timing = mode == recovery_mode::retry_immediately ? storage::retry_timing::immediate
+                                                         : storage::retry_timing::backoff;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> u{0.0, 1.0};
+  for (auto& k : unfinished->running) {
+    args.rows.push_back(k.row);
+    args.randoms.push_back(u(rng));
+  }
+  auto recovered = storage::recover_running(d, args, now_ms);
+  status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
+  if (st) {
+    // In the same transaction, so finished_counts never disagrees with the jobs.
+    storage::count_delta moved;
+    for (auto& end : *recovered)
+      moved.move(end.type, job_status::running, end.status);
+    st = storage::add_finished_counts(d, moved);
+  }
+  if (st)
+    st = d.exec("COMMIT");
+  if (!st) {
+    d.exec("ROLLBACK");
+    return st;
+  }
+  auto pending = std::move(unfinished->pending);
+  for (auto& end : *recovered)
+    if (end.status == job_status::pending)
+      pending.push_back(std::move(end.key));
+  return pending;
+}
+
+}  // namespace ergon::runtime

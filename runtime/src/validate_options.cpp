@@ -1,0 +1,143 @@
+#include "validate_options.hpp"
+
+#include "ergon/job.hpp"
+#include "ergon/storage/field_rules.hpp"
+#include "ergon/storage/schema.hpp"
+
+namespace ergon::runtime {
+namespace {
+
+using storage::check_label_size;
+using storage::check_not_negative;
+using storage::check_not_negative_ms;
+using storage::check_positive_ms;
+using storage::check_weight;
+
+// Counts and caps: a limit of 0 would let nothing through.
+template <class Int>
+status check_at_least_one(const std::string& field, Int value) {
+  if (value < 1)
+    return invalid_field(field, "must be >= 1");
+  return {};
+}
+
+// "scheduling.groups[a].weight", "scheduling.type_max_running[t]".
+std::string entry_field(const char* map, const std::string& key, const char* member = nullptr) {
+  auto field = std::string{"scheduling."} + map + "[" + key + "]";
+  return member ? field + "." + member : field;
+}
+
+status validate(const rate_limit& r, const char* map, const std::string& key) {
+  if (!(r.per_second > 0))
+    return invalid_field(entry_field(map, key, "per_second"), "must be > 0");
+  return check_at_least_one(entry_field(map, key, "burst"), r.burst);
+}
+
+}  // namespace
+
+status validate_path(const std::string& path) {
+  if (storage::names_private_database(path))
+    return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
+                                  "(use a temporary directory for a throwaway queue)");
+  return {};
+}
+
+status validate(const options& o) {
+  if (auto st = check_not_negative_ms("busy_timeout", o.busy_timeout.count()); !st)
+    return st;
+  if (o.max_database_bytes < 0)
+    return invalid_field("max_database_bytes", "must be >= 0 (0: no limit), got "
+                                                 + std::to_string(o.max_database_bytes));
+  if (auto st = check_at_least_one("writer_batch_limit", o.writer_batch_limit); !st)
+    return st;
+  if (o.writer_idle_spin.count() < 0 || o.writer_idle_spin > std::chrono::seconds(1))
+    return invalid_field("writer_idle_spin", "must be between 0 and 1 s, got "
+                                               + std::to_string(o.writer_idle_spin.count())
+                                               + " us");
+  if (auto st = check_not_negative("cache_kib", o.cache_kib); !st)
+    return st;
+  if (auto st = check_at_least_one("scheduler_threads", o.scheduler_threads); !st)
+    return st;
+  return validate(o.scheduling);
+}
+
+status validate(const scheduling_options& s) {
+  if (s.aging) {
+    if (auto st = check_not_negative_ms("scheduling.aging.grace_period",
+                                        s.aging->grace_period.count());
+        !st)
+      return st;
+    if (auto st = check_positive_ms("scheduling.aging.interval", s.aging->interval.count()); !st)
+      return st;
+  }
+  if (auto st = check_weight("scheduling.default_group_weight", s.default_group_weight); !st)
+    return st;
+  for (auto& [group, g] : s.groups) {
+    if (g.weight)
+      if (auto st = check_weight(entry_field("groups", group, "weight"), *g.weight); !st)
+        return st;
+    if (auto st = check_not_negative(entry_field("groups", group, "min_slots"), g.min_slots); !st)
+      return st;
+    if (g.max_running)
+      if (auto st = check_at_least_one(entry_field("groups", group, "max_running"),
+                                       *g.max_running);
+          !st)
+        return st;
+  }
+  for (auto& [group, r] : s.group_rate_limits)
+    if (auto st = validate(r, "group_rate_limits", group); !st)
+      return st;
+  for (auto& [type, r] : s.type_rate_limits)
+    if (auto st = validate(r, "type_rate_limits", type); !st)
+      return st;
+  for (auto& [type, cap] : s.type_max_running)
+    if (auto st = check_at_least_one(entry_field("type_max_running", type), cap); !st)
+      return st;
+  return {};
+}
+
+status validate(const worker_options& o) {
+  if (o.runners.empty())
+    return invalid_field("runners", "a worker needs at least one job type to run");
+  for (auto& [type, handler] : o.runners) {
+    // The rule is the job's; the message names the runner's type.
+    if (!storage::check_label("runners", type))
+      return invalid_field("runners", "job type '" + type + "' must be 1 to "
+                                        + std::to_string(max_type_bytes) + " bytes");
+    if (!handler)
+      return invalid_field("runners", "the handler for '" + type + "' is empty");
+  }
+  if (auto st = check_weight("max_concurrency", o.max_concurrency); !st)
+    return st;
+  if (o.min_concurrency && (*o.min_concurrency < 1 || *o.min_concurrency > o.max_concurrency))
+    return invalid_field("min_concurrency", "must be between 1 and max_concurrency ("
+                                              + std::to_string(o.max_concurrency) + "), got "
+                                              + std::to_string(*o.min_concurrency));
+  if (o.prefetch < 0 || o.prefetch > max_weight)
+    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
+                                       + ", got " + std::to_string(o.prefetch));
+  if (o.auto_heartbeat)
+    return check_positive_ms("auto_heartbeat", o.auto_heartbeat->count());
+  return {};
+}
+
+status validate_name(const char* field, const std::string& name) {
+  return check_label_size(field, name);
+}
+
+status validate_group_weight(const std::string& group, int32_t weight) {
+  if (auto st = validate_name("group", group); !st)
+    return st;
+  return check_weight("weight", weight);
+}
+
+status validate_pause(const char* field, const std::string& name,
+                      std::optional<std::chrono::milliseconds> duration) {
+  if (auto st = validate_name(field, name); !st)
+    return st;
+  if (duration)
+    return check_positive_ms("duration", duration->count());
+  return {};
+}
+
+}  // namespace ergon::runtime

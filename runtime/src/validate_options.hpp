@@ -1,0 +1,37 @@
+// validate_options: the checks on what an application passes to a queue:
+// its path and options, a worker's options and the scheduling calls.
+// Each returns ok or `invalid_argument` naming the first bad field.
+// Internal to runtime/.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "ergon/options.hpp"
+#include "ergon/worker.hpp"
+
+namespace ergon::runtime {
+
+/// Every connection of a queue must see the same database, so `path` must
+/// name a file.
+status validate_path(const std::string& path);
+
+status validate(const options& opts);
+
+status validate(const scheduling_options& s);
+
+status validate(const worker_options& opts);
+
+/// A group or type named in a scheduling call ("" is the group of jobs
+/// without one).
+status validate_name(const char* field, const std::string& name);
+
+/// The arguments of set_group_weight.
+status validate_group_weight(const std::string& group, int32_t weight);
+
+/// The arguments of pause_group and pause_type; `field` is "group" or "type".
+status validate_pause(const char* field, const std::string& name,
+                      std::optional<std::chrono::milliseconds> duration);
+
+}  // namespace ergon::runtime

@@ -1,0 +1,31 @@
+// worker::impl: the state behind a worker handle. The queue keeps a weak
+// reference to each one so that closing the queue stops its workers.
+// Internal to runtime/.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "ergon/actors/worker.hpp"
+#include "ergon/worker.hpp"
+
+namespace ergon {
+
+struct worker::impl {
+  actors::worker_actor actor;
+  std::shared_ptr<actors::worker_counters> counters;
+  std::mutex mtx;
+  bool stopped = false;
+
+  /// Spawns a worker actor in `sys` that asks `dispatcher` for jobs.
+  /// `opts` must be valid (runtime::validate).
+  static std::shared_ptr<impl> spawn(caf::actor_system& sys, worker_options opts,
+                                     std::shared_ptr<ergon::clock> clock,
+                                     caf::actor dispatcher);
+
+  /// Stops once; later calls return ok at once.
+  status stop(std::chrono::milliseconds timeout);
+};
+
+}  // namespace ergon

@@ -1,0 +1,32 @@
+// field_rules: the limits that a job's fields and the queue's options share,
+// each written once with its message. Every check returns ok or
+// `invalid_field(field, ...)`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ergon/error.hpp"
+
+namespace ergon::storage {
+
+/// A type, name or group: 1 to max_type_bytes bytes.
+status check_label(const std::string& field, const std::string& value);
+
+/// At most max_type_bytes bytes. For names that may be empty, as the group
+/// "" of jobs without one.
+status check_label_size(const std::string& field, const std::string& value);
+
+/// A weight or a capacity in weight units: 1 to max_weight.
+status check_weight(const std::string& field, int64_t value);
+
+/// A duration that must be > 0 ms.
+status check_positive_ms(const std::string& field, int64_t ms);
+
+/// A duration that must be >= 0 ms.
+status check_not_negative_ms(const std::string& field, int64_t ms);
+
+/// A time or size that must be >= 0.
+status check_not_negative(const std::string& field, int64_t value);
+
+}  // namespace ergon::storage

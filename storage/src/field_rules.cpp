@@ -1,0 +1,45 @@
+#include "ergon/storage/field_rules.hpp"
+
+#include "ergon/job.hpp"
+
+namespace ergon::storage {
+
+status check_label(const std::string& field, const std::string& value) {
+  if (value.empty())
+    return invalid_field(field, "must not be empty");
+  return check_label_size(field, value);
+}
+
+status check_label_size(const std::string& field, const std::string& value) {
+  if (value.size() > max_type_bytes)
+    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
+                                  + std::to_string(max_type_bytes));
+  return {};
+}
+
+status check_weight(const std::string& field, int64_t value) {
+  if (value < 1 || value > max_weight)
+    return invalid_field(field, "must be between 1 and " + std::to_string(max_weight)
+                                  + ", got " + std::to_string(value));
+  return {};
+}
+
+status check_positive_ms(const std::string& field, int64_t ms) {
+  if (ms <= 0)
+    return invalid_field(field, "must be > 0 ms, got " + std::to_string(ms));
+  return {};
+}
+
+status check_not_negative_ms(const std::string& field, int64_t ms) {
+  if (ms < 0)
+    return invalid_field(field, "must be >= 0 ms, got " + std::to_string(ms));
+  return {};
+}
+
+status check_not_negative(const std::string& field, int64_t value) {
+  if (value < 0)
+    return invalid_field(field, "must be >= 0, got " + std::to_string(value));
+  return {};
+}
+
+}  // namespace ergon::storage
