@@ -102,7 +102,7 @@ int64_t next_wake(const dispatcher_state& st, int64_t now) {
 }
 
 // With a real clock, arm one CAF timer for the earliest wake-up. A manual
-// clock instead sends a tick after every advance (see spawn_dispatcher).
+// clock instead sends a tick after every advance (see start).
 void arm_timer(dispatcher_ptr self) {
   auto& st = self->state;
   if (!st.cfg.clock->follows_real_time())
