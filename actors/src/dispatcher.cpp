@@ -7,18 +7,17 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include <deque>
-#include <limits>
+#include <algorithm>
+#include <iterator>
 #include <map>
-#include <optional>
 #include <random>
-#include <set>
-#include <string>
 #include <unordered_map>
 
+#include "attempt_table.hpp"
+#include "dispatcher_events.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
-#include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/times.hpp"
+#include "worker_registry.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -28,67 +27,27 @@ constexpr int64_t never = storage::never_ms;
 // full disk doesn't turn into a busy loop of failing claims.
 constexpr int64_t storage_retry_ms = 1'000;
 
-struct running_info {
-  uint64_t worker = 0;
-  int64_t token = 0;
-  int64_t expires_at = 0;
-  job_id id;
-  uint32_t type = 0;
-  uint32_t group = 0;
-  int32_t weight = 1;
-  bool code_returned = false;  // its slot was already released
-};
-
-// A retried job whose failed attempt's code is still running. It becomes
-// ready when that code returns (or its worker goes), so that two attempts of
-// one job never run at once.
-struct parked_retry {
-  caf::actor_addr worker;
-  int64_t token = 0;
-  storage::job_key key;
-};
-
-struct worker_info {
-  caf::actor handle;
-  std::vector<uint32_t> types;
-  int32_t max_capacity = 0;
-  int32_t prefetch = 0;
-  // Credit: the worker's last request said it had `capacity` free after
-  // receiving `received` units; `sent` counts every unit assigned to it.
-  int32_t capacity = 0;
-  int64_t received = 0;
-  int64_t sent = 0;
-  bool claiming = false;  // a claim for it is at the writer
-  // The writer hands claimed jobs to the worker directly, so the worker may
-  // report a job's code as returned before we process the claim: (row,
-  // token) pairs kept until then.
-  std::set<std::pair<int64_t, int64_t>> returned_early;
-  bool leaving = false;   // unregistered while claiming: drop after the claim
-  caf::typed_response_promise<unregistered_atom> left;  // answered when dropped
-  std::vector<picked_job> claim_entries;
-
-  /// Units the dispatcher may still assign: free capacity minus what is
-  /// on its way to the worker.
-  int32_t wanted() const {
-    return static_cast<int32_t>(capacity - (sent - received));
-  }
-};
-
 struct dispatcher_state {
   dispatcher_config cfg;
+  // Pending jobs, kept current by the commit feeds.
   std::unique_ptr<scheduling_policy> policy;
-  std::unordered_map<int64_t, running_info> running;
-  std::unordered_map<int64_t, parked_retry> parked;  // by row
-  std::multimap<int64_t, std::pair<int64_t, int64_t>> expiries;  // at -> (row, token)
-  std::multimap<int64_t, int64_t> deadlines;                     // at -> row
-  std::unordered_map<uint64_t, worker_info> workers;
-  std::deque<uint64_t> waiting;
-  uint64_t next_worker = 1;
-  std::mt19937_64 rng{std::random_device{}()};
+  std::multimap<int64_t, int64_t> deadlines;  // at -> row
+  // Claimed attempts, from their claim's feed until they end.
+  attempt_table attempts;
+  // Workers, kept current by the worker protocol.
+  worker_registry workers;
+  // Workers that unregistered while a claim was at the writer: answered
+  // after it, so that its jobs reach them first.
+  std::unordered_map<uint64_t, caf::typed_response_promise<unregistered_atom>> leaving;
+  // A down message names only an address: the worker ids registered by it.
+  std::multimap<caf::actor_addr, uint64_t> monitored;
+  std::mt19937_64 rng{std::random_device{}()};  // attempt tokens
+  // Timers and control.
   bool draining = false;
   int64_t hold_until = 0;  // no claims before this (after a storage error)
   int64_t armed_at = never;
   uint64_t clock_subscription = 0;
+  // Published once per message (settle).
   std::vector<event> events;
 
   static inline const char* name = "ergon.dispatcher";
@@ -100,34 +59,26 @@ bool wants_events(const dispatcher_state& st) {
   return st.cfg.subs && st.cfg.subs->any();
 }
 
-event make_event(event_kind kind, int64_t now, const job_id& id, const std::string& type,
-                 const std::string& group) {
-  event e;
-  e.kind = kind;
-  e.at_ms = now;
-  e.id = id;
-  e.type = type;
-  e.group = group;
-  return e;
+void add_events(dispatcher_state& st, std::vector<event> events) {
+  st.events.insert(st.events.end(), std::make_move_iterator(events.begin()),
+                   std::make_move_iterator(events.end()));
 }
 
 // Turns allocation changes into events, once per handler.
-void emit_rebalance(dispatcher_ptr self, int64_t now) {
-  auto& st = self->state;
+void emit_rebalance(dispatcher_state& st, int64_t now) {
   auto changes = st.policy->rebalance();
-  if (!wants_events(st))
-    return;
-  for (auto& c : changes) {
-    auto ev = make_event(event_kind::group_allocation_changed, now, job_id{}, {}, c.group);
-    ev.previous_slots = c.before;
-    ev.new_slots = c.after;
-    ev.reason = c.reason;
-    st.events.push_back(std::move(ev));
-  }
+  if (wants_events(st))
+    add_events(st, allocation_events(changes, now));
 }
 
-void flush_events(dispatcher_ptr self) {
-  auto& st = self->state;
+// Names pending jobs that no registered worker can take.
+void emit_too_heavy(dispatcher_state& st, int64_t now) {
+  auto jobs = st.policy->take_too_heavy();
+  if (wants_events(st))
+    add_events(st, too_heavy_events(jobs, *st.policy, st.cfg.id_tag, now));
+}
+
+void flush_events(dispatcher_state& st) {
   if (st.events.empty())
     return;
   if (st.cfg.events)
@@ -141,8 +92,8 @@ int64_t next_wake(const dispatcher_state& st, int64_t now) {
   int64_t next = never;
   if (auto t = st.policy->next_wake(now))
     next = std::min(next, *t);
-  if (!st.expiries.empty())
-    next = std::min(next, st.expiries.begin()->first);
+  if (auto t = st.attempts.next_expiry())
+    next = std::min(next, *t);
   if (!st.deadlines.empty())
     next = std::min(next, storage::add_ms(st.deadlines.begin()->first, 1));  // expired once past
   if (st.hold_until > 0)
@@ -151,7 +102,7 @@ int64_t next_wake(const dispatcher_state& st, int64_t now) {
 }
 
 // With a real clock, arm one CAF timer for the earliest wake-up. A manual
-// clock instead sends a tick after every advance (see spawn_dispatcher).
+// clock instead sends a tick after every advance (see start).
 void arm_timer(dispatcher_ptr self) {
   auto& st = self->state;
   if (!st.cfg.clock->follows_real_time())
@@ -165,325 +116,15 @@ void arm_timer(dispatcher_ptr self) {
                      tick_atom::value);
 }
 
-// -- dispatching --------------------------------------------------------------------------
-
-// Tells the writer whether new jobs are wanted right away.
-void publish_hunger(dispatcher_state& st) {
-  if (st.cfg.feeds)
-    st.cfg.feeds->set_hungry(!st.draining && !st.waiting.empty());
-}
-
-// Claims and outcomes go ahead of submissions waiting in the writer's
-// mailbox: a worker's next job must not wait behind bulk inserts.
-void send_batch(dispatcher_state& st, worker_batch batch) {
-  caf::anon_send<caf::message_priority::high>(st.cfg.writer, std::move(batch));
-}
-
-// Picks jobs for the room a worker has, and records them as its claim.
-std::vector<storage::attempt_ref> pick_for(dispatcher_state& st, worker_info& info,
-                                             int64_t now) {
-  std::vector<storage::attempt_ref> claims;
-  if (info.claiming || info.leaving)
-    return claims;
-  std::vector<picked_job> picks;
-  for (int32_t room = info.wanted(); room > 0;) {
-    // Room beyond max_capacity is the worker's prefetch window: a job must
-    // still fit the worker when it runs.
-    auto p = st.policy->pick(info.types, std::min(room, info.max_capacity), now);
-    if (!p)
-      break;
-    room -= p->job.weight;
-    picks.push_back(*p);
-  }
-  for (auto& p : picks) {
-    claims.push_back({p.job.row, static_cast<int64_t>(st.rng() >> 1)});
-    // Counted as sent now: the writer hands claimed jobs to the worker
-    // itself, possibly before we hear of the claim.
-    info.sent += p.job.weight;
-  }
-  if (!picks.empty()) {
-    info.claiming = true;
-    info.claim_entries = std::move(picks);
-  }
-  return claims;
-}
-
-void dispatch(dispatcher_ptr self) {
-  auto& st = self->state;
-  auto now = st.cfg.clock->now_ms();
-  st.policy->promote(now);
-  if (st.draining || now < st.hold_until || st.policy->ready_count() == 0) {
-    publish_hunger(st);
-    return;
-  }
-  for (size_t n = st.waiting.size(); n > 0; --n) {
-    auto wid = st.waiting.front();
-    st.waiting.pop_front();
-    auto w = st.workers.find(wid);
-    if (w == st.workers.end() || w->second.claiming || w->second.leaving
-        || w->second.wanted() <= 0)
-      continue;
-    worker_batch batch;
-    batch.claims = pick_for(st, w->second, now);
-    if (batch.claims.empty()) {
-      st.waiting.push_back(wid);
-      continue;
-    }
-    batch.worker_id = wid;
-    batch.worker = w->second.handle;
-    send_batch(st, std::move(batch));
-    if (st.policy->ready_count() == 0)
-      break;
-  }
-  publish_hunger(st);
-}
-
-// Returns picked jobs that were not claimed to the index.
-void restore_picks(dispatcher_state& st, std::vector<picked_job>& picks, int64_t now) {
-  for (auto& p : picks) {
-    st.policy->unpick(p.job);
-    st.policy->add(p.job, now);
-  }
-  picks.clear();
-}
-
-// -- commit feed ------------------------------------------------------------------------------
-
-void on_claims(dispatcher_ptr self, std::vector<claim_result>& claims) {
-  auto& st = self->state;
-  for (auto& c : claims) {
-    auto w = st.workers.find(c.worker_id);
-    std::unordered_map<int64_t, picked_job> picked;
-    if (w != st.workers.end()) {
-      for (auto& p : w->second.claim_entries)
-        picked.emplace(p.job.row, p);
-      w->second.claiming = false;
-      w->second.claim_entries.clear();
-    }
-    // Missed jobs never ran: they stop counting as running, and never
-    // reached the worker. (They were cancelled or updated meanwhile; the
-    // feed that did so already put them where they belong.)
-    for (auto row : c.missed) {
-      auto p = picked.find(row);
-      if (p == picked.end())
-        continue;
-      st.policy->unpick(p->second.job);
-      if (w != st.workers.end())
-        w->second.sent -= p->second.job.weight;
-    }
-    for (auto& j : c.claimed) {
-      auto e = st.policy->entry_of(j.key);
-      st.policy->remove(e);  // re-added by an update that raced the claim
-      auto p = picked.find(j.key.row);
-      if (p == picked.end())
-        st.policy->mark_running(e);  // its worker left and the pick was undone
-      auto& run = st.running[j.key.row];
-      run = running_info{c.worker_id, j.token, j.expires_at, j.id, e.type, e.group, e.weight};
-      if (w != st.workers.end()
-          && w->second.returned_early.erase(std::make_pair(j.key.row, j.token)) == 1) {
-        run.code_returned = true;
-        st.policy->finished(e.group, e.type, e.weight);
-      }
-      st.expiries.emplace(j.expires_at, std::make_pair(j.key.row, j.token));
-      // Times are the claim's: this feed may be read a little later.
-      auto wait = std::max<int64_t>(0, j.started_at - j.key.run_at);
-      st.policy->record_wait(wait);
-      if (wants_events(st)) {
-        auto effective = p != picked.end() ? p->second.effective_priority : j.key.priority;
-        if (effective > j.key.priority) {
-          auto aged = make_event(event_kind::job_aged, j.started_at, j.id, j.key.type,
-                                 j.key.group);
-          aged.try_number = j.try_number;
-          aged.base_priority = j.key.priority;
-          aged.effective_priority = effective;
-          aged.wait_ms = p->second.waited_ms;
-          st.events.push_back(std::move(aged));
-        }
-        auto ev = make_event(event_kind::started, j.started_at, j.id, j.key.type,
-                             j.key.group);
-        ev.try_number = j.try_number;
-        ev.base_priority = j.key.priority;
-        ev.effective_priority = effective;
-        ev.wait_ms = wait;
-        st.events.push_back(std::move(ev));
-      }
-    }
-    if (w == st.workers.end())
-      continue;  // the worker died; its attempts expire and retry
-    // The writer already sent the claimed jobs; a stopping worker runs them.
-    if (w->second.leaving) {
-      w->second.left.deliver(unregistered_atom::value);
-      st.workers.erase(w);
-    } else if (w->second.wanted() > 0) {
-      st.waiting.push_back(c.worker_id);
-    }
-  }
-}
-
-// Makes a parked retry ready once the code of its attempt `token` returned.
-bool release_parked(dispatcher_state& st, int64_t row, int64_t token, int64_t now) {
-  auto p = st.parked.find(row);
-  if (p == st.parked.end() || p->second.token != token)
-    return false;
-  st.policy->add(st.policy->entry_of(p->second.key), now);
-  st.parked.erase(p);
-  return true;
-}
-
-void on_ended(dispatcher_ptr self, std::vector<storage::attempt_end>& ended, int64_t now) {
-  auto& st = self->state;
-  for (auto& end : ended) {
-    auto r = st.running.find(end.row);
-    std::optional<parked_retry> park;
-    if (r != st.running.end()) {
-      auto w = st.workers.find(r->second.worker);
-      if (end.outcome == attempt_outcome::expired && w != st.workers.end())
-        caf::anon_send(w->second.handle, cancel_attempt{end.row, r->second.token, "expired"});
-      // The code reported the failure itself and may still run. Not after an
-      // expiry: that code may never return, and its late result is fenced.
-      if (!r->second.code_returned && end.outcome == attempt_outcome::failed
-          && w != st.workers.end())
-        park = parked_retry{w->second.handle.address(), r->second.token, end.key};
-      if (!r->second.code_returned)
-        st.policy->finished(r->second.group, r->second.type, r->second.weight);
-      st.running.erase(r);
-    }
-    if (end.status == job_status::pending && park)
-      st.parked[end.row] = std::move(*park);
-    else if (end.status == job_status::pending)
-      st.policy->add(st.policy->entry_of(end.key), now);
-    if (!wants_events(st))
-      continue;
-    auto emit = [&](event_kind kind) {
-      auto ev = make_event(kind, now, end.id, end.type, end.group);
-      ev.try_number = end.try_number;
-      ev.base_priority = ev.effective_priority = end.key.priority;
-      ev.message = end.message;
-      if (kind == event_kind::retried)
-        ev.run_at_ms = end.key.run_at;
-      st.events.push_back(std::move(ev));
-    };
-    if (end.outcome == attempt_outcome::expired)
-      emit(event_kind::expired);
-    if (end.status == job_status::succeeded)
-      emit(event_kind::succeeded);
-    else if (end.status == job_status::pending)
-      emit(event_kind::retried);
-    else
-      emit(event_kind::failed);
-  }
-}
-
-void on_feed(dispatcher_ptr self, commit_feed& f) {
-  auto& st = self->state;
-  auto now = st.cfg.clock->now_ms();
-  bool events = wants_events(st);
-  for (auto& k : f.added) {
-    st.policy->add(st.policy->entry_of(k), now);
-    if (k.deadline)
-      st.deadlines.emplace(*k.deadline, k.row);
-    if (events) {
-      auto ev = make_event(event_kind::submitted, now, k.id, k.type, k.group);
-      ev.base_priority = ev.effective_priority = k.priority;
-      ev.run_at_ms = k.run_at;
-      st.events.push_back(std::move(ev));
-    }
-  }
-  for (auto& k : f.cancelled) {
-    st.parked.erase(k.row);
-    st.policy->remove(st.policy->entry_of(k));
-    if (events)
-      st.events.push_back(make_event(event_kind::cancelled, now, k.id, k.type, k.group));
-  }
-  for (auto& c : f.changed) {
-    if (auto p = st.parked.find(c.after.row); p != st.parked.end()) {
-      p->second.key = c.after;  // still waits for its code
-      continue;
-    }
-    st.policy->remove(st.policy->entry_of(c.before));
-    st.policy->add(st.policy->entry_of(c.after), now);
-  }
-  for (auto& k : f.expired) {
-    st.parked.erase(k.row);
-    st.policy->remove(st.policy->entry_of(k));
-    if (events) {
-      auto ev = make_event(event_kind::expired, now, k.id, k.type, k.group);
-      ev.message = "deadline passed before the job started";
-      st.events.push_back(std::move(ev));
-    }
-  }
-  on_claims(self, f.claims);
-  on_ended(self, f.ended, now);
-  for (auto& r : f.released) {
-    auto run = st.running.find(r.key.row);
-    if (run != st.running.end() && run->second.token == r.token) {
-      if (!run->second.code_returned)
-        st.policy->finished(run->second.group, run->second.type, run->second.weight);
-      st.running.erase(run);
-    }
-    st.policy->add(st.policy->entry_of(r.key), now);
-    if (events)
-      st.events.push_back(make_event(event_kind::released, now, r.key.id, r.key.type,
-                                     r.key.group));
-  }
-  for (auto& x : f.extended) {
-    auto r = st.running.find(x.row);
-    if (r == st.running.end() || r->second.token != x.token)
-      continue;
-    r->second.expires_at = x.expires_at;
-    st.expiries.emplace(x.expires_at, std::make_pair(x.row, x.token));
-    if (events && x.by_worker) {
-      auto ev = make_event(event_kind::heartbeat, now, r->second.id,
-                           st.policy->type_name(r->second.type),
-                           st.policy->group_name(r->second.group));
-      ev.expires_at_ms = x.expires_at;
-      st.events.push_back(std::move(ev));
-    }
-  }
-}
-
-void on_write_failed(dispatcher_ptr self, write_failed& w) {
-  auto& st = self->state;
-  auto now = st.cfg.clock->now_ms();
-  st.hold_until = storage::add_ms(now, storage_retry_ms);
-  if (!w.claim_rows.empty()) {
-    auto i = st.workers.find(w.worker_id);
-    if (i != st.workers.end()) {
-      for (auto& p : i->second.claim_entries)
-        i->second.sent -= p.job.weight;
-      restore_picks(st, i->second.claim_entries, now);
-      i->second.claiming = false;
-      if (i->second.leaving) {
-        i->second.left.deliver(unregistered_atom::value);
-        st.workers.erase(i);
-      } else {
-        st.waiting.push_back(w.worker_id);
-      }
-    }
-  }
-  for (auto& a : w.expiries)
-    st.expiries.emplace(storage::add_ms(now, storage_retry_ms), std::make_pair(a.row, a.token));
-  for (auto row : w.deadline_rows)
-    st.deadlines.emplace(storage::add_ms(now, storage_retry_ms), row);
-}
-
 // Expires attempts and deadlines that are due, and ends timed pauses.
-void on_timer(dispatcher_ptr self) {
-  auto& st = self->state;
+void on_timer(dispatcher_state& st) {
   auto now = st.cfg.clock->now_ms();
   if (st.hold_until != 0 && now >= st.hold_until)
     st.hold_until = 0;
   st.policy->expire_pauses(now);
   expire_batch expiring;
-  while (!st.expiries.empty() && st.expiries.begin()->first <= now) {
-    auto [row, token] = st.expiries.begin()->second;
-    st.expiries.erase(st.expiries.begin());
-    auto r = st.running.find(row);
-    // Skip stale entries: the attempt ended, or a heartbeat moved its expiry.
-    if (r == st.running.end() || r->second.token != token || r->second.expires_at > now)
-      continue;
-    expiring.attempts.push_back({row, token, 0.0});
-  }
+  for (auto& a : st.attempts.due(now))
+    expiring.attempts.push_back({a.row, a.token, 0.0});
   if (!expiring.attempts.empty())
     caf::anon_send(st.cfg.writer, std::move(expiring));
   expire_pending_batch overdue;
@@ -495,76 +136,317 @@ void on_timer(dispatcher_ptr self) {
     caf::anon_send(st.cfg.writer, std::move(overdue));
 }
 
-// After a worker came or went: the total capacity, and per type the largest
-// worker, which decides what is too heavy to run. Shares are of the claims
-// workers hold, prefetch windows included: the jobs in a window run next, in
-// the order they were picked.
-void update_capacity(dispatcher_state& st) {
-  int32_t total = 0;
-  std::unordered_map<uint32_t, int32_t> limits;
-  for (auto& [id, w] : st.workers)
-    if (!w.leaving) {
-      total += w.max_capacity + w.prefetch;
-      for (auto t : w.types)
-        limits[t] = std::max(limits[t], w.max_capacity);
-    }
-  st.policy->set_capacity(total);
-  st.policy->set_type_limits(limits);
+// -- pending jobs and slots -------------------------------------------------------------
+
+void add_pending(dispatcher_state& st, const storage::job_key& k, int64_t now) {
+  st.policy->add(st.policy->entry_of(k), now);
 }
 
-// Names pending jobs that no registered worker can take.
-void emit_too_heavy(dispatcher_ptr self, int64_t now) {
-  auto& st = self->state;
-  auto jobs = st.policy->take_too_heavy();
-  if (!wants_events(st))
-    return;
-  for (auto& j : jobs) {
-    auto id = storage::make_job_id(j.added_at, st.cfg.id_tag, j.row);
-    auto& type = st.policy->type_name(j.type);
-    auto ev = make_event(event_kind::job_too_heavy, now, id, type, st.policy->group_name(j.group));
-    ev.base_priority = j.priority;
-    ev.message = "weight " + std::to_string(j.weight)
-                 + " is more than any registered worker of type '" + type + "' takes (max "
-                 + std::to_string(st.policy->type_limit(j.type)) + ")";
-    st.events.push_back(std::move(ev));
+void add_submitted(dispatcher_state& st, const storage::job_key& k, int64_t now) {
+  add_pending(st, k, now);
+  if (k.deadline)
+    st.deadlines.emplace(*k.deadline, k.row);
+}
+
+// Returns picked jobs that were not claimed to the index.
+void restore_picks(dispatcher_state& st, const std::vector<picked_job>& picks, int64_t now) {
+  for (auto& p : picks) {
+    st.policy->unpick(p.job);
+    st.policy->add(p.job, now);
   }
+}
+
+// The attempt's code returned, or it ended first: its slot is free.
+void free_slot(dispatcher_state& st, const attempt_table::attempt& a) {
+  st.policy->finished(a.group, a.type, a.weight);
+}
+
+// After a worker came or went.
+void update_capacity(dispatcher_state& st) {
+  auto c = st.workers.capacity();
+  st.policy->set_capacity(c.weight);
+  st.policy->set_type_limits(c.largest_by_type);
+}
+
+// -- dispatching --------------------------------------------------------------------------
+
+// Tells the writer whether new jobs are wanted right away.
+void publish_hunger(dispatcher_state& st) {
+  if (st.cfg.feeds)
+    st.cfg.feeds->set_hungry(!st.draining && st.workers.anyone_waiting());
+}
+
+// Claims and outcomes go ahead of submissions waiting in the writer's
+// mailbox: a worker's next job must not wait behind bulk inserts.
+void send_batch(dispatcher_state& st, worker_batch batch) {
+  caf::anon_send<caf::message_priority::high>(st.cfg.writer, std::move(batch));
+}
+
+// Picks jobs for the worker's room, each with a new attempt token.
+std::vector<storage::attempt_ref> claim_for(dispatcher_state& st, uint64_t worker,
+                                            int64_t now) {
+  auto rows = st.workers.claim(worker, [&](const std::vector<uint32_t>& types, int32_t room) {
+    return st.policy->pick(types, room, now);
+  });
+  std::vector<storage::attempt_ref> claims;
+  claims.reserve(rows.size());
+  for (auto row : rows)
+    claims.push_back({row, static_cast<int64_t>(st.rng() >> 1)});
+  return claims;
+}
+
+void dispatch(dispatcher_state& st) {
+  auto now = st.cfg.clock->now_ms();
+  st.policy->promote(now);
+  if (st.draining || now < st.hold_until || st.policy->ready_count() == 0) {
+    publish_hunger(st);
+    return;
+  }
+  for (size_t n = st.workers.waiting_count(); n > 0; --n) {
+    auto wid = st.workers.pop_waiting();
+    if (!wid)
+      continue;
+    worker_batch batch;
+    batch.claims = claim_for(st, *wid, now);
+    if (batch.claims.empty()) {
+      st.workers.wait_for_jobs(*wid);
+      continue;
+    }
+    batch.worker_id = *wid;
+    batch.worker = st.workers.find(*wid)->handle;
+    send_batch(st, std::move(batch));
+    if (st.policy->ready_count() == 0)
+      break;
+  }
+  publish_hunger(st);
+}
+
+// -- workers ------------------------------------------------------------------------------
+
+void answer_unregister(dispatcher_state& st, uint64_t worker) {
+  auto p = st.leaving.find(worker);
+  if (p == st.leaving.end())
+    return;
+  p->second.deliver(unregistered_atom::value);
+  st.leaving.erase(p);
+}
+
+// A gone worker runs no more code: its parked retries are free to go.
+void worker_gone(dispatcher_state& st, uint64_t worker) {
+  auto now = st.cfg.clock->now_ms();
+  for (auto& key : st.attempts.worker_gone(worker))
+    add_pending(st, key, now);
+  if (auto picks = st.workers.remove(worker)) {
+    restore_picks(st, *picks, now);
+    update_capacity(st);
+  }
+  st.leaving.erase(worker);
+}
+
+// The code of these attempts returned: their slots are free, and a parked
+// retry may run. An attempt that does not run yet waits for its claim's feed.
+void free_returned(dispatcher_state& st, uint64_t worker,
+                   const std::vector<storage::attempt_ref>& returned, int64_t now) {
+  for (auto& a : returned) {
+    if (st.attempts.find(a.row)) {
+      if (auto freed = st.attempts.code_returned(a.row, a.token))
+        free_slot(st, *freed);
+    } else if (auto key = st.attempts.unpark(a.row, a.token)) {
+      add_pending(st, *key, now);
+    } else {
+      st.workers.returned_before_claim(worker, a.row, a.token);
+    }
+  }
+}
+
+// -- commit feed ------------------------------------------------------------------------------
+
+void start_attempt(dispatcher_state& st, uint64_t worker, const storage::claimed_job& j,
+                   const worker_registry::committed_claim& claim) {
+  auto e = st.policy->entry_of(j.key);
+  st.policy->remove(e);  // re-added by an update that raced the claim
+  if (claim.picked.count(j.key.row) == 0)
+    st.policy->mark_running(e);  // its worker left and the pick was undone
+  attempt_table::attempt a{worker, j.token, j.expires_at, j.id, e.type, e.group, e.weight};
+  a.code_returned = claim.returned_early.count({j.key.row, j.token}) == 1;
+  if (a.code_returned)
+    free_slot(st, a);
+  st.attempts.claimed(j.key.row, a);
+  // Times are the claim's: this feed may be read a little later.
+  st.policy->record_wait(std::max<int64_t>(0, j.started_at - j.key.run_at));
+}
+
+// A worker's claim committed. Its missed jobs never ran: they were cancelled
+// or updated meanwhile, and the feed that did so put them where they belong.
+// If the worker died its claimed attempts expire and retry.
+void on_claim(dispatcher_state& st, const claim_result& c,
+              std::unordered_map<int64_t, picked_job>& picks) {
+  auto claim = st.workers.claim_committed(c.worker_id, c.missed);
+  for (auto& job : claim.missed)
+    st.policy->unpick(job);
+  for (auto& j : c.claimed)
+    start_attempt(st, c.worker_id, j, claim);
+  // The writer already sent the claimed jobs; a stopping worker runs them.
+  if (claim.left)
+    answer_unregister(st, c.worker_id);
+  picks.merge(claim.picked);
+}
+
+void end_attempt(dispatcher_state& st, const storage::attempt_end& end, int64_t now) {
+  auto run = st.attempts.find(end.row);
+  auto w = run ? st.workers.find(run->worker) : nullptr;
+  if (w && end.outcome == attempt_outcome::expired)
+    caf::anon_send(w->handle, cancel_attempt{end.row, run->token, "expired"});
+  auto effect = st.attempts.ended(end, w != nullptr);
+  if (effect.freed)
+    free_slot(st, *effect.freed);
+  if (effect.ready)
+    add_pending(st, end.key, now);
+}
+
+void on_feed(dispatcher_state& st, const commit_feed& f) {
+  auto now = st.cfg.clock->now_ms();
+  for (auto& k : f.added)
+    add_submitted(st, k, now);
+  for (auto& k : f.cancelled) {
+    st.attempts.drop_parked(k.row);
+    st.policy->remove(st.policy->entry_of(k));
+  }
+  for (auto& c : f.changed)
+    if (!st.attempts.update_parked(c.after)) {  // a parked retry still waits for its code
+      st.policy->remove(st.policy->entry_of(c.before));
+      add_pending(st, c.after, now);
+    }
+  for (auto& k : f.expired) {
+    st.attempts.drop_parked(k.row);
+    st.policy->remove(st.policy->entry_of(k));
+  }
+  std::unordered_map<int64_t, picked_job> picks;
+  for (auto& c : f.claims)
+    on_claim(st, c, picks);
+  for (auto& end : f.ended)
+    end_attempt(st, end, now);
+  for (auto& r : f.released) {
+    if (auto freed = st.attempts.released(r.key.row, r.token))
+      free_slot(st, *freed);
+    add_pending(st, r.key, now);
+  }
+  for (auto& x : f.extended)
+    st.attempts.extended(x.row, x.token, x.expires_at);
+  if (wants_events(st))
+    add_events(st, feed_events(f, now, picks, st.attempts, *st.policy));
+}
+
+void on_write_failed(dispatcher_state& st, const write_failed& w) {
+  auto now = st.cfg.clock->now_ms();
+  auto retry_at = storage::add_ms(now, storage_retry_ms);
+  st.hold_until = retry_at;
+  if (!w.claim_rows.empty()) {
+    auto claim = st.workers.claim_failed(w.worker_id);
+    restore_picks(st, claim.picks, now);
+    if (claim.left)
+      answer_unregister(st, w.worker_id);
+  }
+  for (auto& a : w.expiries)
+    st.attempts.recheck_at(retry_at, a.row, a.token);
+  for (auto row : w.deadline_rows)
+    st.deadlines.emplace(retry_at, row);
 }
 
 // Applies every commit the writer has made so far. Called before each
 // decision, not only when rung: the writer may hold feeds back for a while
 // (see feed_channel), and decisions must see every acknowledged submit.
-void drain_feeds(dispatcher_ptr self) {
-  auto& st = self->state;
+void drain_feeds(dispatcher_state& st) {
   if (!st.cfg.feeds)
     return;
   auto feeds = st.cfg.feeds->take();
   if (feeds.empty())
     return;
   for (auto& f : feeds) {
-    on_feed(self, f);
+    on_feed(st, f);
     for (auto& w : f.failed)
-      on_write_failed(self, w);
+      on_write_failed(st, w);
   }
   // A manual clock's tick may have overtaken these feeds: check timers
   // against the current time, not only on the next tick.
-  on_timer(self);
+  on_timer(st);
 }
 
 // Runs after every message: hand out work, publish allocation changes and
 // events, and arm the next timer.
 void settle(dispatcher_ptr self) {
-  drain_feeds(self);
-  auto now = self->state.cfg.clock->now_ms();
-  emit_rebalance(self, now);
-  dispatch(self);
-  emit_rebalance(self, now);
-  emit_too_heavy(self, now);
+  auto& st = self->state;
+  drain_feeds(st);
+  auto now = st.cfg.clock->now_ms();
+  emit_rebalance(st, now);
+  dispatch(st);
+  emit_rebalance(st, now);
+  emit_too_heavy(st, now);
   arm_timer(self);
-  flush_events(self);
+  flush_events(st);
 }
 
-void on_control(dispatcher_ptr self, scheduling_control& c) {
+// -- messages -----------------------------------------------------------------------------
+
+worker_registered on_register(dispatcher_ptr self, const register_worker& r) {
   auto& st = self->state;
+  std::vector<uint32_t> types;
+  for (auto& t : r.types)
+    types.push_back(st.policy->type_id(t));
+  auto wid = st.workers.add(r.worker, std::move(types), r.max_capacity, r.prefetch);
+  st.monitored.emplace(r.worker.address(), wid);
+  self->monitor(r.worker);
+  update_capacity(st);
+  settle(self);
+  return {wid, st.cfg.writer};
+}
+
+caf::result<unregistered_atom> on_unregister(dispatcher_ptr self, const unregister_worker& u) {
+  auto& st = self->state;
+  caf::result<unregistered_atom> answer = unregistered_atom::value;
+  switch (st.workers.leave(u.worker_id)) {
+    case worker_registry::leave_result::unknown:
+      return answer;
+    case worker_registry::leave_result::left:
+      break;
+    case worker_registry::leave_result::after_claim:
+      answer = st.leaving[u.worker_id] = self->make_response_promise<unregistered_atom>();
+      break;
+  }
+  update_capacity(st);
+  settle(self);
+  return answer;
+}
+
+// A worker's report goes on to the writer with the jobs picked for its room,
+// so its outcomes and its next claims commit together.
+void on_report(dispatcher_ptr self, worker_report& r) {
+  auto& st = self->state;
+  drain_feeds(st);
+  auto now = st.cfg.clock->now_ms();
+  worker_batch batch;
+  batch.worker_id = r.worker_id;
+  // The sender, not the registry: a stopping worker reports after it left.
+  batch.worker = caf::actor_cast<caf::actor>(self->current_sender());
+  batch.outcomes = std::move(r.outcomes);
+  batch.released = std::move(r.released);
+  // Reports that carry writes get an answer; the worker sends the next such
+  // report only then.
+  batch.answers_report = !batch.outcomes.empty() || !batch.released.empty();
+  free_returned(st, r.worker_id, r.returned, now);
+  if (st.workers.credit(r.worker_id, r.capacity, r.received_weight)) {
+    st.policy->promote(now);
+    emit_rebalance(st, now);  // picks follow shares that include new groups
+    if (!st.draining && now >= st.hold_until)
+      batch.claims = claim_for(st, r.worker_id, now);
+    st.workers.wait_for_jobs(r.worker_id);
+  }
+  if (batch.answers_report || !batch.claims.empty())
+    send_batch(st, std::move(batch));
+  settle(self);
+}
+
+void on_control(dispatcher_state& st, scheduling_control& c) {
   auto now = st.cfg.clock->now_ms();
   switch (c.op) {
     case scheduling_control::set_group_weight:
@@ -588,58 +470,47 @@ void on_control(dispatcher_ptr self, scheduling_control& c) {
   }
 }
 
-// The code of these attempts returned: their slots are free.
-void free_returned(dispatcher_state& st, worker_info* w,
-                   const std::vector<storage::attempt_ref>& returned, int64_t now) {
-  for (auto& a : returned) {
-    auto run = st.running.find(a.row);
-    if (run == st.running.end()) {
-      if (release_parked(st, a.row, a.token, now))
-        continue;
-      // Its claim is still on the way to us (see returned_early).
-      if (w)
-        for (auto& p : w->claim_entries)
-          if (p.job.row == a.row)
-            w->returned_early.emplace(a.row, a.token);
-      continue;
-    }
-    if (run->second.token != a.token || run->second.code_returned)
-      continue;
-    run->second.code_returned = true;
-    st.policy->finished(run->second.group, run->second.type, run->second.weight);
-  }
+std::vector<pending_view> view_of(const dispatcher_state& st,
+                                  const std::vector<pending_query>& jobs) {
+  auto now = st.cfg.clock->now_ms();
+  std::vector<pending_view> out;
+  out.reserve(jobs.size());
+  for (auto& j : jobs)
+    out.push_back({st.policy->effective_now(j.type, j.group, j.priority, j.ready_since, now),
+                   st.policy->too_heavy(j.type, j.weight)});
+  return out;
 }
 
-// A worker's report goes on to the writer with the jobs picked for its room,
-// so its outcomes and its next claims commit together.
-void on_report(dispatcher_ptr self, worker_report& r) {
+void on_down(dispatcher_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
-  drain_feeds(self);
-  auto now = st.cfg.clock->now_ms();
-  worker_batch batch;
-  batch.worker_id = r.worker_id;
-  // The sender, not the registry: a stopping worker reports after it left.
-  batch.worker = caf::actor_cast<caf::actor>(self->current_sender());
-  batch.outcomes = std::move(r.outcomes);
-  batch.released = std::move(r.released);
-  // Reports that carry writes get an answer; the worker sends the next such
-  // report only then.
-  batch.answers_report = !batch.outcomes.empty() || !batch.released.empty();
-  auto w = st.workers.find(r.worker_id);
-  free_returned(st, w != st.workers.end() ? &w->second : nullptr, r.returned, now);
-  if (w != st.workers.end()) {
-    w->second.capacity = r.capacity;
-    w->second.received = r.received_weight;
-    st.policy->promote(now);
-    emit_rebalance(self, now);  // picks follow shares that include new groups
-    if (!st.draining && now >= st.hold_until && w->second.wanted() > 0)
-      batch.claims = pick_for(st, w->second, now);
-    if (!w->second.claiming && w->second.wanted() > 0)
-      st.waiting.push_back(r.worker_id);
-  }
-  if (batch.answers_report || !batch.claims.empty())
-    send_batch(st, std::move(batch));
+  auto [first, last] = st.monitored.equal_range(down.source);
+  for (auto i = first; i != last; ++i)
+    worker_gone(st, i->second);
+  st.monitored.erase(first, last);
   settle(self);
+}
+
+// Loads the pending jobs found at open and subscribes to the clock.
+void start(dispatcher_ptr self, dispatcher_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.policy = std::make_unique<scheduling_policy>(st.cfg.scheduling);
+  auto now = st.cfg.clock->now_ms();
+  for (auto& k : st.cfg.pending)
+    add_submitted(st, k, now);
+  st.cfg.pending = {};
+  if (!st.cfg.clock->follows_real_time()) {
+    caf::actor_addr addr = self->address();
+    st.clock_subscription = st.cfg.clock->subscribe([addr] {
+      if (auto hdl = caf::actor_cast<caf::actor>(addr))
+        caf::anon_send(hdl, tick_atom::value);
+    });
+    auto clock = st.cfg.clock;
+    auto handle = st.clock_subscription;
+    self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
+  }
+  self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
+  arm_timer(self);
 }
 
 }  // namespace
@@ -649,112 +520,33 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
   // argument tuple when a function actor takes no arguments (UBSan).
   return sys.spawn([](dispatcher_ptr self, dispatcher_config cfg)
                    -> dispatcher_actor::behavior_type {
-    auto& st = self->state;
-    st.cfg = std::move(cfg);
-    st.policy = std::make_unique<scheduling_policy>(st.cfg.scheduling);
-    auto now = st.cfg.clock->now_ms();
-    for (auto& k : st.cfg.pending) {
-      st.policy->add(st.policy->entry_of(k), now);
-      if (k.deadline)
-        st.deadlines.emplace(*k.deadline, k.row);
-    }
-    st.cfg.pending = {};
-    if (!st.cfg.clock->follows_real_time()) {
-      caf::actor_addr addr = self->address();
-      st.clock_subscription = st.cfg.clock->subscribe([addr] {
-        if (auto hdl = caf::actor_cast<caf::actor>(addr))
-          caf::anon_send(hdl, tick_atom::value);
-      });
-      auto clock = st.cfg.clock;
-      auto handle = st.clock_subscription;
-      self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
-    }
-    self->set_down_handler([self](caf::down_msg& down) {
-      auto& st = self->state;
-      // A gone worker runs no more code: its parked retries are free to go.
-      std::vector<std::pair<int64_t, int64_t>> freed;
-      for (auto& [row, p] : st.parked)
-        if (p.worker == down.source)
-          freed.emplace_back(row, p.token);
-      for (auto [row, token] : freed)
-        release_parked(st, row, token, st.cfg.clock->now_ms());
-      for (auto i = st.workers.begin(); i != st.workers.end(); ++i) {
-        if (i->second.handle.address() == down.source) {
-          restore_picks(st, i->second.claim_entries, st.cfg.clock->now_ms());
-          st.workers.erase(i);
-          update_capacity(st);
-          break;
-        }
-      }
-      settle(self);
-    });
-    arm_timer(self);
+    start(self, std::move(cfg));
     return {
-      [self](register_worker& r) -> worker_registered {
-        auto& st = self->state;
-        auto wid = st.next_worker++;
-        worker_info info;
-        info.handle = r.worker;
-        info.max_capacity = r.max_capacity;
-        info.prefetch = r.prefetch;
-        for (auto& t : r.types)
-          info.types.push_back(st.policy->type_id(t));
-        st.workers.emplace(wid, std::move(info));
-        self->monitor(r.worker);
-        update_capacity(st);
-        settle(self);
-        return {wid, st.cfg.writer};
-      },
+      [self](register_worker& r) { return on_register(self, r); },
       [self](worker_report& r) { on_report(self, r); },
-      [self](unregister_worker& u) -> caf::result<unregistered_atom> {
-        auto& st = self->state;
-        auto w = st.workers.find(u.worker_id);
-        if (w == st.workers.end())
-          return unregistered_atom::value;
-        w->second.capacity = 0;
-        caf::result<unregistered_atom> answer = unregistered_atom::value;
-        if (!w->second.claiming) {
-          st.workers.erase(w);
-        } else {
-          // Answer after the claim: its jobs reach the worker first.
-          w->second.leaving = true;
-          w->second.left = self->make_response_promise<unregistered_atom>();
-          answer = w->second.left;
-        }
-        update_capacity(st);
-        settle(self);
-        return answer;
-      },
+      [self](unregister_worker& u) { return on_unregister(self, u); },
       [self](feed_ready_atom) { settle(self); },
       [self](tick_atom) {
         self->state.armed_at = never;
-        drain_feeds(self);
-        on_timer(self);
+        drain_feeds(self->state);
+        on_timer(self->state);
         settle(self);
       },
       [self](drain_atom) { self->state.draining = true; },
       [self](scheduling_control& c) {
-        drain_feeds(self);
-        on_control(self, c);
+        drain_feeds(self->state);
+        on_control(self->state, c);
         settle(self);
         c.reply.deliver(status{});
       },
       [self](metrics_request& m) {
         settle(self);  // the snapshot includes every commit so far
-        auto& st = self->state;
         metrics_snapshot snap;
-        st.policy->fill_metrics(snap, st.cfg.clock->now_ms());
+        self->state.policy->fill_metrics(snap, self->state.cfg.clock->now_ms());
         m.reply.deliver(result<metrics_snapshot>{std::move(snap)});
       },
       [self](pending_view_request& r) {
-        auto& st = self->state;
-        auto now = st.cfg.clock->now_ms();
-        std::vector<pending_view> out;
-        out.reserve(r.jobs.size());
-        for (auto& j : r.jobs)
-          out.push_back({st.policy->effective_now(j.type, j.group, j.priority, j.ready_since, now),
-                         st.policy->too_heavy(j.type, j.weight)});
-        r.reply.deliver(result<std::vector<pending_view>>{std::move(out)});
+        r.reply.deliver(result<std::vector<pending_view>>{view_of(self->state, r.jobs)});
       },
     };
   }, std::move(cfg));

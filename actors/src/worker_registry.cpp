@@ -1,0 +1,165 @@
+#include "worker_registry.hpp"
+
+#include <algorithm>
+
+namespace ergon::actors {
+
+uint64_t worker_registry::add(caf::actor handle, std::vector<uint32_t> types,
+                              int32_t max_capacity, int32_t prefetch) {
+  auto id = next_id_++;
+  auto& w = workers_[id];
+  w.handle = std::move(handle);
+  w.types = std::move(types);
+  w.max_capacity = max_capacity;
+  w.prefetch = prefetch;
+  return id;
+}
+
+const worker_registry::worker* worker_registry::find(uint64_t id) const {
+  auto w = workers_.find(id);
+  return w == workers_.end() ? nullptr : &w->second;
+}
+
+bool worker_registry::credit(uint64_t id, int32_t capacity, int64_t received) {
+  auto w = workers_.find(id);
+  if (w == workers_.end())
+    return false;
+  w->second.capacity = capacity;
+  w->second.received = received;
+  return true;
+}
+
+std::vector<int64_t> worker_registry::claim(uint64_t id, const picker& pick) {
+  std::vector<int64_t> rows;
+  auto i = workers_.find(id);
+  if (i == workers_.end() || i->second.claiming || i->second.leaving)
+    return rows;
+  auto& w = i->second;
+  std::vector<picked_job> picks;
+  for (int32_t room = w.wanted(); room > 0;) {
+    auto p = pick(w.types, std::min(room, w.max_capacity));
+    if (!p)
+      break;
+    room -= p->job.weight;
+    picks.push_back(*p);
+  }
+  for (auto& p : picks) {
+    rows.push_back(p.job.row);
+    // Counted as sent now: the writer hands claimed jobs to the worker
+    // itself, possibly before the claim's feed arrives.
+    w.sent += p.job.weight;
+  }
+  if (!picks.empty()) {
+    w.claiming = true;
+    w.claim = std::move(picks);
+  }
+  return rows;
+}
+
+void worker_registry::returned_before_claim(uint64_t id, int64_t row, int64_t token) {
+  auto w = workers_.find(id);
+  if (w == workers_.end())
+    return;
+  for (auto& p : w->second.claim)
+    if (p.job.row == row)
+      w->second.returned_early.emplace(row, token);
+}
+
+worker_registry::committed_claim worker_registry::claim_committed(
+    uint64_t id, const std::vector<int64_t>& missed) {
+  committed_claim out;
+  auto i = workers_.find(id);
+  if (i == workers_.end())
+    return out;
+  auto& w = i->second;
+  for (auto& p : w.claim)
+    out.picked.emplace(p.job.row, p);
+  // Missed jobs never reached the worker.
+  for (auto row : missed)
+    if (auto p = out.picked.find(row); p != out.picked.end()) {
+      out.missed.push_back(p->second.job);
+      w.sent -= p->second.job.weight;
+    }
+  // Returns reported for this claim all arrived before its feed.
+  out.returned_early = std::move(w.returned_early);
+  w.returned_early.clear();
+  out.left = end_claim(i);
+  if (!out.left)
+    wait_for_jobs(id);
+  return out;
+}
+
+worker_registry::failed_claim worker_registry::claim_failed(uint64_t id) {
+  failed_claim out;
+  auto i = workers_.find(id);
+  if (i == workers_.end())
+    return out;
+  for (auto& p : i->second.claim)
+    i->second.sent -= p.job.weight;
+  out.picks = i->second.claim;
+  out.left = end_claim(i);
+  if (!out.left)
+    waiting_.push_back(id);
+  return out;
+}
+
+bool worker_registry::end_claim(std::unordered_map<uint64_t, worker>::iterator i) {
+  i->second.claiming = false;
+  i->second.claim.clear();
+  if (!i->second.leaving)
+    return false;
+  workers_.erase(i);
+  return true;
+}
+
+worker_registry::leave_result worker_registry::leave(uint64_t id) {
+  auto w = workers_.find(id);
+  if (w == workers_.end())
+    return leave_result::unknown;
+  w->second.capacity = 0;
+  if (!w->second.claiming) {
+    workers_.erase(w);
+    return leave_result::left;
+  }
+  w->second.leaving = true;
+  return leave_result::after_claim;
+}
+
+std::optional<std::vector<picked_job>> worker_registry::remove(uint64_t id) {
+  auto w = workers_.find(id);
+  if (w == workers_.end())
+    return std::nullopt;
+  auto picks = std::move(w->second.claim);
+  workers_.erase(w);
+  return picks;
+}
+
+std::optional<uint64_t> worker_registry::pop_waiting() {
+  if (waiting_.empty())
+    return std::nullopt;
+  auto id = waiting_.front();
+  waiting_.pop_front();
+  auto w = workers_.find(id);
+  if (w == workers_.end() || w->second.claiming || w->second.leaving || w->second.wanted() <= 0)
+    return std::nullopt;
+  return id;
+}
+
+void worker_registry::wait_for_jobs(uint64_t id) {
+  auto w = workers_.find(id);
+  if (w != workers_.end() && !w->second.claiming && w->second.wanted() > 0)
+    waiting_.push_back(id);
+}
+
+worker_registry::total_capacity worker_registry::capacity() const {
+  total_capacity out;
+  for (auto& [id, w] : workers_)
+    if (!w.leaving) {
+      out.weight += w.max_capacity + w.prefetch;
+      for (auto t : w.types)
+        out.largest_by_type[t] = std::max(out.largest_by_type[t], w.max_capacity);
+    }
+  return out;
+}
+
+}  // namespace ergon::actors

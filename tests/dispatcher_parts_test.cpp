@@ -1,0 +1,546 @@
+// Unit tests of the dispatcher's parts, without actors: the attempt table,
+// the worker registry and the events built from a commit feed. They cover
+// the orderings the actor sees: returns before claims, retries parked behind
+// running code, stale expiries and releases, workers leaving mid-claim.
+#define BOOST_TEST_MODULE dispatcher_parts
+#include <boost/test/unit_test.hpp>
+
+#include <utility>
+#include <vector>
+
+#include "attempt_table.hpp"
+#include "dispatcher_events.hpp"
+#include "ergon/storage/job_ids.hpp"
+#include "worker_registry.hpp"
+
+using namespace ergon;
+using namespace ergon::actors;
+
+namespace {
+
+job_id id_of(int64_t row) {
+  return storage::make_job_id(1'000, 7, row);
+}
+
+attempt_table::attempt attempt_of(uint64_t worker, int64_t token, int64_t expires_at,
+                                  int32_t weight = 1) {
+  attempt_table::attempt a;
+  a.worker = worker;
+  a.token = token;
+  a.expires_at = expires_at;
+  a.weight = weight;
+  return a;
+}
+
+storage::job_key key_of(int64_t row, int64_t run_at = 0) {
+  storage::job_key k;
+  k.row = row;
+  k.id = id_of(row);
+  k.type = "t";
+  k.run_at = run_at;
+  return k;
+}
+
+// The end of row's attempt; a retried job (pending) runs again at 500.
+storage::attempt_end end_of(int64_t row, attempt_outcome outcome, job_status status) {
+  storage::attempt_end e;
+  e.row = row;
+  e.id = id_of(row);
+  e.type = "t";
+  e.try_number = 1;
+  e.outcome = outcome;
+  e.message = outcome == attempt_outcome::expired ? "expired" : "";
+  e.status = status;
+  e.key = key_of(row, 500);
+  return e;
+}
+
+// Row, token, row, token...
+std::vector<int64_t> refs(const std::vector<storage::attempt_ref>& v) {
+  std::vector<int64_t> out;
+  for (auto& a : v) {
+    out.push_back(a.row);
+    out.push_back(a.token);
+  }
+  return out;
+}
+
+using ref_list = std::vector<int64_t>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(attempts)
+
+BOOST_AUTO_TEST_CASE(a_returned_attempt_frees_its_slot_once) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100, 3));
+  BOOST_TEST(!t.code_returned(1, 8));  // another attempt's token
+  auto freed = t.code_returned(1, 7);
+  BOOST_REQUIRE(freed);
+  BOOST_TEST(freed->weight == 3);
+  BOOST_TEST(!t.code_returned(1, 7));
+  // Its end frees nothing more.
+  auto effect = t.ended(end_of(1, attempt_outcome::succeeded, job_status::succeeded), true);
+  BOOST_TEST(!effect.freed);
+  BOOST_TEST(!effect.ready);
+  BOOST_TEST(!t.find(1));
+}
+
+BOOST_AUTO_TEST_CASE(an_end_before_the_return_frees_the_slot_at_the_end) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  auto effect = t.ended(end_of(1, attempt_outcome::succeeded, job_status::succeeded), true);
+  BOOST_TEST(effect.freed.has_value());
+  // The late return is no attempt's any more.
+  BOOST_TEST(!t.code_returned(1, 7));
+  BOOST_TEST(!t.unpark(1, 7));
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_attempts_retry_waits_for_its_code_to_return) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  auto effect = t.ended(end_of(1, attempt_outcome::failed, job_status::pending), true);
+  BOOST_TEST(effect.freed.has_value());
+  BOOST_TEST(!effect.ready);  // parked
+  BOOST_TEST(!t.unpark(1, 8));
+  BOOST_TEST(t.worker_gone(2).empty());
+  auto key = t.unpark(1, 7);
+  BOOST_REQUIRE(key);
+  BOOST_TEST(key->run_at == 500);
+  BOOST_TEST(!t.unpark(1, 7));
+}
+
+BOOST_AUTO_TEST_CASE(a_parked_retry_goes_with_its_worker) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  t.claimed(2, attempt_of(2, 8, 100));
+  t.ended(end_of(1, attempt_outcome::failed, job_status::pending), true);
+  t.ended(end_of(2, attempt_outcome::failed, job_status::pending), true);
+  auto gone = t.worker_gone(2);
+  BOOST_REQUIRE(gone.size() == 1u);
+  BOOST_TEST(gone[0].row == 2);
+  BOOST_TEST(!t.unpark(2, 8));
+  BOOST_TEST(t.unpark(1, 7).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_retry_is_ready_at_once_when_no_code_can_still_run) {
+  attempt_table t;
+  // Expired: its code may never return, and its result is fenced.
+  t.claimed(1, attempt_of(1, 7, 100));
+  BOOST_TEST(t.ended(end_of(1, attempt_outcome::expired, job_status::pending), true).ready);
+  // Its code returned before the failure committed.
+  t.claimed(2, attempt_of(1, 8, 100));
+  t.code_returned(2, 8);
+  auto effect = t.ended(end_of(2, attempt_outcome::failed, job_status::pending), true);
+  BOOST_TEST(effect.ready);
+  BOOST_TEST(!effect.freed);
+  // Its worker is not registered.
+  t.claimed(3, attempt_of(1, 9, 100));
+  BOOST_TEST(t.ended(end_of(3, attempt_outcome::failed, job_status::pending), false).ready);
+  // A job without retries left is parked nowhere.
+  t.claimed(4, attempt_of(1, 10, 100));
+  BOOST_TEST(!t.ended(end_of(4, attempt_outcome::failed, job_status::failed), true).ready);
+  BOOST_TEST(t.worker_gone(1).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_parked_retry_follows_updates_and_cancels) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  t.ended(end_of(1, attempt_outcome::failed, job_status::pending), true);
+  BOOST_TEST(t.update_parked(key_of(1, 900)));
+  BOOST_TEST(!t.update_parked(key_of(2, 900)));  // not parked: the index moves it
+  auto key = t.unpark(1, 7);
+  BOOST_REQUIRE(key);
+  BOOST_TEST(key->run_at == 900);
+
+  t.claimed(3, attempt_of(1, 8, 100));
+  t.ended(end_of(3, attempt_outcome::failed, job_status::pending), true);
+  t.drop_parked(3);
+  BOOST_TEST(!t.unpark(3, 8));
+}
+
+BOOST_AUTO_TEST_CASE(an_expiry_moved_by_a_heartbeat_is_skipped) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  BOOST_TEST(t.next_expiry().value_or(0) == 100);
+  BOOST_TEST(t.extended(1, 7, 300) != nullptr);
+  BOOST_TEST(refs(t.due(100)).empty());
+  BOOST_TEST(t.next_expiry().value_or(0) == 300);
+  BOOST_TEST(refs(t.due(299)).empty());
+  BOOST_TEST(refs(t.due(300)) == (ref_list{1, 7}), boost::test_tools::per_element());
+  BOOST_TEST(!t.next_expiry());
+}
+
+BOOST_AUTO_TEST_CASE(an_expiry_of_an_ended_or_replaced_attempt_is_skipped) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  t.ended(end_of(1, attempt_outcome::succeeded, job_status::succeeded), true);
+  t.claimed(2, attempt_of(1, 8, 100));
+  t.claimed(2, attempt_of(1, 9, 200));  // claimed again after its end
+  BOOST_TEST(refs(t.due(150)).empty());
+  BOOST_TEST(refs(t.due(200)) == (ref_list{2, 9}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_stale_extension_changes_nothing) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  BOOST_TEST(t.extended(1, 8, 300) == nullptr);
+  BOOST_TEST(t.extended(2, 7, 300) == nullptr);
+  BOOST_TEST(refs(t.due(100)) == (ref_list{1, 7}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(an_expiry_that_did_not_commit_is_checked_again) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  BOOST_TEST(refs(t.due(100)) == (ref_list{1, 7}), boost::test_tools::per_element());
+  t.recheck_at(1'100, 1, 7);
+  BOOST_TEST(refs(t.due(1'099)).empty());
+  BOOST_TEST(refs(t.due(1'100)) == (ref_list{1, 7}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_release_with_a_stale_token_is_ignored) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100, 2));
+  BOOST_TEST(!t.released(1, 8));
+  BOOST_TEST(t.find(1) != nullptr);
+  auto freed = t.released(1, 7);
+  BOOST_REQUIRE(freed);
+  BOOST_TEST(freed->weight == 2);
+  BOOST_TEST(t.find(1) == nullptr);
+  BOOST_TEST(refs(t.due(100)).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_release_after_the_return_frees_nothing_more) {
+  attempt_table t;
+  t.claimed(1, attempt_of(1, 7, 100));
+  t.code_returned(1, 7);
+  BOOST_TEST(!t.released(1, 7));
+  BOOST_TEST(t.find(1) == nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(workers)
+
+// Hands out jobs of `weight` with rows from 100 while `left` lasts, and
+// records the room each call had.
+struct job_source {
+  int32_t weight = 1;
+  int left = 100;
+  int64_t next_row = 100;
+  std::vector<int32_t> rooms;
+
+  worker_registry::picker picker() {
+    return [this](const std::vector<uint32_t>&, int32_t room) -> std::optional<picked_job> {
+      rooms.push_back(room);
+      if (left == 0 || weight > room)
+        return std::nullopt;
+      --left;
+      picked_job p;
+      p.job.row = next_row++;
+      p.job.weight = weight;
+      return p;
+    };
+  }
+};
+
+// A registered worker with max_capacity 4 that reported 4 units free.
+struct one_worker {
+  worker_registry r;
+  uint64_t id = r.add(caf::actor{}, {0}, 4, 0);
+
+  one_worker() { r.credit(id, 4, 0); }
+
+  // Claims up to `n` jobs of weight 1, rows from 100.
+  std::vector<int64_t> claim(int n) {
+    job_source jobs;
+    jobs.left = n;
+    return r.claim(id, jobs.picker());
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(credit_is_free_capacity_minus_what_is_on_its_way, one_worker) {
+  auto fresh = r.add(caf::actor{}, {0}, 4, 0);
+  BOOST_TEST(r.find(fresh)->wanted() == 0);
+  BOOST_TEST(r.claim(fresh, job_source{}.picker()).empty());
+  BOOST_TEST(claim(3).size() == 3u);
+  BOOST_TEST(r.find(id)->sent == 3);
+  BOOST_TEST(r.find(id)->wanted() == 1);
+  r.claim_committed(id, {});
+  // A report sent before the jobs arrived still counts them as on their way.
+  r.credit(id, 4, 0);
+  BOOST_TEST(r.find(id)->wanted() == 1);
+  r.credit(id, 1, 3);
+  BOOST_TEST(r.find(id)->wanted() == 1);
+  BOOST_TEST(!r.credit(fresh + 1, 4, 0));
+}
+
+BOOST_AUTO_TEST_CASE(a_claim_fills_the_prefetch_window_with_jobs_that_fit_the_worker) {
+  worker_registry r;
+  auto id = r.add(caf::actor{}, {0}, 2, 3);
+  r.credit(id, 5, 0);
+  job_source jobs;
+  jobs.weight = 2;
+  auto rows = r.claim(id, jobs.picker());
+  BOOST_TEST(rows == (std::vector<int64_t>{100, 101}), boost::test_tools::per_element());
+  // Never more room than max_capacity per job, and none beyond the credit.
+  BOOST_TEST(jobs.rooms == (std::vector<int32_t>{2, 2, 1}), boost::test_tools::per_element());
+  BOOST_TEST(r.find(id)->sent == 4);
+}
+
+BOOST_FIXTURE_TEST_CASE(one_claim_at_a_time, one_worker) {
+  BOOST_TEST(claim(1).size() == 1u);
+  BOOST_TEST(r.find(id)->claiming);
+  job_source more;
+  BOOST_TEST(r.claim(id, more.picker()).empty());
+  BOOST_TEST(more.rooms.empty());
+  r.claim_committed(id, {});
+  BOOST_TEST(r.claim(id, more.picker()).size() == 3u);
+}
+
+BOOST_FIXTURE_TEST_CASE(missed_jobs_give_their_weight_back, one_worker) {
+  claim(4);
+  BOOST_TEST(r.find(id)->wanted() == 0);
+  auto c = r.claim_committed(id, {101, 102, 999});  // 999 was never picked
+  BOOST_TEST(c.picked.size() == 4u);
+  BOOST_REQUIRE(c.missed.size() == 2u);
+  BOOST_TEST(c.missed[0].row == 101);
+  BOOST_TEST(c.missed[1].row == 102);
+  BOOST_TEST(!c.left);
+  BOOST_TEST(r.find(id)->wanted() == 2);
+  BOOST_TEST(!r.find(id)->claiming);
+  // It wants the two units again, so it waits for jobs.
+  BOOST_TEST(r.pop_waiting().value_or(0) == id);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failed_claim_gives_its_picks_back, one_worker) {
+  claim(2);
+  auto f = r.claim_failed(id);
+  BOOST_REQUIRE(f.picks.size() == 2u);
+  BOOST_TEST(f.picks[0].job.row == 100);
+  BOOST_TEST(f.picks[1].job.row == 101);
+  BOOST_TEST(!f.left);
+  BOOST_TEST(r.find(id)->sent == 0);
+  BOOST_TEST(r.find(id)->claim.empty());
+  BOOST_TEST(r.pop_waiting().value_or(0) == id);
+  BOOST_TEST(claim(4).size() == 4u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_worker_leaving_mid_claim_goes_after_the_claim, one_worker) {
+  claim(1);
+  BOOST_TEST((r.leave(id) == worker_registry::leave_result::after_claim));
+  BOOST_TEST(r.find(id) != nullptr);
+  BOOST_TEST(r.capacity().weight == 0);
+  r.credit(id, 4, 1);  // a report while leaving
+  r.wait_for_jobs(id);
+  BOOST_TEST(!r.anyone_waiting());
+  auto c = r.claim_committed(id, {});
+  BOOST_TEST(c.left);
+  BOOST_TEST(c.picked.count(100) == 1u);  // its job still started
+  BOOST_TEST(r.find(id) == nullptr);
+  BOOST_TEST(!r.anyone_waiting());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_worker_leaving_mid_claim_goes_when_the_claim_fails, one_worker) {
+  claim(4);
+  r.leave(id);
+  auto f = r.claim_failed(id);
+  BOOST_TEST(f.left);
+  BOOST_TEST(f.picks.size() == 4u);
+  BOOST_TEST(r.find(id) == nullptr);
+  BOOST_TEST(!r.anyone_waiting());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_worker_without_a_claim_leaves_at_once, one_worker) {
+  BOOST_TEST((r.leave(id) == worker_registry::leave_result::left));
+  BOOST_TEST(r.find(id) == nullptr);
+  BOOST_TEST((r.leave(id) == worker_registry::leave_result::unknown));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_gone_worker_hands_back_its_claims_picks, one_worker) {
+  claim(4);
+  auto picks = r.remove(id);
+  BOOST_REQUIRE(picks);
+  BOOST_TEST(picks->size() == 4u);
+  BOOST_TEST(!r.remove(id));
+  // Its claim's feed then finds nobody.
+  auto c = r.claim_committed(id, {});
+  BOOST_TEST(c.picked.empty());
+  BOOST_TEST(!c.left);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_waiting_line_passes_over_workers_that_cannot_claim, one_worker) {
+  auto busy = r.add(caf::actor{}, {0}, 4, 0);
+  r.wait_for_jobs(busy);  // no credit: not put in line
+  BOOST_TEST(!r.anyone_waiting());
+  r.credit(busy, 4, 0);
+  r.wait_for_jobs(busy);
+  r.wait_for_jobs(id);
+  BOOST_TEST(r.waiting_count() == 2u);
+  job_source one;
+  one.left = 1;
+  r.claim(busy, one.picker());  // room left, but claiming
+  BOOST_TEST(!r.pop_waiting());
+  BOOST_TEST(r.pop_waiting().value_or(0) == id);
+  BOOST_TEST(!r.anyone_waiting());
+  BOOST_TEST(!r.pop_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(capacity_counts_prefetch_and_the_largest_worker_per_type) {
+  worker_registry r;
+  auto small = r.add(caf::actor{}, {0, 1}, 2, 1);
+  auto large = r.add(caf::actor{}, {0}, 5, 0);
+  auto c = r.capacity();
+  BOOST_TEST(c.weight == 8);
+  BOOST_TEST(c.largest_by_type.at(0) == 5);
+  BOOST_TEST(c.largest_by_type.at(1) == 2);
+  r.leave(large);
+  c = r.capacity();
+  BOOST_TEST(c.weight == 3);
+  BOOST_TEST(c.largest_by_type.at(0) == 2);
+  r.leave(small);
+  BOOST_TEST(r.capacity().largest_by_type.empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_return_before_the_claims_feed_frees_the_slot_at_the_claim,
+                        one_worker) {
+  // The writer hands claimed jobs to the worker before the dispatcher reads
+  // the claim's feed, so the worker may report the code returned first.
+  attempt_table t;
+  claim(2);
+  BOOST_TEST(!t.find(100));  // not running yet: remember the return
+  r.returned_before_claim(id, 100, 55);
+  r.returned_before_claim(id, 999, 56);  // not in its claim
+  auto c = r.claim_committed(id, {});
+  BOOST_TEST(c.returned_early.size() == 1u);
+  BOOST_TEST(c.returned_early.count({100, 55}) == 1u);
+  BOOST_TEST(r.find(id)->returned_early.empty());
+  auto a = attempt_of(id, 55, 100);
+  a.code_returned = c.returned_early.count({100, 55}) == 1;
+  t.claimed(100, a);
+  // Its slot was freed at the claim; neither a repeat nor the end frees it again.
+  BOOST_TEST(!t.code_returned(100, 55));
+  BOOST_TEST(!t.ended(end_of(100, attempt_outcome::succeeded, job_status::succeeded), true)
+                  .freed);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(events)
+
+std::vector<event_kind> kinds(const std::vector<event>& evs) {
+  std::vector<event_kind> out;
+  for (auto& e : evs)
+    out.push_back(e.kind);
+  return out;
+}
+
+storage::claimed_job claimed_of(int64_t row, int32_t priority, int64_t run_at,
+                                int64_t started_at) {
+  storage::claimed_job j;
+  j.key = key_of(row, run_at);
+  j.key.priority = priority;
+  j.key.group = "g";
+  j.id = id_of(row);
+  j.token = row * 10;
+  j.try_number = 2;
+  j.started_at = started_at;
+  return j;
+}
+
+BOOST_AUTO_TEST_CASE(a_feed_gives_its_events_in_order) {
+  scheduling_policy names{scheduling_options{}};
+  attempt_table t;
+  auto a = attempt_of(1, 77, 100);
+  a.id = id_of(9);
+  a.type = names.type_id("hb-type");
+  a.group = names.group_id("hb-group");
+  t.claimed(9, a);
+
+  commit_feed f;
+  f.added.push_back(key_of(1, 40));
+  f.cancelled.push_back(key_of(2));
+  f.expired.push_back(key_of(3));
+  claim_result c;
+  c.claimed = {claimed_of(4, 1, 10, 30), claimed_of(5, 1, 10, 5)};
+  f.claims.push_back(c);
+  f.ended.push_back(end_of(6, attempt_outcome::expired, job_status::pending));
+  f.ended.push_back(end_of(7, attempt_outcome::failed, job_status::failed));
+  f.released.push_back({70, key_of(8)});
+  f.extended.push_back({9, 77, 400, true});
+  f.extended.push_back({9, 77, 450, false});  // an expiry check: no event
+  f.extended.push_back({9, 78, 500, true});   // another attempt's token
+
+  std::unordered_map<int64_t, picked_job> picks;
+  picked_job aged;
+  aged.job.row = 4;
+  aged.effective_priority = 3;
+  aged.waited_ms = 25;
+  picks.emplace(4, aged);
+
+  auto evs = feed_events(f, 50, picks, t, names);
+  BOOST_TEST(kinds(evs)
+                 == (std::vector<event_kind>{event_kind::submitted, event_kind::cancelled,
+                                             event_kind::expired, event_kind::job_aged,
+                                             event_kind::started, event_kind::started,
+                                             event_kind::expired, event_kind::retried,
+                                             event_kind::failed, event_kind::released,
+                                             event_kind::heartbeat}),
+             boost::test_tools::per_element());
+  BOOST_REQUIRE(evs.size() == 11u);
+  BOOST_TEST(evs[0].run_at_ms == 40);
+  BOOST_TEST(evs[0].at_ms == 50);
+  BOOST_TEST(evs[2].message == "deadline passed before the job started");
+  // Aging raised row 4: the claim's time, and the pick's wait and priority.
+  BOOST_TEST(evs[3].at_ms == 30);
+  BOOST_TEST(evs[3].id == id_of(4));
+  BOOST_TEST(evs[3].base_priority == 1);
+  BOOST_TEST(evs[3].effective_priority == 3);
+  BOOST_TEST(evs[3].wait_ms == 25);
+  BOOST_TEST(evs[4].effective_priority == 3);
+  BOOST_TEST(evs[4].wait_ms == 20);  // started_at - run_at
+  BOOST_TEST(evs[4].try_number == 2);
+  BOOST_TEST(evs[4].group == "g");
+  // Row 5 was not picked for this claim: its stored priority.
+  BOOST_TEST(evs[5].effective_priority == 1);
+  BOOST_TEST(evs[5].wait_ms == 0);  // started before run_at: no wait
+  BOOST_TEST(evs[6].message == "expired");
+  BOOST_TEST(evs[7].run_at_ms == 500);
+  BOOST_TEST(evs[7].id == id_of(6));
+  BOOST_TEST(evs[8].id == id_of(7));
+  BOOST_TEST(evs[9].id == id_of(8));
+  BOOST_TEST(evs[10].id == id_of(9));
+  BOOST_TEST(evs[10].type == "hb-type");
+  BOOST_TEST(evs[10].group == "hb-group");
+  BOOST_TEST(evs[10].expires_at_ms == 400);
+}
+
+BOOST_AUTO_TEST_CASE(too_heavy_and_allocation_events_name_their_numbers) {
+  scheduling_policy policy{scheduling_options{}};
+  pending_job j;
+  j.row = 3;
+  j.added_at = 1'000;
+  j.weight = 6;
+  j.priority = 2;
+  j.type = policy.type_id("big");
+  j.group = policy.group_id("g");
+  policy.set_type_limits({{j.type, 4}});
+  auto heavy = too_heavy_events({j}, policy, 7, 50);
+  BOOST_REQUIRE(heavy.size() == 1u);
+  BOOST_TEST(heavy[0].kind == event_kind::job_too_heavy);
+  BOOST_TEST(heavy[0].id == id_of(3));
+  BOOST_TEST(heavy[0].base_priority == 2);
+  BOOST_TEST(heavy[0].message
+             == "weight 6 is more than any registered worker of type 'big' takes (max 4)");
+
+  auto alloc = allocation_events({{"g", 1, 3, allocation_reason::weight_change}}, 60);
+  BOOST_REQUIRE(alloc.size() == 1u);
+  BOOST_TEST(alloc[0].kind == event_kind::group_allocation_changed);
+  BOOST_TEST(alloc[0].group == "g");
+  BOOST_TEST(alloc[0].previous_slots == 1);
+  BOOST_TEST(alloc[0].new_slots == 3);
+  BOOST_TEST((alloc[0].reason == allocation_reason::weight_change));
+  BOOST_TEST(alloc[0].at_ms == 60);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
