@@ -2,7 +2,7 @@
 // round trip of what they accept. The input is read front to back as a list
 // of builder calls, then a job_update. Properties: an invalid job or update
 // fails with invalid_argument naming one of the fields that break the
-// documented limits (storage/include/ergon/job.hpp); a valid job is inserted,
+// documented limits (include/ergon/job.hpp); a valid job is inserted,
 // read back unchanged, updated and claimed, all without undefined behaviour.
 #include <algorithm>
 #include <chrono>

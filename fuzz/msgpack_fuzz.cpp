@@ -1,4 +1,4 @@
-// Fuzzes ergon::unpack<T> (runtime/include/ergon/msgpack.hpp) on arbitrary
+// Fuzzes ergon::unpack<T> (include/ergon/msgpack.hpp) on arbitrary
 // bytes. The first input byte picks T, the rest is the payload. Properties:
 // unpack never throws or crashes; it fails with invalid_argument naming
 // "payload"; a value it accepts packs and unpacks back to the same bytes.

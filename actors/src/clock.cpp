@@ -5,6 +5,8 @@
 
 namespace ergon {
 
+struct manual_clock::listeners : actors::listener_set<> {};
+
 int64_t system_clock::now_ms() const {
   using namespace std::chrono;
   return duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -17,7 +19,7 @@ int64_t manual_clock::now_ms() const {
 }
 
 manual_clock::manual_clock(int64_t start_ms)
-    : now_(start_ms), listeners_(std::make_unique<actors::listener_set<>>()) {}
+    : now_(start_ms), listeners_(std::make_unique<listeners>()) {}
 
 manual_clock::~manual_clock() = default;
 

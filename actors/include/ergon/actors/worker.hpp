@@ -27,6 +27,7 @@
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
+#include "ergon/job_context.hpp"
 
 namespace ergon::actors {
 
@@ -34,22 +35,22 @@ class job_runner;
 
 /// One attempt as job code sees it. Thread-safe; the blocking calls wait for
 /// the write to commit.
-class running_attempt {
+class running_attempt final : public job_context {
  public:
   running_attempt(const job_assignment& a, caf::actor worker,
                   std::shared_ptr<job_runner> runner);
 
-  const job_id& id() const noexcept { return id_; }
-  const std::string& type() const noexcept { return type_; }
-  const std::string& group() const noexcept { return group_; }
-  const std::string& payload() const noexcept { return payload_; }
-  int32_t try_number() const noexcept { return try_number_; }
+  job_id id() const override { return id_; }
+  const std::string& type() const override { return type_; }
+  const std::string& group() const override { return group_; }
+  const std::string& payload() const override { return payload_; }
+  int32_t try_number() const override { return try_number_; }
   int64_t row() const noexcept { return row_; }
   int64_t token() const noexcept { return token_; }
   int32_t weight() const noexcept { return weight_; }
 
   /// Set when the attempt expired or the worker is stopping.
-  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+  bool cancelled() const override { return cancelled_.load(std::memory_order_acquire); }
   void cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
 
   /// True once complete or fail was called (or the runner returned).
@@ -57,10 +58,10 @@ class running_attempt {
   /// Marks the outcome reported; true for the first call only.
   bool mark_finished() noexcept { return !finished_.exchange(true, std::memory_order_acq_rel); }
 
-  status checkpoint(std::string payload);
-  status heartbeat();
-  status complete(std::string result);
-  status fail(std::string message);
+  status checkpoint(std::string payload) override;
+  status heartbeat() override;
+  status complete(std::string result) override;
+  status fail(std::string message) override;
 
  private:
   status finish(bool succeeded, std::string text);

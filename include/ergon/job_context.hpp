@@ -23,53 +23,52 @@
 
 namespace ergon {
 
-namespace actors {
-class running_attempt;
-}  // namespace actors
-
 /// The running attempt of one job. Valid only during the handler call.
-/// Thread-safe: the handler may pass it to helper threads it joins.
+/// Thread-safe: the handler may pass it to helper threads it joins. Only
+/// ergon's workers make one.
 class job_context {
  public:
-  explicit job_context(actors::running_attempt& attempt) noexcept : a_(attempt) {}
+  job_context(const job_context&) = delete;
+  job_context& operator=(const job_context&) = delete;
 
-  job_id id() const;
-  const std::string& type() const;
-  const std::string& group() const;
+  virtual job_id id() const = 0;
+  virtual const std::string& type() const = 0;
+  virtual const std::string& group() const = 0;
 
   /// The payload this attempt runs with: the last checkpoint if an earlier
   /// attempt stored one, else the submitted payload.
-  const std::string& payload() const;
+  virtual const std::string& payload() const = 0;
 
   /// 1 for the first attempt, 2 for the first retry, ...
-  int32_t try_number() const;
+  virtual int32_t try_number() const = 0;
 
   /// True once the attempt expired (its result will be rejected) or the
   /// worker is stopping. Long jobs should check it and return early.
-  bool cancelled() const;
+  virtual bool cancelled() const = 0;
 
   /// Stores `payload` as what the next attempt receives if this one fails,
   /// and extends the expiry like a heartbeat. Returns once committed.
   /// Errors: invalid_argument (too large), stale_attempt (expired), closed.
-  status checkpoint(std::string payload);
+  virtual status checkpoint(std::string payload) = 0;
 
   /// Extends the expiry to at least now + heartbeat_increment. Returns once
   /// committed. Errors: stale_attempt (the attempt already expired), closed.
-  status heartbeat();
+  virtual status heartbeat() = 0;
 
   /// Ends the attempt successfully with optional result bytes. Returns once
   /// committed. Errors: stale_attempt (the attempt expired: the result is
   /// discarded and the job's state is unchanged), job_finished (complete or
   /// fail was already called), closed.
-  status complete(std::string result = {});
+  virtual status complete(std::string result = {}) = 0;
 
   /// Ends the attempt as failed with `message`: the job is retried with
   /// backoff, or fails if no retries are left. Returns once committed. Same
   /// errors as complete.
-  status fail(std::string message);
+  virtual status fail(std::string message) = 0;
 
- private:
-  actors::running_attempt& a_;
+ protected:
+  job_context() = default;
+  ~job_context() = default;
 };
 
 /// Job code for one job type.

@@ -14,10 +14,6 @@
 #include <mutex>
 
 namespace ergon {
-namespace actors {
-template <class... Args>
-class listener_set;
-}  // namespace actors
 
 /// A source of wall-clock time in ms since the Unix epoch (UTC).
 class clock {
@@ -74,7 +70,8 @@ class manual_clock final : public clock {
   void notify();
   mutable std::mutex mtx_;
   int64_t now_;
-  std::unique_ptr<actors::listener_set<>> listeners_;
+  struct listeners;
+  std::unique_ptr<listeners> listeners_;
 };
 
 /// A shared system_clock, the default for queues.
