@@ -75,8 +75,8 @@ constexpr std::array<checker, 17> checkers = {
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
   check<ergon::storage::attempt_report>, check<std::vector<ergon::storage::attempt_report>>,
   check<ergon::storage::attempt_ref>, check<std::vector<wire_status>>,
-  check<std::vector<ergon::storage::attempt_ref>>, check<extend_attempt>,
-  check<extend_reply>, check<caf::message>};
+  check<std::vector<ergon::storage::attempt_ref>>, check<heartbeat_request>,
+  check<heartbeat_reply>, check<caf::message>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -94,8 +94,8 @@ std::vector<std::string> seeds() {
   ergon::storage::attempt_report ok{7, 42, true, "result"};
   ergon::storage::attempt_report failed{8, 43, false, "boom"};
   worker_report req{3, 10, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};
-  extend_attempt ext{7, 42, true, "checkpoint"};
-  extend_reply reply{st, 1'700'000'420'000};
+  heartbeat_request ext{7, 42, true, "checkpoint"};
+  heartbeat_reply reply{st, 1'700'000'420'000};
   return {seed(0, st),
           seed(1, register_worker{"w1", {"email", "sms"}, 4, caf::actor{}}),
           seed(2, worker_registered{3, caf::actor{}}),

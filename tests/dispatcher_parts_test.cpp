@@ -441,7 +441,7 @@ storage::claimed_job claimed_of(int64_t row, int32_t priority, int64_t run_at,
   j.key = key_of(row, run_at);
   j.key.priority = priority;
   j.key.group = "g";
-  j.id = id_of(row);
+  j.key.id = id_of(row);
   j.token = row * 10;
   j.try_number = 2;
   j.started_at = started_at;

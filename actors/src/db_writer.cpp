@@ -25,7 +25,7 @@ constexpr const char* rollback_batch = "ROLLBACK";
 job_assignment assignment_of(const storage::claimed_job& j) {
   job_assignment a;
   a.row = j.key.row;
-  a.id = to_wire(j.id);
+  a.id = to_wire(j.key.id);
   a.type = j.key.type;
   a.group = j.key.group;
   a.payload = j.payload;
@@ -90,7 +90,7 @@ class writer {
       [&](worker_batch& b) { on_worker_batch(b); },
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },
-      [&](extend_attempt& e) { on_extend(self, e); },
+      [&](heartbeat_request& e) { on_heartbeat(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
       [&](after_writes& a) { after_commit([then = std::move(a.then)](const status&) { then(); }); },
       [&](close_call& c) {
@@ -421,7 +421,7 @@ class writer {
 
   // -- requests from workers (serializable; answered after commit) ---------------------
 
-  void on_extend(caf::blocking_actor* self, extend_attempt& msg) {
+  void on_heartbeat(caf::blocking_actor* self, heartbeat_request& msg) {
     auto rp = self->make_response_promise();
     storage::heartbeat_args args{msg.row, msg.token, std::nullopt, cfg_.max_payload_bytes};
     if (msg.has_checkpoint)
@@ -431,10 +431,10 @@ class writer {
       [&](int64_t expires_at) {
         feed_.extended.push_back({msg.row, msg.token, expires_at, true});
       });
-    extend_reply reply{to_wire(r.error()), r ? *r : 0};
+    heartbeat_reply reply{to_wire(r.error()), r ? *r : 0};
     after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
       if (!commit)
-        reply = extend_reply{to_wire(commit), 0};
+        reply = heartbeat_reply{to_wire(commit), 0};
       rp.deliver(std::move(reply));
     });
   }

@@ -25,14 +25,14 @@ void add_claim_events(std::vector<event>& out, const claim_result& c,
     auto p = picks.find(j.key.row);
     auto effective = p != picks.end() ? p->second.effective_priority : j.key.priority;
     if (effective > j.key.priority) {
-      auto aged = make_event(event_kind::job_aged, j.started_at, j.id, j.key.type, j.key.group);
+      auto aged = make_event(event_kind::job_aged, j.started_at, j.key.id, j.key.type, j.key.group);
       aged.try_number = j.try_number;
       aged.base_priority = j.key.priority;
       aged.effective_priority = effective;
       aged.wait_ms = p->second.waited_ms;
       out.push_back(std::move(aged));
     }
-    auto ev = make_event(event_kind::started, j.started_at, j.id, j.key.type, j.key.group);
+    auto ev = make_event(event_kind::started, j.started_at, j.key.id, j.key.type, j.key.group);
     ev.try_number = j.try_number;
     ev.base_priority = j.key.priority;
     ev.effective_priority = effective;

@@ -45,8 +45,8 @@ void register_protocol(caf::actor_system_config& cfg) {
     .add_message_type<assign_jobs>("ergon::assign_jobs")
     .add_message_type<cancel_attempt>("ergon::cancel_attempt")
     .add_message_type<std::vector<wire_status>>("ergon::wire_statuses")
-    .add_message_type<extend_attempt>("ergon::extend_attempt")
-    .add_message_type<extend_reply>("ergon::extend_reply");
+    .add_message_type<heartbeat_request>("ergon::heartbeat_request")
+    .add_message_type<heartbeat_reply>("ergon::heartbeat_reply");
 }
 
 }  // namespace ergon::actors

@@ -49,7 +49,7 @@ status running_attempt::extend(std::optional<std::string> checkpoint) {
   if (finished())
     return {error::job_finished, "this attempt already reported its outcome"};
   auto [to, from] = make_reply<status>();
-  caf::anon_send(worker_, attempt_extend{token_, std::move(checkpoint), std::move(to)});
+  caf::anon_send(worker_, heartbeat_call{token_, std::move(checkpoint), std::move(to)});
   return from.wait();
 }
 
@@ -193,11 +193,11 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
     return;
   }
   auto attempt = i->second;
-  extend_attempt msg{attempt->row(), token, checkpoint.has_value(),
+  heartbeat_request msg{attempt->row(), token, checkpoint.has_value(),
                      checkpoint ? std::move(*checkpoint) : std::string{}};
   self->request(st.writer, caf::infinite, std::move(msg))
     .then(
-      [attempt, reply](extend_reply& r) {
+      [attempt, reply](heartbeat_reply& r) {
         auto st = from_wire(r.status);
         if (st.code() == error::stale_attempt)
           attempt->cancel();  // it expired: tell the code to stop
@@ -332,7 +332,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         report(self);
         finish_stop_if_idle(self);
       },
-      [self](attempt_extend& e) {
+      [self](heartbeat_call& e) {
         extend_attempt_of(self, e.token, std::move(e.checkpoint), std::move(e.reply));
       },
       [self](tick_atom) {

@@ -36,7 +36,6 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     }
     claimed_job j;
     j.key = rows::read_key(s, 0);
-    j.id = j.key.id;
     j.try_number = static_cast<int32_t>(s.column_int(10));
     j.payload = s.column_blob(11);
     j.expires_at = s.column_int(12);

@@ -5,7 +5,7 @@ namespace ergon::storage {
 namespace {
 
 // A checkpoint counts as a heartbeat.
-constexpr const char* extend_attempt =
+constexpr const char* extend_expiry =
   "UPDATE jobs SET expires_at = max(expires_at, " ERGON_SQL_ADD_MS("?3", "heartbeat_increment_ms") "), "
   "checkpoint = coalesce(?4, checkpoint) "
   "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 RETURNING expires_at";
@@ -18,7 +18,7 @@ result<int64_t> heartbeat(db& d, const heartbeat_args& args, int64_t now_ms) {
     return invalid_field("payload", "checkpoint is " + std::to_string(args.checkpoint->size())
                                       + " bytes; the queue's limit is "
                                       + std::to_string(args.max_payload_bytes));
-  auto s = d.prepare(extend_attempt);
+  auto s = d.prepare(extend_expiry);
   if (!s)
     return s.error();
   auto& q = **s;

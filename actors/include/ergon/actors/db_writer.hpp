@@ -95,7 +95,7 @@ struct claim_result {
 
 /// A running attempt's expiry moved (heartbeat, checkpoint, or an expiry
 /// check that found it extended).
-struct attempt_extension {
+struct expiry_moved {
   int64_t row = 0;
   int64_t token = 0;
   int64_t expires_at = 0;
@@ -121,7 +121,7 @@ struct commit_feed {
   std::vector<claim_result> claims;
   std::vector<storage::attempt_end> ended;  ///< attempts that ended (retried keys inside)
   std::vector<storage::released_claim> released;  ///< claims given back: pending again
-  std::vector<attempt_extension> extended;
+  std::vector<expiry_moved> extended;
   std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
   std::vector<write_failed> failed;         ///< dispatcher requests lost
 

@@ -5,7 +5,7 @@
 //   worker ──register_worker──► dispatcher ──worker_registered──► worker
 //   worker ──worker_report────► dispatcher ──(worker_batch)──► db_writer
 //                               db_writer  ──assign_jobs────────► worker
-//   worker ──extend_attempt───► db_writer  ──extend_reply───────► worker
+//   worker ──heartbeat_request► db_writer  ──heartbeat_reply──────► worker
 //                               dispatcher ──cancel_attempt─────► worker
 //
 // A report carries everything a worker has to say since its last one: the
@@ -94,7 +94,9 @@ struct unregister_worker {
 using unregistered_atom = caf::atom_constant<caf::atom("unreg")>;
 
 /// One claimed attempt: everything needed to run it. The claim is committed
-/// before this is sent.
+/// before this is sent. The wire form of storage::claimed_job (made by the
+/// writer's assignment_of): only what a worker on another node needs, with
+/// the id as 16 bytes.
 struct job_assignment {
   int64_t row = 0;
   std::string id;  ///< 16 bytes, see id_from_wire
@@ -125,14 +127,14 @@ struct cancel_attempt {
 };
 
 /// Heartbeat (no checkpoint) or checkpoint of a running attempt.
-struct extend_attempt {
+struct heartbeat_request {
   int64_t row = 0;
   int64_t token = 0;
   bool has_checkpoint = false;
   std::string checkpoint;
 };
 
-struct extend_reply {
+struct heartbeat_reply {
   wire_status status;
   int64_t expires_at = 0;
 };
@@ -202,14 +204,14 @@ typename Inspector::result_type inspect(Inspector& f, cancel_attempt& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, extend_attempt& x) {
-  return f(caf::meta::type_name("ergon::extend_attempt"), x.row, x.token,
+typename Inspector::result_type inspect(Inspector& f, heartbeat_request& x) {
+  return f(caf::meta::type_name("ergon::heartbeat_request"), x.row, x.token,
            x.has_checkpoint, x.checkpoint);
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, extend_reply& x) {
-  return f(caf::meta::type_name("ergon::extend_reply"), x.status, x.expires_at);
+typename Inspector::result_type inspect(Inspector& f, heartbeat_reply& x) {
+  return f(caf::meta::type_name("ergon::heartbeat_reply"), x.status, x.expires_at);
 }
 
 /// Registers every protocol message with `cfg` under its "ergon::" name. Call

@@ -114,7 +114,7 @@ struct worker_config {
 using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
 
 /// A heartbeat or checkpoint from a job thread.
-struct attempt_extend {
+struct heartbeat_call {
   int64_t token = 0;
   std::optional<std::string> checkpoint;
   reply_to<status> reply;
@@ -133,7 +133,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<assign_jobs>,
   caf::reacts_to<cancel_attempt>,
   caf::reacts_to<outbox_atom>,
-  caf::reacts_to<attempt_extend>,
+  caf::reacts_to<heartbeat_call>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<stop_worker>,
   caf::reacts_to<abandon_atom>>;
@@ -143,5 +143,5 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 
 }  // namespace ergon::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::attempt_extend)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::heartbeat_call)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::stop_worker)

@@ -94,8 +94,7 @@ struct claim_jobs_args {
 
 /// A job that is now running: what a worker needs to run it.
 struct claimed_job {
-  job_key key;
-  job_id id;
+  job_key key;  ///< key.id is the job's id
   int64_t token = 0;
   int32_t try_number = 0;  ///< 1 for the first attempt
   std::string payload;     ///< the checkpoint if there is one, else the payload
