@@ -7,6 +7,9 @@
 //         its own group. Each job sleeps --job-ms (default 1). Prints the
 //         running slots per group over time, the slots A and B got while
 //         both had a backlog, and the wait of the oldest job.
+//         ERGON_BENCH_PREFETCH=N gives the worker a window (default 0). A
+//         job's wait ends at its claim, so with a window it leaves out the
+//         time the job then spends in the window.
 // groups: 1,000 groups. The allocation's cost (allocate_slots, as run on
 //         every membership or weight change), and picks per second of the
 //         dispatch policy with every group holding ready work, on 2,000 and
@@ -64,6 +67,8 @@ line w5() {
   });
   worker_options w;
   w.max_concurrency = 16;
+  if (auto p = std::getenv("ERGON_BENCH_PREFETCH"))
+    w.prefetch = std::atoi(p);
   w.runners["sync"] = [](job_context&) {
     if (job_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(job_ms));
