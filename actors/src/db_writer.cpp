@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "ergon/actors/protocol.hpp"
+#include "ergon/actors/respond.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -84,9 +85,18 @@ class writer {
     bool stopping = false;
     std::vector<reply_to<status>> on_closed;
     caf::behavior bhvr{
-      [&](submit_call& c) { on_submit(c); },
-      [&](update_call& c) { on_update(c); },
-      [&](cancel_call& c) { on_cancel(c); },
+      [&](submit_call& c) {
+        answer_requester(self, c.reply);
+        on_submit(c);
+      },
+      [&](update_call& c) {
+        answer_requester(self, c.reply);
+        on_update(c);
+      },
+      [&](cancel_call& c) {
+        answer_requester(self, c.reply);
+        on_cancel(c);
+      },
       [&](worker_batch& b) { on_worker_batch(b); },
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },

@@ -1,5 +1,9 @@
 #include "ergon/queue.hpp"
 
+#include <caf/actor_system_config.hpp>
+
+#include "ergon/wire.hpp"
+
 #include <stdexcept>
 
 #include "bootstrap.hpp"
@@ -29,6 +33,21 @@ result<queue> queue::open(caf::actor_system& sys, const std::string& path,
 
 void queue::register_types(caf::actor_system_config& cfg) {
   actors::register_protocol(cfg);
+  cfg.add_message_type<job_id>("ergon::job_id")
+    .add_message_type<std::vector<job_id>>("ergon::job_ids")
+    .add_message_type<job>("ergon::job")
+    .add_message_type<std::vector<job>>("ergon::jobs")
+    .add_message_type<job_update>("ergon::job_update")
+    .add_message_type<ergon::job_info>("ergon::job_info")
+    .add_message_type<std::vector<ergon::job_info>>("ergon::job_infos")
+    .add_message_type<status_counts>("ergon::status_counts")
+    .add_message_type<metrics_snapshot>("ergon::metrics_snapshot")
+    .add_message_type<event>("ergon::event")
+    .add_message_type<std::chrono::milliseconds>("ergon::milliseconds");
+  cfg.add_error_category(error_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+    auto st = to_status(caf::error{code, error_category, ctx});
+    return st.to_string();
+  });
 }
 
 queue::queue(std::unique_ptr<impl> p) noexcept : impl_(std::move(p)) {}
@@ -55,31 +74,13 @@ result<std::vector<job_id>> queue::submit_batch(std::vector<job> jobs) {
 result<ergon::job_info> queue::job_info(const job_id& id) const {
   if (!impl_)
     return moved_from("queue");
-  auto conn = impl_->reads->borrow();
-  if (!conn)
-    return conn.error();
-  auto info = storage::read_job(**conn, id);
-  if (info)
-    if (auto st = impl_->fill_pending_views({&*info}); !st)
-      return st;
-  return info;
+  return impl_->job_info(id);
 }
 
 result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name) const {
   if (!impl_)
     return moved_from("queue");
-  auto conn = impl_->reads->borrow();
-  if (!conn)
-    return conn.error();
-  auto infos = storage::read_jobs_by_name(**conn, name);
-  if (infos) {
-    std::vector<ergon::job_info*> all;
-    for (auto& i : *infos)
-      all.push_back(&i);
-    if (auto st = impl_->fill_pending_views(std::move(all)); !st)
-      return st;
-  }
-  return infos;
+  return impl_->jobs_by_name(name);
 }
 
 status_counts queue::counts() const {
@@ -121,49 +122,39 @@ subscription queue::subscribe(std::function<void(const event&)> f) {
 status queue::set_group_weight(const std::string& group, int32_t weight) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = runtime::validate_group_weight(group, weight); !st)
-    return st;
-  return impl_->control({actors::scheduling_control::set_group_weight, group, weight, {}, {}});
+  return impl_->set_group_weight(group, weight);
 }
 
 status queue::reset_group_weights() {
   if (!impl_)
     return moved_from("queue");
-  return impl_->control({actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
+  return impl_->reset_group_weights();
 }
 
 status queue::pause_group(const std::string& group,
                           std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = runtime::validate_pause("group", group, duration); !st)
-    return st;
   return impl_->pause(actors::scheduling_control::pause_group, group, duration);
 }
 
 status queue::resume_group(const std::string& group) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = runtime::validate_name("group", group); !st)
-    return st;
-  return impl_->control({actors::scheduling_control::resume_group, group, 0, {}, {}});
+  return impl_->resume(actors::scheduling_control::resume_group, group);
 }
 
 status queue::pause_type(const std::string& type,
                          std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = runtime::validate_pause("type", type, duration); !st)
-    return st;
   return impl_->pause(actors::scheduling_control::pause_type, type, duration);
 }
 
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
-  if (auto st = runtime::validate_name("type", type); !st)
-    return st;
-  return impl_->control({actors::scheduling_control::resume_type, type, 0, {}, {}});
+  return impl_->resume(actors::scheduling_control::resume_type, type);
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {

@@ -6,6 +6,7 @@
 #include <caf/exit_reason.hpp>
 
 #include "ergon/storage/times.hpp"
+#include "validate_options.hpp"
 
 namespace ergon {
 
@@ -45,8 +46,54 @@ status queue::impl::control(actors::scheduling_control c) {
   return from.wait();
 }
 
+result<ergon::job_info> queue::impl::job_info(const job_id& id) {
+  auto conn = reads->borrow();
+  if (!conn)
+    return conn.error();
+  auto info = storage::read_job(**conn, id);
+  if (info)
+    if (auto st = fill_pending_views({&*info}); !st)
+      return st;
+  return info;
+}
+
+result<std::vector<ergon::job_info>> queue::impl::jobs_by_name(const std::string& name) {
+  auto conn = reads->borrow();
+  if (!conn)
+    return conn.error();
+  auto infos = storage::read_jobs_by_name(**conn, name);
+  if (infos) {
+    std::vector<ergon::job_info*> all;
+    for (auto& i : *infos)
+      all.push_back(&i);
+    if (auto st = fill_pending_views(std::move(all)); !st)
+      return st;
+  }
+  return infos;
+}
+
+status queue::impl::set_group_weight(const std::string& group, int32_t weight) {
+  if (auto st = runtime::validate_group_weight(group, weight); !st)
+    return st;
+  return control({actors::scheduling_control::set_group_weight, group, weight, {}, {}});
+}
+
+status queue::impl::reset_group_weights() {
+  return control({actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
+}
+
+status queue::impl::resume(actors::scheduling_control::op_type op, const std::string& name) {
+  auto field = op == actors::scheduling_control::resume_group ? "group" : "type";
+  if (auto st = runtime::validate_name(field, name); !st)
+    return st;
+  return control({op, name, 0, {}, {}});
+}
+
 status queue::impl::pause(actors::scheduling_control::op_type op, const std::string& name,
                           std::optional<std::chrono::milliseconds> duration) {
+  auto field = op == actors::scheduling_control::pause_group ? "group" : "type";
+  if (auto st = runtime::validate_pause(field, name, duration); !st)
+    return st;
   std::optional<int64_t> until;
   if (duration)
     until = storage::add_ms(clk->now_ms(), duration->count());

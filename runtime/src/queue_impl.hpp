@@ -61,12 +61,20 @@ struct queue::impl {
   // rest keep effective == stored priority.
   status fill_pending_views(std::vector<ergon::job_info*> infos);
 
+  // A job, or the jobs with a name, with their scheduling view.
+  result<ergon::job_info> job_info(const job_id& id);
+  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name);
+
   // Sends a scheduling change to the dispatcher and waits until it applied it.
   status control(actors::scheduling_control c);
 
+  // The scheduling calls of queue.hpp, validated here for every caller.
+  status set_group_weight(const std::string& group, int32_t weight);
+  status reset_group_weights();
   // Pauses the group or type `name` for `duration`, or until resumed.
   status pause(actors::scheduling_control::op_type op, const std::string& name,
                std::optional<std::chrono::milliseconds> duration);
+  status resume(actors::scheduling_control::op_type op, const std::string& name);
 
   // Scheduling metrics plus job counts.
   result<metrics_snapshot> metrics();

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,10 +41,18 @@ inline std::atomic<unsigned> active_waiters{0};
 template <class V>
 class reply_state {
  public:
-  /// Sets the value; only the first call counts.
+  reply_state() = default;
+  explicit reply_state(std::function<void(V)> sink) : sink_(std::move(sink)) {}
+
+  /// Sets the value; only the first call counts. With a sink, hands the
+  /// value to it on the calling thread instead of waking a waiter.
   void set(V value) {
     if (claimed_.exchange(true, std::memory_order_acq_rel))
       return;
+    if (sink_) {
+      sink_(std::move(value));
+      return;
+    }
     value_.emplace(std::move(value));
     if (state_.exchange(ready, std::memory_order_acq_rel) == sleeping)
       wake();
@@ -128,6 +137,7 @@ class reply_state {
   std::atomic<int> state_{empty};
   static_assert(sizeof(std::atomic<int>) == sizeof(int), "futex word must be an int");
   std::optional<V> value_;
+  std::function<void(V)> sink_;
 };
 
 // Completes the state with `closed` if nobody replied, e.g. because the
@@ -155,10 +165,19 @@ class reply_to {
   explicit reply_to(std::shared_ptr<detail::reply_state<V>> state)
       : guard_(std::make_shared<detail::reply_guard<V>>(std::move(state))) {}
 
+  /// A channel whose value goes to `sink`, called on the delivering thread
+  /// (or with `closed` where the message carrying it is dropped).
+  static reply_to calling(std::function<void(V)> sink) {
+    return reply_to{std::make_shared<detail::reply_state<V>>(std::move(sink))};
+  }
+
   void deliver(V value) const {
     if (guard_)
       guard_->state->set(std::move(value));
   }
+
+  /// False for a default-constructed channel, which delivers nowhere.
+  explicit operator bool() const noexcept { return guard_ != nullptr; }
 
  private:
   std::shared_ptr<detail::reply_guard<V>> guard_;

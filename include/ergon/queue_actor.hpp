@@ -1,0 +1,88 @@
+// queue_actor: the queue as a typed actor, for programs that run on CAF.
+//
+//   auto q = ergon::spawn_queue(sys, "jobs.db");     // result<queue_actor>
+//   self->request(*q, caf::infinite, ergon::submit_atom::value, job)
+//     .then([](const ergon::job_id& id) { ... },
+//           [](const caf::error& e) { auto st = ergon::to_status(e); ... });
+//
+// Every request is answered once its effect is committed, like the blocking
+// calls of queue.hpp, but no thread waits: an event-based actor keeps
+// running. Errors arrive as caf::error in ergon's category (wire.hpp); their
+// codes and messages are those the blocking call returns.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "ergon/options.hpp"
+#include "ergon/worker.hpp"
+#include "ergon/wire.hpp"
+
+namespace ergon {
+
+using submit_atom = caf::atom_constant<caf::atom("ergsubmit")>;
+using job_info_atom = caf::atom_constant<caf::atom("ergjobinfo")>;
+using jobs_by_name_atom = caf::atom_constant<caf::atom("ergbyname")>;
+using counts_atom = caf::atom_constant<caf::atom("ergcounts")>;
+using update_atom = caf::atom_constant<caf::atom("ergupdate")>;
+using cancel_atom = caf::atom_constant<caf::atom("ergcancel")>;
+using metrics_atom = caf::atom_constant<caf::atom("ergmetrics")>;
+using group_weight_atom = caf::atom_constant<caf::atom("erggweight")>;
+using reset_weights_atom = caf::atom_constant<caf::atom("ergresetw")>;
+using pause_group_atom = caf::atom_constant<caf::atom("ergpauseg")>;
+using resume_group_atom = caf::atom_constant<caf::atom("ergresumeg")>;
+using pause_type_atom = caf::atom_constant<caf::atom("ergpauset")>;
+using resume_type_atom = caf::atom_constant<caf::atom("ergresumet")>;
+using subscribe_atom = caf::atom_constant<caf::atom("ergsub")>;
+using unsubscribe_atom = caf::atom_constant<caf::atom("ergunsub")>;
+using close_atom = caf::atom_constant<caf::atom("ergclose")>;
+/// The answer to a request that returns nothing but success.
+using ok_atom = caf::atom_constant<caf::atom("ergok")>;
+
+/// The queue's messages. Each mirrors the queue.hpp call of the same name and
+/// fails with the same errors. A subscribed actor receives every `event` from
+/// then on, until it unsubscribes or terminates. `close` stops the queue like
+/// queue::close (30 s for running jobs), answers, and the actor exits.
+using queue_actor = caf::typed_actor<
+  caf::replies_to<submit_atom, job>::with<job_id>,
+  caf::replies_to<submit_atom, std::vector<job>>::with<std::vector<job_id>>,
+  caf::replies_to<job_info_atom, job_id>::with<job_info>,
+  caf::replies_to<jobs_by_name_atom, std::string>::with<std::vector<job_info>>,
+  caf::replies_to<counts_atom>::with<status_counts>,
+  caf::replies_to<update_atom, job_id, job_update>::with<ok_atom>,
+  caf::replies_to<cancel_atom, job_id>::with<ok_atom>,
+  caf::replies_to<metrics_atom>::with<metrics_snapshot>,
+  caf::replies_to<group_weight_atom, std::string, int32_t>::with<ok_atom>,
+  caf::replies_to<reset_weights_atom>::with<ok_atom>,
+  caf::replies_to<pause_group_atom, std::string>::with<ok_atom>,
+  caf::replies_to<pause_group_atom, std::string, std::chrono::milliseconds>::with<ok_atom>,
+  caf::replies_to<resume_group_atom, std::string>::with<ok_atom>,
+  caf::replies_to<pause_type_atom, std::string>::with<ok_atom>,
+  caf::replies_to<pause_type_atom, std::string, std::chrono::milliseconds>::with<ok_atom>,
+  caf::replies_to<resume_type_atom, std::string>::with<ok_atom>,
+  caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
+  caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
+  caf::replies_to<close_atom>::with<ok_atom>>;
+
+/// Opens the database at `path` as queue::open(sys, path, opts) does, and
+/// returns the queue as an actor in `sys`. The actor owns the queue: it
+/// closes it when asked to (close_atom) or when it exits. Call
+/// queue::register_types on `sys`'s config before creating `sys`. Errors: those
+/// of queue::open.
+result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
+                                options opts = {});
+
+/// Starts a worker in this process for the queue behind `q`, as
+/// queue::start_worker does; closing the queue stops it. Errors: those of
+/// queue::start_worker, and `closed` if `q` is not a queue spawned by
+/// spawn_queue in this process or it has closed.
+result<worker> start_worker(const queue_actor& q, worker_options opts);
+
+}  // namespace ergon

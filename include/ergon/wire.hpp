@@ -1,0 +1,169 @@
+// wire: how ergon's public types travel in CAF messages, to actors in this
+// process or on other nodes (queue_actor.hpp). Include it where you send or
+// receive them; queue::register_types(cfg) registers every one under the
+// names below, identically on every node.
+//
+// Optional fields travel as a flag and a value. Errors travel as caf::error
+// in the "ergon" category: to_status gives back the ergon::status.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include <caf/atom.hpp>
+#include <caf/detail/scope_guard.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "ergon/error.hpp"
+#include "ergon/event.hpp"
+#include "ergon/job.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/scheduling.hpp"
+
+namespace ergon {
+
+/// The category of every caf::error that carries an ergon::status.
+inline constexpr caf::atom_value error_category = caf::atom("ergon");
+
+/// The status as a caf::error (empty for ok): code, message and field.
+caf::error to_caf_error(const status& st);
+
+/// The status a caf::error stands for. An error of another category (for
+/// example CAF's own, when a node went down) becomes `closed` if the peer is
+/// gone and `internal` otherwise, with CAF's description as the message.
+status to_status(const caf::error& e);
+
+namespace wire {
+
+// An optional field as a flag and a value.
+template <class T>
+struct optional_field {
+  std::optional<T>& x;
+};
+
+template <class T>
+optional_field<T> optional(std::optional<T>& x) {
+  return {x};
+}
+
+template <class Inspector, class T>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, optional_field<T>& o) {
+  bool has = o.x.has_value();
+  T value = has ? *o.x : T{};
+  return f(has, value);
+}
+
+template <class Inspector, class T>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, optional_field<T>& o) {
+  bool has = false;
+  T value{};
+  auto store = caf::detail::make_scope_guard([&] {
+    if (has)
+      o.x = std::move(value);
+    else
+      o.x.reset();
+  });
+  return f(has, value);
+}
+
+}  // namespace wire
+
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, job_id& x) {
+  auto bytes = x.bytes();
+  return f(caf::meta::type_name("ergon::job_id"), bytes);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, job_id& x) {
+  job_id::bytes_type bytes{};
+  auto store = caf::detail::make_scope_guard([&] { x = job_id{bytes}; });
+  return f(caf::meta::type_name("ergon::job_id"), bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backoff_policy& x) {
+  return f(caf::meta::type_name("ergon::backoff_policy"), x.initial_ms, x.multiplier,
+           x.randomization);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job& x) {
+  auto name = wire::optional(x.name);
+  auto group = wire::optional(x.group);
+  auto run_at = wire::optional(x.run_at_ms);
+  auto ttl = wire::optional(x.ttl_ms);
+  return f(caf::meta::type_name("ergon::job"), x.type, x.payload, name, group, x.priority,
+           x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
+           x.heartbeat_increment_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_update& x) {
+  auto priority = wire::optional(x.priority);
+  auto weight = wire::optional(x.weight);
+  auto run_at = wire::optional(x.run_at_ms);
+  auto payload = wire::optional(x.payload);
+  auto max_retries = wire::optional(x.max_retries);
+  auto timeout = wire::optional(x.timeout_ms);
+  return f(caf::meta::type_name("ergon::job_update"), priority, weight, run_at, payload,
+           max_retries, timeout);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_info& x) {
+  auto finished = wire::optional(x.finished_at_ms);
+  return f(caf::meta::type_name("ergon::attempt_info"), x.try_number, x.started_at_ms,
+           finished, x.outcome, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_info& x) {
+  auto name = wire::optional(x.name);
+  auto group = wire::optional(x.group);
+  auto deadline = wire::optional(x.deadline_ms);
+  auto checkpoint = wire::optional(x.checkpoint);
+  auto result = wire::optional(x.result);
+  auto started = wire::optional(x.started_at_ms);
+  auto finished = wire::optional(x.finished_at_ms);
+  auto expires = wire::optional(x.expires_at_ms);
+  return f(caf::meta::type_name("ergon::job_info"), x.id, x.type, name, group, x.status,
+           x.priority, x.effective_priority, x.weight, x.too_heavy, x.run_at_ms,
+           x.ready_since_ms, deadline, x.payload, checkpoint, result, x.tries, x.max_retries,
+           x.backoff, x.timeout_ms, x.heartbeat_increment_ms, x.added_at_ms, started,
+           finished, expires, x.attempts);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status_counts& x) {
+  return f(caf::meta::type_name("ergon::status_counts"), x.by_status);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_metrics& x) {
+  return f(caf::meta::type_name("ergon::group_metrics"), x.group, x.weight, x.share,
+           x.allocated_slots, x.running_slots, x.utilization, x.ready_jobs, x.paused);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
+  return f(caf::meta::type_name("ergon::metrics_snapshot"), x.queue_wait_bounds_ms,
+           x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
+           x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
+           x.too_heavy_jobs, x.subscriber_errors, x.by_status, x.by_type);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, event& x) {
+  return f(caf::meta::type_name("ergon::event"), x.kind, x.at_ms, x.id, x.type, x.group,
+           x.try_number, x.message, x.run_at_ms, x.expires_at_ms, x.base_priority,
+           x.effective_priority, x.wait_ms, x.previous_slots, x.new_slots, x.reason);
+}
+
+}  // namespace ergon

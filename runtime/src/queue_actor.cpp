@@ -1,0 +1,203 @@
+#include "ergon/queue_actor.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <map>
+#include <mutex>
+
+#include "bootstrap.hpp"
+#include "queue_impl.hpp"
+#include "validate_options.hpp"
+
+namespace ergon {
+namespace {
+
+// Queues spawned in this process, so start_worker can reach the internals of
+// the one behind a handle. Entries go when the actor's state does.
+struct spawned_queues {
+  std::mutex mtx;
+  std::map<caf::actor_addr, std::weak_ptr<queue::impl>> by_actor;
+};
+
+spawned_queues& spawned() {
+  static spawned_queues s;
+  return s;
+}
+
+struct queue_actor_state {
+  std::shared_ptr<queue::impl> q;
+  std::map<caf::actor_addr, uint64_t> subscribers;  // actor -> subscription
+
+  caf::actor_addr self;
+
+  ~queue_actor_state() {
+    if (!q)
+      return;
+    {
+      std::lock_guard<std::mutex> guard{spawned().mtx};
+      spawned().by_actor.erase(self);
+    }
+    for (auto& [addr, handle] : subscribers)
+      q->subs->remove(handle);
+    q->stop(std::chrono::seconds(30));
+  }
+
+  static inline const char* name = "ergon.queue";
+};
+
+using queue_ptr = queue_actor::stateful_pointer<queue_actor_state>;
+
+template <class T>
+caf::result<T> answer(result<T> r) {
+  if (r)
+    return std::move(*r);
+  return to_caf_error(r.error());
+}
+
+caf::result<ok_atom> answer(const status& st) {
+  if (st)
+    return ok_atom::value;
+  return to_caf_error(st);
+}
+
+status closed_queue() {
+  return {error::closed, "the queue is closed"};
+}
+
+// Writes go to the writer, which answers the requester after the commit, so
+// many requests are in flight at once and commit together.
+template <class Call>
+caf::response_promise to_writer(queue_ptr self, Call call) {
+  auto rp = self->make_response_promise();
+  if (self->state.q->closed.load(std::memory_order_acquire))
+    rp.deliver(to_caf_error(closed_queue()));
+  else
+    rp.delegate(self->state.q->writer, std::move(call));
+  return rp;
+}
+
+caf::result<ok_atom> subscribe(queue_ptr self, const caf::actor& subscriber) {
+  auto& st = self->state;
+  if (!subscriber)
+    return to_caf_error({error::invalid_argument, "the subscriber is an invalid actor handle",
+                         "subscriber"});
+  if (st.subscribers.count(subscriber.address()) == 0) {
+    auto handle = st.q->subs->add([subscriber](const event& e) { caf::anon_send(subscriber, e); });
+    st.subscribers.emplace(subscriber.address(), handle);
+    self->monitor(subscriber);
+  }
+  return ok_atom::value;
+}
+
+void unsubscribe(queue_ptr self, const caf::actor_addr& subscriber) {
+  auto& st = self->state;
+  auto i = st.subscribers.find(subscriber);
+  if (i == st.subscribers.end())
+    return;
+  st.q->subs->remove(i->second);
+  st.subscribers.erase(i);
+}
+
+using ms = std::chrono::milliseconds;
+
+// Detached: reads and scheduling calls wait briefly for the dispatcher or a
+// read connection, on this actor's own thread rather than CAF's scheduler.
+queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> opened) {
+  self->state.q = std::move(opened);
+  self->state.self = self->address();
+  self->set_down_handler([self](caf::down_msg& down) { unsubscribe(self, down.source); });
+  auto& q = *self->state.q;
+  return {
+    [self](submit_atom, job& j) -> caf::result<job_id> {
+      auto rp = self->make_response_promise<job_id>();
+      std::vector<job> one;
+      one.push_back(std::move(j));
+      self->request(self->state.q->writer, caf::infinite, actors::submit_call{{std::move(one)}, {}})
+        .then([rp](std::vector<job_id>& ids) mutable { rp.deliver(ids.front()); },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
+    [self](submit_atom, std::vector<job>& jobs) -> caf::result<std::vector<job_id>> {
+      return to_writer(self, actors::submit_call{{std::move(jobs)}, {}});
+    },
+    [&q](job_info_atom, const job_id& id) { return answer(q.job_info(id)); },
+    [&q](jobs_by_name_atom, const std::string& name) { return answer(q.jobs_by_name(name)); },
+    [&q](counts_atom) -> caf::result<status_counts> { return q.counters->totals(); },
+    [self](update_atom, const job_id& id, job_update& changes) -> caf::result<ok_atom> {
+      return to_writer(self, actors::update_call{{id, std::move(changes), 0}, {}});
+    },
+    [self](cancel_atom, const job_id& id) -> caf::result<ok_atom> {
+      return to_writer(self, actors::cancel_call{{id}, {}});
+    },
+    [&q](metrics_atom) { return answer(q.metrics()); },
+    [&q](group_weight_atom, const std::string& group, int32_t weight) {
+      return answer(q.set_group_weight(group, weight));
+    },
+    [&q](reset_weights_atom) { return answer(q.reset_group_weights()); },
+    [&q](pause_group_atom, const std::string& group) {
+      return answer(q.pause(actors::scheduling_control::pause_group, group, std::nullopt));
+    },
+    [&q](pause_group_atom, const std::string& group, ms duration) {
+      return answer(q.pause(actors::scheduling_control::pause_group, group, duration));
+    },
+    [&q](resume_group_atom, const std::string& group) {
+      return answer(q.resume(actors::scheduling_control::resume_group, group));
+    },
+    [&q](pause_type_atom, const std::string& type) {
+      return answer(q.pause(actors::scheduling_control::pause_type, type, std::nullopt));
+    },
+    [&q](pause_type_atom, const std::string& type, ms duration) {
+      return answer(q.pause(actors::scheduling_control::pause_type, type, duration));
+    },
+    [&q](resume_type_atom, const std::string& type) {
+      return answer(q.resume(actors::scheduling_control::resume_type, type));
+    },
+    [self](subscribe_atom, const caf::actor& subscriber) { return subscribe(self, subscriber); },
+    [self](unsubscribe_atom, const caf::actor& subscriber) -> caf::result<ok_atom> {
+      unsubscribe(self, subscriber.address());
+      return ok_atom::value;
+    },
+    [self](close_atom) {
+      auto st = self->state.q->stop(std::chrono::seconds(30));
+      self->quit();
+      return answer(st);
+    },
+  };
+}
+
+}  // namespace
+
+result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
+                                options opts) {
+  auto opened = runtime::bootstrap(sys, path, std::move(opts));
+  if (!opened)
+    return opened.error();
+  std::shared_ptr<queue::impl> q = std::move(*opened);
+  // Registered here, not when the actor starts on its own thread: a
+  // start_worker right after this call must find it.
+  std::lock_guard<std::mutex> guard{spawned().mtx};
+  auto actor = sys.spawn<caf::detached>(run, q);
+  spawned().by_actor[actor.address()] = q;
+  return actor;
+}
+
+result<worker> start_worker(const queue_actor& q, worker_options opts) {
+  std::shared_ptr<queue::impl> impl;
+  {
+    std::lock_guard<std::mutex> guard{spawned().mtx};
+    auto i = spawned().by_actor.find(q.address());
+    if (i != spawned().by_actor.end())
+      impl = i->second.lock();
+  }
+  if (!impl)
+    return status{error::closed, "no open queue of this process is behind this handle"};
+  if (auto st = runtime::validate(opts); !st)
+    return st;
+  return impl->start_worker(std::move(opts));
+}
+
+}  // namespace ergon

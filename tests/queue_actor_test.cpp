@@ -1,0 +1,208 @@
+// The queue as a typed actor: every request answered after its commit, the
+// same errors as the blocking calls, events to subscribed actors, close.
+#define BOOST_TEST_MODULE queue_actor
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "ergon/job_builder.hpp"
+#include "ergon/queue.hpp"
+#include "ergon/queue_actor.hpp"
+#include "support/test_support.hpp"
+
+using namespace ergon;
+using ergon::test::temp_dir;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int64_t t0 = 1'700'000'000'000;
+
+struct config : caf::actor_system_config {
+  config() {
+    queue::register_types(*this);
+    set("scheduler.max-threads", 2);
+  }
+};
+
+struct fixture {
+  temp_dir dir;
+  std::shared_ptr<manual_clock> clock = std::make_shared<manual_clock>(t0);
+  config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  queue_actor q = spawn();
+
+  queue_actor spawn() {
+    options opts;
+    opts.clock = clock;
+    auto r = spawn_queue(sys, dir.file("q.db"), opts);
+    BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+    return *r;
+  }
+
+  ~fixture() { self->send_exit(q, caf::exit_reason::user_shutdown); }
+
+  // The answer to a request, or the status its error stands for.
+  template <class T, class... Ts>
+  result<T> ask(Ts&&... xs) {
+    result<T> out = status{error::internal, "no answer"};
+    self->request(q, caf::infinite, std::forward<Ts>(xs)...)
+      .receive([&](T& value) { out = std::move(value); },
+               [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+};
+
+job make(const std::string& type = "email") {
+  auto j = job_builder(type).payload("hello").build();
+  BOOST_REQUIRE(j.has_value());
+  return *j;
+}
+
+template <class T>
+T round_trip(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer out{sys, buf};
+  BOOST_REQUIRE(!out(x));
+  T back;
+  caf::binary_deserializer in{sys, buf};
+  BOOST_REQUIRE(!in(back));
+  return back;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(requests, fixture)
+
+BOOST_AUTO_TEST_CASE(a_submitted_job_is_committed_before_the_answer) {
+  auto id = ask<job_id>(submit_atom::value, make());
+  BOOST_REQUIRE_MESSAGE(id.has_value(), id.error().to_string());
+  auto info = ask<job_info>(job_info_atom::value, *id);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::pending);
+  BOOST_TEST(info->payload == "hello");
+  auto counts = ask<status_counts>(counts_atom::value);
+  BOOST_REQUIRE(counts.has_value());
+  BOOST_TEST((*counts)[job_status::pending] == 1);
+  auto batch = ask<std::vector<job_id>>(submit_atom::value, std::vector<job>{make(), make()});
+  BOOST_REQUIRE(batch.has_value());
+  BOOST_TEST(batch->size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(errors_are_those_of_the_blocking_calls) {
+  auto bad = ask<job_id>(submit_atom::value, job{});
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().code() == error::invalid_argument);
+  BOOST_TEST(bad.error().field() == "type");
+  auto missing = ask<job_info>(job_info_atom::value, job_id{});
+  BOOST_REQUIRE(!missing.has_value());
+  BOOST_TEST(missing.error().code() == error::not_found);
+  auto id = ask<job_id>(submit_atom::value, make());
+  BOOST_REQUIRE(id.has_value());
+  BOOST_TEST(ask<ok_atom>(cancel_atom::value, *id).has_value());
+  auto again = ask<ok_atom>(cancel_atom::value, *id);
+  BOOST_REQUIRE(!again.has_value());
+  BOOST_TEST(again.error().code() == error::job_finished);
+  auto weight = ask<ok_atom>(group_weight_atom::value, std::string{"g"}, int32_t{0});
+  BOOST_REQUIRE(!weight.has_value());
+  BOOST_TEST(weight.error().field() == "weight");
+}
+
+BOOST_AUTO_TEST_CASE(updates_and_scheduling_calls_apply) {
+  auto id = ask<job_id>(submit_atom::value, make());
+  BOOST_REQUIRE(id.has_value());
+  job_update u;
+  u.priority = 7;
+  BOOST_REQUIRE(ask<ok_atom>(update_atom::value, *id, u).has_value());
+  BOOST_TEST(ask<job_info>(job_info_atom::value, *id)->priority == 7);
+  BOOST_TEST(ask<ok_atom>(pause_group_atom::value, std::string{"g"}, 1'000ms).has_value());
+  BOOST_TEST(ask<ok_atom>(resume_group_atom::value, std::string{"g"}).has_value());
+  auto m = ask<metrics_snapshot>(metrics_atom::value);
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->by_status[job_status::pending] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_subscribed_actor_receives_events) {
+  BOOST_REQUIRE(ask<ok_atom>(subscribe_atom::value, caf::actor{self}).has_value());
+  auto id = ask<job_id>(submit_atom::value, make());
+  BOOST_REQUIRE(id.has_value());
+  bool seen = false;
+  while (!seen)
+    self->receive([&](const event& e) { seen = e.kind == event_kind::submitted && e.id == *id; });
+  BOOST_REQUIRE(ask<ok_atom>(unsubscribe_atom::value, caf::actor{self}).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_started_for_the_actor_runs_its_jobs) {
+  BOOST_REQUIRE(ask<ok_atom>(subscribe_atom::value, caf::actor{self}).has_value());
+  worker_options w;
+  w.runners["email"] = [](job_context& ctx) { ctx.complete("sent " + ctx.payload()); };
+  auto wk = start_worker(q, std::move(w));
+  BOOST_REQUIRE_MESSAGE(wk.has_value(), wk.error().to_string());
+  auto id = ask<job_id>(submit_atom::value, make());
+  BOOST_REQUIRE(id.has_value());
+  bool done = false;
+  while (!done)
+    self->receive([&](const event& e) { done = e.kind == event_kind::succeeded && e.id == *id; });
+  auto info = ask<job_info>(job_info_atom::value, *id);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::succeeded);
+  BOOST_TEST(info->result.value_or("") == "sent hello");
+  BOOST_TEST(wk->stop().ok());
+}
+
+BOOST_AUTO_TEST_CASE(bad_handles_and_subscribers_are_named) {
+  auto none = start_worker(queue_actor{}, worker_options{});
+  BOOST_REQUIRE(!none.has_value());
+  BOOST_TEST(none.error().code() == error::closed);
+  auto bad = ask<ok_atom>(subscribe_atom::value, caf::actor{});
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().code() == error::invalid_argument);
+  BOOST_TEST(bad.error().field() == "subscriber");
+  worker_options no_runners;
+  auto refused = start_worker(q, std::move(no_runners));
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST(refused.error().code() == error::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_queue_on_the_same_file_is_busy) {
+  auto second = spawn_queue(sys, dir.file("q.db"));
+  BOOST_REQUIRE(!second.has_value());
+  BOOST_TEST(second.error().code() == error::busy);
+}
+
+BOOST_AUTO_TEST_CASE(close_answers_and_later_requests_get_closed) {
+  BOOST_REQUIRE(ask<ok_atom>(close_atom::value).has_value());
+  auto late = ask<job_id>(submit_atom::value, make());
+  BOOST_REQUIRE(!late.has_value());
+  BOOST_TEST(late.error().code() == error::closed);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(public_types_survive_the_wire) {
+  config cfg;
+  caf::actor_system sys{cfg};
+  job j = make();
+  j.name = "n";
+  j.ttl_ms = 5;
+  auto back = round_trip(sys, j);
+  BOOST_TEST(back.type == "email");
+  BOOST_TEST(back.name.value_or("") == "n");
+  BOOST_TEST(!back.group.has_value());
+  BOOST_TEST(back.ttl_ms.value_or(0) == 5);
+  job_update u;
+  u.payload = std::string{};
+  auto u2 = round_trip(sys, u);
+  BOOST_TEST(u2.payload.has_value());
+  BOOST_TEST(!u2.priority.has_value());
+  auto st = to_status(to_caf_error({error::invalid_argument, "bad", "field"}));
+  BOOST_TEST(st.code() == error::invalid_argument);
+  BOOST_TEST(st.message() == "bad");
+  BOOST_TEST(st.field() == "field");
+  BOOST_TEST(to_status(caf::error{}).ok());
+}
