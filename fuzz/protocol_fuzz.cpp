@@ -1,5 +1,6 @@
 // Fuzzes deserialization of the worker protocol
-// (actors/include/ergon/actors/protocol.hpp): arbitrary bytes read with
+// (actors/include/ergon/actors/protocol.hpp) and of the public types that
+// queue_actor's messages carry (include/ergon/wire.hpp): arbitrary bytes read with
 // caf::binary_deserializer into each registered message type, and into a
 // type-erased caf::message as the network layer reads it. The first input byte
 // picks the type. Properties: no crash, throw or UB; a value that deserializes
@@ -11,11 +12,14 @@
 #include <caf/message.hpp>
 
 #include <array>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ergon/actors/protocol.hpp"
+#include "ergon/queue.hpp"
+#include "ergon/wire.hpp"
 #include "fuzz_target.hpp"
 
 namespace {
@@ -29,7 +33,7 @@ struct wire_node {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   wire_node() {
-    register_protocol(cfg);
+    ergon::queue::register_types(cfg);
     cfg.set("scheduler.max-threads", 1);
     sys = std::make_unique<caf::actor_system>(cfg);
   }
@@ -67,16 +71,19 @@ void check(const char* data, size_t size) {
     (void) ergon::actors::id_from_wire(x.id);
 }
 
-// The message types register_protocol names, plus a type-erased message.
+// The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 17> checkers = {
+constexpr std::array<checker, 25> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
   check<ergon::storage::attempt_report>, check<std::vector<ergon::storage::attempt_report>>,
   check<ergon::storage::attempt_ref>, check<std::vector<wire_status>>,
   check<std::vector<ergon::storage::attempt_ref>>, check<heartbeat_request>,
-  check<heartbeat_reply>, check<caf::message>};
+  check<heartbeat_reply>, check<caf::message>, check<ergon::job>,
+  check<std::vector<ergon::job>>, check<ergon::job_update>, check<ergon::job_id>,
+  check<ergon::job_info>, check<ergon::status_counts>, check<ergon::metrics_snapshot>,
+  check<ergon::event>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -85,6 +92,58 @@ std::string seed(uint8_t selector, T x) {
   caf::binary_serializer sink{node(), buf};
   require(!sink(x), "serializing a seed failed");
   return static_cast<char>(selector) + std::string{buf.begin(), buf.end()};
+}
+
+ergon::job public_job() {
+  ergon::job j;
+  j.type = "email";
+  j.payload = "payload";
+  j.name = "welcome";
+  j.ttl_ms = 60'000;
+  return j;
+}
+
+// Found by this target: CAF 0.17 packs an infinite double in a loop that
+// never ends, so doubles travel as their bits (wire.hpp).
+ergon::job infinite_backoff_job() {
+  auto j = public_job();
+  j.backoff.multiplier = std::numeric_limits<double>::infinity();
+  return j;
+}
+
+ergon::job_update public_update() {
+  ergon::job_update u;
+  u.priority = 3;
+  u.payload = "new";
+  return u;
+}
+
+ergon::job_info public_info() {
+  ergon::job_info i;
+  i.type = "email";
+  i.group = "tenant";
+  i.result = "ok";
+  i.attempts.push_back({1, 1'700'000'000'000, 1'700'000'000'100,
+                        ergon::attempt_outcome::failed, "boom"});
+  return i;
+}
+
+ergon::metrics_snapshot public_metrics() {
+  ergon::metrics_snapshot m;
+  m.queue_wait_bounds_ms = {1, 10};
+  m.queue_wait_counts = {1, 2, 3};
+  m.effective_priorities[5] = 2;
+  m.groups.push_back({"A", 3, 0.75, 12, 11, 0.9, 500, false});
+  m.by_type["email"] = ergon::status_counts{};
+  return m;
+}
+
+ergon::event public_event() {
+  ergon::event e;
+  e.kind = ergon::event_kind::retried;
+  e.type = "email";
+  e.message = "boom";
+  return e;
 }
 
 std::vector<std::string> seeds() {
@@ -97,7 +156,7 @@ std::vector<std::string> seeds() {
   heartbeat_request ext{7, 42, true, "checkpoint"};
   heartbeat_reply reply{st, 1'700'000'420'000};
   return {seed(0, st),
-          seed(1, register_worker{"w1", {"email", "sms"}, 4, caf::actor{}}),
+          seed(1, register_worker{"w1", {"email", "sms"}, 4, 2, caf::actor{}}),
           seed(2, worker_registered{3, caf::actor{}}),
           seed(3, req),
           seed(4, unregister_worker{3}),
@@ -114,7 +173,16 @@ std::vector<std::string> seeds() {
           seed(15, reply),
           seed(message_selector, caf::make_message(req)),
           seed(message_selector, caf::make_message(assign_jobs{{job}, {}, false})),
-          seed(message_selector, caf::make_message(ext, st))};
+          seed(message_selector, caf::make_message(ext, st)),
+          seed(17, public_job()),
+          seed(17, infinite_backoff_job()),
+          seed(18, std::vector<ergon::job>{public_job(), ergon::job{}}),
+          seed(19, public_update()),
+          seed(20, ergon::job_id{}),
+          seed(21, public_info()),
+          seed(22, ergon::status_counts{}),
+          seed(23, public_metrics()),
+          seed(24, public_event())};
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
@@ -200,6 +203,13 @@ BOOST_AUTO_TEST_CASE(public_types_survive_the_wire) {
   auto u2 = round_trip(sys, u);
   BOOST_TEST(u2.payload.has_value());
   BOOST_TEST(!u2.priority.has_value());
+  // Infinities and NaN travel bit for bit (CAF's own double packing never
+  // ends on an infinity).
+  j.backoff.multiplier = std::numeric_limits<double>::infinity();
+  j.backoff.randomization = std::numeric_limits<double>::quiet_NaN();
+  auto odd = round_trip(sys, j);
+  BOOST_TEST(std::isinf(odd.backoff.multiplier));
+  BOOST_TEST(std::isnan(odd.backoff.randomization));
   auto st = to_status(to_caf_error({error::invalid_argument, "bad", "field"}));
   BOOST_TEST(st.code() == error::invalid_argument);
   BOOST_TEST(st.message() == "bad");

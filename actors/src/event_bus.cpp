@@ -52,9 +52,10 @@ void subscribers::deliver(const std::vector<event>& events) {
   });
   // A throw while handling a failure is counted but not reported again, so
   // two subscribers that always throw can't feed each other forever.
-  for (auto& [thrower, failure] : failures)
-    targets.each([&, thrower = thrower](uint64_t handle, const callback& f, const bool&) {
-      if (handle != thrower && call(f, failure))
+  // (No structured bindings here: clang 14 can't capture them.)
+  for (auto& failed : failures)
+    targets.each([&](uint64_t handle, const callback& f, const bool&) {
+      if (handle != failed.first && call(f, failed.second))
         errors_.fetch_add(1, std::memory_order_relaxed);
     });
 }

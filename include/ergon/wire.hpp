@@ -7,6 +7,8 @@
 // in the "ergon" category: to_status gives back the ergon::status.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -70,6 +72,33 @@ inspect(Inspector& f, optional_field<T>& o) {
   return f(has, value);
 }
 
+// A double as its IEEE 754 bits. CAF 0.17 packs doubles with a loop that
+// never ends for an infinity, so a value read off the wire could hang the
+// next send of it.
+struct float64_field {
+  double& x;
+};
+
+inline float64_field float64(double& x) {
+  return {x};
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, float64_field& d) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &d.x, sizeof bits);
+  return f(bits);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, float64_field& d) {
+  uint64_t bits = 0;
+  auto store = caf::detail::make_scope_guard([&] { std::memcpy(&d.x, &bits, sizeof bits); });
+  return f(bits);
+}
+
 }  // namespace wire
 
 template <class Inspector>
@@ -89,8 +118,10 @@ inspect(Inspector& f, job_id& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, backoff_policy& x) {
-  return f(caf::meta::type_name("ergon::backoff_policy"), x.initial_ms, x.multiplier,
-           x.randomization);
+  auto multiplier = wire::float64(x.multiplier);
+  auto randomization = wire::float64(x.randomization);
+  return f(caf::meta::type_name("ergon::backoff_policy"), x.initial_ms, multiplier,
+           randomization);
 }
 
 template <class Inspector>
@@ -147,8 +178,10 @@ typename Inspector::result_type inspect(Inspector& f, status_counts& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_metrics& x) {
-  return f(caf::meta::type_name("ergon::group_metrics"), x.group, x.weight, x.share,
-           x.allocated_slots, x.running_slots, x.utilization, x.ready_jobs, x.paused);
+  auto share = wire::float64(x.share);
+  auto utilization = wire::float64(x.utilization);
+  return f(caf::meta::type_name("ergon::group_metrics"), x.group, x.weight, share,
+           x.allocated_slots, x.running_slots, utilization, x.ready_jobs, x.paused);
 }
 
 template <class Inspector>
