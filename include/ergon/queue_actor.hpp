@@ -79,6 +79,22 @@ using queue_actor = caf::typed_actor<
 result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
                                 options opts = {});
 
+/// Makes `q` reachable from other processes at `bind`:`port` (0: a free
+/// port) and returns the port. Other nodes then reach every message of
+/// queue_actor: publish on loopback or a trusted network only (the
+/// default). Needs caf::io::middleman loaded in `q`'s actor system.
+/// Errors: invalid_argument (no middleman), io_error (the port can't be
+/// bound, naming it).
+result<uint16_t> publish(const queue_actor& q, uint16_t port,
+                         const std::string& bind = "127.0.0.1");
+
+/// The queue published at `host`:`port` (by ergon-server or `publish`), as
+/// a queue_actor in `sys`. Needs caf::io::middleman loaded and
+/// queue::register_types called on `sys`'s config. Errors: invalid_argument
+/// (no middleman), closed (nothing answers there, or it is not an ergon
+/// queue of this version; the message says which).
+result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port);
+
 /// Starts a worker in this process for the queue behind `q`, as
 /// queue::start_worker does; closing the queue stops it. Errors: those of
 /// queue::start_worker, and `closed` if `q` is not a queue spawned by

@@ -2,6 +2,7 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -183,6 +184,39 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
   auto actor = sys.spawn<caf::detached>(run, q);
   spawned().by_actor[actor.address()] = q;
   return actor;
+}
+
+namespace {
+
+status no_middleman() {
+  return {error::invalid_argument,
+          "the actor system has no network layer: load caf::io::middleman in its config",
+          "sys"};
+}
+
+}  // namespace
+
+result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string& bind) {
+  if (!q)
+    return status{error::closed, "the queue actor handle is invalid"};
+  auto& sys = q->home_system();
+  if (!sys.has_middleman())
+    return no_middleman();
+  auto bound = sys.middleman().publish(q, port, bind.c_str(), true);
+  if (!bound)
+    return status{error::io_error, "cannot listen on " + bind + ":" + std::to_string(port) + ": "
+                                     + sys.render(bound.error())};
+  return *bound;
+}
+
+result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port) {
+  if (!sys.has_middleman())
+    return no_middleman();
+  auto q = sys.middleman().remote_actor<queue_actor>(host, port);
+  if (!q)
+    return status{error::closed, "cannot reach an ergon queue at " + host + ":"
+                                   + std::to_string(port) + ": " + sys.render(q.error())};
+  return *q;
 }
 
 result<worker> start_worker(const queue_actor& q, worker_options opts) {
