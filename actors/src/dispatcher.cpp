@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "attempt_table.hpp"
+#include "clock_ticks.hpp"
 #include "dispatcher_events.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
 #include "ergon/storage/times.hpp"
@@ -46,7 +47,6 @@ struct dispatcher_state {
   bool draining = false;
   int64_t hold_until = 0;  // no claims before this (after a storage error)
   int64_t armed_at = never;
-  uint64_t clock_subscription = 0;
   // Published once per message (settle).
   std::vector<event> events;
 
@@ -499,16 +499,8 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
   for (auto& k : st.cfg.pending)
     add_submitted(st, k, now);
   st.cfg.pending = {};
-  if (!st.cfg.clock->follows_real_time()) {
-    caf::actor_addr addr = self->address();
-    st.clock_subscription = st.cfg.clock->subscribe([addr] {
-      if (auto hdl = caf::actor_cast<caf::actor>(addr))
-        caf::anon_send(hdl, tick_atom::value);
-    });
-    auto clock = st.cfg.clock;
-    auto handle = st.clock_subscription;
-    self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
-  }
+  if (!st.cfg.clock->follows_real_time())
+    tick_on_advance(self, st.cfg.clock);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
   arm_timer(self);
 }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "ergon/storage/times.hpp"
+#include "clock_ticks.hpp"
 #include "job_runner.hpp"
 
 namespace ergon::actors {
@@ -86,7 +87,6 @@ struct worker_state {
   bool stopping = false;
   bool unregistered = false;  // the dispatcher confirmed: no more jobs coming
   std::vector<reply_to<status>> stop_replies;
-  uint64_t clock_subscription = 0;
   int64_t next_auto_heartbeat = 0;
 
   static inline const char* name = "ergon.worker";
@@ -206,7 +206,7 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       },
       [reply](caf::error&) {
         if (reply)
-          reply->deliver(status{error::closed, "the queue is closed"});
+          reply->deliver(queue_closed());
       });
 }
 
@@ -299,15 +299,8 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     };
     st.runner = std::make_shared<job_runner>(st.cfg.max_capacity, poke, st.cfg.counters);
     st.next_auto_heartbeat = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.auto_heartbeat_ms);
-    if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time()) {
-      st.clock_subscription = st.cfg.clock->subscribe([addr] {
-        if (auto hdl = caf::actor_cast<caf::actor>(addr))
-          caf::anon_send(hdl, tick_atom::value);
-      });
-      auto clock = st.cfg.clock;
-      auto handle = st.clock_subscription;
-      self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
-    }
+    if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time())
+      tick_on_advance(self, st.cfg.clock);
     arm_heartbeat(self);
     register_worker reg;
     reg.name = st.cfg.name;
@@ -321,7 +314,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
             [self](caf::error&) {
               self->state.unregistered = true;
               for (auto& r : self->state.stop_replies)
-                r.deliver(status{error::closed, "the queue is closed"});
+                r.deliver(queue_closed());
               self->state.runner->shut_down();
               self->quit();
             });

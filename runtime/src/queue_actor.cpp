@@ -65,17 +65,13 @@ caf::result<ok_atom> answer(const status& st) {
   return to_caf_error(st);
 }
 
-status closed_queue() {
-  return {error::closed, "the queue is closed"};
-}
-
 // Writes go to the writer, which answers the requester after the commit, so
 // many requests are in flight at once and commit together.
 template <class Call>
 caf::response_promise to_writer(queue_ptr self, Call call) {
   auto rp = self->make_response_promise();
   if (self->state.q->closed.load(std::memory_order_acquire))
-    rp.deliver(to_caf_error(closed_queue()));
+    rp.deliver(to_caf_error(actors::queue_closed()));
   else
     rp.delegate(self->state.q->writer, std::move(call));
   return rp;

@@ -38,7 +38,7 @@ status queue::impl::fill_pending_views(std::vector<ergon::job_info*> infos) {
 // after this one sees its effect.
 status queue::impl::control(actors::scheduling_control c) {
   if (closed.load(std::memory_order_acquire))
-    return {error::closed, "the queue is closed"};
+    return actors::queue_closed();
   // Waits until the dispatcher applied it, so a pause holds from the return on.
   auto [to, from] = actors::make_reply<status>();
   c.reply = std::move(to);
@@ -102,7 +102,7 @@ status queue::impl::pause(actors::scheduling_control::op_type op, const std::str
 
 result<worker> queue::impl::start_worker(worker_options worker_opts) {
   if (closed.load(std::memory_order_acquire))
-    return status{error::closed, "the queue is closed"};
+    return actors::queue_closed();
   auto w = worker::impl::spawn(*sys, std::move(worker_opts), clk,
                                caf::actor_cast<caf::actor>(dispatcher));
   {
@@ -114,7 +114,7 @@ result<worker> queue::impl::start_worker(worker_options worker_opts) {
 
 result<metrics_snapshot> queue::impl::metrics() {
   if (closed.load(std::memory_order_acquire))
-    return status{error::closed, "the queue is closed"};
+    return actors::queue_closed();
   auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
   // Through the writer: the snapshot then includes every commit so far, even
   // claims whose jobs already run but whose feed was not yet taken.

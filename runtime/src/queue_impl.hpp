@@ -48,7 +48,7 @@ struct queue::impl {
   template <class Args, class V>
   V call(Args args) {
     if (closed.load(std::memory_order_acquire))
-      return V{status{error::closed, "the queue is closed"}};
+      return V{actors::queue_closed()};
     auto [to, from] = actors::make_reply<V>();
     // Move the only sending end into the message: if the writer drops it,
     // the waiter is woken with `closed` instead of hanging.

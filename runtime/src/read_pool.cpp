@@ -1,5 +1,7 @@
 #include "read_pool.hpp"
 
+#include "ergon/actors/reply.hpp"
+
 namespace ergon::runtime {
 
 read_pool::read_pool(std::string path, storage::db_options opts, size_t max_idle)
@@ -11,7 +13,7 @@ result<read_pool::lease> read_pool::borrow() {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (cleared_)
-      return status{error::closed, "the queue is closed"};
+      return actors::queue_closed();
     if (!idle_.empty()) {
       auto d = std::move(idle_.back());
       idle_.pop_back();

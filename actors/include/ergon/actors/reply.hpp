@@ -30,6 +30,11 @@ namespace ergon::actors {
 /// How long a waiter spins before sleeping. Long enough to cover a commit.
 inline constexpr std::chrono::microseconds reply_spin{200};
 
+/// What every request to a closed (or closing) queue gets.
+inline status queue_closed() {
+  return {error::closed, "the queue is closed"};
+}
+
 namespace detail {
 
 // Threads waiting for a reply right now. Spinning pays only for a lone
@@ -149,7 +154,7 @@ struct reply_guard {
   reply_guard& operator=(const reply_guard&) = delete;
   ~reply_guard() {
     if (!state->is_set())
-      state->set(V{status{error::closed, "the queue is closed"}});
+      state->set(V{queue_closed()});
   }
   std::shared_ptr<reply_state<V>> state;
 };
