@@ -235,17 +235,26 @@ BOOST_AUTO_TEST_CASE(a_stop_gives_back_the_claims_in_the_window) {
   BOOST_TEST(f.q->counts()[job_status::succeeded] == 3);
 }
 
+namespace {
+
+// `n` pending jobs of type "work" with payloads "0", "1", ..., in a file no
+// queue holds afterwards.
+std::vector<job_id> submit_work(const std::string& path, int n) {
+  auto q = queue::open(path);
+  BOOST_REQUIRE(q.has_value());
+  std::vector<job_id> ids;
+  for (int i = 0; i < n; ++i)
+    ids.push_back(*q->submit(*job_builder("work").payload(std::to_string(i)).build()));
+  return ids;
+}
+
+}  // namespace
+
 // The cost of a prefetch window: claimed jobs that never started are
 // recovered like running ones. Each runs exactly once afterwards.
 BOOST_AUTO_TEST_CASE(claims_in_the_window_of_a_killed_worker_are_recovered_once) {
   temp_dir dir;
-  std::vector<job_id> ids;
-  {
-    auto q = queue::open(dir.file("q.db"));
-    BOOST_REQUIRE(q.has_value());
-    for (int i = 0; i < 5; ++i)
-      ids.push_back(*q->submit(*job_builder("work").payload(std::to_string(i)).build()));
-  }
+  auto ids = submit_work(dir.file("q.db"), 5);
   {
     // One job runs and blocks; a window of 2 holds two more, claimed.
     child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "hang", "2"}};
@@ -290,13 +299,7 @@ BOOST_AUTO_TEST_CASE(claims_in_the_window_of_a_killed_worker_are_recovered_once)
 
 BOOST_AUTO_TEST_CASE(a_job_killed_mid_run_retries_and_finishes_and_nothing_is_lost) {
   temp_dir dir;
-  std::vector<job_id> ids;
-  {
-    auto q = queue::open(dir.file("q.db"));
-    BOOST_REQUIRE(q.has_value());
-    for (int i = 0; i < 3; ++i)
-      ids.push_back(*q->submit(*job_builder("work").payload(std::to_string(i)).build()));
-  }
+  auto ids = submit_work(dir.file("q.db"), 3);
   std::string killed;
   {
     child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "hang"}};
