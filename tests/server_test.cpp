@@ -12,8 +12,7 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
-#include "support/child_process.hpp"
-#include "support/test_support.hpp"
+#include "support/server_process.hpp"
 
 using namespace ergon;
 using ergon::test::child_process;
@@ -21,49 +20,17 @@ using ergon::test::temp_dir;
 
 namespace {
 
-struct config : caf::actor_system_config {
-  config() {
-    load<caf::io::middleman>();
-    queue::register_types(*this);
-  }
-};
+using test::client;
+using config = test::network_config;
 
-// A server on a free port of 127.0.0.1.
+// A server on a free port of 127.0.0.1, with its own directory.
 struct server {
   temp_dir dir;
-  child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--port", "0"}};
-  uint16_t port = 0;
+  test::server_process running{dir.file("q.db")};
+  uint16_t port = running.port;
+  child_process& proc = running.proc;
 
-  server() {
-    auto line = proc.read_line();
-    auto colon = line.rfind(':');
-    BOOST_REQUIRE_MESSAGE(line.rfind("ergon-server listening on 127.0.0.1:", 0) == 0
-                            && colon != std::string::npos,
-                          line);
-    port = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
-  }
-
-  // Stops it with `sig`; true if it exited 0.
-  bool stop(int sig) {
-    proc.signal(sig);
-    int st = proc.wait();
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-  }
-};
-
-struct client {
-  config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-
-  template <class T, class... Ts>
-  result<T> ask(const queue_actor& q, Ts&&... xs) {
-    result<T> out = status{error::internal, "no answer"};
-    self->request(q, caf::infinite, std::forward<Ts>(xs)...)
-      .receive([&](T& value) { out = std::move(value); },
-               [&](caf::error& e) { out = to_status(e); });
-    return out;
-  }
+  bool stop(int sig) { return running.stop(sig); }
 };
 
 }  // namespace
@@ -101,7 +68,7 @@ BOOST_AUTO_TEST_CASE(sigint_closes_the_server_cleanly) {
   BOOST_TEST(queue::open(s.dir.file("q.db")).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(nothing_listening_is_closed_not_a_hang) {
+BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_not_a_hang) {
   uint16_t port = 0;
   {
     server s;  // a port that was just free, and is again once it stops
@@ -111,7 +78,7 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_closed_not_a_hang) {
   client c;
   auto q = connect(c.sys, "127.0.0.1", port);
   BOOST_REQUIRE(!q.has_value());
-  BOOST_TEST(q.error().code() == error::closed);
+  BOOST_TEST(q.error().code() == error::unreachable);
   BOOST_TEST(q.error().message().find("127.0.0.1") != std::string::npos);
 }
 

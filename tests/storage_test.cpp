@@ -338,6 +338,42 @@ BOOST_AUTO_TEST_CASE(claim_takes_only_pending_due_jobs) {
   BOOST_TEST(again->claimed.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_lost_worker_s_attempts_retry_at_once_or_fail_on_the_last_try) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto retried = simple_job();
+  retried.max_retries = 2;
+  retried.backoff.initial_ms = 3'600'000;  // "at once" ignores the backoff
+  auto last = simple_job();
+  last.max_retries = 0;
+  auto rows = insert(*d, {retried, last, simple_job()});
+  BOOST_REQUIRE(claim_jobs(*d,
+                           claim_jobs_args{{{rows[0].row, 1}, {rows[1].row, 2},
+                                            {rows[2].row, 3}}},
+                           t0)
+                  .has_value());
+  // The third was claimed again under another token: not this worker's.
+  auto ended = lose_attempts(
+    *d, lose_attempts_args{{{rows[0].row, 1}, {rows[1].row, 2}, {rows[2].row, 99}}},
+    t0 + 10);
+  BOOST_REQUIRE_MESSAGE(ended.has_value(), ended.error().to_string());
+  BOOST_REQUIRE(ended->size() == 2u);
+  auto& a = (*ended)[0];
+  BOOST_TEST(a.row == rows[0].row);
+  BOOST_TEST(a.outcome == attempt_outcome::worker_lost);
+  BOOST_TEST(a.message == "worker lost");
+  BOOST_TEST(a.status == job_status::pending);
+  BOOST_TEST(a.key.run_at == t0 + 10);
+  auto& b = (*ended)[1];
+  BOOST_TEST(b.row == rows[1].row);
+  BOOST_TEST(b.status == job_status::failed);
+  // Losing the same attempts again changes nothing.
+  auto again = lose_attempts(*d, lose_attempts_args{{{rows[0].row, 1}, {rows[1].row, 2}}},
+                             t0 + 20);
+  BOOST_REQUIRE(again.has_value());
+  BOOST_TEST(again->empty());
+}
+
 BOOST_AUTO_TEST_CASE(load_unfinished_scans_from_the_low_mark) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));

@@ -92,6 +92,14 @@ std::optional<storage::job_key> attempt_table::unpark(int64_t row, int64_t token
   return key;
 }
 
+std::vector<storage::attempt_ref> attempt_table::running_on(uint64_t worker) const {
+  std::vector<storage::attempt_ref> out;
+  for (auto& [row, a] : running_)
+    if (a.worker == worker)
+      out.push_back({row, a.token});
+  return out;
+}
+
 std::vector<storage::job_key> attempt_table::worker_gone(uint64_t worker) {
   std::vector<storage::job_key> ready;
   for (auto p = parked_.begin(); p != parked_.end();) {

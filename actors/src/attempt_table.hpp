@@ -68,6 +68,9 @@ class attempt_table {
   /// `expires_at`. Returns the attempt, or nothing if it no longer runs.
   const attempt* extended(int64_t row, int64_t token, int64_t expires_at);
 
+  /// The attempts `worker` runs (claimed and not ended).
+  std::vector<storage::attempt_ref> running_on(uint64_t worker) const;
+
   /// Checks attempt (row, token) again at `at` (its expiry did not commit).
   void recheck_at(int64_t at, int64_t row, int64_t token);
 

@@ -100,6 +100,7 @@ class writer {
       [&](worker_batch& b) { on_worker_batch(b); },
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },
+      [&](lose_batch& l) { on_lose(l); },
       [&](heartbeat_request& e) { on_heartbeat(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
       [&](after_writes& a) { after_commit([then = std::move(a.then)](const status&) { then(); }); },
@@ -409,6 +410,28 @@ class writer {
                   attempts = std::move(e.attempts)](const status& commit) mutable {
       if (!ok || !commit)
         fail_to_listener({0, {}, std::move(attempts), {}, ok ? commit : err});
+    });
+  }
+
+  // If this does not commit, the attempts are left to expire: the
+  // dispatcher checks them again like a failed expiry.
+  void on_lose(lose_batch& l) {
+    auto r = in_request<std::vector<storage::attempt_end>>(
+      [&] { return storage::lose_attempts(*cfg_.db, l.args, cfg_.clock->now_ms()); },
+      [&](std::vector<storage::attempt_end>& ended) {
+        for (auto& end : ended) {
+          counts_.move(end.type, job_status::running, end.status);
+          feed_.ended.push_back(std::move(end));
+        }
+      });
+    after_commit([this, ok = r.has_value(), err = r.error(),
+                  attempts = std::move(l.args.attempts)](const status& commit) mutable {
+      if (ok && commit)
+        return;
+      std::vector<storage::expire_attempt_args> recheck;
+      for (auto& a : attempts)
+        recheck.push_back({a.row, a.token, 0.0});
+      fail_to_listener({0, {}, std::move(recheck), {}, ok ? commit : err});
     });
   }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "attempt_table.hpp"
 #include "clock_ticks.hpp"
@@ -42,6 +43,11 @@ struct dispatcher_state {
   std::unordered_map<uint64_t, caf::typed_response_promise<unregistered_atom>> leaving;
   // A down message names only an address: the worker ids registered by it.
   std::multimap<caf::actor_addr, uint64_t> monitored;
+  // Workers on other nodes: their attempts are lost when they go down.
+  std::unordered_set<uint64_t> remote;
+  // Remote workers that went down with a claim at the writer: its attempts
+  // are lost as soon as it commits.
+  std::unordered_set<uint64_t> lost_with_claim;
   std::mt19937_64 rng{std::random_device{}()};  // attempt tokens
   // Timers and control.
   bool draining = false;
@@ -231,12 +237,26 @@ void answer_unregister(dispatcher_state& st, uint64_t worker) {
   st.leaving.erase(p);
 }
 
+// The attempts of a remote worker that went down end as "worker lost" and
+// retry at once, rather than wait for their expiry: the worker's node is
+// gone, or cut off and fenced from now on.
+void lose_attempts(dispatcher_state& st, std::vector<storage::attempt_ref> attempts) {
+  if (!attempts.empty())
+    caf::anon_send<caf::message_priority::high>(st.cfg.writer,
+                                                lose_batch{{std::move(attempts)}});
+}
+
 // A gone worker runs no more code: its parked retries are free to go.
 void worker_gone(dispatcher_state& st, uint64_t worker) {
   auto now = st.cfg.clock->now_ms();
   for (auto& key : st.attempts.worker_gone(worker))
     add_pending(st, key, now);
+  bool remote = st.remote.erase(worker) == 1;
+  if (remote)
+    lose_attempts(st, st.attempts.running_on(worker));
   if (auto picks = st.workers.remove(worker)) {
+    if (remote && !picks->empty())
+      st.lost_with_claim.insert(worker);
     restore_picks(st, *picks, now);
     update_capacity(st);
   }
@@ -286,6 +306,12 @@ void on_claim(dispatcher_state& st, const claim_result& c,
     st.policy->unpick(job);
   for (auto& j : c.claimed)
     start_attempt(st, c.worker_id, j, claim);
+  if (st.lost_with_claim.erase(c.worker_id) == 1) {
+    std::vector<storage::attempt_ref> lost;
+    for (auto& j : c.claimed)
+      lost.push_back({j.key.row, j.token});
+    lose_attempts(st, std::move(lost));
+  }
   // The writer already sent the claimed jobs; a stopping worker runs them.
   if (claim.left)
     answer_unregister(st, c.worker_id);
@@ -342,6 +368,7 @@ void on_write_failed(dispatcher_state& st, const write_failed& w) {
   auto retry_at = storage::add_ms(now, storage_retry_ms);
   st.hold_until = retry_at;
   if (!w.claim_rows.empty()) {
+    st.lost_with_claim.erase(w.worker_id);
     auto claim = st.workers.claim_failed(w.worker_id);
     restore_picks(st, claim.picks, now);
     if (claim.left)
@@ -395,6 +422,8 @@ worker_registered on_register(dispatcher_ptr self, const register_worker& r) {
     types.push_back(st.policy->type_id(t));
   auto wid = st.workers.add(r.worker, std::move(types), r.max_capacity, r.prefetch);
   st.monitored.emplace(r.worker.address(), wid);
+  if (r.worker.node() != self->node())
+    st.remote.insert(wid);
   self->monitor(r.worker);
   update_capacity(st);
   settle(self);

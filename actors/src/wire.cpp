@@ -24,7 +24,7 @@ status to_status(const caf::error& e) {
       field = ctx.get_as<std::string>(1);
     }
     auto code = e.code();
-    if (code == 0 || code > static_cast<uint8_t>(error::internal))
+    if (code == 0 || code > static_cast<uint8_t>(error::unauthenticated))
       return {error::internal, "an ergon error with unknown code " + std::to_string(code)};
     return {static_cast<error>(code), std::move(message), std::move(field)};
   }
@@ -32,10 +32,11 @@ status to_status(const caf::error& e) {
   if (e.category() == caf::atom("system")) {
     switch (static_cast<caf::sec>(e.code())) {
       case caf::sec::request_receiver_down:
+        return {error::closed, "the queue is closed: " + text};
       case caf::sec::no_route_to_receiving_node:
       case caf::sec::cannot_connect_to_node:
       case caf::sec::disconnect_during_handshake:
-        return {error::closed, "the queue is unreachable: " + text};
+        return {error::unreachable, "the queue is unreachable: " + text};
       default:
         break;
     }

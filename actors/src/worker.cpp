@@ -68,7 +68,11 @@ namespace {
 
 struct worker_state {
   worker_config cfg;
+  caf::actor dispatcher;
   caf::actor writer;
+  // Remote only: the connection dropped and the worker is not registered
+  // again yet. The queue fails every attempt it handed out as "worker lost".
+  bool disconnected = false;
   uint64_t worker_id = 0;
   bool registered = false;
   std::shared_ptr<job_runner> runner;
@@ -106,11 +110,36 @@ void finish_stop_if_idle(worker_ptr self) {
   self->quit();
 }
 
+status outcome_unacknowledged() {
+  return {error::unreachable,
+          "the connection to the queue dropped before this outcome was acknowledged; if it "
+          "did not commit, the queue retries the job (worker lost)"};
+}
+
+// Stopping with no connection: outcomes can't be sent, so their callers
+// learn it now rather than wait for a reconnect that won't be awaited.
+void answer_offline(worker_ptr self) {
+  auto& st = self->state;
+  st.to_release.clear();
+  do {
+    auto box = st.runner->take();
+    for (auto& a : box.returned)
+      st.attempts.erase(a.token);
+    for (auto& r : box.replies)
+      if (r)
+        r->deliver(outcome_unacknowledged());
+  } while (!st.runner->arm_poke());
+}
+
 // Sends what the job threads left, the claims to give back and the room
 // there is, as one report. One report with outcomes at a time: whatever
 // happens meanwhile joins the next one.
 void report(worker_ptr self) {
   auto& st = self->state;
+  if (st.disconnected && st.stopping) {
+    answer_offline(self);
+    return;
+  }
   if (!st.registered || st.reporting)
     return;
   for (;;) {
@@ -141,7 +170,7 @@ void report(worker_ptr self) {
       }
       // Not anonymous: the dispatcher names the sender as the writer's
       // addressee. (send() can't go from a typed actor to an untyped handle.)
-      caf::unsafe_send_as(self, caf::actor_cast<caf::actor>(st.cfg.dispatcher), std::move(r));
+      caf::unsafe_send_as(self, st.dispatcher, std::move(r));
       if (news)
         return;  // the answer arms the next report
     }
@@ -193,6 +222,11 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
     return;
   }
   auto attempt = i->second;
+  if (!st.writer) {
+    if (reply)
+      reply->deliver(status{error::unreachable, "the connection to the queue is down"});
+    return;
+  }
   heartbeat_request msg{attempt->row(), token, checkpoint.has_value(),
                      checkpoint ? std::move(*checkpoint) : std::string{}};
   self->request(st.writer, caf::infinite, std::move(msg))
@@ -204,17 +238,18 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
         if (reply)
           reply->deliver(st);
       },
-      [reply](caf::error&) {
+      [self, reply](caf::error&) {
         if (reply)
-          reply->deliver(queue_closed());
+          reply->deliver(self->state.cfg.rejoin
+                           ? status{error::unreachable, "the connection to the queue dropped"}
+                           : queue_closed());
       });
 }
 
 // Leaves the dispatcher; stops once it confirms and held jobs are done.
 void unregister(worker_ptr self) {
   auto& st = self->state;
-  self->request(caf::actor_cast<caf::actor>(st.cfg.dispatcher), caf::infinite,
-                unregister_worker{st.worker_id})
+  self->request(st.dispatcher, caf::infinite, unregister_worker{st.worker_id})
     .then(
       [self](unregistered_atom) {
         self->state.unregistered = true;
@@ -240,6 +275,9 @@ void on_stop(worker_ptr self, stop_worker& s) {
     if (st.registered) {
       report(self);
       unregister(self);
+    } else if (st.disconnected) {
+      st.unregistered = true;  // no queue to leave: it lost us already
+      report(self);
     }
   }
   finish_stop_if_idle(self);
@@ -278,9 +316,101 @@ void on_registered(worker_ptr self, worker_registered& r) {
   st.worker_id = r.worker_id;
   st.writer = r.writer;
   st.registered = true;
+  st.disconnected = false;
+  if (st.cfg.rejoin)
+    self->monitor(st.dispatcher);  // its node going away is the connection dropping
   report(self);
   if (st.stopping)
     unregister(self);
+}
+
+// The queue can't take us (it closed): nothing will ever arrive.
+void give_up(worker_ptr self) {
+  auto& st = self->state;
+  st.unregistered = true;
+  for (auto& r : st.stop_replies)
+    r.deliver(queue_closed());
+  st.stop_replies.clear();
+  st.runner->shut_down();
+  self->quit();
+}
+
+void join(worker_ptr self);
+
+// Asks the connection for the dispatcher; it answers once the queue is
+// reachable again, however long that takes.
+void rejoin(worker_ptr self) {
+  auto& st = self->state;
+  if (st.stopping) {
+    st.unregistered = true;
+    report(self);
+    finish_stop_if_idle(self);
+    return;
+  }
+  self->request(st.cfg.rejoin, caf::infinite, rejoin_atom::value)
+    .then(
+      [self](caf::actor& dispatcher) {
+        self->state.dispatcher = std::move(dispatcher);
+        join(self);
+      },
+      [self](caf::error&) { give_up(self); });
+}
+
+// A remote worker's connection dropped. Its attempts are lost to the queue,
+// which retries them: running code is told to stop, and claimed jobs that
+// never started are dropped. What the code reports from now on is sent
+// after it registers again, and the queue fences it.
+void lost_connection(worker_ptr self) {
+  auto& st = self->state;
+  if (st.disconnected)
+    return;
+  st.disconnected = true;
+  st.registered = false;
+  st.writer = {};
+  for (auto& r : st.report_replies)
+    if (r)
+      r->deliver(outcome_unacknowledged());
+  st.report_replies.clear();
+  st.reporting = false;
+  for (auto& a : st.runner->take_waiting())
+    st.attempts.erase(a->token());
+  st.to_release.clear();
+  for (auto& kv : st.attempts)
+    kv.second->cancel();
+  // Credit starts over with the next registration.
+  st.received_weight = 0;
+  st.last_capacity = -1;
+  st.last_received = -1;
+  rejoin(self);
+}
+
+// Registers with st.dispatcher.
+void join(worker_ptr self) {
+  auto& st = self->state;
+  register_worker reg;
+  reg.name = st.cfg.name;
+  for (auto& kv : st.cfg.runners)
+    reg.types.push_back(kv.first);
+  reg.max_capacity = st.cfg.max_capacity;
+  reg.prefetch = st.cfg.prefetch;
+  reg.worker = caf::actor_cast<caf::actor>(self);
+  self->request(st.dispatcher, caf::infinite, std::move(reg))
+    .then([self](worker_registered& r) { on_registered(self, r); },
+          [self](caf::error&) {
+            auto& st = self->state;
+            if (!st.cfg.rejoin) {
+              give_up(self);
+              return;
+            }
+            st.disconnected = false;  // lost_connection runs once per drop
+            lost_connection(self);
+          });
+}
+
+void on_down(worker_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  if (st.cfg.rejoin && st.registered && down.source == st.dispatcher.address())
+    lost_connection(self);
 }
 
 }  // namespace
@@ -302,22 +432,9 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time())
       tick_on_advance(self, st.cfg.clock);
     arm_heartbeat(self);
-    register_worker reg;
-    reg.name = st.cfg.name;
-    for (auto& kv : st.cfg.runners)
-      reg.types.push_back(kv.first);
-    reg.max_capacity = st.cfg.max_capacity;
-    reg.prefetch = st.cfg.prefetch;
-    reg.worker = caf::actor_cast<caf::actor>(self);
-    self->request(caf::actor_cast<caf::actor>(st.cfg.dispatcher), caf::infinite, std::move(reg))
-      .then([self](worker_registered& r) { on_registered(self, r); },
-            [self](caf::error&) {
-              self->state.unregistered = true;
-              for (auto& r : self->state.stop_replies)
-                r.deliver(queue_closed());
-              self->state.runner->shut_down();
-              self->quit();
-            });
+    st.dispatcher = st.cfg.dispatcher;
+    self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
+    join(self);
     return {
       [self](assign_jobs& a) { on_assign(self, a); },
       [self](cancel_attempt& c) { on_cancel(self, c); },

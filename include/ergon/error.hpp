@@ -62,6 +62,14 @@ enum class error : uint8_t {
   cancelled = 13,
   /// A broken invariant inside ergon: please report it.
   internal = 14,
+  /// The queue is on another node and the connection to it is down. A
+  /// connected handle reconnects by itself (with backoff); retry later.
+  /// A write whose answer this replaced may or may not have committed.
+  unreachable = 15,
+  /// The other side refused to authenticate, or this side refused it: a
+  /// wrong or missing shared secret, or an untrusted certificate. Nothing
+  /// was read or written. Don't retry until the credentials are fixed.
+  unauthenticated = 16,
 };
 
 /// Returns the code's name, e.g. "invalid_argument".

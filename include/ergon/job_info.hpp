@@ -43,6 +43,9 @@ enum class attempt_outcome : uint8_t {
   failed = 2,           ///< the job code failed or threw; the message says why
   expired = 3,          ///< timeout or heartbeat expiry; the message is "expired"
   process_restart = 4,  ///< the process died mid-attempt; found at reopen
+  /// The remote worker running it went away (its process died or its
+  /// connection dropped); the message is "worker lost".
+  worker_lost = 5,
 };
 
 /// Returns "running", "succeeded", ...

@@ -43,6 +43,9 @@ using resume_type_atom = caf::atom_constant<caf::atom("ergresumet")>;
 using subscribe_atom = caf::atom_constant<caf::atom("ergsub")>;
 using unsubscribe_atom = caf::atom_constant<caf::atom("ergunsub")>;
 using close_atom = caf::atom_constant<caf::atom("ergclose")>;
+/// A worker on another node asks where to register (start_worker sends it;
+/// the answer is the queue's dispatcher).
+using join_atom = caf::atom_constant<caf::atom("ergjoin")>;
 /// The answer to a request that returns nothing but success.
 using ok_atom = caf::atom_constant<caf::atom("ergok")>;
 
@@ -69,7 +72,8 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<resume_type_atom, std::string>::with<ok_atom>,
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
-  caf::replies_to<close_atom>::with<ok_atom>>;
+  caf::replies_to<close_atom>::with<ok_atom>,
+  caf::replies_to<join_atom>::with<caf::actor>>;
 
 /// Opens the database at `path` as queue::open(sys, path, opts) does, and
 /// returns the queue as an actor in `sys`. The actor owns the queue: it
@@ -89,16 +93,25 @@ result<uint16_t> publish(const queue_actor& q, uint16_t port,
                          const std::string& bind = "127.0.0.1");
 
 /// The queue published at `host`:`port` (by ergon-server or `publish`), as
-/// a queue_actor in `sys`. Needs caf::io::middleman loaded and
+/// a queue_actor in `sys`: a local actor that forwards each request over
+/// one connection. If the connection drops, requests in flight and new ones
+/// get `unreachable` (never a hang), and the next request after a backoff
+/// (100 ms doubling to 5 s) reconnects. Needs caf::io::middleman loaded and
 /// queue::register_types called on `sys`'s config. Errors: invalid_argument
-/// (no middleman), closed (nothing answers there, or it is not an ergon
-/// queue of this version; the message says which).
+/// (no middleman), unreachable (nothing answers there, naming host and
+/// port), closed (it is not an ergon queue of this version).
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port);
 
 /// Starts a worker in this process for the queue behind `q`, as
-/// queue::start_worker does; closing the queue stops it. Errors: those of
-/// queue::start_worker, and `closed` if `q` is not a queue spawned by
-/// spawn_queue in this process or it has closed.
+/// queue::start_worker does. `q` is a queue spawned in this process (closing
+/// it stops the worker), or one from connect(): then job code runs here and
+/// claims, heartbeats and outcomes travel over the connection. A remote
+/// worker whose connection drops flags its running attempts cancelled (the
+/// queue retries them as "worker lost"), reconnects with backoff and
+/// registers again; outcomes its code reports meanwhile are sent then and
+/// fenced (`stale_attempt`) if the queue already retried their job. Errors:
+/// those of queue::start_worker; `closed` if `q` is neither kind or has
+/// closed; `unreachable` if a connected queue can't be reached now.
 result<worker> start_worker(const queue_actor& q, worker_options opts);
 
 }  // namespace ergon

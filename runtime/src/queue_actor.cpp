@@ -12,6 +12,7 @@
 
 #include "bootstrap.hpp"
 #include "queue_impl.hpp"
+#include "remote_queue.hpp"
 #include "validate_options.hpp"
 
 namespace ergon {
@@ -158,6 +159,11 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
       unsubscribe(self, subscriber.address());
       return ok_atom::value;
     },
+    [&q](join_atom) -> caf::result<caf::actor> {
+      if (q.closed.load(std::memory_order_acquire))
+        return to_caf_error(actors::queue_closed());
+      return caf::actor_cast<caf::actor>(q.dispatcher);
+    },
     [self](close_atom) {
       auto st = self->state.q->stop(std::chrono::seconds(30));
       self->quit();
@@ -208,11 +214,7 @@ result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string&
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port) {
   if (!sys.has_middleman())
     return no_middleman();
-  auto q = sys.middleman().remote_actor<queue_actor>(host, port);
-  if (!q)
-    return status{error::closed, "cannot reach an ergon queue at " + host + ":"
-                                   + std::to_string(port) + ": " + sys.render(q.error())};
-  return *q;
+  return runtime::connect_remote(sys, {host, port});
 }
 
 result<worker> start_worker(const queue_actor& q, worker_options opts) {
@@ -223,11 +225,15 @@ result<worker> start_worker(const queue_actor& q, worker_options opts) {
     if (i != spawned().by_actor.end())
       impl = i->second.lock();
   }
-  if (!impl)
-    return status{error::closed, "no open queue of this process is behind this handle"};
+  auto remote = impl ? runtime::remote_queue_actor{} : runtime::find_remote_queue(q);
+  if (!impl && !remote)
+    return status{error::closed, "no open queue of this process, and no connected queue, is "
+                                 "behind this handle"};
   if (auto st = runtime::validate(opts); !st)
     return st;
-  return impl->start_worker(std::move(opts));
+  if (impl)
+    return impl->start_worker(std::move(opts));
+  return runtime::start_remote_worker(remote, std::move(opts));
 }
 
 }  // namespace ergon

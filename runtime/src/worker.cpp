@@ -9,7 +9,8 @@ namespace ergon {
 
 std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker_options opts,
                                                   std::shared_ptr<ergon::clock> clock,
-                                                  caf::actor dispatcher) {
+                                                  caf::actor dispatcher,
+                                                  caf::actor rejoin) {
   actors::worker_config cfg;
   cfg.name = std::move(opts.name);
   for (auto& [type, handler] : opts.runners)
@@ -20,6 +21,7 @@ std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker
   cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
   cfg.clock = std::move(clock);
   cfg.dispatcher = std::move(dispatcher);
+  cfg.rejoin = std::move(rejoin);
   auto w = std::make_shared<impl>();
   w->counters = cfg.counters;
   w->actor = actors::spawn_worker(sys, std::move(cfg));

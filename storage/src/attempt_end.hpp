@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ergon/storage/operations.hpp"
 
@@ -20,5 +21,21 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
                                                const std::string& message,
                                                retry_timing timing, double random,
                                                int64_t now_ms);
+
+/// Ends `count` attempts, the i-th as `end_one(i)` (an end_attempt call)
+/// does, and collects the ones that changed. The first error stops it; the
+/// caller's transaction rolls back.
+template <class EndOne>
+result<std::vector<attempt_end>> end_attempts(size_t count, EndOne end_one) {
+  std::vector<attempt_end> out;
+  for (size_t i = 0; i < count; ++i) {
+    result<std::optional<attempt_end>> ended = end_one(i);
+    if (!ended)
+      return ended.error();
+    if (*ended)
+      out.push_back(std::move(**ended));
+  }
+  return out;
+}
 
 }  // namespace ergon::storage

@@ -23,6 +23,8 @@ const char* to_string(error code) noexcept {
     case error::closed: return "closed";
     case error::cancelled: return "cancelled";
     case error::internal: return "internal";
+    case error::unreachable: return "unreachable";
+    case error::unauthenticated: return "unauthenticated";
   }
   return "unknown";
 }
@@ -60,6 +62,7 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::failed: return "failed";
     case attempt_outcome::expired: return "expired";
     case attempt_outcome::process_restart: return "process_restart";
+    case attempt_outcome::worker_lost: return "worker_lost";
   }
   return "unknown";
 }

@@ -68,6 +68,11 @@ struct expire_batch {
   std::vector<storage::expire_attempt_args> attempts;
 };
 
+/// A remote worker went away with these attempts running (local only).
+struct lose_batch {
+  storage::lose_attempts_args args;
+};
+
 /// The dispatcher saw these pending jobs pass their deadline (local only).
 struct expire_pending_batch {
   std::vector<int64_t> rows;
@@ -107,7 +112,7 @@ struct expiry_moved {
 struct write_failed {
   uint64_t worker_id = 0;  ///< for failed claims
   std::vector<int64_t> claim_rows;
-  std::vector<storage::expire_attempt_args> expiries;
+  std::vector<storage::expire_attempt_args> expiries;  ///< also lost attempts
   std::vector<int64_t> deadline_rows;
   status why;
 };
@@ -201,6 +206,8 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_pending_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::lose_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
 template <>

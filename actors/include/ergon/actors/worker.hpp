@@ -105,10 +105,17 @@ struct worker_config {
   int64_t auto_heartbeat_ms = 0;
   std::shared_ptr<ergon::clock> clock;
   caf::actor dispatcher;
+  /// For a queue on another node: asked (rejoin_atom) for the dispatcher
+  /// again after the connection drops. Empty for a local queue.
+  caf::actor rejoin;
   std::shared_ptr<worker_counters> counters = std::make_shared<worker_counters>();
 };
 
 // -- local messages (job threads and the facade to the worker actor) ---------------------
+
+/// A remote worker whose connection dropped asks its connection for the
+/// dispatcher again; the answer comes once the queue is reachable.
+using rejoin_atom = caf::atom_constant<caf::atom("ergrejoin")>;
 
 /// The worker's job threads left outcomes (local only).
 using outbox_atom = caf::atom_constant<caf::atom("outbox")>;

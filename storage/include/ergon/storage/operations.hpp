@@ -229,6 +229,17 @@ struct recover_running_args {
   std::vector<double> randoms;  ///< one per row
 };
 
+struct lose_attempts_args {
+  std::vector<attempt_ref> attempts;  ///< the lost worker's running attempts
+};
+
+/// A remote worker went away: each of its attempts that still runs ends as
+/// "worker lost" and its job is retried at once (the try is spent), or ends
+/// `failed` if it has no retries left. Attempts that already ended, or were
+/// claimed again, are skipped.
+result<std::vector<attempt_end>> lose_attempts(db& d, const lose_attempts_args& args,
+                                               int64_t now_ms);
+
 /// At open, every running job belongs to a dead process: its attempt ends as
 /// "process restart", and the job is retried (immediately or with backoff) or
 /// ends `failed` if it has no retries left.

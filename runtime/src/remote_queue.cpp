@@ -1,0 +1,365 @@
+#include "remote_queue.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "ergon/actors/reply.hpp"
+#include "worker_impl.hpp"
+
+namespace ergon::runtime {
+namespace {
+
+constexpr std::chrono::milliseconds first_backoff{100};
+constexpr std::chrono::milliseconds last_backoff{5'000};
+
+// The fronts of this process and their remote queues, so start_worker can
+// tell one.
+struct remote_queues {
+  std::mutex mtx;
+  std::map<caf::actor_addr, caf::actor_addr> by_front;
+};
+
+remote_queues& known() {
+  static remote_queues r;
+  return r;
+}
+
+std::string where(const remote_target& t) {
+  return t.host + ":" + std::to_string(t.port);
+}
+
+status unreachable(const remote_target& t, const std::string& why) {
+  return {error::unreachable, "the queue at " + where(t) + " is unreachable: " + why};
+}
+
+struct remote_queue_state {
+  remote_target target;
+  queue_actor remote;  // empty while disconnected
+  // Requests at the remote queue, to fail if the connection drops.
+  uint64_t last_request = 0;
+  std::unordered_map<uint64_t, std::function<void(caf::error)>> in_flight;
+  // Workers waiting to register again, and who asked.
+  std::vector<std::pair<caf::typed_response_promise<caf::actor>, caf::actor_addr>> rejoining;
+  bool connecting = false;
+  bool retry_armed = false;
+  std::chrono::milliseconds backoff = first_backoff;
+  std::chrono::steady_clock::time_point next_attempt{};
+  std::string last_failure = "the connection dropped";
+  // Fronts and workers it serves; it quits when the last one terminates.
+  std::set<caf::actor_addr> holders;
+
+  static inline const char* name = "ergon.remote_queue";
+};
+
+using remote_ptr = remote_queue_actor::stateful_pointer<remote_queue_state>;
+
+caf::error unreachable_error(remote_queue_state& st) {
+  return to_caf_error(unreachable(st.target, st.last_failure));
+}
+
+// Answers from the remote queue carry its errors; CAF's own become ergon's.
+// Its actor gone (closed and exiting, or cut off) is unreachable from here.
+caf::error as_ergon(remote_queue_state& st, const caf::error& e) {
+  if (e == caf::sec::request_receiver_down)
+    return unreachable_error(st);
+  return to_caf_error(to_status(e));
+}
+
+// Drops workers that stopped while waiting; true if any still wait.
+bool anyone_rejoining(remote_queue_state& st) {
+  auto gone = [](const auto& r) { return !caf::actor_cast<caf::strong_actor_ptr>(r.second); };
+  st.rejoining.erase(std::remove_if(st.rejoining.begin(), st.rejoining.end(), gone),
+                     st.rejoining.end());
+  return !st.rejoining.empty();
+}
+
+void retry_later(remote_ptr self);
+
+// Workers waiting drive the retries; clients retry on their next request
+// once the backoff has passed.
+void retry_later(remote_ptr self) {
+  auto& st = self->state;
+  st.next_attempt = std::chrono::steady_clock::now() + st.backoff;
+  auto wait = st.backoff;
+  st.backoff = std::min(st.backoff * 2, last_backoff);
+  if (anyone_rejoining(st) && !st.retry_armed) {
+    st.retry_armed = true;
+    self->delayed_send(self, wait, reconnect_atom::value);
+  }
+}
+
+void attempt_failed(remote_ptr self, std::string why) {
+  self->state.connecting = false;
+  self->state.last_failure = std::move(why);
+  retry_later(self);
+}
+
+// A worker that waits to register again gets the dispatcher once the queue
+// answers. Until then (the queue is closing, or the connection drops again)
+// it keeps waiting and the join is tried again later, so workers outlive a
+// server restart.
+void answer_rejoining(remote_ptr self) {
+  auto& st = self->state;
+  auto waiting = std::move(st.rejoining);
+  st.rejoining.clear();
+  for (auto& [rp, who] : waiting) {
+    auto id = ++st.last_request;
+    st.in_flight.emplace(id, [self, rp = rp, who = who](caf::error) mutable {
+      self->state.rejoining.emplace_back(std::move(rp), std::move(who));
+    });
+    self->request(st.remote, caf::infinite, join_atom::value)
+      .then(
+        [self, id, rp = rp](caf::actor& dispatcher) mutable {
+          if (self->state.in_flight.erase(id) == 1)
+            rp.deliver(std::move(dispatcher));
+        },
+        [self, id](caf::error& e) {
+          auto i = self->state.in_flight.find(id);
+          if (i == self->state.in_flight.end())
+            return;
+          auto requeue = std::move(i->second);
+          self->state.in_flight.erase(i);
+          requeue(e);
+          retry_later(self);
+        });
+  }
+}
+
+void connected(remote_ptr self, queue_actor q) {
+  auto& st = self->state;
+  st.connecting = false;
+  st.backoff = first_backoff;
+  st.remote = std::move(q);
+  self->monitor(st.remote);
+  answer_rejoining(self);
+}
+
+void try_connect(remote_ptr self) {
+  auto& st = self->state;
+  if (st.remote || st.connecting)
+    return;
+  st.connecting = true;
+  auto& sys = self->home_system();
+  // caf-openssl's middleman speaks TLS; it is there only if use_tls loaded it.
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                      : sys.middleman().actor_handle();
+  self->request(mm, caf::infinite, caf::connect_atom::value, st.target.host, st.target.port)
+    .then(
+      [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+        auto expected = self->home_system().message_types<queue_actor>();
+        if (!ptr || !std::includes(ifs.begin(), ifs.end(), expected.begin(), expected.end())) {
+          attempt_failed(self, "it is not an ergon queue of this version");
+          return;
+        }
+        connected(self, caf::actor_cast<queue_actor>(ptr));
+      },
+      [self](caf::error& e) { attempt_failed(self, self->home_system().render(e)); });
+}
+
+// The connection dropped (or the queue closed): nothing in flight will be
+// answered by it.
+void on_down(remote_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  if (st.holders.erase(down.source) == 1) {
+    if (st.holders.empty())
+      self->quit();
+    return;
+  }
+  if (down.source != st.remote.address())
+    return;
+  st.remote = queue_actor{};
+  st.last_failure = "the connection dropped";
+  auto in_flight = std::move(st.in_flight);
+  st.in_flight.clear();
+  for (auto& [id, fail] : in_flight)
+    fail(unreachable_error(st));
+  retry_later(self);
+}
+
+// Forwards one request; its answer, or `unreachable`, goes to the caller.
+template <class Out, class... Ts>
+caf::result<Out> forward(remote_ptr self, Ts... xs) {
+  auto& st = self->state;
+  if (!st.remote) {
+    if (std::chrono::steady_clock::now() >= st.next_attempt)
+      try_connect(self);
+    return unreachable_error(st);
+  }
+  auto rp = self->make_response_promise<Out>();
+  auto id = ++st.last_request;
+  st.in_flight.emplace(id, [rp](caf::error e) mutable { rp.deliver(std::move(e)); });
+  self->request(st.remote, caf::infinite, std::move(xs)...)
+    .then(
+      [self, id, rp](Out& x) mutable {
+        if (self->state.in_flight.erase(id) == 1)
+          rp.deliver(std::move(x));
+      },
+      [self, id, rp](caf::error& e) mutable {
+        if (self->state.in_flight.erase(id) == 1)
+          rp.deliver(as_ergon(self->state, e));
+      });
+  return rp;
+}
+
+using ms = std::chrono::milliseconds;
+
+remote_queue_actor::behavior_type run(remote_ptr self, remote_target target, queue_actor q) {
+  auto& st = self->state;
+  st.target = std::move(target);
+  self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
+  connected(self, std::move(q));
+  return {
+    [self](submit_atom a, job& j) { return forward<job_id>(self, a, std::move(j)); },
+    [self](submit_atom a, std::vector<job>& jobs) {
+      return forward<std::vector<job_id>>(self, a, std::move(jobs));
+    },
+    [self](job_info_atom a, const job_id& id) { return forward<job_info>(self, a, id); },
+    [self](jobs_by_name_atom a, const std::string& name) {
+      return forward<std::vector<job_info>>(self, a, name);
+    },
+    [self](counts_atom a) { return forward<status_counts>(self, a); },
+    [self](update_atom a, const job_id& id, job_update& changes) {
+      return forward<ok_atom>(self, a, id, std::move(changes));
+    },
+    [self](cancel_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
+    [self](metrics_atom a) { return forward<metrics_snapshot>(self, a); },
+    [self](group_weight_atom a, const std::string& group, int32_t weight) {
+      return forward<ok_atom>(self, a, group, weight);
+    },
+    [self](reset_weights_atom a) { return forward<ok_atom>(self, a); },
+    [self](pause_group_atom a, const std::string& group) {
+      return forward<ok_atom>(self, a, group);
+    },
+    [self](pause_group_atom a, const std::string& group, ms duration) {
+      return forward<ok_atom>(self, a, group, duration);
+    },
+    [self](resume_group_atom a, const std::string& group) {
+      return forward<ok_atom>(self, a, group);
+    },
+    [self](pause_type_atom a, const std::string& type) {
+      return forward<ok_atom>(self, a, type);
+    },
+    [self](pause_type_atom a, const std::string& type, ms duration) {
+      return forward<ok_atom>(self, a, type, duration);
+    },
+    [self](resume_type_atom a, const std::string& type) {
+      return forward<ok_atom>(self, a, type);
+    },
+    [self](subscribe_atom a, const caf::actor& subscriber) {
+      return forward<ok_atom>(self, a, subscriber);
+    },
+    [self](unsubscribe_atom a, const caf::actor& subscriber) {
+      return forward<ok_atom>(self, a, subscriber);
+    },
+    [self](close_atom a) { return forward<ok_atom>(self, a); },
+    [self](join_atom a) { return forward<caf::actor>(self, a); },
+    [self](rejoin_atom) -> caf::result<caf::actor> {
+      auto& st = self->state;
+      // Before the promise: making it takes the sender out of the message.
+      auto who = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      st.rejoining.emplace_back(self->make_response_promise<caf::actor>(), std::move(who));
+      auto rp = st.rejoining.back().first;
+      if (st.remote)
+        answer_rejoining(self);
+      else if (!st.retry_armed)
+        try_connect(self);
+      return rp;
+    },
+    [self](hold_atom, const caf::actor& holder) {
+      self->state.holders.insert(holder.address());
+      self->monitor(holder);
+    },
+    [self](reconnect_atom) {
+      auto& st = self->state;
+      st.retry_armed = false;
+      if (!anyone_rejoining(st))
+        return;
+      if (st.remote)
+        answer_rejoining(self);
+      else
+        try_connect(self);
+    },
+  };
+}
+
+struct front_state {
+  caf::actor_addr self;
+
+  ~front_state() {
+    std::lock_guard<std::mutex> guard{known().mtx};
+    known().by_front.erase(self);
+  }
+
+  static inline const char* name = "ergon.remote_queue_front";
+};
+
+// Passes every message on to the remote queue, keeping its sender, so the
+// answer goes straight back.
+caf::behavior run_front(caf::stateful_actor<front_state>* self, caf::actor link) {
+  self->state.self = self->address();
+  self->set_default_handler(
+    [link](caf::scheduled_actor* s, caf::message_view& x) -> caf::result<caf::message> {
+      static_cast<caf::local_actor*>(s)->delegate(link, x.move_content_to_message());
+      return caf::delegated<caf::message>{};
+    });
+  return {[](hold_atom) {}};  // nothing is sent this; a behavior keeps it running
+}
+
+}  // namespace
+
+result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target) {
+  auto q = sys.has_openssl_manager()
+             ? caf::openssl::remote_actor<queue_actor>(sys, target.host, target.port)
+             : sys.middleman().remote_actor<queue_actor>(target.host, target.port);
+  if (!q) {
+    if (q.error() == caf::sec::unexpected_actor_messaging_interface)
+      return status{error::closed, "the actor at " + where(target)
+                                     + " is not an ergon queue of this version"};
+    return unreachable(target, sys.render(q.error()));
+  }
+  auto link = sys.spawn(run, target, std::move(*q));
+  std::lock_guard<std::mutex> guard{known().mtx};
+  auto front = sys.spawn(run_front, caf::actor_cast<caf::actor>(link));
+  known().by_front.emplace(front.address(), link.address());
+  caf::anon_send(link, hold_atom::value, front);
+  return caf::actor_cast<queue_actor>(front);
+}
+
+remote_queue_actor find_remote_queue(const queue_actor& q) {
+  std::lock_guard<std::mutex> guard{known().mtx};
+  auto i = q ? known().by_front.find(q.address()) : known().by_front.end();
+  if (i == known().by_front.end())
+    return {};
+  return caf::actor_cast<remote_queue_actor>(i->second);
+}
+
+result<worker> start_remote_worker(const remote_queue_actor& q, worker_options opts) {
+  auto& sys = q->home_system();
+  result<caf::actor> dispatcher = status{error::internal, "join was not answered"};
+  caf::scoped_actor self{sys};
+  self->request(q, caf::infinite, join_atom::value)
+    .receive([&](caf::actor& d) { dispatcher = std::move(d); },
+             [&](caf::error& e) { dispatcher = to_status(e); });
+  if (!dispatcher)
+    return dispatcher.error();
+  auto w = worker::impl::spawn(sys, std::move(opts), default_clock(), std::move(*dispatcher),
+                               caf::actor_cast<caf::actor>(q));
+  caf::anon_send(q, hold_atom::value, caf::actor_cast<caf::actor>(w->actor));
+  return worker{std::move(w)};
+}
+
+}  // namespace ergon::runtime

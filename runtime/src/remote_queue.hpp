@@ -1,0 +1,54 @@
+// remote_queue: the local actor behind connect()'s handle. It forwards each
+// queue_actor request to the queue on another node over one connection and
+// answers every request in flight with `unreachable` if that connection
+// drops, so no caller hangs. It reconnects with backoff: at once for
+// workers waiting to register again, and for clients on their next request.
+//
+// Its handle crosses the wire with every request, so CAF's registry keeps it
+// alive for good: it quits by itself once the actors it serves are gone.
+// connect() returns a front actor that never crosses the wire and so dies
+// with its last handle; the remote queue monitors it and its workers.
+// Internal to runtime/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/atom.hpp>
+#include <caf/fwd.hpp>
+
+#include "ergon/actors/worker.hpp"
+#include "ergon/queue_actor.hpp"
+
+namespace ergon::runtime {
+
+using actors::rejoin_atom;
+/// Self-sent: try to connect again (local only).
+using reconnect_atom = caf::atom_constant<caf::atom("ergrecon")>;
+/// The connection serves this actor (a handle from connect, or a worker)
+/// until it terminates (local only).
+using hold_atom = caf::atom_constant<caf::atom("erghold")>;
+
+using remote_queue_actor = queue_actor::extend<caf::replies_to<rejoin_atom>::with<caf::actor>,
+                                               caf::reacts_to<reconnect_atom>,
+                                               caf::reacts_to<hold_atom, caf::actor>>;
+
+/// Where the queue is.
+struct remote_target {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// Connects to the queue at `target` (blocking) and returns the local
+/// actor that stands for it.
+result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target);
+
+/// The remote_queue behind `q`, if `q` is one of this process.
+remote_queue_actor find_remote_queue(const queue_actor& q);
+
+/// Starts a worker here for the queue behind `q`; it registers with that
+/// queue's dispatcher and, after a dropped connection, asks `q` again.
+/// `opts` must be valid (runtime::validate).
+result<worker> start_remote_worker(const remote_queue_actor& q, worker_options opts);
+
+}  // namespace ergon::runtime

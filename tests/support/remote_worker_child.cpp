@@ -1,0 +1,98 @@
+// A worker process for the remote-worker tests: connects to a queue at
+// host:port and runs jobs of type "job" until SIGTERM, then stops its
+// worker and exits 0. It writes one line per event to stdout:
+//   ready                       the worker is registered
+//   started <payload>           job code started (mode hold and late)
+//   outcome <payload> <code>    what complete() returned (mode late)
+//   stopped <status>            after SIGTERM
+//
+// Modes: complete (complete "done:<payload>" at once); hold (wait until the
+// attempt is cancelled, then return without an outcome); late (wait until
+// cancelled, then complete anyway: a late result that must be fenced).
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ergon/queue.hpp"
+#include "ergon/queue_actor.hpp"
+
+namespace {
+
+std::mutex out_mtx;
+
+void say(const std::string& line) {
+  std::lock_guard<std::mutex> guard{out_mtx};
+  std::cout << line << std::endl;
+}
+
+// Job code in this child waits for its cancellation flag; a short poll is
+// the job's business, not the test's timing.
+void wait_until_cancelled(ergon::job_context& ctx) {
+  while (!ctx.cancelled())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+struct config : caf::actor_system_config {
+  config() {
+    load<caf::io::middleman>();
+    ergon::queue::register_types(*this);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::cerr << "usage: " << argv[0] << " HOST PORT complete|hold|late [CONCURRENCY]\n";
+    return 2;
+  }
+  std::string host = argv[1];
+  auto port = static_cast<uint16_t>(std::stoi(argv[2]));
+  std::string mode = argv[3];
+  int concurrency = argc > 4 ? std::stoi(argv[4]) : 4;
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  config cfg;
+  caf::actor_system sys{cfg};
+  auto q = ergon::connect(sys, host, port);
+  if (!q) {
+    say("error " + q.error().to_string());
+    return 1;
+  }
+  ergon::worker_options opts;
+  opts.name = "child-" + mode;
+  opts.max_concurrency = concurrency;
+  opts.runners["job"] = [mode](ergon::job_context& ctx) {
+    if (mode == "complete") {
+      ctx.complete("done:" + ctx.payload());
+      return;
+    }
+    say("started " + ctx.payload());
+    wait_until_cancelled(ctx);
+    if (mode == "late") {
+      auto st = ctx.complete("late:" + ctx.payload());
+      say("outcome " + ctx.payload() + " " + ergon::to_string(st.code()));
+    }
+  };
+  auto w = ergon::start_worker(*q, std::move(opts));
+  if (!w) {
+    say("error " + w.error().to_string());
+    return 1;
+  }
+  say("ready");
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  auto st = w->stop(std::chrono::seconds(10));
+  say("stopped " + st.to_string());
+  return 0;
+}
