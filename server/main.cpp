@@ -2,10 +2,12 @@
 // clients and workers in other processes use it through ergon::connect.
 //
 //   ergon-server --db jobs.db [--bind 127.0.0.1] [--port 4780]
+//                [--secret-file FILE] [--tls-cert F --tls-key F --tls-ca F]
 //
 // Prints "ergon-server listening on <bind>:<port>" once it takes requests
 // (with --port 0 the port is the one the system chose). SIGINT or SIGTERM
 // closes the queue like queue::close (running jobs get 30 s) and exits 0.
+// See docs/distribution.md for the secret and TLS.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -17,11 +19,26 @@
 #include <ergon/queue_actor.hpp>
 
 #include <csignal>
+#include <fstream>
 #include <iostream>
 #include <pthread.h>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+
+namespace {
+
+// A secret or passphrase file: its first line, without the line break.
+std::string read_first_line(const std::string& path) {
+  std::ifstream in{path};
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  return line;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ergon-server: a durable job queue on a port"};
@@ -31,7 +48,28 @@ int main(int argc, char** argv) {
   app.add_option("--db", db, "the database file (created if missing)")->required();
   app.add_option("--bind", bind, "the address to listen on")->capture_default_str();
   app.add_option("--port", port, "the port to listen on; 0 picks a free one")->capture_default_str();
+  std::string secret_file;
+  app.add_option("--secret-file", secret_file,
+                 "a file holding the shared secret (one line, at least 16 bytes); only nodes "
+                 "that prove it reach the queue")
+    ->check(CLI::ExistingFile);
+  ergon::tls_options tls;
+  std::string passphrase_file;
+  auto cert = app.add_option("--tls-cert", tls.certificate, "this server's PEM certificate");
+  auto key = app.add_option("--tls-key", tls.key, "its PEM private key");
+  auto ca = app.add_option("--tls-ca", tls.ca_file, "the CAs a client certificate must chain to");
+  app.add_option("--tls-passphrase-file", passphrase_file, "a file holding the key's passphrase")
+    ->check(CLI::ExistingFile);
+  cert->needs(key, ca);
+  key->needs(cert, ca);
+  ca->needs(cert, key);
   CLI11_PARSE(app, argc, argv);
+
+  ergon::credentials creds;
+  if (!secret_file.empty())
+    creds.secret = read_first_line(secret_file);
+  if (!passphrase_file.empty())
+    tls.passphrase = read_first_line(passphrase_file);
 
   // Every thread, CAF's included, inherits this mask: only sigwait below
   // sees SIGINT and SIGTERM.
@@ -43,6 +81,12 @@ int main(int argc, char** argv) {
 
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
+  if (!tls.certificate.empty()) {
+    if (auto st = ergon::use_tls(cfg, tls); !st) {
+      std::cerr << "ergon-server: " << st << '\n';
+      return 1;
+    }
+  }
   ergon::queue::register_types(cfg);
   caf::actor_system sys{cfg};
   auto q = ergon::spawn_queue(sys, db);
@@ -50,7 +94,7 @@ int main(int argc, char** argv) {
     std::cerr << "ergon-server: cannot open " << db << ": " << q.error() << '\n';
     return 1;
   }
-  auto bound = ergon::publish(*q, port, bind);
+  auto bound = ergon::publish(*q, port, bind, creds);
   if (!bound) {
     std::cerr << "ergon-server: " << bound.error() << '\n';
     caf::anon_send_exit(*q, caf::exit_reason::user_shutdown);

@@ -551,13 +551,16 @@ class writer {
 caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg) {
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
-  return sys.spawn(
-    [](caf::blocking_actor* self, db_writer_config cfg) {
+  auto gate = cfg.gate;
+  auto w = sys.spawn(
+    [](gated<caf::blocking_actor>* self, db_writer_config cfg) {
       ::pthread_setname_np(::pthread_self(), "ergon.writer");  // for profiles
       writer w{std::move(cfg)};
       w.run(self);
     },
     std::move(cfg));
+  set_gate<gated<caf::blocking_actor>>(w, std::move(gate));
+  return w;
 }
 
 }  // namespace ergon::actors

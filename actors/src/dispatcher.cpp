@@ -59,7 +59,7 @@ struct dispatcher_state {
   static inline const char* name = "ergon.dispatcher";
 };
 
-using dispatcher_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
+using dispatcher_ptr = gated<dispatcher_actor::stateful_base<dispatcher_state>>*;
 
 bool wants_events(const dispatcher_state& st) {
   return st.cfg.subs && st.cfg.subs->any();
@@ -539,7 +539,8 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg) {
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
-  return sys.spawn([](dispatcher_ptr self, dispatcher_config cfg)
+  auto gate = cfg.gate;
+  auto d = sys.spawn([](dispatcher_ptr self, dispatcher_config cfg)
                    -> dispatcher_actor::behavior_type {
     start(self, std::move(cfg));
     return {
@@ -571,6 +572,8 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       },
     };
   }, std::move(cfg));
+  set_gate<std::remove_pointer_t<dispatcher_ptr>>(d, std::move(gate));
+  return d;
 }
 
 }  // namespace ergon::actors

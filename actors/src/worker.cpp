@@ -96,7 +96,7 @@ struct worker_state {
   static inline const char* name = "ergon.worker";
 };
 
-using worker_ptr = worker_actor::stateful_pointer<worker_state>;
+using worker_ptr = gated<worker_actor::stateful_base<worker_state>>*;
 
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
@@ -418,7 +418,8 @@ void on_down(worker_ptr self, const caf::down_msg& down) {
 worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
-  return sys.spawn([](worker_ptr self, worker_config cfg)
+  auto gate = cfg.gate;
+  auto w = sys.spawn([](worker_ptr self, worker_config cfg)
                    -> worker_actor::behavior_type {
     auto& st = self->state;
     st.cfg = std::move(cfg);
@@ -462,6 +463,8 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       },
     };
   }, std::move(cfg));
+  set_gate<std::remove_pointer_t<worker_ptr>>(w, std::move(gate));
+  return w;
 }
 
 }  // namespace ergon::actors

@@ -21,6 +21,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "ergon/credentials.hpp"
 #include "ergon/options.hpp"
 #include "ergon/worker.hpp"
 #include "ergon/wire.hpp"
@@ -73,7 +74,9 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<close_atom>::with<ok_atom>,
-  caf::replies_to<join_atom>::with<caf::actor>>;
+  caf::replies_to<join_atom>::with<caf::actor>,
+  caf::replies_to<hello_atom, std::string>::with<std::string, std::string>,
+  caf::replies_to<prove_atom, std::string>::with<ok_atom>>;
 
 /// Opens the database at `path` as queue::open(sys, path, opts) does, and
 /// returns the queue as an actor in `sys`. The actor owns the queue: it
@@ -83,24 +86,36 @@ using queue_actor = caf::typed_actor<
 result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
                                 options opts = {});
 
-/// Makes `q` reachable from other processes at `bind`:`port` (0: a free
-/// port) and returns the port. Other nodes then reach every message of
-/// queue_actor: publish on loopback or a trusted network only (the
-/// default). Needs caf::io::middleman loaded in `q`'s actor system.
-/// Errors: invalid_argument (no middleman), io_error (the port can't be
-/// bound, naming it).
+/// Makes `q`, a queue spawned in this process, reachable from other
+/// processes at `bind`:`port` (0: a free port) and returns the port.
+/// Without a secret or TLS, every node that can connect reaches every
+/// message of queue_actor: keep to loopback (the default) or a trusted
+/// network. With `creds.secret`, only nodes that prove it reach the queue,
+/// its dispatcher and its writer, on every port it is published on; others
+/// get `unauthenticated`, counted in metrics. With use_tls on `q`'s actor
+/// system, connections are mutual TLS. Needs caf::io::middleman loaded.
+/// Errors: invalid_argument (no middleman; `q` is not a queue of this
+/// process; a secret shorter than 16 bytes or other than the one it was
+/// published with before), io_error (the port can't be bound, naming it).
 result<uint16_t> publish(const queue_actor& q, uint16_t port,
-                         const std::string& bind = "127.0.0.1");
+                         const std::string& bind = "127.0.0.1", const credentials& creds = {});
 
 /// The queue published at `host`:`port` (by ergon-server or `publish`), as
 /// a queue_actor in `sys`: a local actor that forwards each request over
 /// one connection. If the connection drops, requests in flight and new ones
 /// get `unreachable` (never a hang), and the next request after a backoff
-/// (100 ms doubling to 5 s) reconnects. Needs caf::io::middleman loaded and
-/// queue::register_types called on `sys`'s config. Errors: invalid_argument
-/// (no middleman), unreachable (nothing answers there, naming host and
-/// port), closed (it is not an ergon queue of this version).
-result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port);
+/// (100 ms doubling to 5 s) reconnects. With `creds.secret`, each
+/// connection first proves the secret to the queue and checks that the
+/// queue proves it too. Only that queue's node reaches the actors this
+/// connection creates. With use_tls on `sys`, the connection is mutual
+/// TLS. Needs caf::io::middleman loaded and queue::register_types called
+/// on `sys`'s config. Errors: invalid_argument (no middleman; a secret
+/// shorter than 16 bytes), unreachable (nothing answers there, or the TLS
+/// handshake failed; naming host and port), unauthenticated (the queue
+/// refused the secret, or could not prove it), closed (it is not an ergon
+/// queue of this version).
+result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
+                            const credentials& creds = {});
 
 /// Starts a worker in this process for the queue behind `q`, as
 /// queue::start_worker does. `q` is a queue spawned in this process (closing

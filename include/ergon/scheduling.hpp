@@ -107,6 +107,11 @@ struct metrics_snapshot {
   int64_t too_heavy_jobs = 0;
   /// Exceptions thrown by subscriber callbacks (event_kind::subscriber_failed).
   int64_t subscriber_errors = 0;
+  /// Messages from nodes that had not proved the secret, dropped or answered
+  /// `unauthenticated` (publish with credentials).
+  int64_t refused_messages = 0;
+  /// Secret handshakes that failed: a wrong secret, or none.
+  int64_t failed_handshakes = 0;
   /// Job counts per status, overall and per type.
   status_counts by_status;
   std::map<std::string, status_counts> by_type;

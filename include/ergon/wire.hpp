@@ -32,10 +32,17 @@ inline constexpr caf::atom_value error_category = caf::atom("ergon");
 /// The status as a caf::error (empty for ok): code, message and field.
 caf::error to_caf_error(const status& st);
 
-/// The status a caf::error stands for. An error of another category (for
-/// example CAF's own, when a node went down) becomes `closed` if the peer is
-/// gone and `internal` otherwise, with CAF's description as the message.
+/// The status a caf::error stands for. An error of another category (CAF's
+/// own) becomes `closed` if the queue actor is gone, `unreachable` if its
+/// node can't be reached, and `internal` otherwise, with CAF's description
+/// as the message.
 status to_status(const caf::error& e);
+
+/// The secret handshake that connect() runs before anything else (see
+/// docs/distribution.md): hello carries the client's nonce and is answered
+/// with the queue's nonce and proof; prove carries the client's proof.
+using hello_atom = caf::atom_constant<caf::atom("erghello")>;
+using prove_atom = caf::atom_constant<caf::atom("ergprove")>;
 
 namespace wire {
 
@@ -189,7 +196,8 @@ typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
   return f(caf::meta::type_name("ergon::metrics_snapshot"), x.queue_wait_bounds_ms,
            x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
            x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
-           x.too_heavy_jobs, x.subscriber_errors, x.by_status, x.by_type);
+           x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
+           x.by_status, x.by_type);
 }
 
 template <class Inspector>

@@ -67,6 +67,7 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   wcfg.idle_spin = opts.writer_idle_spin;
   wcfg.max_payload_bytes = opts.max_payload_bytes;
   wcfg.id_tag = meta->id_tag;
+  wcfg.gate = p->gate;
   auto feeds = wcfg.feeds;
   p->writer = actors::spawn_db_writer(sys, std::move(wcfg));
   p->events = actors::spawn_event_bus(sys, p->subs);
@@ -79,6 +80,7 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   dcfg.subs = p->subs;
   dcfg.pending = std::move(*pending);
   dcfg.scheduling = opts.scheduling;
+  dcfg.gate = p->gate;
   p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.

@@ -3,14 +3,18 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <iostream>
 #include <map>
 #include <mutex>
 
 #include "bootstrap.hpp"
+#include "handshake.hpp"
 #include "queue_impl.hpp"
 #include "remote_queue.hpp"
 #include "validate_options.hpp"
@@ -30,9 +34,20 @@ spawned_queues& spawned() {
   return s;
 }
 
+// A handshake a node started with hello and has yet to finish with prove.
+struct challenge {
+  std::string client_nonce;
+  std::string queue_nonce;
+};
+
+// Nodes halfway through the handshake, at most this many; the oldest goes.
+constexpr size_t max_challenges = 256;
+
 struct queue_actor_state {
   std::shared_ptr<queue::impl> q;
   std::map<caf::actor_addr, uint64_t> subscribers;  // actor -> subscription
+  std::map<caf::node_id, challenge> challenges;
+  std::vector<caf::node_id> challenge_order;  // oldest first
 
   caf::actor_addr self;
 
@@ -51,7 +66,7 @@ struct queue_actor_state {
   static inline const char* name = "ergon.queue";
 };
 
-using queue_ptr = queue_actor::stateful_pointer<queue_actor_state>;
+using queue_ptr = actors::gated<queue_actor::stateful_base<queue_actor_state>>*;
 
 template <class T>
 caf::result<T> answer(result<T> r) {
@@ -98,6 +113,63 @@ void unsubscribe(queue_ptr self, const caf::actor_addr& subscriber) {
     return;
   st.q->subs->remove(i->second);
   st.subscribers.erase(i);
+}
+
+// Answers a node's hello: the queue's nonce and its proof of the secret.
+// Without a secret the proof is empty, and a client with one refuses it.
+caf::result<std::string, std::string> hello(queue_ptr self, const std::string& client_nonce) {
+  auto& st = self->state;
+  auto sender = self->current_sender();
+  if (!sender || !runtime::is_nonce(client_nonce))
+    return to_caf_error({error::invalid_argument, "hello needs a nonce of 64 hex digits",
+                         "nonce"});
+  auto node = sender->node();
+  challenge c{client_nonce, runtime::make_nonce()};
+  auto secret = st.q->gate->secret();
+  auto proof = secret.empty() ? std::string{}
+                              : runtime::handshake_proof(secret, "queue", c.client_nonce,
+                                                         c.queue_nonce, node, self->node());
+  if (st.challenges.count(node) == 0) {
+    if (st.challenge_order.size() >= max_challenges) {
+      st.challenges.erase(st.challenge_order.front());
+      st.challenge_order.erase(st.challenge_order.begin());
+    }
+    st.challenge_order.push_back(node);
+  }
+  auto queue_nonce = c.queue_nonce;
+  st.challenges[node] = std::move(c);
+  return caf::result<std::string, std::string>(std::move(queue_nonce), std::move(proof));
+}
+
+// Admits the node if its proof matches the challenge it was given.
+caf::result<ok_atom> prove(queue_ptr self, const std::string& client_proof) {
+  auto& st = self->state;
+  auto sender = self->current_sender();
+  if (!sender)
+    return to_caf_error({error::invalid_argument, "prove needs a sender", "sender"});
+  auto node = sender->node();
+  auto i = st.challenges.find(node);
+  if (i == st.challenges.end())
+    return to_caf_error({error::unauthenticated, "prove without a hello first"});
+  auto c = std::move(i->second);
+  st.challenges.erase(i);
+  st.challenge_order.erase(
+    std::find(st.challenge_order.begin(), st.challenge_order.end(), node));
+  auto secret = st.q->gate->secret();
+  if (secret.empty()) {  // nothing to prove: everyone gets in
+    st.q->gate->admit(node);
+    return ok_atom::value;
+  }
+  auto expected = runtime::handshake_proof(secret, "client", c.client_nonce, c.queue_nonce,
+                                           node, self->node());
+  if (!runtime::same_proof(expected, client_proof)) {
+    st.q->gate->count_failed_handshake();
+    std::cerr << "ergon: refused node " << caf::to_string(node)
+              << ": it did not prove the queue's secret\n";
+    return to_caf_error({error::unauthenticated, "the secret does not match the queue's"});
+  }
+  st.q->gate->admit(node);
+  return ok_atom::value;
 }
 
 using ms = std::chrono::milliseconds;
@@ -164,6 +236,8 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
         return to_caf_error(actors::queue_closed());
       return caf::actor_cast<caf::actor>(q.dispatcher);
     },
+    [self](hello_atom, const std::string& client_nonce) { return hello(self, client_nonce); },
+    [self](prove_atom, const std::string& proof) { return prove(self, proof); },
     [self](close_atom) {
       auto st = self->state.q->stop(std::chrono::seconds(30));
       self->quit();
@@ -184,6 +258,7 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
   // start_worker right after this call must find it.
   std::lock_guard<std::mutex> guard{spawned().mtx};
   auto actor = sys.spawn<caf::detached>(run, q);
+  actors::set_gate<std::remove_pointer_t<queue_ptr>>(actor, q->gate);
   spawned().by_actor[actor.address()] = q;
   return actor;
 }
@@ -198,23 +273,49 @@ status no_middleman() {
 
 }  // namespace
 
-result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string& bind) {
+result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string& bind,
+                         const credentials& creds) {
   if (!q)
     return status{error::closed, "the queue actor handle is invalid"};
   auto& sys = q->home_system();
   if (!sys.has_middleman())
     return no_middleman();
-  auto bound = sys.middleman().publish(q, port, bind.c_str(), true);
+  std::shared_ptr<queue::impl> impl;
+  {
+    std::lock_guard<std::mutex> guard{spawned().mtx};
+    auto i = spawned().by_actor.find(q.address());
+    if (i != spawned().by_actor.end())
+      impl = i->second.lock();
+  }
+  if (!impl)
+    return status{error::invalid_argument,
+                  "only a queue spawned in this process can be published", "q"};
+  if (!creds.secret.empty()) {
+    if (auto st = runtime::validate_secret(creds.secret); !st)
+      return st;
+    // Locked before the port opens: no node gets in ahead of the secret.
+    if (auto st = impl->gate->lock_with(creds.secret); !st)
+      return st;
+  }
+  // caf-openssl's publish speaks TLS; its manager is there only if use_tls
+  // loaded it.
+  auto bound = sys.has_openssl_manager()
+                 ? caf::openssl::publish(q, port, bind.c_str(), true)
+                 : sys.middleman().publish(q, port, bind.c_str(), true);
   if (!bound)
     return status{error::io_error, "cannot listen on " + bind + ":" + std::to_string(port) + ": "
                                      + sys.render(bound.error())};
   return *bound;
 }
 
-result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port) {
+result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
+                            const credentials& creds) {
   if (!sys.has_middleman())
     return no_middleman();
-  return runtime::connect_remote(sys, {host, port});
+  if (!creds.secret.empty())
+    if (auto st = runtime::validate_secret(creds.secret); !st)
+      return st;
+  return runtime::connect_remote(sys, {host, port}, creds);
 }
 
 result<worker> start_worker(const queue_actor& q, worker_options opts) {
@@ -225,7 +326,7 @@ result<worker> start_worker(const queue_actor& q, worker_options opts) {
     if (i != spawned().by_actor.end())
       impl = i->second.lock();
   }
-  auto remote = impl ? runtime::remote_queue_actor{} : runtime::find_remote_queue(q);
+  auto remote = impl ? runtime::remote_connection{} : runtime::find_remote_queue(q);
   if (!impl && !remote)
     return status{error::closed, "no open queue of this process, and no connected queue, is "
                                  "behind this handle"};

@@ -104,7 +104,7 @@ result<worker> queue::impl::start_worker(worker_options worker_opts) {
   if (closed.load(std::memory_order_acquire))
     return actors::queue_closed();
   auto w = worker::impl::spawn(*sys, std::move(worker_opts), clk,
-                               caf::actor_cast<caf::actor>(dispatcher));
+                               caf::actor_cast<caf::actor>(dispatcher), gate);
   {
     std::lock_guard<std::mutex> guard{workers_mtx};
     workers.push_back(w);
@@ -127,6 +127,8 @@ result<metrics_snapshot> queue::impl::metrics() {
     return snap;
   snap->by_status = counters->totals();
   snap->subscriber_errors = subs->errors();
+  snap->refused_messages = gate->refused();
+  snap->failed_handshakes = gate->failed_handshakes();
   for (auto& [type, counts] : counters->by_type())
     for (size_t i = 0; i < counts.size(); ++i)
       snap->by_type[type].by_status[i] = counts[i];

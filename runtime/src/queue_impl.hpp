@@ -37,6 +37,9 @@ struct queue::impl {
   caf::actor events;
   std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();
   std::shared_ptr<actors::job_counters> counters;
+  // Which nodes reach the actors that face the network; closed by a
+  // publish with a secret.
+  std::shared_ptr<actors::node_gate> gate = std::make_shared<actors::node_gate>();
   std::unique_ptr<runtime::read_pool> reads;
   std::mutex workers_mtx;
   std::vector<std::weak_ptr<worker::impl>> workers;

@@ -4,7 +4,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
-#include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -17,7 +16,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/reply.hpp"
+#include "handshake.hpp"
 #include "worker_impl.hpp"
 
 namespace ergon::runtime {
@@ -25,12 +26,16 @@ namespace {
 
 constexpr std::chrono::milliseconds first_backoff{100};
 constexpr std::chrono::milliseconds last_backoff{5'000};
+// A queue that takes longer than this to answer a handshake step is
+// treated as unreachable (the connection may have dropped meanwhile).
+constexpr std::chrono::seconds handshake_timeout{10};
 
 // The fronts of this process and their remote queues, so start_worker can
 // tell one.
 struct remote_queues {
   std::mutex mtx;
-  std::map<caf::actor_addr, caf::actor_addr> by_front;
+  std::map<caf::actor_addr, std::pair<caf::actor_addr, std::shared_ptr<actors::node_gate>>>
+    by_front;
 };
 
 remote_queues& known() {
@@ -48,7 +53,15 @@ status unreachable(const remote_target& t, const std::string& why) {
 
 struct remote_queue_state {
   remote_target target;
+  credentials creds;
+  // Only the queue's node reaches this connection's workers, once it proved
+  // the secret; it reaches this actor as soon as it answers (its answers
+  // are the handshake).
+  std::shared_ptr<actors::node_gate> gate;
+  std::shared_ptr<actors::node_gate> own_gate;
   queue_actor remote;  // empty while disconnected
+  // Callers of connect waiting for the first connection.
+  std::vector<caf::typed_response_promise<ok_atom>> dialers;
   // Requests at the remote queue, to fail if the connection drops.
   uint64_t last_request = 0;
   std::unordered_map<uint64_t, std::function<void(caf::error)>> in_flight;
@@ -58,17 +71,19 @@ struct remote_queue_state {
   bool retry_armed = false;
   std::chrono::milliseconds backoff = first_backoff;
   std::chrono::steady_clock::time_point next_attempt{};
-  std::string last_failure = "the connection dropped";
+  status last_failure{error::unreachable, "the connection dropped"};
   // Fronts and workers it serves; it quits when the last one terminates.
   std::set<caf::actor_addr> holders;
 
   static inline const char* name = "ergon.remote_queue";
 };
 
-using remote_ptr = remote_queue_actor::stateful_pointer<remote_queue_state>;
+using remote_ptr = actors::gated<remote_queue_actor::stateful_base<remote_queue_state>>*;
 
 caf::error unreachable_error(remote_queue_state& st) {
-  return to_caf_error(unreachable(st.target, st.last_failure));
+  if (st.last_failure.code() != error::unreachable)
+    return to_caf_error(st.last_failure);
+  return to_caf_error(unreachable(st.target, st.last_failure.message()));
 }
 
 // Answers from the remote queue carry its errors; CAF's own become ergon's.
@@ -102,9 +117,13 @@ void retry_later(remote_ptr self) {
   }
 }
 
-void attempt_failed(remote_ptr self, std::string why) {
-  self->state.connecting = false;
-  self->state.last_failure = std::move(why);
+void attempt_failed(remote_ptr self, status why) {
+  auto& st = self->state;
+  st.connecting = false;
+  st.last_failure = std::move(why);
+  for (auto& d : st.dialers)
+    d.deliver(unreachable_error(st));
+  st.dialers.clear();
   retry_later(self);
 }
 
@@ -142,10 +161,70 @@ void answer_rejoining(remote_ptr self) {
 void connected(remote_ptr self, queue_actor q) {
   auto& st = self->state;
   st.connecting = false;
+  for (auto& d : st.dialers)
+    d.deliver(ok_atom::value);
+  st.dialers.clear();
   st.backoff = first_backoff;
   st.remote = std::move(q);
   self->monitor(st.remote);
   answer_rejoining(self);
+}
+
+// Both sides prove the secret (or that neither has one) before the queue's
+// node may reach this connection's workers. The client proves even when the
+// queue's proof failed, so the queue counts and logs the mismatch too.
+void authenticate(remote_ptr self, queue_actor q) {
+  auto& st = self->state;
+  auto node = q.node();
+  st.own_gate->admit(node);  // its answers must get through
+  auto refused = [self, node](status why) {
+    self->state.own_gate->forget(node);
+    attempt_failed(self, std::move(why));
+  };
+  auto nonce = runtime::make_nonce();
+  self->request(q, handshake_timeout, hello_atom::value, nonce)
+    .then(
+      [self, q, node, nonce, refused](std::string& queue_nonce, std::string& queue_proof) {
+        auto& st = self->state;
+        auto& secret = st.creds.secret;
+        auto me = self->home_system().node();
+        bool queue_proved = queue_proof.empty() == secret.empty()
+                            && (secret.empty()
+                                || runtime::same_proof(queue_proof,
+                                                       runtime::handshake_proof(
+                                                         secret, "queue", nonce, queue_nonce,
+                                                         me, node)));
+        auto mine = secret.empty() ? std::string{}
+                                   : runtime::handshake_proof(secret, "client", nonce,
+                                                              queue_nonce, me, node);
+        self->request(q, handshake_timeout, prove_atom::value, std::move(mine))
+          .then(
+            [self, q, node, queue_proved, refused](ok_atom) {
+              auto& st = self->state;
+              if (!queue_proved) {
+                refused({error::unauthenticated,
+                         "the queue at " + where(st.target)
+                           + " did not prove the secret: it has another one, or none"});
+                return;
+              }
+              st.gate->admit(node);
+              connected(self, q);
+            },
+            [self, refused](caf::error& e) {
+              auto st = to_status(e);
+              auto& target = self->state.target;
+              if (st.code() == error::unauthenticated && self->state.creds.secret.empty())
+                refused({error::unauthenticated,
+                         "the queue at " + where(target) + " requires a secret, and none "
+                                                          "was given"});
+              else if (st.code() == error::unauthenticated)
+                refused({error::unauthenticated,
+                         "the queue at " + where(target) + " refused: " + st.message()});
+              else
+                refused({error::unreachable, st.message()});
+            });
+      },
+      [refused](caf::error& e) { refused({error::unreachable, to_status(e).message()}); });
 }
 
 void try_connect(remote_ptr self) {
@@ -162,12 +241,15 @@ void try_connect(remote_ptr self) {
       [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
         auto expected = self->home_system().message_types<queue_actor>();
         if (!ptr || !std::includes(ifs.begin(), ifs.end(), expected.begin(), expected.end())) {
-          attempt_failed(self, "it is not an ergon queue of this version");
+          attempt_failed(self, {error::closed, "the actor at " + where(self->state.target)
+                                                 + " is not an ergon queue of this version"});
           return;
         }
-        connected(self, caf::actor_cast<queue_actor>(ptr));
+        authenticate(self, caf::actor_cast<queue_actor>(ptr));
       },
-      [self](caf::error& e) { attempt_failed(self, self->home_system().render(e)); });
+      [self](caf::error& e) {
+        attempt_failed(self, {error::unreachable, self->home_system().render(e)});
+      });
 }
 
 // The connection dropped (or the queue closed): nothing in flight will be
@@ -182,7 +264,7 @@ void on_down(remote_ptr self, const caf::down_msg& down) {
   if (down.source != st.remote.address())
     return;
   st.remote = queue_actor{};
-  st.last_failure = "the connection dropped";
+  st.last_failure = {error::unreachable, "the connection dropped"};
   auto in_flight = std::move(st.in_flight);
   st.in_flight.clear();
   for (auto& [id, fail] : in_flight)
@@ -217,11 +299,21 @@ caf::result<Out> forward(remote_ptr self, Ts... xs) {
 
 using ms = std::chrono::milliseconds;
 
-remote_queue_actor::behavior_type run(remote_ptr self, remote_target target, queue_actor q) {
+caf::error handshaking_itself() {
+  return to_caf_error({error::invalid_argument,
+                       "a connection runs the handshake itself, with connect's credentials"});
+}
+
+remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
+                                      credentials creds,
+                                      std::shared_ptr<actors::node_gate> gate,
+                                      std::shared_ptr<actors::node_gate> own_gate) {
   auto& st = self->state;
   st.target = std::move(target);
+  st.creds = std::move(creds);
+  st.gate = std::move(gate);
+  st.own_gate = std::move(own_gate);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
-  connected(self, std::move(q));
   return {
     [self](submit_atom a, job& j) { return forward<job_id>(self, a, std::move(j)); },
     [self](submit_atom a, std::vector<job>& jobs) {
@@ -267,6 +359,10 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target, que
     },
     [self](close_atom a) { return forward<ok_atom>(self, a); },
     [self](join_atom a) { return forward<caf::actor>(self, a); },
+    [](hello_atom, const std::string&) -> caf::result<std::string, std::string> {
+      return handshaking_itself();
+    },
+    [](prove_atom, const std::string&) -> caf::result<ok_atom> { return handshaking_itself(); },
     [self](rejoin_atom) -> caf::result<caf::actor> {
       auto& st = self->state;
       // Before the promise: making it takes the sender out of the message.
@@ -282,6 +378,14 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target, que
     [self](hold_atom, const caf::actor& holder) {
       self->state.holders.insert(holder.address());
       self->monitor(holder);
+    },
+    [self](dial_atom) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      if (st.remote)
+        return ok_atom::value;
+      st.dialers.push_back(self->make_response_promise<ok_atom>());
+      try_connect(self);
+      return st.dialers.back();
     },
     [self](reconnect_atom) {
       auto& st = self->state;
@@ -321,44 +425,49 @@ caf::behavior run_front(caf::stateful_actor<front_state>* self, caf::actor link)
 
 }  // namespace
 
-result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target) {
-  auto q = sys.has_openssl_manager()
-             ? caf::openssl::remote_actor<queue_actor>(sys, target.host, target.port)
-             : sys.middleman().remote_actor<queue_actor>(target.host, target.port);
-  if (!q) {
-    if (q.error() == caf::sec::unexpected_actor_messaging_interface)
-      return status{error::closed, "the actor at " + where(target)
-                                     + " is not an ergon queue of this version"};
-    return unreachable(target, sys.render(q.error()));
+result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target,
+                                   const credentials& creds) {
+  auto gate = std::make_shared<actors::node_gate>();
+  gate->close();
+  auto own_gate = std::make_shared<actors::node_gate>();
+  own_gate->close();
+  auto link = sys.spawn(run, target, creds, gate, own_gate);
+  actors::set_gate<std::remove_pointer_t<remote_ptr>>(link, own_gate);
+  status dialed;
+  caf::scoped_actor self{sys};
+  self->request(link, caf::infinite, dial_atom::value)
+    .receive([](ok_atom) {}, [&](caf::error& e) { dialed = to_status(e); });
+  if (!dialed) {
+    self->send_exit(link, caf::exit_reason::user_shutdown);
+    return dialed;
   }
-  auto link = sys.spawn(run, target, std::move(*q));
   std::lock_guard<std::mutex> guard{known().mtx};
   auto front = sys.spawn(run_front, caf::actor_cast<caf::actor>(link));
-  known().by_front.emplace(front.address(), link.address());
+  known().by_front.emplace(front.address(), std::make_pair(link.address(), gate));
   caf::anon_send(link, hold_atom::value, front);
   return caf::actor_cast<queue_actor>(front);
 }
 
-remote_queue_actor find_remote_queue(const queue_actor& q) {
+remote_connection find_remote_queue(const queue_actor& q) {
   std::lock_guard<std::mutex> guard{known().mtx};
   auto i = q ? known().by_front.find(q.address()) : known().by_front.end();
   if (i == known().by_front.end())
     return {};
-  return caf::actor_cast<remote_queue_actor>(i->second);
+  return {caf::actor_cast<remote_queue_actor>(i->second.first), i->second.second};
 }
 
-result<worker> start_remote_worker(const remote_queue_actor& q, worker_options opts) {
-  auto& sys = q->home_system();
+result<worker> start_remote_worker(const remote_connection& q, worker_options opts) {
+  auto& sys = q.link->home_system();
   result<caf::actor> dispatcher = status{error::internal, "join was not answered"};
   caf::scoped_actor self{sys};
-  self->request(q, caf::infinite, join_atom::value)
+  self->request(q.link, caf::infinite, join_atom::value)
     .receive([&](caf::actor& d) { dispatcher = std::move(d); },
              [&](caf::error& e) { dispatcher = to_status(e); });
   if (!dispatcher)
     return dispatcher.error();
   auto w = worker::impl::spawn(sys, std::move(opts), default_clock(), std::move(*dispatcher),
-                               caf::actor_cast<caf::actor>(q));
-  caf::anon_send(q, hold_atom::value, caf::actor_cast<caf::actor>(w->actor));
+                               q.gate, caf::actor_cast<caf::actor>(q.link));
+  caf::anon_send(q.link, hold_atom::value, caf::actor_cast<caf::actor>(w->actor));
   return worker{std::move(w)};
 }
 

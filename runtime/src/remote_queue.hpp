@@ -17,7 +17,9 @@
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
 
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/worker.hpp"
+#include "ergon/credentials.hpp"
 #include "ergon/queue_actor.hpp"
 
 namespace ergon::runtime {
@@ -28,8 +30,12 @@ using reconnect_atom = caf::atom_constant<caf::atom("ergrecon")>;
 /// The connection serves this actor (a handle from connect, or a worker)
 /// until it terminates (local only).
 using hold_atom = caf::atom_constant<caf::atom("erghold")>;
+/// Connect now and answer once connected and authenticated, or with why not
+/// (local only).
+using dial_atom = caf::atom_constant<caf::atom("ergdial")>;
 
 using remote_queue_actor = queue_actor::extend<caf::replies_to<rejoin_atom>::with<caf::actor>,
+                                               caf::replies_to<dial_atom>::with<ok_atom>,
                                                caf::reacts_to<reconnect_atom>,
                                                caf::reacts_to<hold_atom, caf::actor>>;
 
@@ -39,16 +45,26 @@ struct remote_target {
   uint16_t port = 0;
 };
 
-/// Connects to the queue at `target` (blocking) and returns the local
-/// actor that stands for it.
-result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target);
+/// Connects to the queue at `target` (blocking), runs the handshake with
+/// `creds` and returns the local actor that stands for it.
+result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target,
+                                   const credentials& creds);
 
-/// The remote_queue behind `q`, if `q` is one of this process.
-remote_queue_actor find_remote_queue(const queue_actor& q);
+/// A connection made by connect_remote: its actor, and the gate its
+/// workers share.
+struct remote_connection {
+  remote_queue_actor link;
+  std::shared_ptr<actors::node_gate> gate;
+
+  explicit operator bool() const { return static_cast<bool>(link); }
+};
+
+/// The connection behind `q`, if `q` is one of this process.
+remote_connection find_remote_queue(const queue_actor& q);
 
 /// Starts a worker here for the queue behind `q`; it registers with that
 /// queue's dispatcher and, after a dropped connection, asks `q` again.
 /// `opts` must be valid (runtime::validate).
-result<worker> start_remote_worker(const remote_queue_actor& q, worker_options opts);
+result<worker> start_remote_worker(const remote_connection& q, worker_options opts);
 
 }  // namespace ergon::runtime

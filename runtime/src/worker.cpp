@@ -10,6 +10,7 @@ namespace ergon {
 std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker_options opts,
                                                   std::shared_ptr<ergon::clock> clock,
                                                   caf::actor dispatcher,
+                                                  std::shared_ptr<actors::node_gate> gate,
                                                   caf::actor rejoin) {
   actors::worker_config cfg;
   cfg.name = std::move(opts.name);
@@ -22,6 +23,7 @@ std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker
   cfg.clock = std::move(clock);
   cfg.dispatcher = std::move(dispatcher);
   cfg.rejoin = std::move(rejoin);
+  cfg.gate = std::move(gate);
   auto w = std::make_shared<impl>();
   w->counters = cfg.counters;
   w->actor = actors::spawn_worker(sys, std::move(cfg));

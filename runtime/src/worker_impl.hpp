@@ -20,11 +20,14 @@ struct worker::impl {
 
   /// Spawns a worker actor in `sys` that asks `dispatcher` for jobs. A
   /// worker of a queue on another node asks `rejoin` for the dispatcher
-  /// again after its connection drops (see actors::worker_config).
-  /// `opts` must be valid (runtime::validate).
+  /// again after its connection drops (see actors::worker_config). `gate`
+  /// says which nodes may message it. `opts` must be valid
+  /// (runtime::validate).
   static std::shared_ptr<impl> spawn(caf::actor_system& sys, worker_options opts,
                                      std::shared_ptr<ergon::clock> clock,
-                                     caf::actor dispatcher, caf::actor rejoin = {});
+                                     caf::actor dispatcher,
+                                     std::shared_ptr<actors::node_gate> gate,
+                                     caf::actor rejoin = {});
 
   /// Stops once; later calls return ok at once.
   status stop(std::chrono::milliseconds timeout);

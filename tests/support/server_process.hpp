@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ergon/credentials.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
 #include "support/child_process.hpp"
@@ -22,9 +23,14 @@
 
 namespace ergon::test {
 
+// With a certificate in `tls`, every connection is mutual TLS.
 struct network_config : caf::actor_system_config {
-  network_config() {
+  explicit network_config(const tls_options& tls = {}) {
     load<caf::io::middleman>();
+    if (!tls.certificate.empty()) {
+      auto st = use_tls(*this, tls);
+      BOOST_REQUIRE_MESSAGE(st.ok(), st.to_string());
+    }
     queue::register_types(*this);
   }
 };
@@ -70,6 +76,9 @@ struct client {
   network_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
+
+  client() = default;
+  explicit client(const tls_options& tls) : cfg(tls) {}
 
   template <class T, class... Ts>
   result<T> ask(const queue_actor& q, Ts&&... xs) {

@@ -20,6 +20,7 @@
 #include <caf/fwd.hpp>
 
 #include "ergon/actors/job_counters.hpp"
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/job.hpp"
@@ -188,6 +189,8 @@ struct db_writer_config {
   size_t max_payload_bytes = 0;
   /// The database's id tag (storage::read_meta).
   uint32_t id_tag = 0;
+  /// Which nodes may reach the writer (it answers remote heartbeats).
+  std::shared_ptr<node_gate> gate;
 };
 
 /// Spawns the writer on its own thread. Stop it with a close_call; requests

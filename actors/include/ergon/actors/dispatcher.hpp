@@ -94,6 +94,8 @@ struct dispatcher_config {
   /// Pending jobs found at open.
   std::vector<storage::job_key> pending;
   scheduling_options scheduling;
+  /// Which nodes may reach the dispatcher (remote workers do).
+  std::shared_ptr<node_gate> gate;
 };
 
 /// Spawns the dispatcher. The caller must then send the writer

@@ -24,6 +24,7 @@
 #include <caf/fwd.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
@@ -109,6 +110,8 @@ struct worker_config {
   /// again after the connection drops. Empty for a local queue.
   caf::actor rejoin;
   std::shared_ptr<worker_counters> counters = std::make_shared<worker_counters>();
+  /// Which nodes may reach the worker: its queue's.
+  std::shared_ptr<node_gate> gate;
 };
 
 // -- local messages (job threads and the facade to the worker actor) ---------------------
