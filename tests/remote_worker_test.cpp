@@ -220,3 +220,37 @@ BOOST_AUTO_TEST_CASE(client_requests_get_unreachable_not_a_hang_when_the_server_
   BOOST_REQUIRE(!worker.has_value());
   BOOST_TEST(worker.error().code() == error::unreachable);
 }
+
+// A stuck worker process (SIGSTOP) holds only the jobs its credit let it
+// claim; the rest run elsewhere, and its own run again once it dies.
+BOOST_AUTO_TEST_CASE(a_stuck_worker_holds_only_its_credit) {
+  temp_dir dir;
+  server_process server{dir.file("q.db")};
+  subscribed_client client{server.port};
+  worker_process stuck{server.port, "hold", 2};
+  std::set<job_id> waiting;
+  for (int i = 0; i < 50; ++i)
+    waiting.insert(client.submit("s" + std::to_string(i)));
+  BOOST_REQUIRE(stuck.proc.read_line().rfind("started ", 0) == 0);
+  BOOST_REQUIRE(stuck.proc.read_line().rfind("started ", 0) == 0);
+  stuck.proc.signal(SIGSTOP);
+  worker_process rescuer{server.port, "complete"};
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    if (e.kind == event_kind::succeeded)
+      waiting.erase(e.id);
+    return waiting.size() == 2;
+  }));
+  auto counts = client.c.ask<status_counts>(client.q, counts_atom::value);
+  BOOST_REQUIRE(counts.has_value());
+  BOOST_TEST((*counts)[job_status::running] == 2);
+  stuck.proc.signal(SIGKILL);
+  stuck.proc.wait();
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    if (e.kind == event_kind::succeeded)
+      waiting.erase(e.id);
+    return waiting.empty();
+  }));
+  rescuer.proc.signal(SIGTERM);
+  BOOST_TEST(rescuer.proc.read_line() == "stopped ok");
+  BOOST_TEST(server.stop(SIGTERM));
+}
