@@ -174,6 +174,13 @@ std::vector<std::string> seeds() {
           seed(message_selector, caf::make_message(req)),
           seed(message_selector, caf::make_message(assign_jobs{{job}, {}, false})),
           seed(message_selector, caf::make_message(ext, st)),
+          // The secret handshake (queue_actor.hpp): a hello with a nonce, a
+          // prove with a proof, and the hello's answer.
+          seed(message_selector,
+               caf::make_message(ergon::hello_atom::value, std::string(64, 'a'))),
+          seed(message_selector,
+               caf::make_message(ergon::prove_atom::value, std::string(64, 'b'))),
+          seed(message_selector, caf::make_message(std::string(64, 'c'), std::string(64, 'd'))),
           seed(17, public_job()),
           seed(17, infinite_backoff_job()),
           seed(18, std::vector<ergon::job>{public_job(), ergon::job{}}),
