@@ -22,9 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <pthread.h>
-#include <chrono>
 #include <cstdlib>
-#include <thread>
 
 namespace {
 
@@ -114,17 +112,5 @@ int main(int argc, char** argv) {
                std::cerr << "ergon-server: close: " << ergon::to_status(e) << '\n';
                rc = 1;
              });
-  // The network layer holds the published actor, and CAF's registry every
-  // actor whose handle crossed the wire: let go of both, or the actor system
-  // waits for the queue actor's thread at exit.
-  sys.middleman().unpublish(*q, *bound);
-  sys.registry().erase(q->id());
-  // The queue is closed and the file released, so nothing is left to lose.
-  // If CAF's teardown still waits on a thread (seen about once in 15 runs
-  // under load before the two lines above), exit anyway.
-  std::thread([rc] {
-    std::this_thread::sleep_for(std::chrono::seconds(10));
-    std::_Exit(rc);
-  }).detach();
   return rc;
 }

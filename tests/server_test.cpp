@@ -7,7 +7,11 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
@@ -99,4 +103,46 @@ BOOST_AUTO_TEST_CASE(a_busy_file_stops_the_server_with_its_reason) {
   int st = proc.wait();
   BOOST_TEST(WIFEXITED(st));
   BOOST_TEST(WEXITSTATUS(st) == 1);
+}
+
+namespace {
+
+// True if a TCP connection to 127.0.0.1:port is accepted.
+bool accepts(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(closing_a_published_queue_closes_its_port_and_releases_the_file) {
+  temp_dir dir;
+  client c;
+  auto q = spawn_queue(c.sys, dir.file("q.db"));
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto port = publish(*q, 0, "127.0.0.1");
+  BOOST_REQUIRE_MESSAGE(port.has_value(), port.error().to_string());
+  BOOST_TEST(accepts(*port));
+  BOOST_REQUIRE(c.ask<ok_atom>(*q, close_atom::value).has_value());
+  BOOST_TEST(!accepts(*port));
+  BOOST_TEST(queue::open(dir.file("q.db")).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(an_exit_message_closes_the_queue_before_its_actor_is_down) {
+  temp_dir dir;
+  client c;
+  auto q = spawn_queue(c.sys, dir.file("q.db"));
+  BOOST_REQUIRE(q.has_value());
+  BOOST_REQUIRE(publish(*q, 0, "127.0.0.1").has_value());
+  caf::scoped_actor self{c.sys};
+  self->send_exit(*q, caf::exit_reason::user_shutdown);
+  self->wait_for(*q);
+  BOOST_TEST(queue::open(dir.file("q.db")).has_value());
 }

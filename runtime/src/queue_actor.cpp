@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "blocking_calls.hpp"
 #include "bootstrap.hpp"
 #include "handshake.hpp"
 #include "queue_impl.hpp"
@@ -45,6 +46,9 @@ constexpr size_t max_challenges = 256;
 
 struct queue_actor_state {
   std::shared_ptr<queue::impl> q;
+  caf::actor calls;  // runs the calls that wait; see blocking_calls.hpp
+  bool closing = false;
+  std::vector<caf::response_promise> close_requests;  // answered once closed
   std::map<caf::actor_addr, uint64_t> subscribers;  // actor -> subscription
   std::map<caf::node_id, challenge> challenges;
   std::vector<caf::node_id> challenge_order;  // oldest first
@@ -60,7 +64,9 @@ struct queue_actor_state {
     }
     for (auto& [addr, handle] : subscribers)
       q->subs->remove(handle);
-    q->stop(std::chrono::seconds(30));
+    // Killed before it could close: the queue closes in the background.
+    if (!closing && calls)
+      caf::anon_send(calls, close_atom::value, self);
   }
 
   static inline const char* name = "ergon.queue";
@@ -68,17 +74,15 @@ struct queue_actor_state {
 
 using queue_ptr = actors::gated<queue_actor::stateful_base<queue_actor_state>>*;
 
-template <class T>
-caf::result<T> answer(result<T> r) {
-  if (r)
-    return std::move(*r);
-  return to_caf_error(r.error());
-}
-
-caf::result<ok_atom> answer(const status& st) {
-  if (st)
-    return ok_atom::value;
-  return to_caf_error(st);
+// Calls that wait go to their own actor, which answers the requester.
+template <class... Ts>
+caf::response_promise to_calls(queue_ptr self, Ts&&... xs) {
+  auto rp = self->make_response_promise();
+  if (self->state.closing)
+    rp.deliver(to_caf_error(actors::queue_closed()));
+  else
+    rp.delegate(self->state.calls, std::forward<Ts>(xs)...);
+  return rp;
 }
 
 // Writes go to the writer, which answers the requester after the commit, so
@@ -172,14 +176,33 @@ caf::result<ok_atom> prove(queue_ptr self, const std::string& client_proof) {
   return ok_atom::value;
 }
 
+// Unpublishes and stops the queue, answers every close request, then quits
+// with `reason`: once a close is answered or the actor is down, the file is
+// released.
+void close_then_quit(queue_ptr self, caf::error reason) {
+  auto& st = self->state;
+  if (st.closing)
+    return;
+  st.closing = true;
+  auto done = [self, reason](caf::error e) {
+    for (auto& rp : self->state.close_requests)
+      e ? rp.deliver(e) : rp.deliver(ok_atom::value);
+    self->state.close_requests.clear();
+    self->quit(reason);
+  };
+  self->request(st.calls, caf::infinite, close_atom::value, self->address())
+    .then([done](ok_atom) { done(caf::error{}); }, [done](caf::error& e) { done(e); });
+}
+
 using ms = std::chrono::milliseconds;
 
-// Detached: reads and scheduling calls wait briefly for the dispatcher or a
-// read connection, on this actor's own thread rather than CAF's scheduler.
-queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> opened) {
+queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> opened,
+                               caf::actor calls) {
   self->state.q = std::move(opened);
+  self->state.calls = std::move(calls);
   self->state.self = self->address();
   self->set_down_handler([self](caf::down_msg& down) { unsubscribe(self, down.source); });
+  self->set_exit_handler([self](caf::exit_msg& msg) { close_then_quit(self, msg.reason); });
   auto& q = *self->state.q;
   return {
     [self](submit_atom, job& j) -> caf::result<job_id> {
@@ -194,8 +217,12 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     [self](submit_atom, std::vector<job>& jobs) -> caf::result<std::vector<job_id>> {
       return to_writer(self, actors::submit_call{{std::move(jobs)}, {}});
     },
-    [&q](job_info_atom, const job_id& id) { return answer(q.job_info(id)); },
-    [&q](jobs_by_name_atom, const std::string& name) { return answer(q.jobs_by_name(name)); },
+    [self](job_info_atom a, const job_id& id) -> caf::result<job_info> {
+      return to_calls(self, a, id);
+    },
+    [self](jobs_by_name_atom a, const std::string& name) -> caf::result<std::vector<job_info>> {
+      return to_calls(self, a, name);
+    },
     [&q](counts_atom) -> caf::result<status_counts> { return q.counters->totals(); },
     [self](update_atom, const job_id& id, job_update& changes) -> caf::result<ok_atom> {
       return to_writer(self, actors::update_call{{id, std::move(changes), 0}, {}});
@@ -203,28 +230,28 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     [self](cancel_atom, const job_id& id) -> caf::result<ok_atom> {
       return to_writer(self, actors::cancel_call{{id}, {}});
     },
-    [&q](metrics_atom) { return answer(q.metrics()); },
-    [&q](group_weight_atom, const std::string& group, int32_t weight) {
-      return answer(q.set_group_weight(group, weight));
+    [self](metrics_atom a) -> caf::result<metrics_snapshot> { return to_calls(self, a); },
+    [self](group_weight_atom a, const std::string& group, int32_t weight) -> caf::result<ok_atom> {
+      return to_calls(self, a, group, weight);
     },
-    [&q](reset_weights_atom) { return answer(q.reset_group_weights()); },
-    [&q](pause_group_atom, const std::string& group) {
-      return answer(q.pause(actors::scheduling_control::pause_group, group, std::nullopt));
+    [self](reset_weights_atom a) -> caf::result<ok_atom> { return to_calls(self, a); },
+    [self](pause_group_atom a, const std::string& group) -> caf::result<ok_atom> {
+      return to_calls(self, a, group);
     },
-    [&q](pause_group_atom, const std::string& group, ms duration) {
-      return answer(q.pause(actors::scheduling_control::pause_group, group, duration));
+    [self](pause_group_atom a, const std::string& group, ms duration) -> caf::result<ok_atom> {
+      return to_calls(self, a, group, duration);
     },
-    [&q](resume_group_atom, const std::string& group) {
-      return answer(q.resume(actors::scheduling_control::resume_group, group));
+    [self](resume_group_atom a, const std::string& group) -> caf::result<ok_atom> {
+      return to_calls(self, a, group);
     },
-    [&q](pause_type_atom, const std::string& type) {
-      return answer(q.pause(actors::scheduling_control::pause_type, type, std::nullopt));
+    [self](pause_type_atom a, const std::string& type) -> caf::result<ok_atom> {
+      return to_calls(self, a, type);
     },
-    [&q](pause_type_atom, const std::string& type, ms duration) {
-      return answer(q.pause(actors::scheduling_control::pause_type, type, duration));
+    [self](pause_type_atom a, const std::string& type, ms duration) -> caf::result<ok_atom> {
+      return to_calls(self, a, type, duration);
     },
-    [&q](resume_type_atom, const std::string& type) {
-      return answer(q.resume(actors::scheduling_control::resume_type, type));
+    [self](resume_type_atom a, const std::string& type) -> caf::result<ok_atom> {
+      return to_calls(self, a, type);
     },
     [self](subscribe_atom, const caf::actor& subscriber) { return subscribe(self, subscriber); },
     [self](unsubscribe_atom, const caf::actor& subscriber) -> caf::result<ok_atom> {
@@ -238,10 +265,11 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     },
     [self](hello_atom, const std::string& client_nonce) { return hello(self, client_nonce); },
     [self](prove_atom, const std::string& proof) { return prove(self, proof); },
-    [self](close_atom) {
-      auto st = self->state.q->stop(std::chrono::seconds(30));
-      self->quit();
-      return answer(st);
+    [self](close_atom) -> caf::result<ok_atom> {
+      auto rp = self->make_response_promise();
+      self->state.close_requests.push_back(rp);
+      close_then_quit(self, caf::exit_reason::normal);
+      return rp;
     },
   };
 }
@@ -257,7 +285,7 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
   // Registered here, not when the actor starts on its own thread: a
   // start_worker right after this call must find it.
   std::lock_guard<std::mutex> guard{spawned().mtx};
-  auto actor = sys.spawn<caf::detached>(run, q);
+  auto actor = sys.spawn(run, q, runtime::spawn_blocking_calls(sys, q));
   actors::set_gate<std::remove_pointer_t<queue_ptr>>(actor, q->gate);
   spawned().by_actor[actor.address()] = q;
   return actor;

@@ -1,5 +1,6 @@
 // A child process started by a test, with pipes to its stdin and stdout.
-// Tests end only children they started, by PID.
+// Tests end only children they started, by PID. A child gets SIGKILL when
+// the thread that started it ends, so start children from the test's thread.
 #pragma once
 
 #include <csignal>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,22 +24,32 @@ class child_process {
     int out[2];
     if (::pipe(in) != 0 || ::pipe(out) != 0)
       throw std::runtime_error("pipe failed");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, in[1]);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
     std::vector<char*> args;
     for (auto& a : argv)
       args.push_back(a.data());
     args.push_back(nullptr);
-    int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
+    auto parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls until exec. The child dies with the
+      // test: a test that crashes or fails an assertion must not leave a
+      // server behind that holds ctest's output pipe open.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(127);
+      ::dup2(in[0], STDIN_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(in[0]);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::close(out[1]);
+      ::execve(args[0], args.data(), environ);
+      ::_exit(127);
+    }
     ::close(in[0]);
     ::close(out[1]);
-    if (rc != 0)
-      throw std::runtime_error("posix_spawn " + argv[0] + " failed");
+    if (pid_ < 0)
+      throw std::runtime_error("fork for " + argv[0] + " failed");
     to_child_ = in[1];
     from_child_ = ::fdopen(out[0], "r");
   }
