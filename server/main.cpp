@@ -19,6 +19,7 @@
 #include <ergon/queue_actor.hpp>
 
 #include <csignal>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <pthread.h>
@@ -58,6 +59,11 @@ int main(int argc, char** argv) {
   auto ca = app.add_option("--tls-ca", tls.ca_file, "the CAs a client certificate must chain to");
   app.add_option("--tls-passphrase-file", passphrase_file, "a file holding the key's passphrase")
     ->check(CLI::ExistingFile);
+  int64_t peer_timeout_ms = 0;
+  app.add_option("--peer-timeout-ms", peer_timeout_ms,
+                 "drop a node silent for this long and retry its jobs at once (worker lost); "
+                 "0: only when its connection closes. Give every node the same")
+    ->capture_default_str();
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -79,6 +85,10 @@ int main(int argc, char** argv) {
 
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
+  if (auto st = ergon::set_peer_timeout(cfg, std::chrono::milliseconds{peer_timeout_ms}); !st) {
+    std::cerr << "ergon-server: --peer-timeout-ms: " << st << '\n';
+    return 1;
+  }
   if (!tls.certificate.empty()) {
     if (auto st = ergon::use_tls(cfg, tls); !st) {
       std::cerr << "ergon-server: " << st << '\n';

@@ -8,6 +8,9 @@
 #include <caf/after.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
 #include <csignal>
 #include <functional>
 #include <memory>
@@ -253,4 +256,44 @@ BOOST_AUTO_TEST_CASE(a_stuck_worker_holds_only_its_credit) {
   rescuer.proc.signal(SIGTERM);
   BOOST_TEST(rescuer.proc.read_line() == "stopped ok");
   BOOST_TEST(server.stop(SIGTERM));
+}
+
+BOOST_AUTO_TEST_CASE(a_queue_opened_with_listen_takes_remote_workers_until_it_closes) {
+  temp_dir dir;
+  const std::string secret = "a secret of the listen test, 32 bytes";
+  options opts;
+  opts.listen = listen_options{};
+  opts.listen->creds.secret = secret;
+  auto q = queue::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto port = q->listening_port();
+  BOOST_REQUIRE_MESSAGE(port.has_value(), port.error().to_string());
+  ::setenv("ERGON_TEST_SECRET", secret.c_str(), 1);  // the worker proves it
+  worker_process worker{*port, "complete"};
+  ::unsetenv("ERGON_TEST_SECRET");
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::set<job_id> waiting;
+  auto sub = q->subscribe([&](const event& e) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (e.kind == event_kind::succeeded)
+      waiting.erase(e.id);
+    cv.notify_all();
+  });
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    for (int i = 0; i < 10; ++i)
+      waiting.insert(*q->submit(*job_builder("job").payload("p" + std::to_string(i)).build()));
+  }
+  {
+    std::unique_lock<std::mutex> guard{mtx};
+    BOOST_REQUIRE(cv.wait_for(guard, bound, [&] { return waiting.empty(); }));
+  }
+  BOOST_TEST(q->metrics()->failed_handshakes == 0);
+  BOOST_TEST(q->close().ok());
+  BOOST_TEST(q->listening_port().error().code() == error::closed);
+  // The worker notices, and stops when told to.
+  worker.proc.signal(SIGTERM);
+  BOOST_TEST(worker.proc.read_line().rfind("stopped", 0) == 0);
+  BOOST_TEST(queue::open(dir.file("q.db")).has_value());
 }

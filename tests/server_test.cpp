@@ -11,6 +11,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+
+#include <filesystem>
 #include <unistd.h>
 
 #include "ergon/job_builder.hpp"
@@ -145,4 +147,104 @@ BOOST_AUTO_TEST_CASE(an_exit_message_closes_the_queue_before_its_actor_is_down) 
   self->send_exit(*q, caf::exit_reason::user_shutdown);
   self->wait_for(*q);
   BOOST_TEST(queue::open(dir.file("q.db")).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_spawned_queue_with_listen_is_published_at_once_and_closes_its_port) {
+  temp_dir dir;
+  client c;
+  options opts;
+  opts.listen = listen_options{};
+  auto q = spawn_queue(c.sys, dir.file("q.db"), opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto port = listening_port(*q);
+  BOOST_REQUIRE_MESSAGE(port.has_value(), port.error().to_string());
+  BOOST_TEST(accepts(*port));
+  BOOST_REQUIRE(c.ask<ok_atom>(*q, close_atom::value).has_value());
+  BOOST_TEST(!accepts(*port));
+  BOOST_TEST(!listening_port(*q).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(bad_listen_options_are_named_and_open_nothing) {
+  temp_dir dir;
+  auto refused = [&](options opts, const std::string& field) {
+    auto q = queue::open(dir.file("q.db"), std::move(opts));
+    BOOST_REQUIRE(!q.has_value());
+    BOOST_TEST(q.error().code() == error::invalid_argument);
+    BOOST_TEST(q.error().field() == field);
+  };
+  options empty_address;
+  empty_address.listen = listen_options{};
+  empty_address.listen->address = "";
+  refused(empty_address, "listen.address");
+  options short_secret;
+  short_secret.listen = listen_options{};
+  short_secret.listen->creds.secret = "too short";
+  refused(short_secret, "secret");
+  options missing_cert;
+  missing_cert.listen = listen_options{};
+  missing_cert.listen->tls = {dir.file("none.pem"), dir.file("none.key"), "", dir.file("ca.pem")};
+  refused(missing_cert, "certificate");
+  BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
+
+  // With your own actor system: it needs the network layer, and TLS is set
+  // on its config.
+  caf::actor_system_config plain_cfg;
+  queue::register_types(plain_cfg);
+  caf::actor_system plain{plain_cfg};
+  options listen;
+  listen.listen = listen_options{};
+  auto no_network = spawn_queue(plain, dir.file("q.db"), listen);
+  BOOST_REQUIRE(!no_network.has_value());
+  BOOST_TEST(no_network.error().field() == "sys");
+  client c;
+  options tls = listen;
+  tls.listen->tls.certificate = "node.pem";
+  auto tls_here = queue::open(c.sys, dir.file("q.db"), tls);
+  BOOST_REQUIRE(!tls_here.has_value());
+  BOOST_TEST(tls_here.error().field() == "listen.tls");
+  BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
+}
+
+BOOST_AUTO_TEST_CASE(a_port_in_use_fails_the_open_and_releases_the_file) {
+  temp_dir dir;
+  options first;
+  first.listen = listen_options{};
+  auto holder = queue::open(dir.file("a.db"), first);
+  BOOST_REQUIRE(holder.has_value());
+  options same_port;
+  same_port.listen = listen_options{};
+  same_port.listen->port = *holder->listening_port();
+  auto second = queue::open(dir.file("b.db"), same_port);
+  BOOST_REQUIRE(!second.has_value());
+  BOOST_TEST(second.error().code() == error::io_error);
+  BOOST_TEST(second.error().message().find(std::to_string(same_port.listen->port)) !=
+             std::string::npos);
+  BOOST_TEST(queue::open(dir.file("b.db")).has_value());
+  // A queue that does not listen says so.
+  auto quiet = queue::open(dir.file("c.db"));
+  BOOST_REQUIRE(quiet.has_value());
+  BOOST_TEST(quiet->listening_port().error().code() == error::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(peer_timeouts_out_of_range_are_named) {
+  using std::chrono::milliseconds;
+  caf::actor_system_config cfg;
+  for (auto bad : {milliseconds{-1}, milliseconds{99}, milliseconds::max(), milliseconds::min()}) {
+    auto st = set_peer_timeout(cfg, bad);
+    BOOST_TEST(st.code() == error::invalid_argument);
+    BOOST_TEST(st.field() == "timeout");
+  }
+  BOOST_TEST(set_peer_timeout(cfg, milliseconds{0}).ok());
+  BOOST_TEST(set_peer_timeout(cfg, milliseconds{100}).ok());
+  options opts;
+  opts.listen = listen_options{};
+  opts.listen->peer_timeout = milliseconds{-5};
+  temp_dir dir;
+  auto q = queue::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE(!q.has_value());
+  BOOST_TEST(q.error().field() == "listen.peer_timeout");
+  child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--peer-timeout-ms", "5"}};
+  int st = proc.wait();
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 1));
+  BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
 }

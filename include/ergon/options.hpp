@@ -6,8 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "ergon/clock.hpp"
+#include "ergon/credentials.hpp"
 #include "ergon/scheduling.hpp"
 
 namespace ergon {
@@ -18,6 +21,28 @@ enum class recovery_mode : uint8_t {
   retry_with_backoff,
   /// The interrupted attempt counts as failed; the job is due at once.
   retry_immediately,
+};
+
+/// Where a queue takes connections from workers and clients in other
+/// processes (see docs/distribution.md). They reach it with `connect`.
+struct listen_options {
+  /// The address to bind. The default takes only this machine's
+  /// connections; another address takes the network's, so set a secret or
+  /// TLS first.
+  std::string address = "127.0.0.1";
+  /// The TCP port; 0 picks a free one, which `listening_port` tells.
+  uint16_t port = 0;
+  /// What nodes must prove before they reach the queue (credentials.hpp).
+  credentials creds;
+  /// Mutual TLS for every connection. Only for a queue that owns its actor
+  /// system (`queue::open(path, opts)`); with your own system, call
+  /// use_tls on its config instead. Empty `certificate`: no TLS.
+  tls_options tls;
+  /// How long a silent connection lasts before it counts as dropped (see
+  /// set_peer_timeout in queue_actor.hpp); 0: until the operating system
+  /// closes it. Only for a queue that owns its actor system; with your own,
+  /// call set_peer_timeout on its config.
+  std::chrono::milliseconds peer_timeout{0};
 };
 
 /// Options for `queue::open`.
@@ -56,6 +81,14 @@ struct options {
   /// Priority aging, group weights, caps and rate limits (scheduling.hpp).
   /// Off by default: plain priority order, groups share equally.
   scheduling_options scheduling;
+
+  /// Set: the queue listens for workers and clients of other processes,
+  /// from the moment it opens until it closes, as `publish` would. Errors
+  /// at open: invalid_argument ("listen.address" empty, "secret" shorter
+  /// than 16 bytes, "listen.tls" files, or "listen.tls" with your own
+  /// actor system, or "sys" without caf::io::middleman), io_error (the
+  /// port can't be bound). The queue does not open then.
+  std::optional<listen_options> listen;
 
   // -- performance ------------------------------------------------------------------
 

@@ -191,6 +191,10 @@ class queue {
   /// `closed`; closing twice is not an error.
   status close(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+  /// The port the queue listens on (options::listen). Errors:
+  /// invalid_argument if it does not listen, closed once it closed.
+  result<uint16_t> listening_port() const;
+
   /// The clock this queue reads.
   ergon::clock& clock() const;
 
@@ -200,8 +204,9 @@ class queue {
   struct impl;
 
  private:
-  explicit queue(std::unique_ptr<impl> p) noexcept;
-  std::unique_ptr<impl> impl_;
+  explicit queue(std::shared_ptr<impl> p) noexcept;
+  // Shared with the queue actor that listens for other processes, if any.
+  std::shared_ptr<impl> impl_;
 };
 
 }  // namespace ergon

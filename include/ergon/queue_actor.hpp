@@ -80,7 +80,8 @@ using queue_actor = caf::typed_actor<
 
 /// Opens the database at `path` as queue::open(sys, path, opts) does, and
 /// returns the queue as an actor in `sys`. The actor owns the queue: it
-/// closes it when asked to (close_atom) or when it exits. Call
+/// closes it when asked to (close_atom) or when it exits, and closes its
+/// ports with it. With `opts.listen` it is published at once. Call
 /// queue::register_types on `sys`'s config before creating `sys`. Errors: those
 /// of queue::open.
 result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
@@ -99,6 +100,24 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
 /// published with before), io_error (the port can't be bound, naming it).
 result<uint16_t> publish(const queue_actor& q, uint16_t port,
                          const std::string& bind = "127.0.0.1", const credentials& creds = {});
+
+/// The port `q`, a queue spawned in this process, listens on
+/// (options::listen, or the first port of publish). Error:
+/// invalid_argument if it does not listen, or is not an open queue of this
+/// process.
+result<uint16_t> listening_port(const queue_actor& q);
+
+/// How long a connection between two nodes may stay silent before each side
+/// counts it as dropped, set on `cfg` before its actor system is built: CAF
+/// then sends a heartbeat every quarter of it. A dropped connection makes
+/// the queue retry that node's running jobs at once ("worker lost"), and
+/// the worker reconnect. Without it (0, CAF's default), only a connection
+/// the operating system closes counts: a node cut off by a partition is
+/// noticed by its jobs' expiry instead. Set the same on every node of a
+/// queue: a node that sends no heartbeats is dropped whenever it is idle
+/// for that long. Error: invalid_argument ("timeout" negative, or between
+/// 0 and 100 ms, or over a day).
+status set_peer_timeout(caf::actor_system_config& cfg, std::chrono::milliseconds timeout);
 
 /// The queue published at `host`:`port` (by ergon-server or `publish`), as
 /// a queue_actor in `sys`: a local actor that forwards each request over

@@ -1,10 +1,9 @@
 #include "blocking_calls.hpp"
 
 #include <caf/blocking_actor.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 
 #include <chrono>
+#include <utility>
 
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/queue_actor.hpp"
@@ -28,50 +27,54 @@ caf::result<ok_atom> answer(const status& st) {
   return to_caf_error(st);
 }
 
-// Closes every port `queue` was published on, so no node connects to a
-// closed queue. Not an error if it never was.
-void unpublish(caf::blocking_actor* self, const caf::actor_addr& queue) {
-  auto& sys = self->home_system();
-  if (!queue || !sys.has_middleman())
-    return;
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
-                                      : sys.middleman().actor_handle();
-  self->request(mm, caf::infinite, caf::unpublish_atom::value, queue, uint16_t{0})
-    .receive([] {}, [](caf::error&) {});
-}
-
-void run(actors::gated<caf::blocking_actor>* self, std::shared_ptr<queue::impl> q) {
+// Holds the queue weakly: its owners are the queue actor's state and, for
+// a listening queue::open, the queue handle; whichever goes last closes it.
+void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue::impl> weak) {
   bool running = true;
+  // The answer of f(queue) if the queue is still there, else `closed`.
+  auto with = [&weak](auto f) -> decltype(answer(f(std::declval<queue::impl&>()))) {
+    if (auto p = weak.lock())
+      return answer(f(*p));
+    return to_caf_error(actors::queue_closed());
+  };
   self->receive_while(running)(
-    [&](job_info_atom, const job_id& id) { return answer(q->job_info(id)); },
-    [&](jobs_by_name_atom, const std::string& name) { return answer(q->jobs_by_name(name)); },
-    [&](metrics_atom) { return answer(q->metrics()); },
-    [&](group_weight_atom, const std::string& group, int32_t weight) {
-      return answer(q->set_group_weight(group, weight));
+    [&](job_info_atom, const job_id& id) {
+      return with([&](queue::impl& q) { return q.job_info(id); });
     },
-    [&](reset_weights_atom) { return answer(q->reset_group_weights()); },
+    [&](jobs_by_name_atom, const std::string& name) {
+      return with([&](queue::impl& q) { return q.jobs_by_name(name); });
+    },
+    [&](metrics_atom) {
+      return with([&](queue::impl& q) { return q.metrics(); });
+    },
+    [&](group_weight_atom, const std::string& group, int32_t weight) {
+      return with([&](queue::impl& q) { return q.set_group_weight(group, weight); });
+    },
+    [&](reset_weights_atom) {
+      return with([&](queue::impl& q) { return q.reset_group_weights(); });
+    },
     [&](pause_group_atom, const std::string& group) {
-      return answer(q->pause(scheduling_control::pause_group, group, std::nullopt));
+      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_group, group, std::nullopt); });
     },
     [&](pause_group_atom, const std::string& group, ms duration) {
-      return answer(q->pause(scheduling_control::pause_group, group, duration));
+      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_group, group, duration); });
     },
     [&](resume_group_atom, const std::string& group) {
-      return answer(q->resume(scheduling_control::resume_group, group));
+      return with([&](queue::impl& q) { return q.resume(scheduling_control::resume_group, group); });
     },
     [&](pause_type_atom, const std::string& type) {
-      return answer(q->pause(scheduling_control::pause_type, type, std::nullopt));
+      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_type, type, std::nullopt); });
     },
     [&](pause_type_atom, const std::string& type, ms duration) {
-      return answer(q->pause(scheduling_control::pause_type, type, duration));
+      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_type, type, duration); });
     },
     [&](resume_type_atom, const std::string& type) {
-      return answer(q->resume(scheduling_control::resume_type, type));
+      return with([&](queue::impl& q) { return q.resume(scheduling_control::resume_type, type); });
     },
-    [&](close_atom, const caf::actor_addr& queue) {
+    [&](close_atom) -> caf::result<ok_atom> {
       running = false;
-      unpublish(self, queue);
-      return answer(q->stop(std::chrono::seconds(30)));
+      auto p = weak.lock();  // gone: closed already
+      return p ? answer(p->stop(std::chrono::seconds(30))) : caf::result<ok_atom>{ok_atom::value};
     });
 }
 
@@ -81,7 +84,7 @@ caf::actor spawn_blocking_calls(caf::actor_system& sys, std::shared_ptr<queue::i
   auto gate = q->gate;
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
-  auto calls = sys.spawn(run, std::move(q));
+  auto calls = sys.spawn(run, std::weak_ptr<queue::impl>{q});
   actors::set_gate<actors::gated<caf::blocking_actor>>(calls, std::move(gate));
   return calls;
 }

@@ -17,8 +17,7 @@ namespace ergon::runtime {
 
 /// Spawns the actor that runs `q`'s waiting calls, behind `q`'s gate. It
 /// takes the queue actor's messages for those calls and answers the
-/// requester directly, plus (close_atom, actor_addr): unpublish the queue
-/// actor at that address, stop the queue, answer, and exit.
+/// requester directly, and close_atom: stop the queue, answer, and exit.
 caf::actor spawn_blocking_calls(caf::actor_system& sys, std::shared_ptr<queue::impl> q);
 
 }  // namespace ergon::runtime

@@ -1,5 +1,9 @@
 #include "bootstrap.hpp"
 
+#include <caf/io/middleman.hpp>
+
+#include "ergon/queue_actor.hpp"
+
 #include <caf/actor_cast.hpp>
 
 #include "ergon/storage/schema.hpp"
@@ -98,6 +102,21 @@ result<std::unique_ptr<queue::impl>> bootstrap(caf::actor_system& sys, const std
     return st;
   if (auto st = validate(opts); !st)
     return st;
+  if (opts.listen && opts.listen->peer_timeout.count() != 0)
+    return status{error::invalid_argument,
+                  "the peer timeout of a queue in your actor system is set on its config: call "
+                  "set_peer_timeout on it, and leave listen.peer_timeout 0",
+                  "listen.peer_timeout"};
+  if (opts.listen && !opts.listen->tls.certificate.empty())
+    return status{error::invalid_argument,
+                  "TLS for a queue in your actor system is set on its config: call use_tls "
+                  "on it, and leave listen.tls empty",
+                  "listen.tls"};
+  if (opts.listen && !sys.has_middleman())
+    return status{error::invalid_argument,
+                  "a queue that listens needs the network layer: load caf::io::middleman in "
+                  "the actor system's config",
+                  "sys"};
   return start(sys, path, std::move(opts));
 }
 
@@ -114,6 +133,14 @@ result<std::unique_ptr<queue::impl>> bootstrap(const std::string& path, options 
   cfg->set("work-stealing.moderate-poll-attempts", opts.caf_moderate_poll_attempts);
   cfg->set("work-stealing.aggressive-poll-attempts", opts.caf_aggressive_poll_attempts);
   queue::register_types(*cfg);
+  if (opts.listen) {
+    cfg->load<caf::io::middleman>();
+    if (auto st = set_peer_timeout(*cfg, opts.listen->peer_timeout); !st)
+      return st;
+    if (!opts.listen->tls.certificate.empty())
+      if (auto st = use_tls(*cfg, opts.listen->tls); !st)
+        return st;
+  }
   auto sys = std::make_unique<caf::actor_system>(*cfg);
   auto p = start(*sys, path, std::move(opts));
   if (!p)

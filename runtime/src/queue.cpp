@@ -1,12 +1,15 @@
 #include "ergon/queue.hpp"
 
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "ergon/wire.hpp"
 
 #include <stdexcept>
 
 #include "bootstrap.hpp"
+#include "listen.hpp"
 #include "ergon/actors/fair_share.hpp"
 #include "moved_from.hpp"
 #include "queue_impl.hpp"
@@ -16,8 +19,37 @@ namespace ergon {
 
 using runtime::moved_from;
 
+namespace {
+
+// The opened queue, listening if its options say so.
+result<std::shared_ptr<queue::impl>> started(result<std::unique_ptr<queue::impl>> opened) {
+  if (!opened)
+    return opened.error();
+  std::shared_ptr<queue::impl> p = std::move(*opened);
+  if (p->opts.listen)
+    if (auto st = runtime::listen(p, *p->opts.listen); !st)
+      return st;
+  return p;
+}
+
+// Closes a queue handle's queue. A listening queue's actor shares it: wait
+// until that actor is gone, so that the handle lets go last and the actor
+// system the queue may own is not torn down from one of its own threads.
+void let_go(std::shared_ptr<queue::impl>& p) {
+  if (!p)
+    return;
+  if (auto actor = caf::actor_cast<caf::actor>(p->actor)) {
+    p->stop(std::chrono::seconds(30));
+    caf::scoped_actor self{*p->sys, true};
+    self->wait_for(actor);
+  }
+  p.reset();
+}
+
+}  // namespace
+
 result<queue> queue::open(const std::string& path, options opts) {
-  auto p = runtime::bootstrap(path, std::move(opts));
+  auto p = started(runtime::bootstrap(path, std::move(opts)));
   if (!p)
     return p.error();
   return queue{std::move(*p)};
@@ -25,7 +57,7 @@ result<queue> queue::open(const std::string& path, options opts) {
 
 result<queue> queue::open(caf::actor_system& sys, const std::string& path,
                           options opts) {
-  auto p = runtime::bootstrap(sys, path, std::move(opts));
+  auto p = started(runtime::bootstrap(sys, path, std::move(opts)));
   if (!p)
     return p.error();
   return queue{std::move(*p)};
@@ -50,10 +82,18 @@ void queue::register_types(caf::actor_system_config& cfg) {
   });
 }
 
-queue::queue(std::unique_ptr<impl> p) noexcept : impl_(std::move(p)) {}
+queue::queue(std::shared_ptr<impl> p) noexcept : impl_(std::move(p)) {}
 queue::queue(queue&&) noexcept = default;
-queue& queue::operator=(queue&&) noexcept = default;
-queue::~queue() = default;
+
+queue& queue::operator=(queue&& other) noexcept {
+  if (this != &other) {
+    let_go(impl_);
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+queue::~queue() { let_go(impl_); }
 
 result<job_id> queue::submit(job j) {
   std::vector<job> one;
@@ -176,6 +216,12 @@ status queue::close(std::chrono::milliseconds timeout) {
   if (!impl_)
     return moved_from("queue");
   return impl_->stop(timeout);
+}
+
+result<uint16_t> queue::listening_port() const {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->listening_port();
 }
 
 ergon::clock& queue::clock() const {

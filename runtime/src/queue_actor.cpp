@@ -5,6 +5,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -16,6 +17,7 @@
 #include "blocking_calls.hpp"
 #include "bootstrap.hpp"
 #include "handshake.hpp"
+#include "listen.hpp"
 #include "queue_impl.hpp"
 #include "remote_queue.hpp"
 #include "validate_options.hpp"
@@ -66,7 +68,7 @@ struct queue_actor_state {
       q->subs->remove(handle);
     // Killed before it could close: the queue closes in the background.
     if (!closing && calls)
-      caf::anon_send(calls, close_atom::value, self);
+      caf::anon_send(calls, close_atom::value);
   }
 
   static inline const char* name = "ergon.queue";
@@ -190,7 +192,7 @@ void close_then_quit(queue_ptr self, caf::error reason) {
     self->state.close_requests.clear();
     self->quit(reason);
   };
-  self->request(st.calls, caf::infinite, close_atom::value, self->address())
+  self->request(st.calls, caf::infinite, close_atom::value)
     .then([done](ok_atom) { done(caf::error{}); }, [done](caf::error& e) { done(e); });
 }
 
@@ -276,22 +278,18 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
 
 }  // namespace
 
-result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
-                                options opts) {
-  auto opened = runtime::bootstrap(sys, path, std::move(opts));
-  if (!opened)
-    return opened.error();
-  std::shared_ptr<queue::impl> q = std::move(*opened);
-  // Registered here, not when the actor starts on its own thread: a
-  // start_worker right after this call must find it.
+namespace {
+
+// The queue actor over `q`, registered so that start_worker and publish
+// find `q` behind its handle.
+queue_actor spawn_actor(caf::actor_system& sys, const std::shared_ptr<queue::impl>& q) {
   std::lock_guard<std::mutex> guard{spawned().mtx};
   auto actor = sys.spawn(run, q, runtime::spawn_blocking_calls(sys, q));
   actors::set_gate<std::remove_pointer_t<queue_ptr>>(actor, q->gate);
   spawned().by_actor[actor.address()] = q;
+  q->actor = actor.address();
   return actor;
 }
-
-namespace {
 
 status no_middleman() {
   return {error::invalid_argument,
@@ -299,32 +297,29 @@ status no_middleman() {
           "sys"};
 }
 
-}  // namespace
+std::shared_ptr<queue::impl> spawned_queue(const queue_actor& q) {
+  std::lock_guard<std::mutex> guard{spawned().mtx};
+  auto i = spawned().by_actor.find(q.address());
+  return i != spawned().by_actor.end() ? i->second.lock() : nullptr;
+}
 
-result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string& bind,
-                         const credentials& creds) {
-  if (!q)
-    return status{error::closed, "the queue actor handle is invalid"};
+result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
+                         const std::string& bind, const credentials& creds) {
   auto& sys = q->home_system();
   if (!sys.has_middleman())
     return no_middleman();
-  std::shared_ptr<queue::impl> impl;
-  {
-    std::lock_guard<std::mutex> guard{spawned().mtx};
-    auto i = spawned().by_actor.find(q.address());
-    if (i != spawned().by_actor.end())
-      impl = i->second.lock();
-  }
-  if (!impl)
-    return status{error::invalid_argument,
-                  "only a queue spawned in this process can be published", "q"};
   if (!creds.secret.empty()) {
     if (auto st = runtime::validate_secret(creds.secret); !st)
       return st;
     // Locked before the port opens: no node gets in ahead of the secret.
-    if (auto st = impl->gate->lock_with(creds.secret); !st)
+    if (auto st = impl.gate->lock_with(creds.secret); !st)
       return st;
   }
+  // Held across the publish, so that a concurrent stop() either sees this
+  // port or finds the queue closed and closes it here.
+  std::lock_guard<std::mutex> guard{impl.ports_mtx};
+  if (impl.closed.load(std::memory_order_acquire))
+    return actors::queue_closed();
   // caf-openssl's publish speaks TLS; its manager is there only if use_tls
   // loaded it.
   auto bound = sys.has_openssl_manager()
@@ -333,7 +328,62 @@ result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string&
   if (!bound)
     return status{error::io_error, "cannot listen on " + bind + ":" + std::to_string(port) + ": "
                                      + sys.render(bound.error())};
+  impl.ports.push_back(*bound);
   return *bound;
+}
+
+}  // namespace
+
+namespace runtime {
+
+status listen(const std::shared_ptr<queue::impl>& q, const listen_options& where) {
+  auto actor = spawn_actor(*q->sys, q);
+  auto bound = publish(actor, *q, where.port, where.address, where.creds);
+  if (!bound) {
+    q->stop(std::chrono::seconds(30));
+    return bound.error();
+  }
+  return {};
+}
+
+}  // namespace runtime
+
+result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
+                                options opts) {
+  auto opened = runtime::bootstrap(sys, path, std::move(opts));
+  if (!opened)
+    return opened.error();
+  std::shared_ptr<queue::impl> q = std::move(*opened);
+  auto actor = spawn_actor(sys, q);
+  if (q->opts.listen) {
+    auto& where = *q->opts.listen;
+    if (auto bound = publish(actor, *q, where.port, where.address, where.creds); !bound) {
+      // Closes the queue and releases the file before the error is returned.
+      caf::scoped_actor self{sys};
+      self->request(actor, caf::infinite, close_atom::value)
+        .receive([](ok_atom) {}, [](caf::error&) {});
+      return bound.error();
+    }
+  }
+  return actor;
+}
+
+result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string& bind,
+                         const credentials& creds) {
+  if (!q)
+    return status{error::closed, "the queue actor handle is invalid"};
+  auto impl = spawned_queue(q);
+  if (!impl)
+    return status{error::invalid_argument,
+                  "only a queue spawned in this process can be published", "q"};
+  return publish(q, *impl, port, bind, creds);
+}
+
+result<uint16_t> listening_port(const queue_actor& q) {
+  auto impl = spawned_queue(q);
+  if (!impl)
+    return status{error::invalid_argument, "not a queue spawned in this process", "q"};
+  return impl->listening_port();
 }
 
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
@@ -347,13 +397,7 @@ result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uin
 }
 
 result<worker> start_worker(const queue_actor& q, worker_options opts) {
-  std::shared_ptr<queue::impl> impl;
-  {
-    std::lock_guard<std::mutex> guard{spawned().mtx};
-    auto i = spawned().by_actor.find(q.address());
-    if (i != spawned().by_actor.end())
-      impl = i->second.lock();
-  }
+  auto impl = spawned_queue(q);
   auto remote = impl ? runtime::remote_connection{} : runtime::find_remote_queue(q);
   if (!impl && !remote)
     return status{error::closed, "no open queue of this process, and no connected queue, is "

@@ -1,5 +1,9 @@
 #include "queue_impl.hpp"
 
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/scoped_actor.hpp>
+
 #include <algorithm>
 
 #include <caf/actor_cast.hpp>
@@ -135,9 +139,46 @@ result<metrics_snapshot> queue::impl::metrics() {
   return snap;
 }
 
+result<uint16_t> queue::impl::listening_port() {
+  if (closed.load(std::memory_order_acquire))
+    return actors::queue_closed();
+  std::lock_guard<std::mutex> guard{ports_mtx};
+  if (ports.empty())
+    return status{error::invalid_argument,
+                  "the queue does not listen: set options::listen, or publish its actor"};
+  return ports.front();
+}
+
+namespace {
+
+// Closes the ports the queue's actor was published on, so no node connects
+// to a closed queue; waits until the network layer did.
+void close_ports(caf::actor_system& sys, std::vector<uint16_t> ports) {
+  if (ports.empty() || !sys.has_middleman())
+    return;
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                      : sys.middleman().actor_handle();
+  caf::scoped_actor self{sys, true};
+  for (auto port : ports)
+    self->request(mm, caf::infinite, caf::close_atom::value, port)
+      .receive([] {}, [](caf::error&) {});
+}
+
+}  // namespace
+
 status queue::impl::stop(std::chrono::milliseconds timeout) {
   if (closed.exchange(true))
     return {};
+  {
+    std::vector<uint16_t> open;
+    {
+      std::lock_guard<std::mutex> guard{ports_mtx};
+      open.swap(ports);
+    }
+    close_ports(*sys, std::move(open));
+    if (auto a = caf::actor_cast<caf::actor>(actor))
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
   auto deadline = storage::steady_deadline(timeout);
   caf::anon_send(dispatcher, actors::drain_atom::value);
   std::vector<std::shared_ptr<worker::impl>> running;

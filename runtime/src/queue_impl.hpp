@@ -44,6 +44,12 @@ struct queue::impl {
   std::mutex workers_mtx;
   std::vector<std::weak_ptr<worker::impl>> workers;
   std::atomic<bool> closed{false};
+  // The queue actor over this queue, if one was spawned (spawn_queue, or
+  // options::listen), and the ports it was published on, oldest first.
+  // stop() closes the ports and tells the actor to exit.
+  caf::actor_addr actor;
+  std::mutex ports_mtx;
+  std::vector<uint16_t> ports;
   // Released last, once every connection of ours is closed.
   std::unique_ptr<storage::ownership> owner;
 
@@ -85,7 +91,12 @@ struct queue::impl {
   // Starts a worker that close() will stop.
   result<worker> start_worker(worker_options worker_opts);
 
-  // Stops the workers, then the actors, then releases the file.
+  // Where the queue actor listens; invalid_argument if nowhere.
+  result<uint16_t> listening_port();
+
+  // Stops taking connections, then stops the workers, then the actors,
+  // then releases the file. Blocks: not from a scheduled actor, except on
+  // the way out of one.
   status stop(std::chrono::milliseconds timeout);
 
   ~impl();

@@ -1,5 +1,7 @@
 #include "validate_options.hpp"
 
+#include "handshake.hpp"
+
 #include "ergon/job.hpp"
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/schema.hpp"
@@ -58,7 +60,30 @@ status validate(const options& o) {
     return st;
   if (auto st = check_at_least_one("scheduler_threads", o.scheduler_threads); !st)
     return st;
+  if (o.listen) {
+    if (o.listen->address.empty())
+      return invalid_field("listen.address", "is empty; 127.0.0.1 takes this machine's "
+                                             "connections, 0.0.0.0 every interface's");
+    if (!o.listen->creds.secret.empty())
+      if (auto st = validate_secret(o.listen->creds.secret); !st)
+        return st;
+    if (auto st = validate_peer_timeout("listen.peer_timeout", o.listen->peer_timeout); !st)
+      return st;
+  }
   return validate(o.scheduling);
+}
+
+status validate_peer_timeout(const std::string& field, std::chrono::milliseconds timeout) {
+  using namespace std::chrono_literals;
+  auto ms = std::to_string(timeout.count()) + " ms";
+  if (timeout < 0ms)
+    return invalid_field(field, "must be >= 0 (0: off), got " + ms);
+  if (timeout > 0ms && timeout < 100ms)
+    return invalid_field(field, "must be 0 (off) or at least 100 ms, so heartbeats stay a "
+                                "small part of the traffic; got " + ms);
+  if (timeout > std::chrono::hours(24))
+    return invalid_field(field, "must be at most a day, got " + ms);
+  return {};
 }
 
 status validate(const scheduling_options& s) {

@@ -19,6 +19,9 @@ status validate_path(const std::string& path);
 
 status validate(const options& opts);
 
+// A peer timeout: 0 (off), or 100 ms to a day.
+status validate_peer_timeout(const std::string& field, std::chrono::milliseconds timeout);
+
 status validate(const scheduling_options& s);
 
 status validate(const worker_options& opts);

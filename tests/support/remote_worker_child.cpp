@@ -9,6 +9,7 @@
 // Modes: complete (complete "done:<payload>" at once); hold (wait until the
 // attempt is cancelled, then return without an outcome); late (wait until
 // cancelled, then complete anyway: a late result that must be fenced).
+#include <cstdlib>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -63,8 +64,16 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   config cfg;
+  if (auto ms = std::getenv("ERGON_TEST_PEER_TIMEOUT_MS"))
+    if (auto st = ergon::set_peer_timeout(cfg, std::chrono::milliseconds{std::stoi(ms)}); !st) {
+      say("error " + st.to_string());
+      return 1;
+    }
   caf::actor_system sys{cfg};
-  auto q = ergon::connect(sys, host, port);
+  ergon::credentials creds;
+  if (auto secret = std::getenv("ERGON_TEST_SECRET"))
+    creds.secret = secret;
+  auto q = ergon::connect(sys, host, port, creds);
   if (!q) {
     say("error " + q.error().to_string());
     return 1;

@@ -1,0 +1,200 @@
+// A partition between hosts: ergon-server and two worker processes each in a
+// network namespace of their own, joined by veth pairs, so they talk as
+// separate machines do. Cutting one worker's link makes the server drop it
+// after the peer timeout and rerun its job on the other ("worker lost");
+// once the link is back, the cut-off worker's late result is fenced.
+// Network namespaces need root: without it the test is skipped, saying so.
+#define BOOST_TEST_MODULE partition
+#include <boost/test/unit_test.hpp>
+
+#include <caf/after.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ergon/job_builder.hpp"
+#include "support/server_process.hpp"
+
+using namespace ergon;
+using ergon::test::child_process;
+using ergon::test::temp_dir;
+
+namespace {
+
+constexpr auto bound = std::chrono::seconds(60);
+constexpr int peer_timeout_ms = 1'000;
+const std::string secret = "the partition test's secret, 32 bytes";
+
+// Runs a shell command; its exit status.
+int sh(const std::string& cmd) {
+  int st = std::system((cmd + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void must(const std::string& cmd) {
+  BOOST_REQUIRE_MESSAGE(sh(cmd) == 0, "failed: " + cmd);
+}
+
+boost::test_tools::assertion_result can_make_namespaces(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result ok{::geteuid() == 0};
+  if (!ok) {
+    ok.message() << "network namespaces need root; run the suite as root to test partitions";
+    return ok;
+  }
+  auto probe = "ergon-probe-" + std::to_string(::getpid());
+  ok = boost::test_tools::assertion_result{sh("ip netns add " + probe) == 0};
+  if (!ok)
+    ok.message() << "'ip netns add' failed (no iproute2, or no CAP_SYS_ADMIN here)";
+  else
+    sh("ip netns del " + probe);
+  return ok;
+}
+
+// Three namespaces: the server's, joined by one veth pair to this process
+// (the client) and by one to each worker's. Names carry the pid, so runs
+// don't collide; everything goes when this does.
+struct hosts {
+  std::string tag = std::to_string(::getpid());
+  std::string server = "ergon-s-" + tag;
+  std::string worker_a = "ergon-a-" + tag;
+  std::string worker_b = "ergon-b-" + tag;
+  std::string link_a = "esa" + tag;  // the server's end of worker A's link
+
+  hosts() {
+    for (auto& ns : {server, worker_a, worker_b}) {
+      must("ip netns add " + ns);
+      must("ip -n " + ns + " link set lo up");
+    }
+    // This process: 10.231.0.1, the server 10.231.0.2.
+    must("ip link add egr" + tag + " type veth peer name egs" + tag + " netns " + server);
+    must("ip addr add 10.231.0.1/30 dev egr" + tag);
+    must("ip link set egr" + tag + " up");
+    must("ip -n " + server + " addr add 10.231.0.2/30 dev egs" + tag);
+    must("ip -n " + server + " link set egs" + tag + " up");
+    pair(worker_a, link_a, "ega" + tag, "10.231.1");
+    pair(worker_b, "esb" + tag, "egb" + tag, "10.231.2");
+  }
+
+  // A link between the server (<net>.1) and `ns` (<net>.2).
+  void pair(const std::string& ns, const std::string& server_end, const std::string& ns_end,
+            const std::string& net) {
+    must("ip -n " + server + " link add " + server_end + " type veth peer name " + ns_end
+         + " netns " + ns);
+    must("ip -n " + server + " addr add " + net + ".1/30 dev " + server_end);
+    must("ip -n " + server + " link set " + server_end + " up");
+    must("ip -n " + ns + " addr add " + net + ".2/30 dev " + ns_end);
+    must("ip -n " + ns + " link set " + ns_end + " up");
+  }
+
+  ~hosts() {
+    sh("ip link del egr" + tag);
+    for (auto& ns : {server, worker_a, worker_b})
+      sh("ip netns del " + ns);
+  }
+
+  std::vector<std::string> in(const std::string& ns, std::vector<std::string> argv) const {
+    std::vector<std::string> out{"/usr/sbin/ip", "netns", "exec", ns};
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+};
+
+struct client_config : test::network_config {
+  client_config() {
+    auto st = set_peer_timeout(*this, std::chrono::milliseconds{peer_timeout_ms});
+    BOOST_REQUIRE(st.ok());
+  }
+};
+
+std::vector<std::string> worker_argv(const hosts& h, const std::string& ns, const std::string& server,
+                                uint16_t port, const std::string& mode) {
+  return h.in(ns, {ERGON_TEST_REMOTE_WORKER, server, std::to_string(port), mode, "1"});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result_is_fenced,
+                     *boost::unit_test::precondition(can_make_namespaces)) {
+  hosts h;
+  temp_dir dir;
+  {
+    std::ofstream{dir.file("secret")} << secret << '\n';
+  }
+  ::setenv("ERGON_TEST_SECRET", secret.c_str(), 1);
+  ::setenv("ERGON_TEST_PEER_TIMEOUT_MS", std::to_string(peer_timeout_ms).c_str(), 1);
+  child_process server{h.in(h.server, {ERGON_SERVER, "--db", dir.file("q.db"), "--bind",
+                                       "0.0.0.0", "--port", "0", "--secret-file",
+                                       dir.file("secret"), "--peer-timeout-ms",
+                                       std::to_string(peer_timeout_ms)})};
+  auto port = test::read_listening_port(server);
+  child_process a{worker_argv(h, h.worker_a, "10.231.1.1", port, "late")};
+  BOOST_REQUIRE_EQUAL(a.read_line(), "ready");
+
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto q = connect(sys, "10.231.0.2", port, {secret});
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto ask_ok = [&](auto... xs) {
+    bool ok = false;
+    self->request(*q, caf::infinite, xs...).receive([&](ok_atom) { ok = true; },
+                                                    [](caf::error&) {});
+    return ok;
+  };
+  BOOST_REQUIRE(ask_ok(subscribe_atom::value, caf::actor_cast<caf::actor>(self)));
+  auto j = job_builder("job")
+             .payload("J")
+             .max_retries(3)
+             .backoff(std::chrono::hours(1))  // a rerun "at once" is not a backoff
+             .timeout(std::chrono::hours(1))  // nor an expiry
+             .build();
+  job_id id;
+  self->request(*q, caf::infinite, submit_atom::value, *j)
+    .receive([&](job_id& x) { id = x; }, [](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_REQUIRE_EQUAL(a.read_line(), "started J");
+
+  child_process b{worker_argv(h, h.worker_b, "10.231.2.1", port, "complete")};
+  BOOST_REQUIRE_EQUAL(b.read_line(), "ready");
+  must("ip -n " + h.server + " link set " + h.link_a + " down");
+
+  bool succeeded = false;
+  bool quiet = false;
+  while (!succeeded && !quiet)
+    self->receive(
+      [&](const event& e) { succeeded = e.kind == event_kind::succeeded && e.id == id; },
+      caf::after(bound) >> [&] { quiet = true; });
+  BOOST_REQUIRE_MESSAGE(succeeded, "the cut-off worker's job did not rerun elsewhere");
+  job_info info;
+  self->request(*q, caf::infinite, job_info_atom::value, id)
+    .receive([&](job_info& x) { info = std::move(x); },
+             [](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_REQUIRE_EQUAL(info.attempts.size(), 2u);
+  BOOST_TEST(info.attempts[0].outcome == attempt_outcome::worker_lost);
+  BOOST_TEST(info.attempts[0].message == "worker lost");
+  BOOST_TEST(info.result.value_or("") == "done:J");
+
+  // The link comes back: A registers again and its late result is fenced.
+  must("ip -n " + h.server + " link set " + h.link_a + " up");
+  BOOST_TEST(a.read_line() == "outcome J stale_attempt");
+  self->request(*q, caf::infinite, job_info_atom::value, id)
+    .receive([&](job_info& x) { info = std::move(x); },
+             [](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(info.result.value_or("") == "done:J");
+
+  for (auto* w : {&a, &b}) {
+    w->signal(SIGTERM);
+    BOOST_TEST(w->read_line().rfind("stopped", 0) == 0);
+    w->wait();
+  }
+  server.signal(SIGTERM);
+  int st = server.wait();
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  ::unsetenv("ERGON_TEST_SECRET");
+  ::unsetenv("ERGON_TEST_PEER_TIMEOUT_MS");
+}
