@@ -1,75 +1,80 @@
 // An embedded queue that takes workers from other processes: the program
-// owns the database, publishes the queue on a port of 127.0.0.1 and submits
-// jobs; remote_worker processes run them.
+// opens its database with options::listen, submits jobs, and
+// remote_worker processes run them. Start embedded, add machines later.
 //
 //   ERGON_SECRET=$(openssl rand -hex 32) queue_server [database] [port] [jobs]
 //   ERGON_SECRET=... remote_worker 127.0.0.1 4781 (in another shell)
 //
 // With ERGON_SECRET set, only nodes that prove the same secret get in. It
 // exits once every job succeeded.
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/scoped_actor.hpp>
-
 #include <ergon/job_builder.hpp>
 #include <ergon/queue.hpp>
-#include <ergon/queue_actor.hpp>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 int main(int argc, char** argv) {
   std::string path = argc > 1 ? argv[1] : "queue_server.db";
   auto port = static_cast<uint16_t>(argc > 2 ? std::stoi(argv[2]) : 4781);
   int jobs = argc > 3 ? std::stoi(argv[3]) : 20;
-  ergon::credentials creds;
-  if (auto s = std::getenv("ERGON_SECRET"))
-    creds.secret = s;
 
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  ergon::queue::register_types(cfg);
-  caf::actor_system sys{cfg};
-  auto q = ergon::spawn_queue(sys, path);
+  ergon::options opts;
+  opts.listen = ergon::listen_options{};
+  opts.listen->port = port;  // address: 127.0.0.1 unless you set another
+  if (auto s = std::getenv("ERGON_SECRET"))
+    opts.listen->creds.secret = s;
+  auto q = ergon::queue::open(path, opts);
   if (!q) {
     std::cerr << "cannot open the queue: " << q.error() << '\n';
     return 1;
   }
-  caf::scoped_actor self{sys};
-  auto close = [&] {
-    self->request(*q, caf::infinite, ergon::close_atom::value)
-      .receive([](ergon::ok_atom) {}, [](caf::error&) {});
-  };
-  auto bound = ergon::publish(*q, port, "127.0.0.1", creds);
-  if (!bound) {
-    std::cerr << "cannot publish: " << bound.error() << '\n';
-    close();
-    return 1;
-  }
-  std::cout << "listening on 127.0.0.1:" << *bound
-            << (creds.secret.empty() ? " (no secret: loopback only)" : " (secret required)")
+  std::cout << "listening on 127.0.0.1:" << *q->listening_port()
+            << (opts.listen->creds.secret.empty() ? " (no secret: loopback only)"
+                                                  : " (secret required)")
             << std::endl;
 
   // Subscribe before submitting, so no completion is missed.
-  self->request(*q, caf::infinite, ergon::subscribe_atom::value, caf::actor{self})
-    .receive([](ergon::ok_atom) {}, [](caf::error&) {});
-  std::set<ergon::job_id> waiting;
-  for (int i = 0; i < jobs; ++i) {
-    auto job = *ergon::job_builder("resize").payload("image-" + std::to_string(i)).build();
-    self->request(*q, caf::infinite, ergon::submit_atom::value, std::move(job))
-      .receive([&](const ergon::job_id& id) { waiting.insert(id); },
-               [](caf::error& e) { std::cerr << "submit: " << ergon::to_status(e) << '\n'; });
+  std::mutex mtx;
+  std::condition_variable progress;
+  std::set<ergon::job_id> succeeded;
+  auto sub = q->subscribe([&](const ergon::event& e) {
+    if (e.kind != ergon::event_kind::succeeded)
+      return;
+    std::lock_guard<std::mutex> guard{mtx};
+    succeeded.insert(e.id);
+    progress.notify_all();
+  });
+  std::vector<ergon::job> batch;
+  for (int i = 0; i < jobs; ++i)
+    batch.push_back(*ergon::job_builder("resize").payload("image-" + std::to_string(i)).build());
+  auto ids = q->submit_batch(std::move(batch));
+  if (!ids) {
+    std::cerr << "submit: " << ids.error() << '\n';
+    return 1;
   }
-  std::cout << "submitted " << waiting.size() << " jobs; waiting for workers" << std::endl;
-  while (!waiting.empty())
-    self->receive([&](const ergon::event& e) {
-      if (e.kind == ergon::event_kind::succeeded && waiting.erase(e.id) == 1)
-        std::cout << "done " << e.id << " (" << waiting.size() << " left)" << std::endl;
-    });
-  close();
+  std::cout << "submitted " << ids->size() << " jobs; waiting for workers" << std::endl;
+  auto left = [&] {
+    return std::count_if(ids->begin(), ids->end(),
+                         [&](const ergon::job_id& id) { return succeeded.count(id) == 0; });
+  };
+  std::unique_lock<std::mutex> guard{mtx};
+  for (auto shown = left(); shown > 0;) {
+    progress.wait(guard);
+    if (auto now = left(); now != shown)
+      std::cout << (shown = now) << " left" << std::endl;
+  }
+  guard.unlock();
+  // Closes the port too; connected workers reconnect until a queue is back.
+  if (auto st = q->close(); !st) {
+    std::cerr << "close: " << st << '\n';
+    return 1;
+  }
   std::cout << "all jobs succeeded" << std::endl;
   return 0;
 }

@@ -97,13 +97,16 @@ class gated : public Base {
   /// Call once, right after spawning and before the handle leaves the
   /// spawning code (so before it can cross the wire).
   void set_gate(std::shared_ptr<node_gate> gate) {
+    local_ = this->home_system().node();
     owner_ = std::move(gate);
     gate_.store(owner_.get(), std::memory_order_release);
   }
 
+  // Touches nothing of the actor system: a job thread may still send to a
+  // terminated actor after a queue's own system was destroyed.
   void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* eu) override {
     auto gate = gate_.load(std::memory_order_acquire);
-    if (gate && !gate->admits(what->sender, this->home_system().node())
+    if (gate && !gate->admits(what->sender, local_)
         && !is_handshake(what->content())) {
       gate->count_refused();
       auto& to = what->stages.empty() ? what->sender : what->stages.back();
@@ -117,6 +120,7 @@ class gated : public Base {
 
  private:
   std::shared_ptr<node_gate> owner_;
+  caf::node_id local_;  // set before gate_ is published
   std::atomic<node_gate*> gate_{nullptr};
 };
 
