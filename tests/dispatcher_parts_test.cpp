@@ -1,15 +1,24 @@
 // Unit tests of the dispatcher's parts, without actors: the attempt table,
-// the worker registry and the events built from a commit feed. They cover
+// the worker registry, the checks of worker protocol messages and the events
+// built from a commit feed. They cover
 // the orderings the actor sees: returns before claims, retries parked behind
 // running code, stale expiries and releases, workers leaving mid-claim.
 #define BOOST_TEST_MODULE dispatcher_parts
 #include <boost/test/unit_test.hpp>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include "attempt_table.hpp"
 #include "dispatcher_events.hpp"
+#include "ergon/actors/protocol.hpp"
+#include "ergon/job.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "worker_registry.hpp"
 
@@ -273,6 +282,62 @@ BOOST_FIXTURE_TEST_CASE(credit_is_free_capacity_minus_what_is_on_its_way, one_wo
   r.credit(id, 1, 3);
   BOOST_TEST(r.find(id)->wanted() == 1);
   BOOST_TEST(!r.credit(fresh + 1, 4, 0));
+}
+
+BOOST_AUTO_TEST_CASE(a_report_may_claim_only_room_the_worker_can_have) {
+  worker_registry r;
+  auto id = r.add(caf::actor{}, {0}, 2, 3);
+  BOOST_TEST(r.check_credit(id, 0, 0).ok());
+  BOOST_TEST(r.check_credit(id, 5, 0).ok());  // max_capacity + prefetch
+  auto over = r.check_credit(id, 6, 0);
+  BOOST_TEST(over.code() == error::invalid_argument);
+  BOOST_TEST(over.field() == "capacity");
+  BOOST_TEST(r.check_credit(id, -1, 0).field() == "capacity");
+  BOOST_TEST(r.check_credit(id, std::numeric_limits<int32_t>::max(), 0).field() == "capacity");
+  // Received: 0 up to what was sent.
+  BOOST_TEST(r.check_credit(id, 5, 1).field() == "received_weight");
+  BOOST_TEST(r.check_credit(id, 5, -1).field() == "received_weight");
+  r.credit(id, 5, 0);
+  job_source jobs;
+  jobs.left = 2;
+  BOOST_TEST(r.claim(id, jobs.picker()).size() == 2u);
+  BOOST_TEST(r.check_credit(id, 3, 2).ok());
+  BOOST_TEST(r.check_credit(id, 3, 3).field() == "received_weight");
+  BOOST_TEST(r.check_credit(id, 3, std::numeric_limits<int64_t>::max()).field()
+             == "received_weight");
+  // An unknown worker's report credits nothing, so anything goes.
+  BOOST_TEST(r.check_credit(id + 1, -5, -5).ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_registration_keeps_worker_options_rules) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto me = sys.spawn([](caf::event_based_actor*, int) -> caf::behavior {
+    return {[](int) {}};
+  }, 0);
+  register_worker good;
+  good.types = {"job"};
+  good.max_capacity = 1;
+  good.worker = me;
+  BOOST_TEST(validate(good).ok());
+  auto field_of = [&](auto change) {
+    auto r = good;
+    change(r);
+    auto st = validate(r);
+    BOOST_TEST(st.code() == error::invalid_argument);
+    return st.field();
+  };
+  BOOST_TEST(field_of([](register_worker& r) { r.types.clear(); }) == "types");
+  BOOST_TEST(field_of([](register_worker& r) { r.types.push_back(""); }) == "types");
+  BOOST_TEST(field_of([](register_worker& r) { r.types = {std::string(max_type_bytes + 1, 't')}; })
+             == "types");
+  BOOST_TEST(field_of([](register_worker& r) { r.max_capacity = 0; }) == "max_capacity");
+  BOOST_TEST(field_of([](register_worker& r) { r.max_capacity = max_weight + 1; })
+             == "max_capacity");
+  BOOST_TEST(field_of([](register_worker& r) { r.prefetch = -1; }) == "prefetch");
+  BOOST_TEST(field_of([](register_worker& r) { r.prefetch = max_weight + 1; }) == "prefetch");
+  BOOST_TEST(field_of([](register_worker& r) { r.worker = caf::actor{}; }) == "worker");
+  caf::anon_send_exit(me, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_claim_fills_the_prefetch_window_with_jobs_that_fit_the_worker) {

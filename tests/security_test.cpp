@@ -226,3 +226,40 @@ BOOST_AUTO_TEST_CASE(use_tls_names_the_file_that_is_wrong) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Worker protocol messages out of range, from a node that can reach the
+// dispatcher: each is refused with the field it breaks, logged and counted,
+// and the queue goes on.
+BOOST_AUTO_TEST_SUITE(network_input)
+
+BOOST_AUTO_TEST_CASE(out_of_range_worker_messages_are_rejected_and_change_nothing) {
+  temp_dir dir;
+  server_process server{dir.file("q.db")};
+  client c;
+  auto q = connect(c.sys, "127.0.0.1", server.port);
+  BOOST_REQUIRE(q.has_value());
+  BOOST_REQUIRE(submit(c, *q).has_value());
+  child_process peer{{ERGON_TEST_RAW_PEER, "127.0.0.1", std::to_string(server.port),
+                      "malformed"}};
+  BOOST_TEST(peer.read_line() == "register invalid_argument types");  // none
+  BOOST_TEST(peer.read_line() == "register invalid_argument types");  // 300 bytes
+  BOOST_TEST(peer.read_line() == "register invalid_argument max_capacity");
+  BOOST_TEST(peer.read_line() == "register invalid_argument prefetch");
+  BOOST_TEST(peer.read_line() == "register invalid_argument worker");
+  BOOST_TEST(peer.read_line() == "unregister invalid_argument worker_id");
+  BOOST_TEST(peer.read_line() == "sent");
+  // The reports' room was refused: the job was never claimed for the peer.
+  auto counts = c.ask<status_counts>(*q, counts_atom::value);
+  BOOST_REQUIRE(counts.has_value());
+  BOOST_TEST((*counts)[job_status::pending] == 1);
+  BOOST_TEST((*counts)[job_status::running] == 0);
+  auto m = metrics_of(c, *q);
+  BOOST_TEST(m.rejected_messages == 8);  // 5 registrations, 2 reports, 1 unregistration
+  BOOST_TEST(m.refused_messages == 0);
+  peer.close_stdin();
+  BOOST_TEST(peer.wait() == 0);
+  BOOST_TEST(submit(c, *q).has_value());
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

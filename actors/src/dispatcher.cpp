@@ -8,6 +8,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <algorithm>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <random>
@@ -17,8 +18,10 @@
 #include "attempt_table.hpp"
 #include "clock_ticks.hpp"
 #include "dispatcher_events.hpp"
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
 #include "ergon/storage/times.hpp"
+#include "ergon/wire.hpp"
 #include "worker_registry.hpp"
 
 namespace ergon::actors {
@@ -415,8 +418,33 @@ void settle(dispatcher_ptr self) {
 
 // -- messages -----------------------------------------------------------------------------
 
-worker_registered on_register(dispatcher_ptr self, const register_worker& r) {
+// A worker protocol message that breaks its rules (it may come from another
+// node): logged and counted, never applied.
+void reject(dispatcher_ptr self, const char* what, const status& why) {
+  if (self->state.cfg.gate)
+    self->state.cfg.gate->count_rejected();
+  auto& sender = self->current_sender();
+  std::cerr << "ergon: dispatcher rejected " << what << " from "
+            << (sender ? caf::to_string(sender->node()) : std::string{"an anonymous sender"})
+            << ": " << why << '\n';
+}
+
+// ok if the current sender is the actor registered as worker `id`, or if no
+// worker has that id (one that left may still report).
+status check_sender(dispatcher_ptr self, uint64_t id) {
+  auto w = self->state.workers.find(id);
+  if (!w || w->handle.address() == caf::actor_cast<caf::actor_addr>(self->current_sender()))
+    return {};
+  return invalid_field("worker_id", "worker " + std::to_string(id)
+                                      + " is registered by another actor");
+}
+
+caf::result<worker_registered> on_register(dispatcher_ptr self, const register_worker& r) {
   auto& st = self->state;
+  if (auto why = validate(r); !why) {
+    reject(self, "a registration", why);
+    return to_caf_error(why);
+  }
   std::vector<uint32_t> types;
   for (auto& t : r.types)
     types.push_back(st.policy->type_id(t));
@@ -427,11 +455,15 @@ worker_registered on_register(dispatcher_ptr self, const register_worker& r) {
   self->monitor(r.worker);
   update_capacity(st);
   settle(self);
-  return {wid, st.cfg.writer};
+  return worker_registered{wid, st.cfg.writer};
 }
 
 caf::result<unregistered_atom> on_unregister(dispatcher_ptr self, const unregister_worker& u) {
   auto& st = self->state;
+  if (auto why = check_sender(self, u.worker_id); !why) {
+    reject(self, "an unregistration", why);
+    return to_caf_error(why);
+  }
   caf::result<unregistered_atom> answer = unregistered_atom::value;
   switch (st.workers.leave(u.worker_id)) {
     case worker_registry::leave_result::unknown:
@@ -449,8 +481,20 @@ caf::result<unregistered_atom> on_unregister(dispatcher_ptr self, const unregist
 
 // A worker's report goes on to the writer with the jobs picked for its room,
 // so its outcomes and its next claims commit together.
+// A report from an actor other than its worker is dropped; one whose room is
+// out of range still has its outcomes committed (each is fenced by its
+// token), but credits nothing.
 void on_report(dispatcher_ptr self, worker_report& r) {
   auto& st = self->state;
+  if (auto why = check_sender(self, r.worker_id); !why) {
+    reject(self, "a report", why);
+    return;
+  }
+  bool credits = true;
+  if (auto why = st.workers.check_credit(r.worker_id, r.capacity, r.received_weight); !why) {
+    reject(self, "a report's room", why);
+    credits = false;
+  }
   drain_feeds(st);
   auto now = st.cfg.clock->now_ms();
   worker_batch batch;
@@ -463,7 +507,7 @@ void on_report(dispatcher_ptr self, worker_report& r) {
   // report only then.
   batch.answers_report = !batch.outcomes.empty() || !batch.released.empty();
   free_returned(st, r.worker_id, r.returned, now);
-  if (st.workers.credit(r.worker_id, r.capacity, r.received_weight)) {
+  if (credits && st.workers.credit(r.worker_id, r.capacity, r.received_weight)) {
     st.policy->promote(now);
     emit_rebalance(st, now);  // picks follow shares that include new groups
     if (!st.draining && now >= st.hold_until)

@@ -6,6 +6,8 @@
 #include <ostream>
 
 #include "ergon/event.hpp"
+#include "ergon/job.hpp"
+#include "ergon/storage/field_rules.hpp"
 
 namespace ergon::actors {
 
@@ -28,6 +30,22 @@ job_id id_from_wire(const std::string& bytes) {
   if (bytes.size() == b.size())
     std::memcpy(b.data(), bytes.data(), b.size());
   return job_id{b};
+}
+
+status validate(const register_worker& r) {
+  if (r.types.empty())
+    return invalid_field("types", "a worker needs at least one job type to run");
+  for (auto& type : r.types)
+    if (auto st = storage::check_label("types", type); !st)
+      return st;
+  if (auto st = storage::check_weight("max_capacity", r.max_capacity); !st)
+    return st;
+  if (r.prefetch < 0 || r.prefetch > max_weight)
+    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
+                                       + ", got " + std::to_string(r.prefetch));
+  if (!r.worker)
+    return invalid_field("worker", "the registration names no worker actor");
+  return {};
 }
 
 void register_protocol(caf::actor_system_config& cfg) {

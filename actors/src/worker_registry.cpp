@@ -20,6 +20,21 @@ const worker_registry::worker* worker_registry::find(uint64_t id) const {
   return w == workers_.end() ? nullptr : &w->second;
 }
 
+status worker_registry::check_credit(uint64_t id, int32_t capacity, int64_t received) const {
+  auto w = workers_.find(id);
+  if (w == workers_.end())
+    return {};
+  auto room = int64_t{w->second.max_capacity} + w->second.prefetch;
+  if (capacity < 0 || capacity > room)
+    return invalid_field("capacity", "must be between 0 and " + std::to_string(room)
+                                       + " (max_capacity + prefetch), got "
+                                       + std::to_string(capacity));
+  if (received < 0 || received > w->second.sent)
+    return invalid_field("received_weight", "must be between 0 and the " + std::to_string(w->second.sent)
+                                              + " units sent, got " + std::to_string(received));
+  return {};
+}
+
 bool worker_registry::credit(uint64_t id, int32_t capacity, int64_t received) {
   auto w = workers_.find(id);
   if (w == workers_.end())

@@ -22,6 +22,7 @@
 #include <caf/actor.hpp>
 
 #include "ergon/actors/scheduling_policy.hpp"
+#include "ergon/error.hpp"
 
 namespace ergon::actors {
 
@@ -54,6 +55,13 @@ class worker_registry {
 
   /// The worker `id`, or null if it is not registered.
   const worker* find(uint64_t id) const;
+
+  /// Whether a report's room is possible for worker `id`: 0 to
+  /// max_capacity + prefetch units free, having received 0 to what was sent
+  /// it. ok for a worker that is not registered (its report credits
+  /// nothing). Error: invalid_argument naming "capacity" or
+  /// "received_weight".
+  status check_credit(uint64_t id, int32_t capacity, int64_t received) const;
 
   /// The worker's report: it has `capacity` units free after receiving
   /// `received` units in all. False if it is not registered.

@@ -48,17 +48,22 @@ class job_context {
 
   /// Stores `payload` as what the next attempt receives if this one fails,
   /// and extends the expiry like a heartbeat. Returns once committed.
-  /// Errors: invalid_argument (too large), stale_attempt (expired), closed.
+  /// Errors: invalid_argument (too large), stale_attempt (expired), closed,
+  /// and for a worker on another node unreachable (the connection dropped).
   virtual status checkpoint(std::string payload) = 0;
 
   /// Extends the expiry to at least now + heartbeat_increment. Returns once
-  /// committed. Errors: stale_attempt (the attempt already expired), closed.
+  /// committed. Errors: stale_attempt (the attempt already expired), closed,
+  /// unreachable (a worker on another node lost its connection).
   virtual status heartbeat() = 0;
 
   /// Ends the attempt successfully with optional result bytes. Returns once
-  /// committed. Errors: stale_attempt (the attempt expired: the result is
+  /// committed. Errors: invalid_argument naming "result" (larger than the
+  /// queue's limit), stale_attempt (the attempt expired: the result is
   /// discarded and the job's state is unchanged), job_finished (complete or
-  /// fail was already called), closed.
+  /// fail was already called), closed, and for a worker on another node
+  /// unreachable (the connection dropped before the commit was
+  /// acknowledged; the queue fences the outcome if it retried the job).
   virtual status complete(std::string result = {}) = 0;
 
   /// Ends the attempt as failed with `message`: the job is retried with

@@ -97,14 +97,15 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
 /// system, connections are mutual TLS. Needs caf::io::middleman loaded.
 /// Errors: invalid_argument (no middleman; `q` is not a queue of this
 /// process; a secret shorter than 16 bytes or other than the one it was
-/// published with before), io_error (the port can't be bound, naming it).
+/// published with before), io_error (the port can't be bound, naming it),
+/// closed (`q` is an invalid handle, or its queue has closed).
 result<uint16_t> publish(const queue_actor& q, uint16_t port,
                          const std::string& bind = "127.0.0.1", const credentials& creds = {});
 
 /// The port `q`, a queue spawned in this process, listens on
-/// (options::listen, or the first port of publish). Error:
-/// invalid_argument if it does not listen, or is not an open queue of this
-/// process.
+/// (options::listen, or the first port of publish). Errors:
+/// invalid_argument if it does not listen or is not a queue of this
+/// process, closed once its queue has closed.
 result<uint16_t> listening_port(const queue_actor& q);
 
 /// How long a connection between two nodes may stay silent before each side
@@ -121,9 +122,14 @@ status set_peer_timeout(caf::actor_system_config& cfg, std::chrono::milliseconds
 
 /// The queue published at `host`:`port` (by ergon-server or `publish`), as
 /// a queue_actor in `sys`: a local actor that forwards each request over
-/// one connection. If the connection drops, requests in flight and new ones
-/// get `unreachable` (never a hang), and the next request after a backoff
-/// (100 ms doubling to 5 s) reconnects. With `creds.secret`, each
+/// one connection. Once the connection counts as dropped, requests in
+/// flight and new ones get `unreachable` rather than hang, and the next
+/// request after a backoff
+/// (100 ms doubling to 5 s) reconnects. A connection the operating system
+/// keeps open through a silent partition counts as dropped only after the
+/// peer timeout (set_peer_timeout); without one, only when TCP gives up
+/// (about 15 minutes on Linux). A queue that closed answers `closed` while
+/// it closes, and is `unreachable` after. With `creds.secret`, each
 /// connection first proves the secret to the queue and checks that the
 /// queue proves it too. Only that queue's node reaches the actors this
 /// connection creates. With use_tls on `sys`, the connection is mutual

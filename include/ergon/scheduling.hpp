@@ -112,6 +112,10 @@ struct metrics_snapshot {
   int64_t refused_messages = 0;
   /// Secret handshakes that failed: a wrong secret, or none.
   int64_t failed_handshakes = 0;
+  /// Worker protocol messages rejected as malformed or out of range (a
+  /// registration that breaks worker_options' rules, a report of more room
+  /// than the worker has), each also logged to stderr.
+  int64_t rejected_messages = 0;
   /// Job counts per status, overall and per type.
   status_counts by_status;
   std::map<std::string, status_counts> by_type;

@@ -133,6 +133,7 @@ result<metrics_snapshot> queue::impl::metrics() {
   snap->subscriber_errors = subs->errors();
   snap->refused_messages = gate->refused();
   snap->failed_handshakes = gate->failed_handshakes();
+  snap->rejected_messages = gate->rejected();
   for (auto& [type, counts] : counters->by_type())
     for (size_t i = 0; i < counts.size(); ++i)
       snap->by_type[type].by_status[i] = counts[i];

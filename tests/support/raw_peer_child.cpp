@@ -8,6 +8,13 @@
 //       LEAKPORT (an authenticated node leaking it), then asks the
 //       dispatcher to register a worker ("register <code>") and sends it an
 //       exit message. Prints "done" at the end.
+//   ergon-test-raw-peer HOST PORT malformed
+//       asks the queue for its dispatcher and sends it out-of-range worker
+//       protocol messages: registrations ("register <code> <field>" each),
+//       then, registered as a worker of type "job", two reports claiming
+//       room it can't have and an unregistration from another actor
+//       ("unregister <code> <field>"). Prints "sent" once the dispatcher
+//       has handled them all, then waits for stdin to close.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -16,6 +23,7 @@
 #include <chrono>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "ergon/actors/protocol.hpp"
 #include "ergon/job_builder.hpp"
@@ -37,11 +45,60 @@ std::string code_of(const caf::error& e) {
   return ergon::to_string(ergon::to_status(e).code());
 }
 
+std::string code_and_field(const caf::error& e) {
+  auto st = ergon::to_status(e);
+  return std::string{ergon::to_string(st.code())} + " " + st.field();
+}
+
+int send_malformed(caf::scoped_actor& self, const ergon::queue_actor& q) {
+  using namespace ergon::actors;
+  caf::actor dispatcher;
+  self->request(q, patience, ergon::join_atom::value)
+    .receive([&](caf::actor& d) { dispatcher = d; },
+             [](caf::error& e) { std::cout << "join " << code_of(e) << std::endl; });
+  if (!dispatcher)
+    return 1;
+  register_worker good;
+  good.name = "malformed";
+  good.types = {"job"};
+  good.max_capacity = 1;
+  good.worker = caf::actor_cast<caf::actor>(self);
+  std::vector<register_worker> bad(5, good);
+  bad[0].types.clear();
+  bad[1].types = {std::string(300, 't')};
+  bad[2].max_capacity = 0;
+  bad[3].prefetch = -1;
+  bad[4].worker = caf::actor{};
+  for (auto& reg : bad)
+    self->request(dispatcher, patience, reg)
+      .receive([](worker_registered&) { std::cout << "register ok" << std::endl; },
+               [](caf::error& e) { std::cout << "register " << code_and_field(e) << std::endl; });
+  uint64_t id = 0;
+  self->request(dispatcher, patience, good)
+    .receive([&](worker_registered& r) { id = r.worker_id; },
+             [](caf::error& e) { std::cout << "register " << code_of(e) << std::endl; });
+  if (id == 0)
+    return 1;
+  self->send(dispatcher, worker_report{id, 1'000'000, 0, {}, {}, {}});
+  self->send(dispatcher, worker_report{id, 1, 5, {}, {}, {}});
+  caf::scoped_actor other{self->home_system()};
+  other->request(dispatcher, patience, unregister_worker{id})
+    .receive([](unregistered_atom) { std::cout << "unregister ok" << std::endl; },
+             [](caf::error& e) { std::cout << "unregister " << code_and_field(e) << std::endl; });
+  // Answered after the reports before it: they have all been handled.
+  self->request(dispatcher, patience, unregister_worker{id})
+    .receive([](unregistered_atom) { std::cout << "sent" << std::endl; },
+             [](caf::error& e) { std::cout << "own unregister " << code_of(e) << std::endl; });
+  std::string line;
+  std::getline(std::cin, line);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: " << argv[0] << " HOST PORT submit|leaked [LEAKPORT]\n";
+    std::cerr << "usage: " << argv[0] << " HOST PORT submit|leaked [LEAKPORT]|malformed\n";
     return 2;
   }
   std::string host = argv[1];
@@ -55,6 +112,8 @@ int main(int argc, char** argv) {
     std::cout << "connect " << sys.render(q.error()) << std::endl;
     return 1;
   }
+  if (mode == "malformed")
+    return send_malformed(self, *q);
   if (mode == "submit") {
     auto j = ergon::job_builder("job").payload("from a stranger").build();
     self->request(*q, patience, ergon::submit_atom::value, *j)

@@ -63,12 +63,15 @@ class node_gate {
 
   void count_refused() { refused_.fetch_add(1, std::memory_order_relaxed); }
   void count_failed_handshake() { failed_handshakes_.fetch_add(1, std::memory_order_relaxed); }
+  void count_rejected() { rejected_.fetch_add(1, std::memory_order_relaxed); }
   /// Messages dropped because their node had not authenticated.
   int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   /// Handshakes that proved a wrong secret (or none).
   int64_t failed_handshakes() const {
     return failed_handshakes_.load(std::memory_order_relaxed);
   }
+  /// Protocol messages rejected as malformed or out of range.
+  int64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<bool> closed_{false};
@@ -77,6 +80,7 @@ class node_gate {
   std::set<caf::node_id> admitted_;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> failed_handshakes_{0};
+  std::atomic<int64_t> rejected_{0};
 };
 
 /// True for the handshake messages (hello, prove), which pass every gate:

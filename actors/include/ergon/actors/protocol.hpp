@@ -57,6 +57,12 @@ struct register_worker {
   caf::actor worker;
 };
 
+/// Whether a registration, perhaps from another node, keeps worker_options'
+/// rules: job types of 1 to max_type_bytes bytes, at least one, max_capacity
+/// 1 to max_weight, prefetch 0 to max_weight, and a worker handle. Error:
+/// invalid_argument naming "types", "max_capacity", "prefetch" or "worker".
+status validate(const register_worker& r);
+
 /// The dispatcher's answer: the worker's id, and where to report outcomes.
 struct worker_registered {
   uint64_t worker_id = 0;
