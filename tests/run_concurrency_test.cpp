@@ -4,7 +4,9 @@
 #define BOOST_TEST_MODULE run_concurrency
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 
 #include "ergon/actors/worker.hpp"
@@ -153,6 +155,34 @@ BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
     BOOST_TEST(o.succeeded);
   BOOST_TEST(seen_pokes <= 3);
   BOOST_TEST(runner->idle());
+  runner->shut_down();
+}
+
+// The room a worker reports comes from the outbox's held weight: an attempt
+// whose weight is free must be in that outbox's `returned`, or the
+// dispatcher fills its slot while still counting it to its group.
+BOOST_AUTO_TEST_CASE(weight_is_free_only_together_with_its_return) {
+  constexpr int jobs = 3'000;
+  auto runner = make_runner(8);
+  std::map<int64_t, int32_t> weight_of;  // by token
+  int32_t added = 0;
+  for (int i = 0; i < jobs; ++i) {
+    int32_t w = 1 + i % 3;
+    weight_of[next_token] = w;
+    added += w;
+    add(*runner, [] {}, w);
+  }
+  int32_t returned = 0;
+  size_t seen = 0;
+  auto deadline = std::chrono::steady_clock::now() + hang_guard;
+  while (seen < static_cast<size_t>(jobs) && std::chrono::steady_clock::now() < deadline) {
+    auto box = runner->take();
+    for (auto& r : box.returned)
+      returned += weight_of.at(r.token);
+    seen += box.returned.size();
+    BOOST_REQUIRE_EQUAL(box.held_weight + returned, added);
+  }
+  BOOST_TEST(seen == static_cast<size_t>(jobs));
   runner->shut_down();
 }
 

@@ -1,13 +1,22 @@
 # Runs examples/queue_server and examples/remote_worker together against a
 # fresh database: -D SERVER=<path> -D WORKER=<path> -D DB=<path> -D PORT=<n>.
-# execute_process starts both at once (the server's stdout feeds the
-# worker's stdin, which it ignores).
+# A shell starts both and waits for each, so neither writes into a pipe
+# that the other closed by exiting first (execute_process would chain them).
 file(REMOVE "${DB}" "${DB}-wal" "${DB}-shm")
 set(ENV{ERGON_SECRET} "example secret of the distributed example run")
-execute_process(COMMAND "${SERVER}" "${DB}" "${PORT}" 20
-                COMMAND "${WORKER}" 127.0.0.1 "${PORT}" 20
-                RESULTS_VARIABLE rcs OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+set(script [=[
+"$1" "$3" "$4" 20 &
+server=$!
+"$2" 127.0.0.1 "$4" 20
+worker=$?
+wait "$server"
+server_rc=$?
+echo "exit codes: server $server_rc, worker $worker"
+[ "$server_rc" -eq 0 ] && [ "$worker" -eq 0 ]
+]=])
+execute_process(COMMAND sh -c "${script}" run "${SERVER}" "${WORKER}" "${DB}" "${PORT}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
 message(STATUS "${out}")
-if(NOT rcs STREQUAL "0;0")
-  message(FATAL_ERROR "queue_server and remote_worker exited with ${rcs}\n${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "queue_server and remote_worker failed (${rc})\n${out}\n${err}")
 endif()

@@ -46,7 +46,9 @@ void job_runner::report(storage::attempt_report outcome, std::optional<reply_to<
 job_runner::outbox job_runner::take() {
   std::lock_guard<std::mutex> guard{mtx_};
   poke_armed_ = false;
-  return std::exchange(outbox_, outbox{});
+  auto box = std::exchange(outbox_, outbox{});
+  box.held_weight = running_weight_ + waiting_weight_;
+  return box;
 }
 
 bool job_runner::arm_poke() {

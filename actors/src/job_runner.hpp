@@ -39,6 +39,11 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
     /// One per outcome: the blocking caller to answer, if any.
     std::vector<std::optional<reply_to<status>>> replies;
     std::vector<storage::attempt_ref> returned;
+    /// Weight held (running plus waiting) as the outbox was taken. Read
+    /// with it, so that every attempt whose weight is free is in
+    /// `returned`: room reported without its return would let the
+    /// dispatcher fill the slot against stale group shares.
+    int32_t held_weight = 0;
 
     bool empty() const noexcept { return outcomes.empty() && returned.empty(); }
   };

@@ -147,7 +147,7 @@ void report(worker_ptr self) {
     for (auto& a : box.returned)
       st.attempts.erase(a.token);
     int32_t room = 0;
-    auto held = st.runner->held_weight();
+    auto held = box.held_weight;
     if (!st.stopping && held < st.cfg.min_capacity + st.cfg.prefetch)
       room = st.cfg.max_capacity + st.cfg.prefetch - held;
     bool news = !box.outcomes.empty() || !st.to_release.empty();
