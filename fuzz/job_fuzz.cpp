@@ -177,6 +177,8 @@ std::set<std::string> bad_fields(const job_update& u, size_t max_payload) {
     bad.insert("timeout");
   if (u.payload && max_payload != 0 && u.payload->size() > max_payload)
     bad.insert("payload");
+  if (u.keep_checkpoint && !u.payload)
+    bad.insert("keep_checkpoint");
   return bad;
 }
 
@@ -236,6 +238,7 @@ job_update read_update(input_reader& in) {
   if (which & 8) u.payload = in.text(8'192);
   if (which & 16) u.max_retries = in.i32();
   if (which & 32) u.timeout_ms = in.i64();
+  u.keep_checkpoint = (which & 64) != 0;
   return u;
 }
 

@@ -232,6 +232,55 @@ BOOST_AUTO_TEST_CASE(each_try_sees_the_previous_checkpoint) {
   BOOST_TEST(i.checkpoint.value_or("") == "step-2");
 }
 
+BOOST_AUTO_TEST_CASE(a_new_payload_drops_the_checkpoint_unless_kept) {
+  auto id = submit(*job_of("cp").payload("v1").max_retries(3).backoff(1h, 1.0, 0.0).build());
+  std::mutex mtx;
+  std::vector<std::string> seen;
+  worker_options w;
+  w.runners["cp"] = [&](job_context& ctx) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      seen.push_back(ctx.payload());
+    }
+    if (ctx.try_number() == 1)
+      ctx.checkpoint("step-1");
+    ctx.fail("stop here");
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, id));
+  BOOST_TEST(info(id).checkpoint.value_or("") == "step-1");
+  // Kept: the next attempt still resumes from the checkpoint.
+  job_update keep;
+  keep.payload = "v2";
+  keep.keep_checkpoint = true;
+  BOOST_REQUIRE(q->update_pending(id, keep).ok());
+  BOOST_TEST(info(id).payload == "v2");
+  BOOST_TEST(info(id).checkpoint.value_or("") == "step-1");
+  advance(2h);
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 2, id));
+  // Dropped (the default): the next attempt gets the new payload.
+  job_update drop;
+  drop.payload = "v3";
+  BOOST_REQUIRE(q->update_pending(id, drop).ok());
+  BOOST_TEST(!info(id).checkpoint.has_value());
+  advance(5h);
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 3, id));
+  std::lock_guard<std::mutex> guard{mtx};
+  BOOST_TEST(seen == (std::vector<std::string>{"v1", "step-1", "v3"}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(keeping_a_checkpoint_needs_a_new_payload) {
+  auto id = submit(*job_of("cp").payload("v1").build());
+  job_update u;
+  u.priority = 3;
+  u.keep_checkpoint = true;
+  auto st = q->update_pending(id, u);
+  BOOST_TEST(st.code() == error::invalid_argument);
+  BOOST_TEST(st.field() == "keep_checkpoint");
+  BOOST_TEST(info(id).priority == 0);  // nothing changed
+}
+
 BOOST_AUTO_TEST_CASE(an_oversized_checkpoint_is_rejected) {
   reopen([] {
     options o;

@@ -69,6 +69,12 @@ struct job_update {
   std::optional<std::string> payload;
   std::optional<int32_t> max_retries;
   std::optional<int64_t> timeout_ms;
+  /// With a new `payload`: keep the checkpoint an earlier attempt stored,
+  /// so the next attempt still resumes from it (a checkpoint replaces the
+  /// payload an attempt receives; see job_context::checkpoint). By default
+  /// a new payload drops the checkpoint, and the next attempt gets the new
+  /// payload. Without `payload` it is an error (field "keep_checkpoint").
+  bool keep_checkpoint = false;
 };
 
 /// Checks every field of `j`. On failure the status is `invalid_argument`

@@ -151,7 +151,7 @@ typename Inspector::result_type inspect(Inspector& f, job_update& x) {
   auto max_retries = wire::optional(x.max_retries);
   auto timeout = wire::optional(x.timeout_ms);
   return f(caf::meta::type_name("ergon::job_update"), priority, weight, run_at, payload,
-           max_retries, timeout);
+           max_retries, timeout, x.keep_checkpoint);
 }
 
 template <class Inspector>

@@ -6,14 +6,15 @@
 namespace ergon::storage {
 namespace {
 
-// A new payload replaces any checkpoint: the next attempt should see it. A
+// A new payload replaces any checkpoint, unless kept (?9): the next attempt
+// should see the new payload. A
 // new run_at restarts the aging clock of a job that never started.
 constexpr const char* update_job =
   "UPDATE jobs SET priority = coalesce(?2, priority), weight = coalesce(?3, weight), "
   "run_at = coalesce(?4, run_at), payload = coalesce(?5, payload), "
   "ready_since = CASE WHEN ?4 IS NOT NULL AND current_try = 0 THEN max(?4, ?8) "
   "ELSE ready_since END, "
-  "checkpoint = CASE WHEN ?5 IS NULL THEN checkpoint ELSE NULL END, "
+  "checkpoint = CASE WHEN ?5 IS NULL OR ?9 THEN checkpoint ELSE NULL END, "
   "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "
   "WHERE id = ?1 AND status = 0";
 
@@ -53,6 +54,7 @@ result<key_change> update_pending(db& d, const update_pending_args& args,
   if (c.max_retries) s.bind(6, *c.max_retries);
   if (c.timeout_ms) s.bind(7, *c.timeout_ms);
   s.bind(8, now_ms);
+  s.bind(9, c.keep_checkpoint ? 1 : 0);
   if (auto st = d.run(s); !st)
     return st;
   if (d.changes() != 1)

@@ -81,7 +81,13 @@ status validate(const job_update& u, size_t max_payload_bytes) {
     [&] { return u.run_at_ms ? check_not_negative("run_at", *u.run_at_ms) : status{}; },
     [&] { return u.max_retries ? check_retries(*u.max_retries) : status{}; },
     [&] { return u.timeout_ms ? check_positive_ms("timeout", *u.timeout_ms) : status{}; },
-    [&] { return u.payload ? check_payload(*u.payload, max_payload_bytes) : status{}; });
+    [&] { return u.payload ? check_payload(*u.payload, max_payload_bytes) : status{}; },
+    [&] {
+      return u.keep_checkpoint && !u.payload
+               ? invalid_field("keep_checkpoint", "keeps the checkpoint when the payload "
+                                                  "changes; set a payload too")
+               : status{};
+    });
 }
 
 }  // namespace ergon
