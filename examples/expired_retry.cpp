@@ -8,7 +8,6 @@
 #include <chrono>
 #include <future>
 #include <iostream>
-#include <thread>
 
 int main(int argc, char** argv) {
   using namespace std::chrono_literals;
@@ -27,8 +26,7 @@ int main(int argc, char** argv) {
   opts.runners["fetch"] = [](ergon::job_context& ctx) {
     if (ctx.try_number() == 1) {
       // Stuck on a dead connection; no heartbeat, so the attempt expires.
-      while (!ctx.cancelled())
-        std::this_thread::sleep_for(10ms);
+      ctx.wait_cancelled(std::chrono::milliseconds::max());
       auto late = ctx.complete("too late");
       std::cout << "late result rejected: " << late << '\n';
       return;

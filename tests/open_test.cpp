@@ -14,7 +14,6 @@
 #include <functional>
 #include <iterator>
 #include <set>
-#include <thread>
 
 #include "support/child_process.hpp"
 #include "support/queue_fixture.hpp"
@@ -294,8 +293,7 @@ std::string seeded_then(const temp_dir& dir, int n, const std::string& sql) {
 }
 
 void run_until_cancelled(job_context& ctx) {
-  while (!ctx.cancelled())
-    std::this_thread::yield();
+  ctx.wait_cancelled(std::chrono::milliseconds::max());
 }
 
 }  // namespace

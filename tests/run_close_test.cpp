@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "support/child_process.hpp"
 #include "support/queue_fixture.hpp"
@@ -125,8 +124,7 @@ BOOST_AUTO_TEST_CASE(a_worker_stop_that_times_out_flags_its_jobs_cancelled) {
   worker_options w;
   w.runners["t"] = [&](job_context& ctx) {
     g.pass();
-    while (!ctx.cancelled())
-      std::this_thread::yield();
+    ctx.wait_cancelled(std::chrono::milliseconds::max());
     saw_cancel.set_value();
   };
   auto wk = start(std::move(w));

@@ -5,7 +5,6 @@
 
 #include <future>
 #include <mutex>
-#include <thread>
 
 #include "support/queue_fixture.hpp"
 
@@ -15,11 +14,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Job code that runs until its attempt is flagged cancelled (no clock in
-// job code: it just yields the CPU while it waits).
+// Job code that runs until its attempt is flagged cancelled.
 void run_until_cancelled(job_context& ctx) {
-  while (!ctx.cancelled())
-    std::this_thread::yield();
+  ctx.wait_cancelled(std::chrono::milliseconds::max());
 }
 
 }  // namespace
@@ -48,6 +45,28 @@ BOOST_AUTO_TEST_CASE(a_job_past_its_timeout_fails_with_every_attempt_expired) {
     BOOST_TEST(a.outcome == attempt_outcome::expired);
     BOOST_TEST(a.message == "expired");
   }
+}
+
+BOOST_AUTO_TEST_CASE(wait_cancelled_returns_at_once_or_when_the_attempt_expires) {
+  submit(*job_of("wait").timeout(1'000ms).max_retries(0).build());
+  std::promise<void> waiting;
+  std::promise<std::vector<bool>> seen;
+  worker_options w;
+  w.runners["wait"] = [&](job_context& ctx) {
+    std::vector<bool> r;
+    r.push_back(ctx.wait_cancelled(0ms));   // doesn't wait
+    r.push_back(ctx.wait_cancelled(-5ms));  // doesn't wait
+    waiting.set_value();
+    r.push_back(ctx.wait_cancelled(std::chrono::milliseconds::max()));
+    seen.set_value(r);
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(waiting.get_future().wait_for(hang_guard) == std::future_status::ready);
+  advance(1'000ms);
+  auto result = seen.get_future();
+  BOOST_REQUIRE(result.wait_for(hang_guard) == std::future_status::ready);
+  BOOST_TEST(result.get() == (std::vector<bool>{false, false, true}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(manual_heartbeats_keep_a_job_alive_past_its_timeout) {

@@ -6,6 +6,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <unordered_map>
 
@@ -29,6 +30,30 @@ running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
       weight_(a.weight),
       worker_(std::move(worker)),
       runner_(std::move(runner)) {}
+
+void running_attempt::cancel() noexcept {
+  {
+    // Under the lock, so a waiter can't check the flag, miss this, and sleep.
+    std::lock_guard<std::mutex> guard{cancel_mtx_};
+    cancelled_.store(true, std::memory_order_release);
+  }
+  cancel_cv_.notify_all();
+}
+
+namespace {
+constexpr std::chrono::milliseconds max_wait = std::chrono::hours{24 * 365 * 200};
+}  // namespace
+
+bool running_attempt::wait_cancelled(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> guard{cancel_mtx_};
+  auto flagged = [this] { return cancelled(); };
+  if (timeout == std::chrono::milliseconds::max())
+    cancel_cv_.wait(guard, flagged);
+  else if (timeout > std::chrono::milliseconds::zero())
+    // steady_clock counts in ns, which overflow past 292 years.
+    cancel_cv_.wait_for(guard, std::min<std::chrono::milliseconds>(timeout, max_wait), flagged);
+  return cancelled();
+}
 
 status running_attempt::finish(bool succeeded, std::string text) {
   if (!mark_finished())

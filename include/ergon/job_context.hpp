@@ -14,6 +14,7 @@
 // exception's text; the worker keeps running.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -45,6 +46,12 @@ class job_context {
   /// True once the attempt expired (its result will be rejected) or the
   /// worker is stopping. Long jobs should check it and return early.
   virtual bool cancelled() const = 0;
+
+  /// Waits until cancelled() is true or `timeout` passes, and returns
+  /// cancelled(): for job code that waits on something else and must stop
+  /// promptly when asked, without polling. A timeout of 0 or less doesn't
+  /// wait; milliseconds::max() waits without limit. Not an error either way.
+  virtual bool wait_cancelled(std::chrono::milliseconds timeout) = 0;
 
   /// Stores `payload` as what the next attempt receives if this one fails,
   /// and extends the expiry like a heartbeat. Returns once committed.

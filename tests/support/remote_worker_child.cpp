@@ -19,7 +19,6 @@
 #include <iostream>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
@@ -31,13 +30,6 @@ std::mutex out_mtx;
 void say(const std::string& line) {
   std::lock_guard<std::mutex> guard{out_mtx};
   std::cout << line << std::endl;
-}
-
-// Job code in this child waits for its cancellation flag; a short poll is
-// the job's business, not the test's timing.
-void wait_until_cancelled(ergon::job_context& ctx) {
-  while (!ctx.cancelled())
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 struct config : caf::actor_system_config {
@@ -87,7 +79,7 @@ int main(int argc, char** argv) {
       return;
     }
     say("started " + ctx.payload());
-    wait_until_cancelled(ctx);
+    ctx.wait_cancelled(std::chrono::milliseconds::max());
     if (mode == "late") {
       auto st = ctx.complete("late:" + ctx.payload());
       say("outcome " + ctx.payload() + " " + ergon::to_string(st.code()));

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -52,7 +54,8 @@ class running_attempt final : public job_context {
 
   /// Set when the attempt expired or the worker is stopping.
   bool cancelled() const override { return cancelled_.load(std::memory_order_acquire); }
-  void cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
+  bool wait_cancelled(std::chrono::milliseconds timeout) override;
+  void cancel() noexcept;
 
   /// True once complete or fail was called (or the runner returned).
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
@@ -79,6 +82,8 @@ class running_attempt final : public job_context {
   caf::actor worker_;
   std::shared_ptr<job_runner> runner_;
   std::atomic<bool> cancelled_{false};
+  std::mutex cancel_mtx_;  ///< with cancel_cv_, wakes wait_cancelled
+  std::condition_variable cancel_cv_;
   std::atomic<bool> finished_{false};
 };
 
