@@ -480,10 +480,10 @@ caf::result<unregistered_atom> on_unregister(dispatcher_ptr self, const unregist
 }
 
 // A worker's report goes on to the writer with the jobs picked for its room,
-// so its outcomes and its next claims commit together.
-// A report from an actor other than its worker is dropped; one whose room is
-// out of range still has its outcomes committed (each is fenced by its
-// token), but credits nothing.
+// so its outcomes and its next claims commit together. A report from an
+// actor other than its worker is dropped; one whose room is out of range
+// still has its outcomes committed (each is fenced by its token), but
+// credits nothing.
 void on_report(dispatcher_ptr self, worker_report& r) {
   auto& st = self->state;
   if (auto why = check_sender(self, r.worker_id); !why) {

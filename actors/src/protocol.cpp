@@ -6,7 +6,6 @@
 #include <ostream>
 
 #include "ergon/event.hpp"
-#include "ergon/job.hpp"
 #include "ergon/storage/field_rules.hpp"
 
 namespace ergon::actors {
@@ -40,9 +39,8 @@ status validate(const register_worker& r) {
       return st;
   if (auto st = storage::check_weight("max_capacity", r.max_capacity); !st)
     return st;
-  if (r.prefetch < 0 || r.prefetch > max_weight)
-    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
-                                       + ", got " + std::to_string(r.prefetch));
+  if (auto st = storage::check_prefetch("prefetch", r.prefetch); !st)
+    return st;
   if (!r.worker)
     return invalid_field("worker", "the registration names no worker actor");
   return {};

@@ -30,7 +30,8 @@ status worker_registry::check_credit(uint64_t id, int32_t capacity, int64_t rece
                                        + " (max_capacity + prefetch), got "
                                        + std::to_string(capacity));
   if (received < 0 || received > w->second.sent)
-    return invalid_field("received_weight", "must be between 0 and the " + std::to_string(w->second.sent)
+    return invalid_field("received_weight", "must be between 0 and the "
+                                              + std::to_string(w->second.sent)
                                               + " units sent, got " + std::to_string(received));
   return {};
 }

@@ -13,6 +13,7 @@ using storage::check_label_size;
 using storage::check_not_negative;
 using storage::check_not_negative_ms;
 using storage::check_positive_ms;
+using storage::check_prefetch;
 using storage::check_weight;
 
 // Counts and caps: a limit of 0 would let nothing through.
@@ -138,9 +139,8 @@ status validate(const worker_options& o) {
     return invalid_field("min_concurrency", "must be between 1 and max_concurrency ("
                                               + std::to_string(o.max_concurrency) + "), got "
                                               + std::to_string(*o.min_concurrency));
-  if (o.prefetch < 0 || o.prefetch > max_weight)
-    return invalid_field("prefetch", "must be between 0 and " + std::to_string(max_weight)
-                                       + ", got " + std::to_string(o.prefetch));
+  if (auto st = check_prefetch("prefetch", o.prefetch); !st)
+    return st;
   if (o.auto_heartbeat)
     return check_positive_ms("auto_heartbeat", o.auto_heartbeat->count());
   return {};

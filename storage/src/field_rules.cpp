@@ -24,6 +24,13 @@ status check_weight(const std::string& field, int64_t value) {
   return {};
 }
 
+status check_prefetch(const std::string& field, int64_t value) {
+  if (value < 0 || value > max_weight)
+    return invalid_field(field, "must be between 0 and " + std::to_string(max_weight)
+                                  + ", got " + std::to_string(value));
+  return {};
+}
+
 status check_positive_ms(const std::string& field, int64_t ms) {
   if (ms <= 0)
     return invalid_field(field, "must be > 0 ms, got " + std::to_string(ms));

@@ -37,10 +37,16 @@ MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 *
           "@hourly": "0 * * * *"}
 
 
+def fields_of(spec):
+    """The spec's fields, macros expanded, and whether its day fields
+    combine by "or" (Vixie: both start with something other than '*')."""
+    fields = MACROS.get(spec.strip().lower(), spec).split()
+    return fields, fields[-3][0] != '*' and fields[-1][0] != '*'
+
+
 def croniter_exprs(spec):
     """The croniter expressions whose times, merged, are the spec's."""
-    fields = MACROS.get(spec.strip().lower(), spec).split()
-    day_or = fields[-3][0] != '*' and fields[-1][0] != '*'
+    fields, day_or = fields_of(spec)
     if len(fields) == 6:
         dow = croniter.expand(' '.join(fields[1:]))[0][4]
         if dow != ['*']:
@@ -100,8 +106,7 @@ def instant(w, tz):
 def field_sets(spec):
     """The values of each field (seconds first) and whether days combine
     by "or", from croniter's expansion of the spec's fields."""
-    fields = MACROS.get(spec.strip().lower(), spec).split()
-    day_or = fields[-3][0] != '*' and fields[-1][0] != '*'
+    fields, day_or = fields_of(spec)
     seconds = [0]
     if len(fields) == 6:
         seconds = croniter.expand(' '.join(fields[1:]) + ' ' + fields[0])[0][5]

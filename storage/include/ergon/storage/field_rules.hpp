@@ -20,6 +20,9 @@ status check_label_size(const std::string& field, const std::string& value);
 /// A weight or a capacity in weight units: 1 to max_weight.
 status check_weight(const std::string& field, int64_t value);
 
+/// Weight units a worker holds beyond max_concurrency: 0 to max_weight.
+status check_prefetch(const std::string& field, int64_t value);
+
 /// A duration that must be > 0 ms.
 status check_positive_ms(const std::string& field, int64_t ms);
 
