@@ -423,7 +423,7 @@ BOOST_AUTO_TEST_CASE(inspecting_a_version_1_file_counts_its_jobs) {
   // A file no queue of this version has opened yet: the inspector must not
   // migrate it, so it counts the jobs instead of reading finished_counts.
   temp_dir dir;
-  auto path = seeded_then(dir, 2, "DROP TABLE finished_counts; PRAGMA user_version = 1");
+  auto path = seeded_then(dir, 2, downgrade_sql(1));
   auto in = queue::inspect(path);
   BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
   BOOST_TEST((*in->counts())[job_status::pending] == 2);
@@ -510,7 +510,7 @@ BOOST_AUTO_TEST_CASE(an_ergon_file_made_before_the_mark_still_opens_and_gets_mar
   {
     // Such files are at schema version 1: finished_counts came later.
     sqlite_probe p{path, sqlite_probe::writable};
-    p.exec("DROP TABLE finished_counts; PRAGMA user_version = 1; PRAGMA application_id = 0");
+    p.exec(downgrade_sql(1) + "; PRAGMA application_id = 0");
   }
   auto q = queue::open(path);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());

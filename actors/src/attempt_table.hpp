@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@ class attempt_table {
     uint32_t group = 0;  ///< scheduling_policy's group id
     int32_t weight = 1;
     bool code_returned = false;  ///< its slot was already freed
+    std::string recurring_id;    ///< for events; empty for a plain job
   };
 
   /// Records attempt `a` of `row` (its claim committed) and when it expires.

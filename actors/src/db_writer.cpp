@@ -97,6 +97,14 @@ class writer {
         answer_requester(self, c.reply);
         on_cancel(c);
       },
+      [&](put_recurring_call& c) {
+        answer_requester(self, c.reply);
+        on_put_recurring(c);
+      },
+      [&](delete_recurring_call& c) {
+        answer_requester(self, c.reply);
+        on_delete_recurring(c);
+      },
       [&](worker_batch& b) { on_worker_batch(b); },
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },
@@ -266,17 +274,16 @@ class writer {
     storage::insert_jobs_args args{std::move(c.args.jobs), cfg_.max_payload_bytes,
                                    cfg_.id_tag, next_row_};
     std::vector<job_id> ids;
-    auto r = in_request<std::vector<storage::job_key>>(
+    auto r = in_request<storage::insert_jobs_result>(
       [&] { return storage::insert_jobs(*cfg_.db, args, now); },
-      [&](std::vector<storage::job_key>& keys) {
-        ids.reserve(keys.size());
-        if (!keys.empty())
-          next_row_ = keys.back().row + 1;
-        for (auto& k : keys) {
-          ids.push_back(k.id);
-          counts_.add(k.type, job_status::pending);
-          feed_.added.push_back(std::move(k));
-        }
+      [&](storage::insert_jobs_result& done) {
+        ids = std::move(done.ids);
+        if (!done.added.empty())
+          next_row_ = done.added.back().row + 1;
+        for (auto& k : done.added)
+          add_pending(std::move(k));
+        for (auto& k : done.replaced)
+          cancelled(std::move(k));
       });
     if (r)
       reply_after_commit(std::move(c.reply), result<std::vector<job_id>>{std::move(ids)});
@@ -293,13 +300,66 @@ class writer {
   }
 
   void on_cancel(cancel_call& c) {
-    auto r = in_request<storage::job_key>(
+    auto r = in_request<storage::cancelled_job>(
       [&] { return storage::cancel_pending(*cfg_.db, c.args, cfg_.clock->now_ms()); },
-      [&](storage::job_key& key) {
-        counts_.move(key.type, job_status::pending, job_status::cancelled);
-        feed_.cancelled.push_back(std::move(key));
+      [&](storage::cancelled_job& done) {
+        cancelled(std::move(done.key));
+        if (done.next_instance)
+          add_instance(std::move(*done.next_instance));
       });
     reply_after_commit(std::move(c.reply), r.error());
+  }
+
+  void on_put_recurring(put_recurring_call& c) {
+    c.args.max_payload_bytes = cfg_.max_payload_bytes;
+    auto r = in_request<storage::put_recurring_result>(
+      [&] { return storage::put_recurring(*cfg_.db, c.args, cfg_.clock->now_ms()); },
+      [&](storage::put_recurring_result& done) {
+        if (done.created)
+          add_instance(std::move(*done.created));
+        if (done.changed)
+          feed_.changed.push_back(std::move(*done.changed));
+      });
+    if (r)
+      reply_after_commit(std::move(c.reply), result<job_id>{r->instance});
+    else
+      reply_after_commit(std::move(c.reply), result<job_id>{r.error()});
+  }
+
+  void on_delete_recurring(delete_recurring_call& c) {
+    auto r = in_request<std::optional<storage::job_key>>(
+      [&] { return storage::delete_recurring(*cfg_.db, c.args, cfg_.clock->now_ms()); },
+      [&](std::optional<storage::job_key>& instance) {
+        if (instance)
+          cancelled(std::move(*instance));
+      });
+    reply_after_commit(std::move(c.reply), r.error());
+  }
+
+  // -- what a commit publishes --------------------------------------------------------
+
+  void add_pending(storage::job_key k) {
+    counts_.add(k.type, job_status::pending);
+    feed_.added.push_back(std::move(k));
+  }
+
+  // A recurring job's next instance, inserted by a write that is no submit:
+  // the submit's cached next row id is stale now.
+  void add_instance(storage::job_key k) {
+    next_row_ = 0;
+    add_pending(std::move(k));
+  }
+
+  void cancelled(storage::job_key k) {
+    counts_.move(k.type, job_status::pending, job_status::cancelled);
+    feed_.cancelled.push_back(std::move(k));
+  }
+
+  void ended(storage::attempt_end& end) {
+    counts_.move(end.type, job_status::running, end.status);
+    if (end.next_instance)
+      add_instance(std::move(*end.next_instance));
+    feed_.ended.push_back(std::move(end));
   }
 
   // -- requests from the dispatcher -----------------------------------------------------
@@ -327,10 +387,8 @@ class writer {
     auto r = in_request<storage::finish_attempts_result>(
       [&] { return storage::finish_attempts(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::finish_attempts_result& done) {
-        for (auto& end : done.ended) {
-          counts_.move(end.type, job_status::running, end.status);
-          feed_.ended.push_back(std::move(end));
-        }
+        for (auto& end : done.ended)
+          ended(end);
       });
     std::vector<wire_status> acks;
     if (r)
@@ -396,8 +454,7 @@ class writer {
         for (size_t i = 0; i < pending_expiries_.size(); ++i) {
           auto& x = pending_expiries_[i];
           if (x.what == storage::expire_attempt_result::expired) {
-            counts_.move(x.ended.type, job_status::running, x.ended.status);
-            feed_.ended.push_back(std::move(x.ended));
+            ended(x.ended);
           } else if (x.what == storage::expire_attempt_result::still_running) {
             feed_.extended.push_back({e.attempts[i].row, pending_expiry_tokens_[i],
                                       x.expires_at, false});
@@ -418,11 +475,9 @@ class writer {
   void on_lose(lose_batch& l) {
     auto r = in_request<std::vector<storage::attempt_end>>(
       [&] { return storage::lose_attempts(*cfg_.db, l.args, cfg_.clock->now_ms()); },
-      [&](std::vector<storage::attempt_end>& ended) {
-        for (auto& end : ended) {
-          counts_.move(end.type, job_status::running, end.status);
-          feed_.ended.push_back(std::move(end));
-        }
+      [&](std::vector<storage::attempt_end>& lost) {
+        for (auto& end : lost)
+          ended(end);
       });
     after_commit([this, ok = r.has_value(), err = r.error(),
                   attempts = std::move(l.args.attempts)](const status& commit) mutable {
@@ -437,13 +492,15 @@ class writer {
 
   void on_expire_pending(expire_pending_batch& e) {
     storage::expire_pending_args args{std::move(e.rows)};
-    auto r = in_request<std::vector<storage::job_key>>(
+    auto r = in_request<storage::expire_pending_result>(
       [&] { return storage::expire_pending(*cfg_.db, args, cfg_.clock->now_ms()); },
-      [&](std::vector<storage::job_key>& keys) {
-        for (auto& k : keys) {
+      [&](storage::expire_pending_result& done) {
+        for (auto& k : done.expired) {
           counts_.move(k.type, job_status::pending, job_status::expired);
           feed_.expired.push_back(std::move(k));
         }
+        for (auto& k : done.next_instances)
+          add_instance(std::move(k));
       });
     after_commit([this, ok = r.has_value(), err = r.error(),
                   rows = std::move(args.rows)](const status& commit) mutable {

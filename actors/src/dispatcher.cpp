@@ -290,7 +290,8 @@ void start_attempt(dispatcher_state& st, uint64_t worker, const storage::claimed
   st.policy->remove(e);  // re-added by an update that raced the claim
   if (claim.picked.count(j.key.row) == 0)
     st.policy->mark_running(e);  // its worker left and the pick was undone
-  attempt_table::attempt a{worker, j.token, j.expires_at, j.key.id, e.type, e.group, e.weight};
+  attempt_table::attempt a{worker,  j.token, j.expires_at, j.key.id,
+                           e.type,  e.group, e.weight,     false,    j.key.recurring_id};
   a.code_returned = claim.returned_early.count({j.key.row, j.token}) == 1;
   if (a.code_returned)
     free_slot(st, a);

@@ -9,14 +9,19 @@ namespace ergon::actors {
 namespace {
 
 event make_event(event_kind kind, int64_t at, const job_id& id, const std::string& type,
-                 const std::string& group) {
+                 const std::string& group, const std::string& recurring_id = {}) {
   event e;
   e.kind = kind;
   e.at_ms = at;
   e.id = id;
   e.type = type;
   e.group = group;
+  e.recurring_id = recurring_id;
   return e;
+}
+
+event make_event(event_kind kind, int64_t at, const storage::job_key& k) {
+  return make_event(kind, at, k.id, k.type, k.group, k.recurring_id);
 }
 
 void add_claim_events(std::vector<event>& out, const claim_result& c,
@@ -25,14 +30,14 @@ void add_claim_events(std::vector<event>& out, const claim_result& c,
     auto p = picks.find(j.key.row);
     auto effective = p != picks.end() ? p->second.effective_priority : j.key.priority;
     if (effective > j.key.priority) {
-      auto aged = make_event(event_kind::job_aged, j.started_at, j.key.id, j.key.type, j.key.group);
+      auto aged = make_event(event_kind::job_aged, j.started_at, j.key);
       aged.try_number = j.try_number;
       aged.base_priority = j.key.priority;
       aged.effective_priority = effective;
       aged.wait_ms = p->second.waited_ms;
       out.push_back(std::move(aged));
     }
-    auto ev = make_event(event_kind::started, j.started_at, j.key.id, j.key.type, j.key.group);
+    auto ev = make_event(event_kind::started, j.started_at, j.key);
     ev.try_number = j.try_number;
     ev.base_priority = j.key.priority;
     ev.effective_priority = effective;
@@ -43,7 +48,7 @@ void add_claim_events(std::vector<event>& out, const claim_result& c,
 
 void add_end_events(std::vector<event>& out, const storage::attempt_end& end, int64_t now) {
   auto emit = [&](event_kind kind) {
-    auto ev = make_event(kind, now, end.id, end.type, end.group);
+    auto ev = make_event(kind, now, end.id, end.type, end.group, end.key.recurring_id);
     ev.try_number = end.try_number;
     ev.base_priority = ev.effective_priority = end.key.priority;
     ev.message = end.message;
@@ -68,15 +73,15 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
                                const attempt_table& attempts, const scheduling_policy& names) {
   std::vector<event> out;
   for (auto& k : f.added) {
-    auto ev = make_event(event_kind::submitted, now, k.id, k.type, k.group);
+    auto ev = make_event(event_kind::submitted, now, k);
     ev.base_priority = ev.effective_priority = k.priority;
     ev.run_at_ms = k.run_at;
     out.push_back(std::move(ev));
   }
   for (auto& k : f.cancelled)
-    out.push_back(make_event(event_kind::cancelled, now, k.id, k.type, k.group));
+    out.push_back(make_event(event_kind::cancelled, now, k));
   for (auto& k : f.expired) {
-    auto ev = make_event(event_kind::expired, now, k.id, k.type, k.group);
+    auto ev = make_event(event_kind::expired, now, k);
     ev.message = "deadline passed before the job started";
     out.push_back(std::move(ev));
   }
@@ -85,14 +90,14 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
   for (auto& end : f.ended)
     add_end_events(out, end, now);
   for (auto& r : f.released)
-    out.push_back(make_event(event_kind::released, now, r.key.id, r.key.type, r.key.group));
+    out.push_back(make_event(event_kind::released, now, r.key));
   for (auto& x : f.extended) {
     auto a = attempts.find(x.row);
     // Expiry checks extend too; only the worker's heartbeats are events.
     if (!x.by_worker || !a || a->token != x.token)
       continue;
     auto ev = make_event(event_kind::heartbeat, now, a->id, names.type_name(a->type),
-                         names.group_name(a->group));
+                         names.group_name(a->group), a->recurring_id);
     ev.expires_at_ms = x.expires_at;
     out.push_back(std::move(ev));
   }

@@ -70,6 +70,12 @@ enum class error : uint8_t {
   /// wrong or missing shared secret, or an untrusted certificate. Nothing
   /// was read or written. Don't retry until the credentials are fixed.
   unauthenticated = 16,
+  /// Something with this identity already exists: a recurring job with this
+  /// id (add_recurring), or an unfinished job holding this unique key, or a
+  /// finished one within its hold (job::unique_key with
+  /// unique_policy::reject; the message names the holder). Nothing was
+  /// written. Don't retry the same call.
+  already_exists = 17,
 };
 
 /// Returns the code's name, e.g. "invalid_argument".

@@ -87,6 +87,10 @@ struct event {
   int32_t previous_slots = 0;
   int32_t new_slots = 0;
   allocation_reason reason = allocation_reason::rebalance;
+  /// For a job that is an instance of a recurring job: that recurring
+  /// job's id (recurring.hpp); empty otherwise. Set on every kind that
+  /// names a job.
+  std::string recurring_id;
 };
 
 }  // namespace ergon

@@ -18,6 +18,7 @@
 #include "ergon/error.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
 
 namespace ergon {
@@ -31,11 +32,20 @@ class inspector {
 
   /// The job with its attempt history, as last committed. Its
   /// effective_priority is the stored priority: aging is the owner's.
-  /// Errors: not_found; closed on a moved-from inspector.
+  /// Errors: not_found; closed on a moved-from inspector; corrupt for a
+  /// file that no queue of this version has opened yet (an inspector
+  /// doesn't migrate; the reads below need schema version 3).
   result<ergon::job_info> job_info(const job_id& id) const;
 
   /// Every job submitted with this name, oldest first; empty if none.
   result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name) const;
+
+  /// A recurring job as last committed (see queue::recurring_info).
+  /// Errors: not_found, closed, corrupt (as job_info).
+  result<ergon::recurring_info> recurring_info(const std::string& id) const;
+
+  /// Recurring jobs whose id starts with `prefix` (see queue::list_recurring).
+  result<std::vector<ergon::recurring_info>> list_recurring(const std::string& prefix = {}) const;
 
   /// Number of jobs in each status, counted from the file (a full scan).
   result<status_counts> counts() const;

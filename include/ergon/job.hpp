@@ -22,6 +22,23 @@ inline constexpr int32_t max_retries_limit = 100'000;
 /// The largest time: a run_at, deadline or expiry here never comes.
 inline constexpr int64_t never_ms = INT64_MAX;
 
+/// What `submit` does with a job whose unique key is already held: by an
+/// unfinished job, or by a finished one within its `unique_hold_ms`.
+enum class unique_policy : uint8_t {
+  /// Submit nothing and return the holder's id (a call that submits nothing
+  /// is not an error).
+  skip = 0,
+  /// Cancel the pending holder ("replaced by <id>") and submit this job with
+  /// a fresh id and a fresh aging clock. Errors, with nothing written:
+  /// job_running if the holder runs, already_exists if it finished within
+  /// its hold.
+  replace = 1,
+  /// Fail with already_exists naming the holder; nothing is written.
+  reject = 2,
+};
+
+const char* to_string(unique_policy p) noexcept;
+
 /// A job to submit. Defaults follow Effectum.
 ///
 /// Times and durations never overflow. Any duration from its minimum up to
@@ -59,6 +76,17 @@ struct job {
   /// Each heartbeat (and checkpoint) extends the expiry to at least now plus
   /// this. > 0.
   int64_t heartbeat_increment_ms = 120'000;
+  /// Optional unique key, 1 to 256 bytes: at most one job holds it. The
+  /// database enforces it in the writer's transaction, so it holds under
+  /// concurrent submitters, within a batch, and for every process that
+  /// submits through one queue. A job holds its key from submission until
+  /// it finishes (any final status), plus `unique_hold_ms`.
+  std::optional<std::string> unique_key;
+  /// What happens when the key is held (see unique_policy).
+  unique_policy on_duplicate = unique_policy::skip;
+  /// How long the key stays held after the job finishes, >= 0 (0: free at
+  /// once; milliseconds::max(): forever). Needs `unique_key`.
+  int64_t unique_hold_ms = 0;
 };
 
 /// Changes to a pending job; empty fields stay as they are.

@@ -108,6 +108,13 @@ struct job_info {
   std::optional<int64_t> finished_at_ms;  ///< set once the status is final
   std::optional<int64_t> expires_at_ms;   ///< while running: attempt expiry
   std::vector<attempt_info> attempts;     ///< oldest first
+  /// For an instance of a recurring job: the recurring job's id
+  /// (recurring.hpp), and the time its schedule gave the instance (run_at
+  /// may differ: a catch-up runs late, and update_pending may move it).
+  std::optional<std::string> recurring_id;
+  std::optional<int64_t> scheduled_at_ms;
+  /// The job's unique key (job::unique_key), if it has one.
+  std::optional<std::string> unique_key;
 };
 
 /// Number of jobs per status, indexed by `static_cast<size_t>(job_status)`.

@@ -25,6 +25,7 @@
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
 #include "ergon/options.hpp"
+#include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
 #include "ergon/worker.hpp"
 
@@ -149,6 +150,37 @@ class queue {
   /// Calls `f` for every event from now on (see event.hpp for what runs
   /// where). Keep the subscription alive as long as you want events.
   subscription subscribe(std::function<void(const event&)> f);
+
+  // -- recurring jobs (see recurring.hpp and docs/recurring.md) --------------
+
+  /// Adds a recurring job and its first instance in one transaction, and
+  /// returns the instance's id. Errors: invalid_argument (as
+  /// validate(recurring_job) names it; nothing is written), already_exists
+  /// (a recurring job with this id exists), closed, and storage errors.
+  result<job_id> add_recurring(const recurring_job& r);
+
+  /// Replaces a recurring job's schedule, zone, catch-up mode and template.
+  /// Keeping the schedule and zone keeps the pending instance's time;
+  /// changing either moves it to the new schedule's first time after now.
+  /// The template applies to the pending instance and later ones; a
+  /// running instance finishes as it started. Returns the unfinished
+  /// instance's id. Errors: invalid_argument, not_found (no such id).
+  result<job_id> update_recurring(const recurring_job& r);
+
+  /// add_recurring if the id is new, update_recurring otherwise.
+  result<job_id> upsert_recurring(const recurring_job& r);
+
+  /// Deletes a recurring job. Its pending instance is cancelled; a running
+  /// instance finishes, and nothing follows it. Error: not_found.
+  status delete_recurring(const std::string& id);
+
+  /// The recurring job with its template, last run and next instance.
+  /// Error: not_found.
+  result<ergon::recurring_info> recurring_info(const std::string& id) const;
+
+  /// Recurring jobs whose id starts with `prefix` byte for byte (% and _
+  /// are ordinary characters; an empty prefix lists all), ordered by id.
+  result<std::vector<ergon::recurring_info>> list_recurring(const std::string& prefix = {}) const;
 
   // -- fair scheduling (see scheduling.hpp and docs/scheduling.md) -----------
 

@@ -137,9 +137,10 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
   auto group = wire::optional(x.group);
   auto run_at = wire::optional(x.run_at_ms);
   auto ttl = wire::optional(x.ttl_ms);
+  auto unique_key = wire::optional(x.unique_key);
   return f(caf::meta::type_name("ergon::job"), x.type, x.payload, name, group, x.priority,
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
-           x.heartbeat_increment_ms);
+           x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms);
 }
 
 template <class Inspector>
@@ -171,11 +172,14 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   auto started = wire::optional(x.started_at_ms);
   auto finished = wire::optional(x.finished_at_ms);
   auto expires = wire::optional(x.expires_at_ms);
+  auto recurring_id = wire::optional(x.recurring_id);
+  auto scheduled_at = wire::optional(x.scheduled_at_ms);
+  auto unique_key = wire::optional(x.unique_key);
   return f(caf::meta::type_name("ergon::job_info"), x.id, x.type, name, group, x.status,
            x.priority, x.effective_priority, x.weight, x.too_heavy, x.run_at_ms,
            x.ready_since_ms, deadline, x.payload, checkpoint, result, x.tries, x.max_retries,
            x.backoff, x.timeout_ms, x.heartbeat_increment_ms, x.added_at_ms, started,
-           finished, expires, x.attempts);
+           finished, expires, x.attempts, recurring_id, scheduled_at, unique_key);
 }
 
 template <class Inspector>
@@ -204,7 +208,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, event& x) {
   return f(caf::meta::type_name("ergon::event"), x.kind, x.at_ms, x.id, x.type, x.group,
            x.try_number, x.message, x.run_at_ms, x.expires_at_ms, x.base_priority,
-           x.effective_priority, x.wait_ms, x.previous_slots, x.new_slots, x.reason);
+           x.effective_priority, x.wait_ms, x.previous_slots, x.new_slots, x.reason,
+           x.recurring_id);
 }
 
 }  // namespace ergon

@@ -16,6 +16,24 @@ struct inspector::impl {
   std::unique_ptr<runtime::read_pool> reads;
   // A file no queue of this version has opened yet has no finished_counts table.
   storage::count_source counts_from = storage::count_source::table;
+  int version = 0;
+  std::string path;
+
+  // Job rows of a file older than the recurring jobs lack their columns.
+  status check_job_reads() const {
+    if (version >= storage::recurring_version)
+      return {};
+    return {error::corrupt, path + ": schema version " + std::to_string(version)
+                              + " predates this build's job rows; open it once with "
+                                "queue::open, which migrates it, to read jobs"};
+  }
+
+  template <class Read>
+  auto read_jobs(Read read) const -> decltype(read(std::declval<storage::db&>())) {
+    if (auto st = check_job_reads(); !st)
+      return st;
+    return with_connection(read);
+  }
 
   template <class F>
   auto with_connection(F&& f) const -> decltype(f(std::declval<storage::db&>())) {
@@ -61,6 +79,8 @@ result<inspector> queue::inspect(const std::string& path) {
   if (v > storage::current_schema_version())
     return status{error::corrupt, path + ": schema version " + *version
                                     + " is newer than this ergon build supports"};
+  p->version = v;
+  p->path = path;
   if (v < storage::finished_counts_version)
     p->counts_from = storage::count_source::scan;
   return inspector{std::move(p)};
@@ -74,14 +94,26 @@ inspector::~inspector() = default;
 result<ergon::job_info> inspector::job_info(const job_id& id) const {
   if (!impl_)
     return closed_inspector();
-  return impl_->with_connection([&](storage::db& d) { return storage::read_job(d, id); });
+  return impl_->read_jobs([&](storage::db& d) { return storage::read_job(d, id); });
 }
 
 result<std::vector<ergon::job_info>> inspector::jobs_by_name(const std::string& name) const {
   if (!impl_)
     return closed_inspector();
-  return impl_->with_connection(
-    [&](storage::db& d) { return storage::read_jobs_by_name(d, name); });
+  return impl_->read_jobs([&](storage::db& d) { return storage::read_jobs_by_name(d, name); });
+}
+
+result<ergon::recurring_info> inspector::recurring_info(const std::string& id) const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->read_jobs([&](storage::db& d) { return storage::read_recurring(d, id); });
+}
+
+result<std::vector<ergon::recurring_info>> inspector::list_recurring(
+  const std::string& prefix) const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->read_jobs([&](storage::db& d) { return storage::list_recurring(d, prefix); });
 }
 
 result<status_counts> inspector::counts() const {

@@ -143,6 +143,58 @@ status queue::cancel_pending(const job_id& id) {
     storage::cancel_pending_args{id});
 }
 
+namespace {
+
+template <class Read>
+auto read_with(queue::impl& q, Read read) -> decltype(read(std::declval<storage::db&>())) {
+  auto conn = q.reads->borrow();
+  if (!conn)
+    return conn.error();
+  return read(**conn);
+}
+
+}  // namespace
+
+result<job_id> queue::add_recurring(const recurring_job& r) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->call<storage::put_recurring_args, result<job_id>>(
+    storage::put_recurring_args{r, storage::put_mode::add, 0});
+}
+
+result<job_id> queue::update_recurring(const recurring_job& r) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->call<storage::put_recurring_args, result<job_id>>(
+    storage::put_recurring_args{r, storage::put_mode::update, 0});
+}
+
+result<job_id> queue::upsert_recurring(const recurring_job& r) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->call<storage::put_recurring_args, result<job_id>>(
+    storage::put_recurring_args{r, storage::put_mode::upsert, 0});
+}
+
+status queue::delete_recurring(const std::string& id) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->call<storage::delete_recurring_args, status>(
+    storage::delete_recurring_args{id});
+}
+
+result<ergon::recurring_info> queue::recurring_info(const std::string& id) const {
+  if (!impl_)
+    return moved_from("queue");
+  return read_with(*impl_, [&](storage::db& d) { return storage::read_recurring(d, id); });
+}
+
+result<std::vector<ergon::recurring_info>> queue::list_recurring(const std::string& prefix) const {
+  if (!impl_)
+    return moved_from("queue");
+  return read_with(*impl_, [&](storage::db& d) { return storage::list_recurring(d, prefix); });
+}
+
 result<worker> queue::start_worker(worker_options opts) {
   if (!impl_)
     return moved_from("queue");

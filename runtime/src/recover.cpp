@@ -1,6 +1,7 @@
 #include "recover.hpp"
 
 #include <random>
+#include <unordered_map>
 
 namespace ergon::runtime {
 
@@ -25,6 +26,12 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
   }
   auto recovered = storage::recover_running(d, args, now_ms);
   status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
+  // After recover_running: an instance it ended has its successor by now.
+  result<storage::reconcile_recurring_result> reconciled = storage::reconcile_recurring_result{};
+  if (st) {
+    reconciled = storage::reconcile_recurring(d, now_ms);
+    st = reconciled.error();
+  }
   if (st) {
     // In the same transaction, so finished_counts never disagrees with the jobs.
     storage::count_delta moved;
@@ -39,9 +46,22 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
     return st;
   }
   auto pending = std::move(unfinished->pending);
-  for (auto& end : *recovered)
+  if (!reconciled->moved.empty()) {
+    std::unordered_map<int64_t, storage::job_key*> by_row;
+    for (auto& moved : reconciled->moved)
+      by_row.emplace(moved.after.row, &moved.after);
+    for (auto& k : pending)
+      if (auto m = by_row.find(k.row); m != by_row.end())
+        k = *m->second;
+  }
+  for (auto& end : *recovered) {
     if (end.status == job_status::pending)
       pending.push_back(std::move(end.key));
+    if (end.next_instance)
+      pending.push_back(std::move(*end.next_instance));
+  }
+  for (auto& k : reconciled->created)
+    pending.push_back(std::move(k));
   return pending;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ergon/storage/times.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -10,7 +11,7 @@ namespace {
 
 constexpr const char* select_running =
   "SELECT current_try, max_retries, backoff_initial_ms, backoff_multiplier, "
-  "backoff_randomization, started_at, " ERGON_JOB_KEY_COLUMNS " "
+  "backoff_randomization, started_at, " ERGON_JOB_HAS_LINKS ", " ERGON_JOB_KEY_COLUMNS " "
   "FROM jobs WHERE id = ?1 AND status = 1 AND (?2 IS NULL OR attempt_token = ?2)";
 
 constexpr const char* insert_attempt =
@@ -80,7 +81,8 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   auto max_retries = static_cast<int32_t>(q.column_int(1));
   backoff_policy backoff{q.column_int(2), q.column_double(3), q.column_double(4)};
   end.started_at = q.column_int(5);
-  end.key = rows::read_key(q, 6);
+  bool linked = q.column_int(6) != 0;
+  end.key = rows::read_key(q, 7);
   end.id = end.key.id;
   end.type = end.key.type;
   end.group = end.key.group;
@@ -113,6 +115,12 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   }
   if (auto st = d.run(**u); !st)
     return st;
+  if (!retry && linked) {
+    auto next = on_job_final(d, row, job_status::failed, now_ms);
+    if (!next)
+      return next.error();
+    end.next_instance = std::move(*next);
+  }
   return std::optional<attempt_end>{std::move(end)};
 }
 

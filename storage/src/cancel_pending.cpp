@@ -1,4 +1,5 @@
 #include "ergon/storage/operations.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -9,7 +10,7 @@ constexpr const char* cancel_job =
 
 }  // namespace
 
-result<job_key> cancel_pending(db& d, const cancel_pending_args& args, int64_t now_ms) {
+result<cancelled_job> cancel_pending(db& d, const cancel_pending_args& args, int64_t now_ms) {
   auto found = rows::find_job(d, args.id);
   if (!found)
     return found.error();
@@ -25,7 +26,10 @@ result<job_key> cancel_pending(db& d, const cancel_pending_args& args, int64_t n
     return st;
   if (d.changes() != 1)
     return status{error::internal, "cancel_pending: job row changed underneath"};
-  return found->key;
+  auto next = on_job_final(d, found->row, job_status::cancelled, now_ms);
+  if (!next)
+    return next.error();
+  return cancelled_job{std::move(found->key), std::move(*next)};
 }
 
 }  // namespace ergon::storage

@@ -36,11 +36,11 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     }
     claimed_job j;
     j.key = rows::read_key(s, 0);
-    j.try_number = static_cast<int32_t>(s.column_int(10));
-    j.payload = s.column_blob(11);
-    j.expires_at = s.column_int(12);
-    j.timeout_ms = s.column_int(13);
-    j.heartbeat_increment_ms = s.column_int(14);
+    j.try_number = static_cast<int32_t>(s.column_int(rows::key_column_count + 0));
+    j.payload = s.column_blob(rows::key_column_count + 1);
+    j.expires_at = s.column_int(rows::key_column_count + 2);
+    j.timeout_ms = s.column_int(rows::key_column_count + 3);
+    j.heartbeat_increment_ms = s.column_int(rows::key_column_count + 4);
     j.token = c.token;
     j.started_at = now_ms;
     // Step past the end so the UPDATE completes before the next bind.

@@ -2,7 +2,9 @@
 
 #include <ostream>
 
+#include "ergon/job.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/recurring.hpp"
 
 namespace ergon {
 
@@ -25,6 +27,7 @@ const char* to_string(error code) noexcept {
     case error::internal: return "internal";
     case error::unreachable: return "unreachable";
     case error::unauthenticated: return "unauthenticated";
+    case error::already_exists: return "already_exists";
   }
   return "unknown";
 }
@@ -63,6 +66,23 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::expired: return "expired";
     case attempt_outcome::process_restart: return "process_restart";
     case attempt_outcome::worker_lost: return "worker_lost";
+  }
+  return "unknown";
+}
+
+const char* to_string(unique_policy p) noexcept {
+  switch (p) {
+    case unique_policy::skip: return "skip";
+    case unique_policy::replace: return "replace";
+    case unique_policy::reject: return "reject";
+  }
+  return "unknown";
+}
+
+const char* to_string(catch_up c) noexcept {
+  switch (c) {
+    case catch_up::once: return "once";
+    case catch_up::skip: return "skip";
   }
   return "unknown";
 }

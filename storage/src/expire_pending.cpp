@@ -1,4 +1,5 @@
 #include "ergon/storage/operations.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -11,22 +12,27 @@ constexpr const char* expire_job =
 
 }  // namespace
 
-result<std::vector<job_key>> expire_pending(db& d, const expire_pending_args& args,
-                                            int64_t now_ms) {
+result<expire_pending_result> expire_pending(db& d, const expire_pending_args& args,
+                                             int64_t now_ms) {
   auto s = d.prepare(expire_job);
   if (!s)
     return s.error();
   auto& q = **s;
-  std::vector<job_key> out;
+  expire_pending_result out;
   for (auto row : args.rows) {
     q.reset();
     q.bind(1, row);
     q.bind(2, now_ms);
     if (q.step()) {
-      out.push_back(rows::read_key(q));
+      out.expired.push_back(rows::read_key(q));
       if (q.step() || !q.step_status())
         return q.step_status().ok() ? status{error::internal, "expire returned two rows"}
                                     : q.step_status();
+      auto next = on_job_final(d, row, job_status::expired, now_ms);
+      if (!next)
+        return next.error();
+      if (*next)
+        out.next_instances.push_back(std::move(**next));
     } else if (!q.step_status()) {
       return q.step_status();
     }

@@ -1,5 +1,6 @@
 #include "attempt_end.hpp"
 #include "ergon/storage/operations.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -10,7 +11,8 @@ constexpr const char* complete_job =
   "UPDATE jobs SET status = 2, finished_at = ?3, result = ?4, expires_at = NULL, "
   "last_outcome = 1, last_message = NULL "
   "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
-  "RETURNING current_try, started_at, external_id, type, group_key";
+  "RETURNING current_try, started_at, external_id, type, group_key, recurring_id, "
+  ERGON_JOB_HAS_LINKS;
 
 status stale(int64_t row) {
   return {error::stale_attempt,
@@ -59,7 +61,15 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       end.group = q.column_text(4);
       end.outcome = attempt_outcome::succeeded;
       end.status = job_status::succeeded;
+      end.key.recurring_id = q.column_text(5);
+      bool linked = q.column_int(6) != 0;
       q.reset();
+      if (linked) {
+        auto next = on_job_final(d, r.row, job_status::succeeded, now_ms);
+        if (!next)
+          return next.error();
+        end.next_instance = std::move(*next);
+      }
       out.statuses.emplace_back();
       out.ended.push_back(std::move(end));
       continue;

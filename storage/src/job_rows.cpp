@@ -2,7 +2,10 @@
 
 #include <cstring>
 
+#include <algorithm>
+
 #include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon::storage::rows {
 namespace {
@@ -15,7 +18,72 @@ constexpr const char* select_job_state =
   "SELECT status, current_try, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
   "WHERE id = ?1 AND external_id = ?2";
 
+constexpr const char* insert_row =
+  "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
+  "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, status) "
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+  "?19, ?20, ?21, ?22, 0)";
+
 }  // namespace
+
+job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row) {
+  job_key k;
+  k.id = make_job_id(now_ms, id_tag, row);
+  k.row = row;
+  k.type = j.type;
+  k.group = j.group.value_or(std::string{});
+  k.priority = j.priority;
+  k.run_at = j.run_at_ms.value_or(add_ms(now_ms, j.delay_ms));
+  k.weight = j.weight;
+  k.added_at = now_ms;
+  // Aging counts waiting while due: not the time before run_at, nor the
+  // past for a run_at in the past.
+  k.ready_since = std::max(k.run_at, now_ms);
+  // A deadline that saturates at never is no deadline.
+  if (j.ttl_ms && add_ms(k.run_at, *j.ttl_ms) != never_ms)
+    k.deadline = add_ms(k.run_at, *j.ttl_ms);
+  return k;
+}
+
+status insert_job(db& d, const job& j, const job_key& k, std::optional<int64_t> scheduled_at) {
+  auto prepared = d.prepare(insert_row);
+  if (!prepared)
+    return prepared.error();
+  auto& s = **prepared;
+  bind_id(s, 1, k.id);
+  bind_template(s, 2, j);
+  s.bind(14, k.run_at);
+  s.bind(15, k.deadline);
+  s.bind(16, k.added_at);
+  s.bind(17, k.row);
+  s.bind(18, k.ready_since);
+  if (k.recurring_id.empty())
+    s.bind_null(19);
+  else
+    s.bind_text(19, k.recurring_id);
+  s.bind(20, scheduled_at);
+  s.bind(21, j.unique_key);
+  if (j.unique_key && j.unique_hold_ms > 0)
+    s.bind(22, j.unique_hold_ms);
+  else
+    s.bind_null(22);
+  return d.run(s);
+}
+
+void bind_template(stmt& s, int first, const job& j) {
+  s.bind_text(first, j.type);
+  s.bind(first + 1, j.name);
+  s.bind(first + 2, j.group);
+  s.bind(first + 3, j.priority);
+  s.bind(first + 4, j.weight);
+  s.bind_blob(first + 5, j.payload);
+  s.bind(first + 6, j.max_retries);
+  s.bind(first + 7, j.backoff.initial_ms);
+  s.bind(first + 8, j.backoff.multiplier);
+  s.bind(first + 9, j.backoff.randomization);
+  s.bind(first + 10, j.timeout_ms);
+  s.bind(first + 11, j.heartbeat_increment_ms);
+}
 
 job_key read_key(const stmt& s, int first) {
   job_key k;
@@ -29,6 +97,7 @@ job_key read_key(const stmt& s, int first) {
   k.deadline = s.column_opt_int(first + 7);
   k.id = column_id(s, first + 8);
   k.ready_since = s.column_int(first + 9);
+  k.recurring_id = s.column_text(first + 10);
   return k;
 }
 
@@ -62,6 +131,9 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
     latest.outcome = static_cast<attempt_outcome>(*outcome);
   latest.message = s.column_text(25);
   j.ready_since_ms = s.column_int(26);
+  j.recurring_id = s.column_opt_text(27);
+  j.scheduled_at_ms = s.column_opt_int(28);
+  j.unique_key = s.column_opt_text(29);
   j.effective_priority = j.priority;
   return j;
 }

@@ -9,7 +9,10 @@ namespace ergon::storage::rows {
 /// Columns read into a job_key, in the order `read_key` expects.
 #define ERGON_JOB_KEY_COLUMNS \
   "id, type, group_key, priority, run_at, weight, added_at, deadline, external_id, " \
-  "ready_since"
+  "ready_since, recurring_id"
+
+/// How many columns ERGON_JOB_KEY_COLUMNS has.
+inline constexpr int key_column_count = 11;
 
 /// Reads ERGON_JOB_KEY_COLUMNS starting at column `first`.
 job_key read_key(const stmt& s, int first = 0);
@@ -20,7 +23,7 @@ job_key read_key(const stmt& s, int first = 0);
   "deadline, payload, checkpoint, result, current_try, max_retries, "          \
   "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "  \
   "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at, "     \
-  "last_outcome, last_message, ready_since"
+  "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key"
 
 /// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
 struct latest_attempt {
@@ -48,6 +51,25 @@ result<job_state> find_job(db& d, const job_id& id);
 
 /// The error for an operation that needs a pending job but found `s`.
 status not_pending_error(const job_id& id, job_status s);
+
+/// The key a new job `j` gets at row `row`: run_at from run_at_ms or the
+/// delay, the aging clock from when it is due, the deadline from its ttl.
+job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row);
+
+/// Inserts `j` as a pending job with key `k` (row, id, run_at, deadline,
+/// ready_since, added_at and recurring_id from `k`), and for an instance
+/// of a recurring job its time on the schedule.
+status insert_job(db& d, const job& j, const job_key& k, std::optional<int64_t> scheduled_at);
+
+/// The columns a job shares with a recurring job's template, in the order
+/// bind_template binds them.
+#define ERGON_TEMPLATE_COLUMNS                                                        \
+  "type, name, group_key, priority, weight, payload, max_retries, "                 \
+  "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "     \
+  "heartbeat_increment_ms"
+
+/// Binds ERGON_TEMPLATE_COLUMNS of `j` to parameters first .. first + 11.
+void bind_template(stmt& s, int first, const job& j);
 
 /// Binds a job id as a 16-byte blob.
 void bind_id(stmt& s, int i, const job_id& id);

@@ -146,6 +146,57 @@ std::optional<int64_t> schedule::next_after(int64_t after_ms) const {
   return static_cast<int64_t>(next);
 }
 
+std::optional<int64_t> schedule::last_at_or_before(int64_t at_ms, int64_t after_ms) const {
+  auto first = next_after(after_ms);
+  if (!first || *first > at_ms)
+    return std::nullopt;
+  if (period_ms_ != 0) {
+    __int128 k = (static_cast<__int128>(at_ms) - *first) / period_ms_;
+    return static_cast<int64_t>(*first + k * period_ms_);
+  }
+  // A window back from at_ms that holds a slot, growing 8x: cron slots are at
+  // least a second apart, so the walk below takes a few dozen steps at most.
+  int64_t from = after_ms;
+  for (int64_t window = 1'000; window < at_ms - after_ms; window *= 8) {
+    auto x = next_after(at_ms - window);
+    if (x && *x <= at_ms) {
+      from = at_ms - window;
+      break;
+    }
+  }
+  int64_t last = *next_after(from);
+  for (auto x = next_after(last); x && *x <= at_ms; x = next_after(last))
+    last = *x;
+  return last;
+}
+
+std::optional<next_slot> next_instance(const schedule& s, int64_t slot,
+                                       std::optional<int64_t> started_at, int64_t since_ms,
+                                       catch_up_mode mode, int64_t now_ms) {
+  int64_t base = std::max(slot, since_ms);
+  auto next = s.next_after(base);
+  if (!next)
+    return std::nullopt;
+  if (*next > now_ms)
+    return next_slot{*next, *next};
+  int64_t ran_from = std::max(base, started_at.value_or(base));
+  if (mode == catch_up_mode::once)
+    if (auto last = s.last_at_or_before(now_ms, ran_from))
+      return next_slot{*last, now_ms};
+  auto future = s.next_after(now_ms);
+  if (!future)
+    return std::nullopt;
+  return next_slot{*future, *future};
+}
+
+std::optional<int64_t> skip_missed(const schedule& s, int64_t slot, int64_t since_ms,
+                                   int64_t now_ms) {
+  auto next = s.next_after(std::max(slot, since_ms));
+  if (!next || *next > now_ms)
+    return std::nullopt;
+  return s.next_after(now_ms);
+}
+
 std::optional<int64_t> schedule::next_cron_after(int64_t after_ms) const {
   if (after_ms >= end_ms)
     return std::nullopt;

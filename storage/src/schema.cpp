@@ -89,7 +89,60 @@ INSERT INTO finished_counts (type, status, count)
   SELECT type, status, count(*) FROM jobs WHERE status >= 2 GROUP BY type, status;
 )sql";
 
-constexpr const char* migrations[] = {migration_1, migration_2};
+// Recurring jobs and unique keys.
+//  - recurring_jobs: a schedule and a job template. `since` is when the
+//    schedule last changed (an `every` schedule counts from it); the last_*
+//    columns describe the instance that ended last.
+//  - jobs.recurring_id and jobs.scheduled_at mark an instance. The partial
+//    unique index lets the database refuse a second unfinished instance of
+//    one recurring job, whatever path tried to create it. It holds no entry
+//    for other jobs, so they pay nothing for it.
+//  - unique_keys: who holds a unique key. held_until is NULL while the job
+//    is unfinished, then its finish time plus its hold; a row whose
+//    held_until has passed is free and is overwritten by the next holder.
+//    `job` is the holder's external id, which outlives a deleted row.
+constexpr const char* migration_3 = R"sql(
+CREATE TABLE recurring_jobs (
+  id                     TEXT    PRIMARY KEY,
+  schedule               TEXT    NOT NULL,
+  time_zone              TEXT    NOT NULL,
+  catch_up               INTEGER NOT NULL,
+  since                  INTEGER NOT NULL,
+  type                   TEXT    NOT NULL,
+  name                   TEXT,
+  group_key              TEXT,
+  priority               INTEGER NOT NULL,
+  weight                 INTEGER NOT NULL,
+  ttl_ms                 INTEGER,
+  payload                BLOB    NOT NULL,
+  max_retries            INTEGER NOT NULL,
+  backoff_initial_ms     INTEGER NOT NULL,
+  backoff_multiplier     REAL    NOT NULL,
+  backoff_randomization  REAL    NOT NULL,
+  timeout_ms             INTEGER NOT NULL,
+  heartbeat_increment_ms INTEGER NOT NULL,
+  added_at               INTEGER NOT NULL,
+  updated_at             INTEGER NOT NULL,
+  last_job               BLOB,
+  last_scheduled_at      INTEGER,
+  last_finished_at       INTEGER,
+  last_status            INTEGER
+) WITHOUT ROWID;
+ALTER TABLE jobs ADD COLUMN recurring_id TEXT;
+ALTER TABLE jobs ADD COLUMN scheduled_at INTEGER;
+ALTER TABLE jobs ADD COLUMN unique_key TEXT;
+ALTER TABLE jobs ADD COLUMN unique_hold_ms INTEGER;
+CREATE UNIQUE INDEX jobs_one_unfinished_instance ON jobs(recurring_id)
+  WHERE recurring_id IS NOT NULL AND status < 2;
+CREATE TABLE unique_keys (
+  key        TEXT    PRIMARY KEY,
+  job_id     INTEGER NOT NULL,
+  job        BLOB    NOT NULL,
+  held_until INTEGER
+) WITHOUT ROWID;
+)sql";
+
+constexpr const char* migrations[] = {migration_1, migration_2, migration_3};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

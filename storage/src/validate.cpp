@@ -2,7 +2,9 @@
 #include <string>
 
 #include "ergon/job.hpp"
+#include "ergon/recurring.hpp"
 #include "ergon/storage/field_rules.hpp"
+#include "ergon/storage/schedule.hpp"
 
 namespace ergon {
 namespace {
@@ -49,6 +51,14 @@ status first_failure(Checks&&... checks) {
   return result;
 }
 
+// The template's failure with its field under "job.".
+status in_template(const status& st) {
+  auto prefix = "field '" + st.field() + "': ";
+  auto what = st.message().rfind(prefix, 0) == 0 ? st.message().substr(prefix.size())
+                                                 : st.message();
+  return invalid_field("job." + st.field(), what);
+}
+
 }  // namespace
 
 status validate(const job& j, size_t max_payload_bytes) {
@@ -69,7 +79,21 @@ status validate(const job& j, size_t max_payload_bytes) {
     [&] { return check_backoff(j.backoff); },
     [&] { return check_positive_ms("timeout", j.timeout_ms); },
     [&] { return check_positive_ms("heartbeat_increment", j.heartbeat_increment_ms); },
-    [&] { return check_payload(j.payload, max_payload_bytes); });
+    [&] { return check_payload(j.payload, max_payload_bytes); },
+    [&] { return j.unique_key ? check_label("unique_key", *j.unique_key) : status{}; },
+    [&] {
+      return static_cast<uint8_t>(j.on_duplicate) > static_cast<uint8_t>(unique_policy::reject)
+               ? invalid_field("on_duplicate",
+                               "must be skip, replace or reject, got "
+                                 + std::to_string(static_cast<int>(j.on_duplicate)))
+               : status{};
+    },
+    [&] { return check_not_negative("unique_hold", j.unique_hold_ms); },
+    [&] {
+      return j.unique_hold_ms != 0 && !j.unique_key
+               ? invalid_field("unique_hold", "holds the unique key; set unique_key too")
+               : status{};
+    });
 }
 
 status validate(const job_update& u, size_t max_payload_bytes) {
@@ -86,6 +110,37 @@ status validate(const job_update& u, size_t max_payload_bytes) {
       return u.keep_checkpoint && !u.payload
                ? invalid_field("keep_checkpoint", "keeps the checkpoint when the payload "
                                                   "changes; set a payload too")
+               : status{};
+    });
+}
+
+status validate(const recurring_job& r, size_t max_payload_bytes) {
+  return first_failure(
+    [&] { return check_label("id", r.id); },
+    [&] {
+      auto parsed = storage::schedule::parse(r.schedule, r.time_zone, 0);
+      return parsed ? status{} : parsed.error();
+    },
+    [&] {
+      return static_cast<uint8_t>(r.catch_up) > static_cast<uint8_t>(catch_up::skip)
+               ? invalid_field("catch_up", "must be once or skip, got "
+                                             + std::to_string(static_cast<int>(r.catch_up)))
+               : status{};
+    },
+    [&] {
+      auto st = validate(r.job, max_payload_bytes);
+      return st ? st : in_template(st);
+    },
+    [&] {
+      return r.job.run_at_ms || r.job.delay_ms != 0
+               ? invalid_field(r.job.run_at_ms ? "job.run_at" : "job.delay",
+                               "must be unset: the schedule gives each instance its time")
+               : status{};
+    },
+    [&] {
+      return r.job.unique_key
+               ? invalid_field("job.unique_key", "must be unset: a recurring job has one "
+                                                 "unfinished instance at a time anyway")
                : status{};
     });
 }

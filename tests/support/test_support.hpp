@@ -41,6 +41,19 @@ class temp_dir {
   std::filesystem::path path_;
 };
 
+// SQL that turns a file of the current schema into one of schema `version`
+// (1 or 2) as an older ergon left it, jobs included.
+inline std::string downgrade_sql(int version) {
+  std::string sql =
+    "DROP INDEX jobs_one_unfinished_instance; DROP TABLE recurring_jobs; "
+    "DROP TABLE unique_keys; ALTER TABLE jobs DROP COLUMN recurring_id; "
+    "ALTER TABLE jobs DROP COLUMN scheduled_at; ALTER TABLE jobs DROP COLUMN unique_key; "
+    "ALTER TABLE jobs DROP COLUMN unique_hold_ms; ";
+  if (version < 2)
+    sql += "DROP TABLE finished_counts; ";
+  return sql + "PRAGMA user_version = " + std::to_string(version);
+}
+
 /// A plain SQLite connection to inspect a database file independently of
 /// ergon's own connections.
 class sqlite_probe {

@@ -44,6 +44,9 @@ struct submit_args {
 using submit_call = local_call<submit_args, result<std::vector<job_id>>>;
 using update_call = local_call<storage::update_pending_args, status>;
 using cancel_call = local_call<storage::cancel_pending_args, status>;
+/// Answered with the recurring job's unfinished instance.
+using put_recurring_call = local_call<storage::put_recurring_args, result<job_id>>;
+using delete_recurring_call = local_call<storage::delete_recurring_args, status>;
 
 /// Asks the writer to commit what it has, close the database and stop. The
 /// reply comes after the connection is closed.
@@ -121,7 +124,7 @@ struct write_failed {
 /// What one commit changed (and which dispatcher requests failed), queued for
 /// the listener after every commit, in commit order.
 struct commit_feed {
-  std::vector<storage::job_key> added;      ///< submitted (pending)
+  std::vector<storage::job_key> added;      ///< submitted, or a recurring job's next instance
   std::vector<storage::job_key> cancelled;  ///< pending jobs cancelled
   std::vector<storage::key_change> changed; ///< pending jobs updated
   std::vector<claim_result> claims;

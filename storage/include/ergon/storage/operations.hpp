@@ -15,6 +15,7 @@
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/recurring.hpp"
 #include "ergon/storage/count_delta.hpp"
 #include "ergon/storage/db.hpp"
 
@@ -32,6 +33,7 @@ struct job_key {
   int64_t added_at = 0;
   int64_t ready_since = 0;  ///< start of the aging clock (kept across retries)
   std::optional<int64_t> deadline;
+  std::string recurring_id;  ///< empty: not an instance of a recurring job
 };
 
 // -- submit ----------------------------------------------------------------------
@@ -45,12 +47,25 @@ struct insert_jobs_args {
   int64_t next_row = 0;
 };
 
-/// Validates every job, then inserts them all as pending with fresh ids.
-/// All-or-nothing: a single invalid job fails the call with
-/// `invalid_argument` before anything is written. Returns the new jobs' keys
-/// in input order.
-result<std::vector<job_key>> insert_jobs(db& d, const insert_jobs_args& args,
-                                         int64_t now_ms);
+/// What a submit did.
+struct insert_jobs_result {
+  /// Per input job, in order: its new id, or the id of the job that holds
+  /// its unique key (unique_policy::skip, or a later job of the same batch
+  /// that replaced it).
+  std::vector<job_id> ids;
+  /// The jobs inserted, all pending, in input order.
+  std::vector<job_key> added;
+  /// Pending jobs cancelled by unique_policy::replace.
+  std::vector<job_key> replaced;
+};
+
+/// Validates every job, then inserts them as pending with fresh ids. A job
+/// with a unique key meets a holder as its policy says; within the batch,
+/// jobs are taken in order, as if submitted one by one. All-or-nothing:
+/// an invalid job (invalid_argument), a rejected key (already_exists), or a
+/// replace of a running holder (job_running) fails the call, naming the
+/// job's position in a batch, and the caller rolls back.
+result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms);
 
 // -- change a pending job ----------------------------------------------------------
 
@@ -74,10 +89,16 @@ struct cancel_pending_args {
   job_id id;
 };
 
+/// A cancelled job, and the next instance if it was one of a recurring job.
+struct cancelled_job {
+  job_key key;
+  std::optional<job_key> next_instance;
+};
+
 /// Marks a pending job cancelled. Errors: not_found, job_running,
 /// job_finished. Returns the key the job had.
-result<job_key> cancel_pending(db& d, const cancel_pending_args& args,
-                               int64_t now_ms);
+result<cancelled_job> cancel_pending(db& d, const cancel_pending_args& args,
+                                     int64_t now_ms);
 
 // -- run -------------------------------------------------------------------------------
 
@@ -153,6 +174,8 @@ struct attempt_end {
   job_status status = job_status::failed;  ///< pending if retried
   job_key key;       ///< the job's new key if it was retried
   int64_t started_at = 0;
+  /// The next instance, if the job was one of a recurring job and ended.
+  std::optional<job_key> next_instance;
 };
 
 /// One outcome reported by a worker: success with an optional result, or a
@@ -217,11 +240,17 @@ struct expire_pending_args {
   std::vector<int64_t> rows;
 };
 
+struct expire_pending_result {
+  std::vector<job_key> expired;
+  /// Next instances of the recurring jobs among them.
+  std::vector<job_key> next_instances;
+};
+
 /// Ends pending jobs whose deadline has passed as `expired`. Returns the keys
 /// of the jobs it expired; rows no longer pending or not yet past their
 /// deadline are skipped.
-result<std::vector<job_key>> expire_pending(db& d, const expire_pending_args& args,
-                                            int64_t now_ms);
+result<expire_pending_result> expire_pending(db& d, const expire_pending_args& args,
+                                             int64_t now_ms);
 
 struct recover_running_args {
   std::vector<int64_t> rows;  ///< jobs found running at open
@@ -245,6 +274,72 @@ result<std::vector<attempt_end>> lose_attempts(db& d, const lose_attempts_args& 
 /// ends `failed` if it has no retries left.
 result<std::vector<attempt_end>> recover_running(db& d, const recover_running_args& args,
                                                  int64_t now_ms);
+
+// -- recurring jobs (recurring.hpp) ---------------------------------------------------
+
+/// How put_recurring treats an id that exists, or doesn't.
+enum class put_mode : uint8_t {
+  add,     ///< error already_exists if it exists
+  update,  ///< error not_found if it doesn't
+  upsert,  ///< either
+};
+
+struct put_recurring_args {
+  recurring_job job;
+  put_mode mode = put_mode::add;
+  size_t max_payload_bytes = 0;
+};
+
+struct put_recurring_result {
+  /// The unfinished instance's id (nil if the schedule has no time left).
+  job_id instance;
+  /// A new recurring job's first instance (also after an update found none).
+  std::optional<job_key> created;
+  /// The pending instance, given the new template (and, if the schedule
+  /// changed, the schedule's next time after now).
+  std::optional<key_change> changed;
+};
+
+/// Adds or updates a recurring job, with its instance, in one transaction.
+/// A new one gets its first instance at the first slot after now (or now,
+/// with run_now). An update that keeps the schedule and zone keeps the
+/// pending instance's time; one that changes either moves it to the new
+/// schedule's first slot after now, and later slots count from now. The
+/// template applies to the pending instance and later ones; a running
+/// instance finishes as it started. Errors: invalid_argument (validate),
+/// already_exists (add), not_found (update).
+result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args,
+                                           int64_t now_ms);
+
+struct delete_recurring_args {
+  std::string id;
+};
+
+/// Deletes a recurring job. Its pending instance is cancelled (and
+/// returned); a running instance finishes, and no instance follows it.
+/// Error: not_found.
+result<std::optional<job_key>> delete_recurring(db& d, const delete_recurring_args& args,
+                                                int64_t now_ms);
+
+/// A recurring job with its last and unfinished instance. Error: not_found.
+result<recurring_info> read_recurring(db& d, const std::string& id);
+
+/// Recurring jobs whose id starts with `prefix` (byte for byte: % and _ are
+/// ordinary characters), ordered by id. An empty prefix lists all.
+result<std::vector<recurring_info>> list_recurring(db& d, const std::string& prefix);
+
+struct reconcile_recurring_result {
+  std::vector<key_change> moved;   ///< skip-mode instances moved past missed slots
+  std::vector<job_key> created;    ///< instances for recurring jobs that had none
+};
+
+/// At open, in the recovery transaction: a pending instance of a recurring
+/// job in catch_up::skip mode that missed a later slot while the queue was
+/// down moves to the first slot after now; a recurring job with no
+/// unfinished instance (its time zone was missing from the tz database
+/// when the last one ended) gets one. In catch_up::once mode a late
+/// instance stays due: it is the one catch-up run.
+result<reconcile_recurring_result> reconcile_recurring(db& d, int64_t now_ms);
 
 // -- job counts ----------------------------------------------------------------------
 

@@ -41,6 +41,11 @@ class schedule {
   /// 10000.
   std::optional<int64_t> next_after(int64_t after_ms) const;
 
+  /// The latest instant at or before `at_ms` when an instance is due, if
+  /// there is one after `after_ms` (exclusive). Finds it in a few steps
+  /// even after years of downtime.
+  std::optional<int64_t> last_at_or_before(int64_t at_ms, int64_t after_ms) const;
+
   /// For `every`: the period in ms; 0 for cron.
   int64_t period_ms() const { return period_ms_; }
 
@@ -54,5 +59,37 @@ class schedule {
   int64_t period_ms_ = 0;
   int64_t anchor_ms_ = 0;
 };
+
+/// Which instances run after missed slots (ergon::catch_up, by value).
+enum class catch_up_mode : uint8_t { once = 0, skip = 1 };
+
+/// The instance after one that ended: its time on the schedule, and when it
+/// runs (later than that for a catch-up).
+struct next_slot {
+  int64_t scheduled_at = 0;
+  int64_t run_at = 0;
+};
+
+/// The rule for the next instance of a recurring job, applied in the
+/// transaction that ends the current one. `slot` is the ended instance's
+/// time on the schedule, `started_at` when its latest attempt started (none
+/// if it never ran), and `since_ms` when the schedule last changed (slots at
+/// or before it don't count).
+///  - The next slot after max(slot, since) is the next instance if it lies
+///    after now: a late run doesn't drift the schedule.
+///  - Otherwise slots were missed. Those due before the ended instance
+///    started count as run by it. If any fell due after it started, `once`
+///    runs one catch-up now, for the latest of them; `skip` (and `once`
+///    when none did) continues at the first slot after now.
+/// Nothing if the schedule has no slot left before the year 10000.
+std::optional<next_slot> next_instance(const schedule& s, int64_t slot,
+                                       std::optional<int64_t> started_at, int64_t since_ms,
+                                       catch_up_mode mode, int64_t now_ms);
+
+/// At open, for a pending instance in `skip` mode: where it moves if it
+/// missed later slots (the next slot after max(slot, since) is not after
+/// now), namely the first slot after now. Nothing if it stays.
+std::optional<int64_t> skip_missed(const schedule& s, int64_t slot, int64_t since_ms,
+                                   int64_t now_ms);
 
 }  // namespace ergon::storage

@@ -16,6 +16,10 @@ int current_schema_version() noexcept;
 /// The first schema version with the finished_counts table (see count_jobs).
 inline constexpr int finished_counts_version = 2;
 
+/// The schema version that added recurring jobs and unique keys (and their
+/// columns in jobs).
+inline constexpr int recurring_version = 3;
+
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;
 

@@ -1,0 +1,88 @@
+#include "job_final.hpp"
+
+#include "ergon/storage/times.hpp"
+#include "job_rows.hpp"
+#include "recurring_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* select_links =
+  "SELECT recurring_id, scheduled_at, started_at, unique_key, unique_hold_ms, external_id "
+  "FROM jobs WHERE id = ?1";
+
+// `job_id = ?2`: a replaced holder no longer owns the key.
+constexpr const char* hold_key =
+  "UPDATE unique_keys SET held_until = ?3 WHERE key = ?1 AND job_id = ?2";
+constexpr const char* free_key = "DELETE FROM unique_keys WHERE key = ?1 AND job_id = ?2";
+
+constexpr const char* record_last_run =
+  "UPDATE recurring_jobs SET last_job = ?2, last_scheduled_at = ?3, last_finished_at = ?4, "
+  "last_status = ?5 WHERE id = ?1";
+
+status release_key(db& d, const std::string& key, int64_t row, std::optional<int64_t> hold,
+                   int64_t now_ms) {
+  auto s = d.prepare(hold ? hold_key : free_key);
+  if (!s)
+    return s.error();
+  (*s)->bind_text(1, key);
+  (*s)->bind(2, row);
+  if (hold)
+    (*s)->bind(3, add_ms(now_ms, *hold));
+  return d.run(**s);
+}
+
+}  // namespace
+
+result<std::optional<job_key>> on_job_final(db& d, int64_t row, job_status final_status,
+                                            int64_t now_ms) {
+  auto s = d.prepare(select_links);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  if (!q.step())
+    return q.step_status().ok() ? status{error::internal, "on_job_final: no job row"}
+                                : q.step_status();
+  auto recurring_id = q.column_opt_text(0);
+  auto scheduled_at = q.column_opt_int(1);
+  auto started_at = q.column_opt_int(2);
+  auto key = q.column_opt_text(3);
+  auto hold = q.column_opt_int(4);
+  auto id = rows::column_id(q, 5);
+  q.reset();
+  if (key)
+    if (auto st = release_key(d, *key, row, hold, now_ms); !st)
+      return st;
+  if (!recurring_id || !scheduled_at)
+    return std::optional<job_key>{};
+  auto r = rows::find_recurring(d, *recurring_id);
+  if (!r)
+    return r.error();
+  if (!*r)
+    return std::optional<job_key>{};  // deleted: the chain ends here
+  auto u = d.prepare(record_last_run);
+  if (!u)
+    return u.error();
+  (*u)->bind_text(1, *recurring_id);
+  rows::bind_id(**u, 2, id);
+  (*u)->bind(3, *scheduled_at);
+  (*u)->bind(4, now_ms);
+  (*u)->bind(5, static_cast<int64_t>(final_status));
+  if (auto st = d.run(**u); !st)
+    return st;
+  // A zone the tz database lost leaves the job without a next instance;
+  // open's reconcile_recurring tries again.
+  auto sched = rows::schedule_of(**r);
+  if (!sched)
+    return std::optional<job_key>{};
+  auto next = next_instance(*sched, *scheduled_at, started_at, (*r)->since, (*r)->mode, now_ms);
+  if (!next)
+    return std::optional<job_key>{};
+  auto k = rows::create_instance(d, **r, *next, now_ms);
+  if (!k)
+    return k.error();
+  return std::optional<job_key>{std::move(*k)};
+}
+
+}  // namespace ergon::storage

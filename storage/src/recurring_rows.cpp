@@ -1,0 +1,147 @@
+#include "recurring_rows.hpp"
+
+#include "ergon/storage/job_ids.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage::rows {
+namespace {
+
+#define ERGON_RECURRING_COLUMNS                                              \
+  "id, schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS ", ttl_ms, " \
+  "added_at, updated_at, last_job, last_scheduled_at, last_finished_at, last_status"
+
+constexpr const char* select_recurring =
+  "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs WHERE id = ?1";
+
+// A byte-exact prefix: LIKE would fold ASCII case and need % and _ escaped.
+constexpr const char* select_with_prefix =
+  "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs "
+  "WHERE id >= ?1 AND substr(id, 1, length(?1)) = ?1 ORDER BY id";
+
+constexpr const char* select_id_tag = "SELECT value FROM meta WHERE key = 'id_tag'";
+constexpr const char* select_next_row = "SELECT coalesce(max(id), 0) + 1 FROM jobs";
+
+// Served by the partial index jobs_one_unfinished_instance.
+constexpr const char* select_unfinished =
+  "SELECT status, scheduled_at, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
+  "WHERE recurring_id = ?1 AND status < 2";
+
+recurring_row read_row(const stmt& s) {
+  recurring_row r;
+  r.id = s.column_text(0);
+  r.spec = s.column_text(1);
+  r.time_zone = s.column_text(2);
+  r.mode = s.column_int(3) == 1 ? catch_up_mode::skip : catch_up_mode::once;
+  r.since = s.column_int(4);
+  auto& j = r.templ;
+  j.type = s.column_text(5);
+  j.name = s.column_opt_text(6);
+  j.group = s.column_opt_text(7);
+  j.priority = static_cast<int32_t>(s.column_int(8));
+  j.weight = static_cast<int32_t>(s.column_int(9));
+  j.payload = s.column_blob(10);
+  j.max_retries = static_cast<int32_t>(s.column_int(11));
+  j.backoff.initial_ms = s.column_int(12);
+  j.backoff.multiplier = s.column_double(13);
+  j.backoff.randomization = s.column_double(14);
+  j.timeout_ms = s.column_int(15);
+  j.heartbeat_increment_ms = s.column_int(16);
+  j.ttl_ms = s.column_opt_int(17);
+  r.added_at = s.column_int(18);
+  r.updated_at = s.column_int(19);
+  if (s.column_opt_blob(20))
+    r.last_job = column_id(s, 20);
+  r.last_scheduled_at = s.column_opt_int(21);
+  r.last_finished_at = s.column_opt_int(22);
+  if (auto st = s.column_opt_int(23))
+    r.last_status = static_cast<job_status>(*st);
+  return r;
+}
+
+// The one row `q` (bound) yields, read by `read`, or nothing.
+template <class Read>
+auto optional_row(stmt& q, Read read) -> result<std::optional<decltype(read(q))>> {
+  using row = decltype(read(q));
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return std::optional<row>{};
+  }
+  auto r = read(q);
+  q.reset();
+  return std::optional<row>{std::move(r)};
+}
+
+result<int64_t> single_int(db& d, const char* sql) {
+  auto s = d.prepare(sql);
+  if (!s)
+    return s.error();
+  if (!(*s)->step())
+    return (*s)->step_status().ok() ? status{error::internal, "no row"} : (*s)->step_status();
+  auto v = (*s)->column_int(0);
+  (*s)->reset();
+  return v;
+}
+
+}  // namespace
+
+result<std::optional<recurring_row>> find_recurring(db& d, const std::string& id) {
+  auto s = d.prepare(select_recurring);
+  if (!s)
+    return s.error();
+  (*s)->bind_text(1, id);
+  return optional_row(**s, read_row);
+}
+
+result<std::vector<recurring_row>> recurring_with_prefix(db& d, const std::string& prefix) {
+  auto s = d.prepare(select_with_prefix);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind_text(1, prefix);
+  std::vector<recurring_row> out;
+  while (q.step())
+    out.push_back(read_row(q));
+  if (!q.step_status())
+    return q.step_status();
+  return out;
+}
+
+result<schedule> schedule_of(const recurring_row& r) {
+  return schedule::parse(r.spec, r.time_zone, r.since);
+}
+
+result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& at,
+                                int64_t now_ms) {
+  auto tag = single_int(d, select_id_tag);
+  if (!tag)
+    return tag.error();
+  auto row = single_int(d, select_next_row);
+  if (!row)
+    return row.error();
+  if (*row > max_row_id)
+    return status{error::storage_full, "the database has used up its job id space"};
+  job j = r.templ;
+  j.run_at_ms = at.run_at;
+  auto k = new_key(j, now_ms, static_cast<uint32_t>(*tag), *row);
+  k.recurring_id = r.id;
+  if (auto st = insert_job(d, j, k, at.scheduled_at); !st)
+    return st;
+  return k;
+}
+
+result<std::optional<instance_state>> unfinished_instance(db& d, const std::string& id) {
+  auto s = d.prepare(select_unfinished);
+  if (!s)
+    return s.error();
+  (*s)->bind_text(1, id);
+  return optional_row(**s, [](const stmt& q) {
+    instance_state st;
+    st.status = static_cast<job_status>(q.column_int(0));
+    st.scheduled_at = q.column_int(1);
+    st.key = read_key(q, 2);
+    return st;
+  });
+}
+
+}  // namespace ergon::storage::rows

@@ -1,0 +1,54 @@
+// Rows of recurring_jobs and the instances made from them, shared by the
+// operations on recurring jobs and by on_job_final. Internal to storage/.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ergon/recurring.hpp"
+#include "ergon/storage/operations.hpp"
+#include "ergon/storage/schedule.hpp"
+
+namespace ergon::storage::rows {
+
+/// A recurring job as stored.
+struct recurring_row {
+  std::string id;
+  std::string spec;
+  std::string time_zone;
+  catch_up_mode mode = catch_up_mode::once;
+  int64_t since = 0;  ///< when the schedule last changed
+  job templ;
+  int64_t added_at = 0;
+  int64_t updated_at = 0;
+  std::optional<job_id> last_job;
+  std::optional<int64_t> last_scheduled_at;
+  std::optional<int64_t> last_finished_at;
+  std::optional<job_status> last_status;
+};
+
+/// The recurring job `id`, or nothing if there is none.
+result<std::optional<recurring_row>> find_recurring(db& d, const std::string& id);
+
+/// Recurring jobs whose id starts with `prefix`, by id.
+result<std::vector<recurring_row>> recurring_with_prefix(db& d, const std::string& prefix);
+
+/// Parses the row's schedule. A stored schedule parsed when it was added;
+/// it can fail later only if the system's tz database lost its zone.
+result<schedule> schedule_of(const recurring_row& r);
+
+/// Inserts the instance of `r` due at `at`: the template with run_at,
+/// scheduled_at and recurring_id set. Returns its key.
+result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& at,
+                                int64_t now_ms);
+
+/// The unfinished instance of `id`, if any: its key, status and
+/// scheduled_at.
+struct instance_state {
+  job_key key;
+  job_status status = job_status::pending;
+  int64_t scheduled_at = 0;
+};
+result<std::optional<instance_state>> unfinished_instance(db& d, const std::string& id);
+
+}  // namespace ergon::storage::rows
