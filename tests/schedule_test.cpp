@@ -244,3 +244,80 @@ BOOST_AUTO_TEST_CASE(slots_count_from_the_anchor_in_milliseconds) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(next_instances)
+
+using slot_pair = std::pair<std::string, std::string>;
+
+slot_pair next(const schedule& s, const std::string& slot, std::optional<std::string> started,
+               const std::string& now, catch_up_mode mode = catch_up_mode::once,
+               const std::string& since = "2000-01-01 00:00:00") {
+  auto n = next_instance(s, utc(slot), started ? std::optional<int64_t>{utc(*started)}
+                                               : std::nullopt,
+                         utc(since), mode, utc(now));
+  BOOST_REQUIRE(n.has_value());
+  return {iso(n->scheduled_at), iso(n->run_at)};
+}
+
+BOOST_AUTO_TEST_CASE(an_instance_that_ends_in_time_is_followed_by_the_next_slot) {
+  auto hourly = parse("0 * * * *");
+  BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 10:05:00")
+              == slot_pair{"2026-05-01 11:00:00", "2026-05-01 11:00:00"}));
+  // Late (started 10:40) but done before 11:00: no drift.
+  BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 10:40:00", "2026-05-01 10:59:00")
+              == slot_pair{"2026-05-01 11:00:00", "2026-05-01 11:00:00"}));
+}
+
+BOOST_AUTO_TEST_CASE(slots_missed_while_it_ran_give_one_catch_up_for_the_latest) {
+  auto hourly = parse("0 * * * *");
+  BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 13:30:00")
+              == slot_pair{"2026-05-01 13:00:00", "2026-05-01 13:30:00"}));
+  BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 13:30:00",
+                   catch_up_mode::skip)
+              == slot_pair{"2026-05-01 14:00:00", "2026-05-01 14:00:00"}));
+}
+
+BOOST_AUTO_TEST_CASE(slots_due_before_a_late_start_count_as_run_by_it) {
+  // Down from 10:00 to 15:00; the 10:00 instance ran at 15:00 as the one
+  // catch-up, so nothing else runs for 11:00 to 15:00.
+  auto hourly = parse("0 * * * *");
+  BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 15:00:00", "2026-05-01 15:00:10")
+              == slot_pair{"2026-05-01 16:00:00", "2026-05-01 16:00:00"}));
+  // A cancelled instance never started: the slots after its own count.
+  BOOST_TEST((next(hourly, "2026-05-01 10:00:00", std::nullopt, "2026-05-01 12:10:00")
+              == slot_pair{"2026-05-01 12:00:00", "2026-05-01 12:10:00"}));
+}
+
+BOOST_AUTO_TEST_CASE(slots_before_a_schedule_change_do_not_count) {
+  auto five = parse("every 5m", "", utc("2026-05-01 10:02:00"));
+  BOOST_TEST((next(five, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 10:03:00",
+                   catch_up_mode::once, "2026-05-01 10:02:00")
+              == slot_pair{"2026-05-01 10:07:00", "2026-05-01 10:07:00"}));
+}
+
+BOOST_AUTO_TEST_CASE(the_last_slot_is_found_in_a_few_steps_after_long_downtime) {
+  auto yearly = parse("@yearly");
+  BOOST_TEST(iso(yearly.last_at_or_before(utc("2026-05-01 00:00:00"), utc("1980-06-01 00:00:00")))
+             == "2026-01-01 00:00:00");
+  auto each_second = parse("* * * * * *");
+  BOOST_TEST(iso(each_second.last_at_or_before(utc("2026-05-01 12:00:00.500"),
+                                               utc("2025-05-01 00:00:00")))
+             == "2026-05-01 12:00:00");
+  BOOST_TEST(!each_second.last_at_or_before(utc("2026-05-01 12:00:00"),
+                                            utc("2026-05-01 12:00:00")));
+  auto every_ms = parse("every 7ms", "", 0);
+  BOOST_TEST(*every_ms.last_at_or_before(1'000'000'000'000, 0) == 999'999'999'999);  // 7 divides it
+  // Zoned: the last 09:00 in New York (EDT since March 8) before a UTC instant.
+  auto nine = parse("0 9 * * *", "America/New_York");
+  BOOST_TEST(iso(nine.last_at_or_before(utc("2026-03-09 14:00:00"), utc("2026-01-01 00:00:00")))
+             == "2026-03-09 13:00:00");
+}
+
+BOOST_AUTO_TEST_CASE(skip_mode_moves_only_an_instance_that_missed_a_later_slot) {
+  auto hourly = parse("0 * * * *");
+  BOOST_TEST(!skip_missed(hourly, utc("2026-05-01 10:00:00"), 0, utc("2026-05-01 10:59:00")));
+  BOOST_TEST(iso(skip_missed(hourly, utc("2026-05-01 10:00:00"), 0, utc("2026-05-01 12:30:00")))
+             == "2026-05-01 13:00:00");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -51,6 +51,12 @@ class job_builder {
   /// Each heartbeat extends expiry to at least now plus this; default 120 s.
   job_builder& heartbeat_increment(std::chrono::milliseconds inc);
 
+  /// At most one job holds `key` (1 to 256 bytes; see job::unique_key).
+  /// `on_duplicate` says what a submit does while it is held, and `hold`
+  /// how long it stays held after the job finishes (>= 0).
+  job_builder& unique_key(std::string key, unique_policy on_duplicate = unique_policy::skip,
+                          std::chrono::milliseconds hold = std::chrono::milliseconds{0});
+
   /// The job, or invalid_argument naming the first bad field.
   result<job> build() const;
 

@@ -62,6 +62,14 @@ job_builder& job_builder::timeout(std::chrono::milliseconds t) {
   return *this;
 }
 
+job_builder& job_builder::unique_key(std::string key, unique_policy on_duplicate,
+                                      std::chrono::milliseconds hold) {
+  job_.unique_key = std::move(key);
+  job_.on_duplicate = on_duplicate;
+  job_.unique_hold_ms = hold.count();
+  return *this;
+}
+
 job_builder& job_builder::heartbeat_increment(std::chrono::milliseconds inc) {
   job_.heartbeat_increment_ms = inc.count();
   return *this;
