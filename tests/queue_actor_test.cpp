@@ -130,6 +130,33 @@ BOOST_AUTO_TEST_CASE(updates_and_scheduling_calls_apply) {
   BOOST_TEST(m->by_status[job_status::pending] == 1);
 }
 
+BOOST_AUTO_TEST_CASE(recurring_jobs_are_added_read_and_deleted_through_the_actor) {
+  recurring_job r;
+  r.id = "nightly";
+  r.schedule = "0 3 * * *";
+  r.time_zone = "Europe/Berlin";
+  r.job = make();
+  auto first = ask<job_id>(add_recurring_atom::value, r);
+  BOOST_REQUIRE_MESSAGE(first.has_value(), first.error().to_string());
+  auto again = ask<job_id>(add_recurring_atom::value, r);
+  BOOST_TEST(again.error().code() == error::already_exists);
+  r.job.payload = "v2";
+  BOOST_TEST((ask<job_id>(update_recurring_atom::value, r).value() == *first));
+  BOOST_TEST(ask<job_info>(job_info_atom::value, *first)->payload == "v2");
+  auto info = ask<recurring_info>(recurring_info_atom::value, std::string{"nightly"});
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->time_zone == "Europe/Berlin");
+  BOOST_TEST((info->next_job == *first));
+  auto all = ask<std::vector<recurring_info>>(list_recurring_atom::value, std::string{"night"});
+  BOOST_TEST(all->size() == 1u);
+  BOOST_TEST(ask<ok_atom>(delete_recurring_atom::value, std::string{"nightly"}).has_value());
+  auto gone = ask<ok_atom>(delete_recurring_atom::value, std::string{"nightly"});
+  BOOST_TEST(gone.error().code() == error::not_found);
+  r.schedule = "0 25 * * *";
+  auto bad = ask<job_id>(upsert_recurring_atom::value, r);
+  BOOST_TEST(bad.error().field() == "schedule");
+}
+
 BOOST_AUTO_TEST_CASE(a_subscribed_actor_receives_events) {
   BOOST_REQUIRE(ask<ok_atom>(subscribe_atom::value, caf::actor{self}).has_value());
   auto id = ask<job_id>(submit_atom::value, make());

@@ -60,6 +60,21 @@ BOOST_AUTO_TEST_CASE(a_remote_client_submits_and_reads_and_the_job_is_on_disk) {
     BOOST_REQUIRE(!bad.has_value());
     BOOST_TEST(bad.error().code() == error::invalid_argument);
     BOOST_TEST(bad.error().field() == "type");
+    // Recurring jobs and their errors cross it too.
+    recurring_job r;
+    r.id = "remote";
+    r.schedule = "every 1h";
+    r.job = *job_builder("email").build();
+    auto instance = c.ask<job_id>(*q, add_recurring_atom::value, r);
+    BOOST_REQUIRE_MESSAGE(instance.has_value(), instance.error().to_string());
+    auto listed = c.ask<std::vector<recurring_info>>(*q, list_recurring_atom::value,
+                                                     std::string{});
+    BOOST_REQUIRE(listed.has_value());
+    BOOST_TEST(listed->size() == 1u);
+    BOOST_TEST(listed->front().schedule == "every 1h");
+    BOOST_TEST((listed->front().next_job == *instance));
+    BOOST_TEST(c.ask<job_id>(*q, add_recurring_atom::value, r).error().code()
+               == error::already_exists);
   }
   BOOST_TEST(s.stop(SIGTERM));
   // The server closed the file: it opens here, with the job in it.

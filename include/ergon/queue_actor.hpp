@@ -41,6 +41,12 @@ using pause_group_atom = caf::atom_constant<caf::atom("ergpauseg")>;
 using resume_group_atom = caf::atom_constant<caf::atom("ergresumeg")>;
 using pause_type_atom = caf::atom_constant<caf::atom("ergpauset")>;
 using resume_type_atom = caf::atom_constant<caf::atom("ergresumet")>;
+using add_recurring_atom = caf::atom_constant<caf::atom("ergaddrec")>;
+using update_recurring_atom = caf::atom_constant<caf::atom("ergupdrec")>;
+using upsert_recurring_atom = caf::atom_constant<caf::atom("ergupsrec")>;
+using delete_recurring_atom = caf::atom_constant<caf::atom("ergdelrec")>;
+using recurring_info_atom = caf::atom_constant<caf::atom("ergrecinfo")>;
+using list_recurring_atom = caf::atom_constant<caf::atom("erglistrec")>;
 using subscribe_atom = caf::atom_constant<caf::atom("ergsub")>;
 using unsubscribe_atom = caf::atom_constant<caf::atom("ergunsub")>;
 using close_atom = caf::atom_constant<caf::atom("ergclose")>;
@@ -63,6 +69,12 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<update_atom, job_id, job_update>::with<ok_atom>,
   caf::replies_to<cancel_atom, job_id>::with<ok_atom>,
   caf::replies_to<metrics_atom>::with<metrics_snapshot>,
+  caf::replies_to<add_recurring_atom, recurring_job>::with<job_id>,
+  caf::replies_to<update_recurring_atom, recurring_job>::with<job_id>,
+  caf::replies_to<upsert_recurring_atom, recurring_job>::with<job_id>,
+  caf::replies_to<delete_recurring_atom, std::string>::with<ok_atom>,
+  caf::replies_to<recurring_info_atom, std::string>::with<recurring_info>,
+  caf::replies_to<list_recurring_atom, std::string>::with<std::vector<recurring_info>>,
   caf::replies_to<group_weight_atom, std::string, int32_t>::with<ok_atom>,
   caf::replies_to<reset_weights_atom>::with<ok_atom>,
   caf::replies_to<pause_group_atom, std::string>::with<ok_atom>,

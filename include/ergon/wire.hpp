@@ -22,6 +22,7 @@
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
 
 namespace ergon {
@@ -180,6 +181,27 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
            x.ready_since_ms, deadline, x.payload, checkpoint, result, x.tries, x.max_retries,
            x.backoff, x.timeout_ms, x.heartbeat_increment_ms, x.added_at_ms, started,
            finished, expires, x.attempts, recurring_id, scheduled_at, unique_key);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurring_job& x) {
+  return f(caf::meta::type_name("ergon::recurring_job"), x.id, x.schedule, x.time_zone, x.job,
+           x.catch_up, x.run_now);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recurring_info& x) {
+  auto last_job = wire::optional(x.last_job);
+  auto last_scheduled = wire::optional(x.last_scheduled_at_ms);
+  auto last_finished = wire::optional(x.last_finished_at_ms);
+  auto last_status = wire::optional(x.last_status);
+  auto next_job = wire::optional(x.next_job);
+  auto next_status = wire::optional(x.next_status);
+  auto next_scheduled = wire::optional(x.next_scheduled_at_ms);
+  auto next_run = wire::optional(x.next_run_at_ms);
+  return f(caf::meta::type_name("ergon::recurring_info"), x.id, x.schedule, x.time_zone,
+           x.catch_up, x.job, x.added_at_ms, x.updated_at_ms, last_job, last_scheduled,
+           last_finished, last_status, next_job, next_status, next_scheduled, next_run);
 }
 
 template <class Inspector>

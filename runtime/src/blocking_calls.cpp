@@ -47,6 +47,12 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue::impl> we
     [&](metrics_atom) {
       return with([&](queue::impl& q) { return q.metrics(); });
     },
+    [&](recurring_info_atom, const std::string& id) {
+      return with([&](queue::impl& q) { return q.read([&](storage::db& d) { return storage::read_recurring(d, id); }); });
+    },
+    [&](list_recurring_atom, const std::string& prefix) {
+      return with([&](queue::impl& q) { return q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); }); });
+    },
     [&](group_weight_atom, const std::string& group, int32_t weight) {
       return with([&](queue::impl& q) { return q.set_group_weight(group, weight); });
     },

@@ -72,6 +72,9 @@ void queue::register_types(caf::actor_system_config& cfg) {
     .add_message_type<job_update>("ergon::job_update")
     .add_message_type<ergon::job_info>("ergon::job_info")
     .add_message_type<std::vector<ergon::job_info>>("ergon::job_infos")
+    .add_message_type<recurring_job>("ergon::recurring_job")
+    .add_message_type<ergon::recurring_info>("ergon::recurring_info")
+    .add_message_type<std::vector<ergon::recurring_info>>("ergon::recurring_infos")
     .add_message_type<status_counts>("ergon::status_counts")
     .add_message_type<metrics_snapshot>("ergon::metrics_snapshot")
     .add_message_type<event>("ergon::event")
@@ -143,18 +146,6 @@ status queue::cancel_pending(const job_id& id) {
     storage::cancel_pending_args{id});
 }
 
-namespace {
-
-template <class Read>
-auto read_with(queue::impl& q, Read read) -> decltype(read(std::declval<storage::db&>())) {
-  auto conn = q.reads->borrow();
-  if (!conn)
-    return conn.error();
-  return read(**conn);
-}
-
-}  // namespace
-
 result<job_id> queue::add_recurring(const recurring_job& r) {
   if (!impl_)
     return moved_from("queue");
@@ -186,13 +177,13 @@ status queue::delete_recurring(const std::string& id) {
 result<ergon::recurring_info> queue::recurring_info(const std::string& id) const {
   if (!impl_)
     return moved_from("queue");
-  return read_with(*impl_, [&](storage::db& d) { return storage::read_recurring(d, id); });
+  return impl_->read([&](storage::db& d) { return storage::read_recurring(d, id); });
 }
 
 result<std::vector<ergon::recurring_info>> queue::list_recurring(const std::string& prefix) const {
   if (!impl_)
     return moved_from("queue");
-  return read_with(*impl_, [&](storage::db& d) { return storage::list_recurring(d, prefix); });
+  return impl_->read([&](storage::db& d) { return storage::list_recurring(d, prefix); });
 }
 
 result<worker> queue::start_worker(worker_options opts) {

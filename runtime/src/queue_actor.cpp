@@ -233,6 +233,25 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
       return to_writer(self, actors::cancel_call{{id}, {}});
     },
     [self](metrics_atom a) -> caf::result<metrics_snapshot> { return to_calls(self, a); },
+    [self](add_recurring_atom, recurring_job& r) -> caf::result<job_id> {
+      return to_writer(self, actors::put_recurring_call{{std::move(r), storage::put_mode::add}, {}});
+    },
+    [self](update_recurring_atom, recurring_job& r) -> caf::result<job_id> {
+      return to_writer(self,
+                       actors::put_recurring_call{{std::move(r), storage::put_mode::update}, {}});
+    },
+    [self](upsert_recurring_atom, recurring_job& r) -> caf::result<job_id> {
+      return to_writer(self,
+                       actors::put_recurring_call{{std::move(r), storage::put_mode::upsert}, {}});
+    },
+    [self](delete_recurring_atom, const std::string& id) -> caf::result<ok_atom> {
+      return to_writer(self, actors::delete_recurring_call{{id}, {}});
+    },
+    [self](recurring_info_atom a, const std::string& id) -> caf::result<recurring_info> {
+      return to_calls(self, a, id);
+    },
+    [self](list_recurring_atom a, const std::string& prefix)
+      -> caf::result<std::vector<recurring_info>> { return to_calls(self, a, prefix); },
     [self](group_weight_atom a, const std::string& group, int32_t weight) -> caf::result<ok_atom> {
       return to_calls(self, a, group, weight);
     },

@@ -70,6 +70,15 @@ struct queue::impl {
   // rest keep effective == stored priority.
   status fill_pending_views(std::vector<ergon::job_info*> infos);
 
+  // Runs `read` on a connection of the read pool.
+  template <class Read>
+  auto read(Read read) -> decltype(read(std::declval<storage::db&>())) {
+    auto conn = reads->borrow();
+    if (!conn)
+      return conn.error();
+    return read(**conn);
+  }
+
   // A job, or the jobs with a name, with their scheduling view.
   result<ergon::job_info> job_info(const job_id& id);
   result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name);

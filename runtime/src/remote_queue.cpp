@@ -329,6 +329,20 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     },
     [self](cancel_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
     [self](metrics_atom a) { return forward<metrics_snapshot>(self, a); },
+    [self](add_recurring_atom a, recurring_job& r) { return forward<job_id>(self, a, std::move(r)); },
+    [self](update_recurring_atom a, recurring_job& r) {
+      return forward<job_id>(self, a, std::move(r));
+    },
+    [self](upsert_recurring_atom a, recurring_job& r) {
+      return forward<job_id>(self, a, std::move(r));
+    },
+    [self](delete_recurring_atom a, const std::string& id) { return forward<ok_atom>(self, a, id); },
+    [self](recurring_info_atom a, const std::string& id) {
+      return forward<recurring_info>(self, a, id);
+    },
+    [self](list_recurring_atom a, const std::string& prefix) {
+      return forward<std::vector<recurring_info>>(self, a, prefix);
+    },
     [self](group_weight_atom a, const std::string& group, int32_t weight) {
       return forward<ok_atom>(self, a, group, weight);
     },
