@@ -272,6 +272,27 @@ BOOST_AUTO_TEST_CASE(deleting_while_an_instance_runs_leaves_no_orphan) {
   BOOST_TEST(info(first).status == job_status::succeeded);
 }
 
+BOOST_AUTO_TEST_CASE(re_adding_a_deleted_id_adopts_its_running_instance) {
+  gate g;
+  worker_options w;
+  w.runners["tick"] = [&](job_context&) { g.pass(); };
+  auto first = add(every_minute("again"));
+  auto wk = start(std::move(w));
+  advance(1min);
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  BOOST_REQUIRE(q->delete_recurring("again").ok());
+  auto readded = every_minute("again");
+  readded.schedule = "every 5m";
+  BOOST_TEST(add(readded) == first);  // still one unfinished instance: the running one
+  g.open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 2));
+  auto r = recurring("again");
+  BOOST_TEST((r.last_job == first));
+  BOOST_TEST(r.next_scheduled_at_ms.value_or(0) == t0 + minute + 5 * minute);  // the new schedule
+  BOOST_TEST(instances("again", "status < 2") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(deleting_cancels_the_pending_instance) {
   auto first = add(every_minute("drop"));
   BOOST_REQUIRE(q->delete_recurring("drop").ok());

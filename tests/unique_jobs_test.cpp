@@ -187,6 +187,26 @@ BOOST_AUTO_TEST_CASE(a_batch_holding_one_key_twice_acts_as_if_submitted_in_order
   BOOST_TEST(q->counts().total() == 3);  // s, the plain job, r: the rejected batch wrote nothing
 }
 
+BOOST_AUTO_TEST_CASE(a_batch_meets_a_stored_holder_in_input_order) {
+  auto holder = submit(keyed("k", unique_policy::skip, "old"));
+  // Job 0 skips to the holder; job 1 replaces it; job 2 skips to job 1.
+  auto ids = q->submit_batch({keyed("k", unique_policy::skip, "a"),
+                              keyed("k", unique_policy::replace, "b"),
+                              keyed("k", unique_policy::skip, "c")});
+  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+  BOOST_TEST((*ids)[0] == holder);
+  BOOST_TEST((*ids)[1] != holder);
+  BOOST_TEST((*ids)[2] == (*ids)[1]);
+  BOOST_TEST(info(holder).status == job_status::cancelled);
+  BOOST_TEST(info((*ids)[1]).payload == "b");
+  // A rejecting job meets the holder before a later job could replace it.
+  auto rejected = q->submit_batch({keyed("k", unique_policy::reject),
+                                   keyed("k", unique_policy::replace)});
+  BOOST_TEST(rejected.error().code() == error::already_exists);
+  BOOST_TEST(info((*ids)[1]).status == job_status::pending);
+  BOOST_TEST(rows("unique_key = 'k' AND status < 2") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_that_meets_a_running_holder_with_replace_writes_nothing) {
   gate g;
   worker_options w;

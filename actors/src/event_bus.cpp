@@ -29,6 +29,7 @@ event failure_event(const event& failed, const std::string& what) {
   out.id = failed.id;
   out.type = failed.type;
   out.group = failed.group;
+  out.recurring_id = failed.recurring_id;
   out.try_number = failed.try_number;
   out.message = std::string{"a subscriber threw on a "} + to_string(failed.kind)
                 + " event: " + what;

@@ -89,7 +89,7 @@ struct event {
   allocation_reason reason = allocation_reason::rebalance;
   /// For a job that is an instance of a recurring job: that recurring
   /// job's id (recurring.hpp); empty otherwise. Set on every kind that
-  /// names a job.
+  /// names a job (subscriber_failed: the failed event's) except job_too_heavy.
   std::string recurring_id;
 };
 

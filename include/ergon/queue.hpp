@@ -154,7 +154,9 @@ class queue {
   // -- recurring jobs (see recurring.hpp and docs/recurring.md) --------------
 
   /// Adds a recurring job and its first instance in one transaction, and
-  /// returns the instance's id. Errors: invalid_argument (as
+  /// returns the instance's id. If a deleted recurring job of the same id
+  /// still has an instance running, the new one adopts it instead: it
+  /// finishes as it started, and the new schedule follows it. Errors: invalid_argument (as
   /// validate(recurring_job) names it; nothing is written), already_exists
   /// (a recurring job with this id exists), closed, and storage errors.
   result<job_id> add_recurring(const recurring_job& r);

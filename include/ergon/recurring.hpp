@@ -80,8 +80,9 @@ struct recurring_info {
   std::optional<int64_t> last_finished_at_ms;
   std::optional<job_status> last_status;
   /// The unfinished instance: its id, status (pending or running), time on
-  /// the schedule and run_at. Empty only if the schedule has no time left
-  /// before the year 10000.
+  /// the schedule and run_at. Empty if the schedule has no time left before
+  /// the year 10000, or if the tz database lost the schedule's zone when the
+  /// last instance ended (the next open, or an update, makes one).
   std::optional<job_id> next_job;
   std::optional<job_status> next_status;
   std::optional<int64_t> next_scheduled_at_ms;

@@ -1,9 +1,7 @@
-#include <algorithm>
 #include <unordered_map>
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/operations.hpp"
-#include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -13,7 +11,6 @@ namespace {
 // the same row ids in between.
 constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
 
-// The key's holder, if any. LEFT JOIN: a hold may outlive its job's row.
 // The key's holder, if any. LEFT JOIN: a hold may outlive its job's row, so
 // the holder's id is kept in unique_keys too.
 constexpr const char* select_holder =
@@ -40,44 +37,125 @@ status key_taken(const std::string& key, const std::string& holder) {
           "unique_key"};
 }
 
-// Where each job of the batch goes: inserted, or folded into the job that
-// holds its key (an earlier one of the batch, or one in the database).
-struct plan {
-  std::vector<int64_t> winner;          // per job: index of the batch job it becomes, or -1
-  std::vector<std::optional<job_id>> held_by;  // per job: a holder in the database
+// A job in the file that holds a key.
+struct stored_holder {
+  job_id id;
+  std::optional<int64_t> held_until;  // set once it finished
+  job_status status = job_status::pending;
+  job_key key;
+
+  std::string describe() const {
+    return "job " + id.to_string() + " ("
+           + (held_until ? "finished; held until " + std::to_string(*held_until) + " ms"
+                         : std::string{to_string(status)})
+           + ")";
+  }
 };
 
-// Applies the policies among the batch's own jobs, in order.
-result<plan> plan_batch(const std::vector<job>& jobs) {
+// The holder of `key` in the file, if the key is held at `now_ms`.
+result<std::optional<stored_holder>> find_holder(db& d, const std::string& key, int64_t now_ms) {
+  auto s = d.prepare(select_holder);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind_text(1, key);
+  if (!q.step())
+    return q.step_status().ok() ? result<std::optional<stored_holder>>{std::nullopt}
+                                : q.step_status();
+  stored_holder h;
+  h.held_until = q.column_opt_int(0);
+  h.id = rows::column_id(q, 1);
+  // An unfinished holder whose row is gone can't be: the key is free.
+  bool held = h.held_until ? *h.held_until > now_ms : q.column_opt_int(2).has_value();
+  if (held && !h.held_until) {
+    h.status = static_cast<job_status>(q.column_int(2));
+    h.key = rows::read_key(q, 3);
+  }
+  q.reset();
+  if (!held)
+    return std::optional<stored_holder>{};
+  return std::optional<stored_holder>{std::move(h)};
+}
+
+// Where each job of a batch goes, decided in input order before anything is
+// written, as if the jobs were submitted one by one, except that a batch
+// job a later one replaces is dropped rather than inserted and cancelled
+// (its position gets the id of the job that replaced it).
+struct plan {
+  std::vector<size_t> winner;                    // per job: the batch job it became
+  std::vector<std::optional<job_id>> held_by;    // per job: a holder in the file it skipped to
+  // Pending holders in the file to cancel, by key: the batch job that ends
+  // up with the key replaces them.
+  std::unordered_map<std::string, job_key> replaced;
+};
+
+result<plan> plan_batch(db& d, const std::vector<job>& jobs, int64_t now_ms) {
   plan p;
   p.winner.resize(jobs.size());
   p.held_by.resize(jobs.size());
-  std::unordered_map<std::string, size_t> holder;  // key -> batch index holding it
+  // Per key: the batch job holding it, or the holder in the file.
+  struct holder {
+    std::optional<size_t> batch;
+    std::optional<stored_holder> stored;
+  };
+  std::unordered_map<std::string, holder> holders;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    p.winner[i] = static_cast<int64_t>(i);
-    if (!jobs[i].unique_key)
+    p.winner[i] = i;
+    const auto& j = jobs[i];
+    if (!j.unique_key)
       continue;
-    auto [it, fresh] = holder.emplace(*jobs[i].unique_key, i);
-    if (fresh)
-      continue;
-    size_t h = it->second;
-    switch (jobs[i].on_duplicate) {
+    auto fail = [&](status st) { return in_batch(std::move(st), i, jobs.size()); };
+    auto it = holders.find(*j.unique_key);
+    if (it == holders.end()) {
+      auto stored = find_holder(d, *j.unique_key, now_ms);
+      if (!stored)
+        return stored.error();
+      it = holders.emplace(*j.unique_key, holder{std::nullopt, std::move(*stored)}).first;
+      if (!it->second.stored) {
+        it->second.batch = i;
+        continue;
+      }
+    }
+    auto& h = it->second;
+    std::string by = h.batch ? "job " + std::to_string(*h.batch) + " of the same batch"
+                             : h.stored->describe();
+    switch (j.on_duplicate) {
       case unique_policy::skip:
-        p.winner[i] = static_cast<int64_t>(h);
-        break;
-      case unique_policy::replace:
-        for (auto& w : p.winner)
-          if (w == static_cast<int64_t>(h))
-            w = static_cast<int64_t>(i);
-        it->second = i;
+        if (h.batch)
+          p.winner[i] = *h.batch;
+        else
+          p.held_by[i] = h.stored->id;
         break;
       case unique_policy::reject:
-        return in_batch(key_taken(*jobs[i].unique_key,
-                                  "job " + std::to_string(h) + " of the same batch"),
-                        i, jobs.size());
+        return fail(key_taken(*j.unique_key, by));
+      case unique_policy::replace:
+        if (h.batch) {
+          for (auto& w : p.winner)
+            if (w == *h.batch)
+              w = i;
+        } else if (h.stored->held_until) {
+          return fail(key_taken(*j.unique_key, by));
+        } else if (h.stored->status == job_status::running) {
+          return fail({error::job_running, "unique key '" + *j.unique_key + "' is held by "
+                                             + by + ", which can't be replaced while it runs"});
+        } else {
+          p.replaced.emplace(*j.unique_key, h.stored->key);
+          h.stored.reset();
+        }
+        h.batch = i;
+        break;
     }
   }
   return p;
+}
+
+template <class Bind>
+status write_row(db& d, const char* sql, Bind bind) {
+  auto s = d.prepare(sql);
+  if (!s)
+    return s.error();
+  bind(**s);
+  return d.run(**s);
 }
 
 }  // namespace
@@ -90,7 +168,7 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
   for (size_t i = 0; i < jobs.size(); ++i)
     if (auto st = validate(jobs[i], args.max_payload_bytes); !st)
       return in_batch(std::move(st), i, jobs.size());
-  auto planned = plan_batch(jobs);
+  auto planned = plan_batch(d, jobs, now_ms);
   if (!planned)
     return planned.error();
   auto& p = *planned;
@@ -109,81 +187,43 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
   insert_jobs_result out;
   out.ids.resize(jobs.size());
   out.added.reserve(jobs.size());
+  std::vector<std::optional<job_id>> own(jobs.size());
+  auto insert = rows::prepare_insert(d);
+  if (!insert)
+    return insert.error();
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (p.winner[i] != static_cast<int64_t>(i))
+    if (p.winner[i] != i || p.held_by[i])
       continue;
     const auto& j = jobs[i];
-    auto fail = [&](status st) { return in_batch(std::move(st), i, jobs.size()); };
-    job_key k = rows::new_key(j, now_ms, args.id_tag, next_row);
-    std::optional<job_key> replaced;
+    auto k = rows::new_key(j, now_ms, args.id_tag, next_row++);
     if (j.unique_key) {
-      auto s = d.prepare(select_holder);
-      if (!s)
-        return s.error();
-      auto& q = **s;
-      q.bind_text(1, *j.unique_key);
-      if (q.step()) {
-        auto held_until = q.column_opt_int(0);
-        auto holder_id = rows::column_id(q, 1);
-        auto holder_status = static_cast<job_status>(q.column_int(2));
-        // An unfinished holder whose row is gone can't be: the key is free.
-        bool held = held_until ? *held_until > now_ms : q.column_opt_int(2).has_value();
-        std::string holder = "job " + holder_id.to_string() + " ("
-                             + (held_until ? "finished; held until "
-                                               + std::to_string(*held_until) + " ms"
-                                           : std::string{to_string(holder_status)})
-                             + ")";
-        if (held && j.on_duplicate == unique_policy::skip)
-          p.held_by[i] = holder_id;
-        else if (held && (j.on_duplicate == unique_policy::reject || held_until))
-          return fail(key_taken(*j.unique_key, holder));
-        else if (held && holder_status == job_status::running)
-          return fail({error::job_running,
-                       "unique key '" + *j.unique_key + "' is held by " + holder
-                         + ", which can't be replaced while it runs"});
-        else if (held)
-          replaced = rows::read_key(q, 3);
-      } else if (!q.step_status()) {
-        return q.step_status();
-      }
-      q.reset();
-      if (p.held_by[i])
-        continue;
-      if (replaced) {
-        auto c = d.prepare(cancel_replaced);
-        if (!c)
-          return c.error();
-        (*c)->bind(1, replaced->row);
-        (*c)->bind(2, now_ms);
-        (*c)->bind_text(3, "replaced by " + k.id.to_string());
-        if (auto st = d.run(**c); !st)
+      if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
+        auto st = write_row(d, cancel_replaced, [&](stmt& s) {
+          s.bind(1, old->second.row);
+          s.bind(2, now_ms);
+          s.bind_text(3, "replaced by " + k.id.to_string());
+        });
+        if (!st)
           return st;
-        out.replaced.push_back(std::move(*replaced));
+        if (d.changes() != 1)
+          return status{error::internal, "a replaced job changed underneath"};
+        out.replaced.push_back(std::move(old->second));
       }
-      auto t = d.prepare(take_key);
-      if (!t)
-        return t.error();
-      (*t)->bind_text(1, *j.unique_key);
-      (*t)->bind(2, k.row);
-      rows::bind_id(**t, 3, k.id);
-      if (auto st = d.run(**t); !st)
+      auto st = write_row(d, take_key, [&](stmt& s) {
+        s.bind_text(1, *j.unique_key);
+        s.bind(2, k.row);
+        rows::bind_id(s, 3, k.id);
+      });
+      if (!st)
         return st;
     }
-    if (auto st = rows::insert_job(d, j, k, std::nullopt); !st)
+    if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt); !st)
       return st;
-    ++next_row;
+    own[i] = k.id;
     out.added.push_back(std::move(k));
   }
-  // Every job's id: its own, its batch winner's, or its database holder's.
-  std::vector<std::optional<job_id>> own(jobs.size());
-  size_t a = 0;
   for (size_t i = 0; i < jobs.size(); ++i)
-    if (p.winner[i] == static_cast<int64_t>(i) && !p.held_by[i])
-      own[i] = out.added[a++].id;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    auto w = static_cast<size_t>(p.winner[i]);
-    out.ids[i] = p.held_by[w] ? *p.held_by[w] : *own[w];
-  }
+    out.ids[i] = p.held_by[i] ? *p.held_by[i] : *own[p.winner[i]];
   return out;
 }
 

@@ -45,11 +45,13 @@ job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row) {
   return k;
 }
 
-status insert_job(db& d, const job& j, const job_key& k, std::optional<int64_t> scheduled_at) {
-  auto prepared = d.prepare(insert_row);
-  if (!prepared)
-    return prepared.error();
-  auto& s = **prepared;
+result<stmt*> prepare_insert(db& d) {
+  return d.prepare(insert_row);
+}
+
+status insert_job(db& d, stmt& s, const job& j, const job_key& k,
+                  std::optional<int64_t> scheduled_at) {
+  s.reset();
   bind_id(s, 1, k.id);
   bind_template(s, 2, j);
   s.bind(14, k.run_at);

@@ -56,10 +56,15 @@ status not_pending_error(const job_id& id, job_status s);
 /// delay, the aging clock from when it is due, the deadline from its ttl.
 job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row);
 
-/// Inserts `j` as a pending job with key `k` (row, id, run_at, deadline,
-/// ready_since, added_at and recurring_id from `k`), and for an instance
-/// of a recurring job its time on the schedule.
-status insert_job(db& d, const job& j, const job_key& k, std::optional<int64_t> scheduled_at);
+/// The statement insert_job runs; prepare it once for many jobs.
+result<stmt*> prepare_insert(db& d);
+
+/// Inserts `j` with `insert` (from prepare_insert) as a pending job with key
+/// `k` (row, id, run_at, deadline, ready_since, added_at and recurring_id
+/// from `k`), and for an instance of a recurring job its time on the
+/// schedule.
+status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
+                  std::optional<int64_t> scheduled_at);
 
 /// The columns a job shares with a recurring job's template, in the order
 /// bind_template binds them.

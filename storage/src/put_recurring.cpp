@@ -118,15 +118,13 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
   else if (auto n = sched->next_after(now_ms))
     at = next_slot{*n, *n};
   put_recurring_result out;
-  std::optional<rows::instance_state> instance;
-  if (*existing) {
-    auto found = rows::unfinished_instance(d, r.id);
-    if (!found)
-      return found.error();
-    instance = std::move(*found);
-  }
-  if (instance && instance->status == job_status::pending) {
-    auto change = retemplate(d, r, *instance,
+  // A new recurring job may find an instance too: its deleted namesake's,
+  // still running. It adopts it rather than break the one-instance rule.
+  auto instance = rows::unfinished_instance(d, r.id);
+  if (!instance)
+    return instance.error();
+  if (*instance && (*instance)->status == job_status::pending) {
+    auto change = retemplate(d, r, **instance,
                              moved && at ? std::optional<int64_t>{at->scheduled_at}
                                          : std::nullopt,
                              now_ms);
@@ -134,8 +132,8 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
       return change.error();
     out.instance = change->after.id;
     out.changed = std::move(*change);
-  } else if (instance) {
-    out.instance = instance->key.id;  // running: the template applies to the next one
+  } else if (*instance) {
+    out.instance = (*instance)->key.id;  // running: the template applies to the next one
   } else if (at) {
     auto k = rows::create_instance(d, row, *at, now_ms);
     if (!k)

@@ -125,7 +125,10 @@ result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& 
   j.run_at_ms = at.run_at;
   auto k = new_key(j, now_ms, static_cast<uint32_t>(*tag), *row);
   k.recurring_id = r.id;
-  if (auto st = insert_job(d, j, k, at.scheduled_at); !st)
+  auto insert = prepare_insert(d);
+  if (!insert)
+    return insert.error();
+  if (auto st = insert_job(d, **insert, j, k, at.scheduled_at); !st)
     return st;
   return k;
 }

@@ -34,6 +34,12 @@ bool starts_with_every(const std::string& spec) {
          || std::isspace(static_cast<unsigned char>(spec[i + word.size()]));
 }
 
+std::string trimmed(const std::string& text) {
+  auto first = text.find_first_not_of(" \t");
+  auto last = text.find_last_not_of(" \t");
+  return first == std::string::npos ? std::string{} : text.substr(first, last - first + 1);
+}
+
 status every_error(const std::string& what) {
   return invalid_field("schedule", "every: " + what);
 }
@@ -75,7 +81,7 @@ result<int64_t> parse_period(const std::string& text) {
       return every_error("'" + text.substr(i, unit_end - i)
                          + "' needs a unit of ms, s, m, h or d");
     if (count > max_period_ms / scale || total + count * scale > max_period_ms)
-      return every_error("'" + text + "' is more than 100 years");
+      return every_error("'" + trimmed(text) + "' is more than 100 years");
     total += count * scale;
     any = true;
     i = unit_end;

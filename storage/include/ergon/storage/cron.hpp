@@ -40,7 +40,7 @@ struct cron_fields {
 /// Parses a cron spec. Errors: invalid_argument with field "schedule" and a
 /// message naming the cron field and what is wrong in it, for example
 /// "minute: 61 is out of range 0-59"; also for a spec that can never fire
-/// ("day_of_month: 31 never occurs in the months of the spec").
+/// ("day_of_month: no day of the spec occurs in its months, so it never fires").
 result<cron_fields> parse_cron(const std::string& spec);
 
 /// The first local time at or after `from` that matches `c`, or nothing if

@@ -301,6 +301,7 @@ struct put_recurring_result {
 };
 
 /// Adds or updates a recurring job, with its instance, in one transaction.
+/// A new one whose deleted namesake's instance still runs adopts it.
 /// A new one gets its first instance at the first slot after now (or now,
 /// with run_now). An update that keeps the schedule and zone keeps the
 /// pending instance's time; one that changes either moves it to the new
