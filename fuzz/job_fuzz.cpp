@@ -300,7 +300,7 @@ void round_trip(const job& j, const job_update& u, size_t max_payload, int64_t n
     return;
   }
   require(bad.empty(), "insert_jobs accepted bad fields, first: " + first(bad));
-  auto info = read_back(d, keys->front().id);
+  auto info = read_back(d, keys->added.front().id);
   require(info.type == j.type && info.payload == j.payload && info.name == j.name
             && info.group == j.group && info.priority == j.priority
             && info.weight == j.weight && info.max_retries == j.max_retries
@@ -345,7 +345,7 @@ void round_trip(const job& j, const job_update& u, size_t max_payload, int64_t n
   if (info.run_at_ms > now + clock_horizon_ms)
     return;
   int64_t start = std::max(now + 2, info.run_at_ms);
-  auto claimed = storage::claim_jobs(d, {{{keys->front().row, 1}}}, start);
+  auto claimed = storage::claim_jobs(d, {{{keys->added.front().row, 1}}}, start);
   require(claimed.has_value(), "claim_jobs: " + claimed.error().to_string());
   if (info.deadline_ms && *info.deadline_ms < start) {
     require(claimed->claimed.empty(), "claimed a job past its deadline");
