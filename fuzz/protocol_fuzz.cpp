@@ -128,7 +128,7 @@ void check(const char* data, size_t size) {
 
 // The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 25> checkers = {
+constexpr std::array<checker, 27> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
@@ -138,7 +138,7 @@ constexpr std::array<checker, 25> checkers = {
   check<heartbeat_reply>, check<caf::message>, check<ergon::job>,
   check<std::vector<ergon::job>>, check<ergon::job_update>, check<ergon::job_id>,
   check<ergon::job_info>, check<ergon::status_counts>, check<ergon::metrics_snapshot>,
-  check<ergon::event>};
+  check<ergon::event>, check<ergon::recurring_job>, check<ergon::recurring_info>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -209,6 +209,27 @@ ergon::event public_event() {
   return e;
 }
 
+ergon::recurring_job public_recurring() {
+  ergon::recurring_job r;
+  r.id = "nightly";
+  r.schedule = "0 3 * * MON-FRI";
+  r.time_zone = "Europe/Berlin";
+  r.job = public_job();
+  r.job.unique_key = "k";
+  r.catch_up = ergon::catch_up::skip;
+  return r;
+}
+
+ergon::recurring_info public_recurring_info() {
+  ergon::recurring_info i;
+  i.id = "nightly";
+  i.schedule = "every 15m";
+  i.job = public_job();
+  i.last_status = ergon::job_status::succeeded;
+  i.next_scheduled_at_ms = 1'700'000'900'000;
+  return i;
+}
+
 std::vector<std::string> seeds() {
   wire_status st{1, "field 'weight': must be >= 1", "weight"};
   job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42,
@@ -253,7 +274,9 @@ std::vector<std::string> seeds() {
           seed(21, public_info()),
           seed(22, ergon::status_counts{}),
           seed(23, public_metrics()),
-          seed(24, public_event())};
+          seed(24, public_event()),
+          seed(25, public_recurring()),
+          seed(26, public_recurring_info())};
 }
 
 }  // namespace

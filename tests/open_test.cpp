@@ -427,6 +427,14 @@ BOOST_AUTO_TEST_CASE(inspecting_a_version_1_file_counts_its_jobs) {
   auto in = queue::inspect(path);
   BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
   BOOST_TEST((*in->counts())[job_status::pending] == 2);
+  // Job rows predate version 3's columns: reads say so instead of failing
+  // inside SQLite.
+  auto jobs = in->jobs_by_name("x");
+  BOOST_REQUIRE(!jobs.has_value());
+  BOOST_TEST(jobs.error().code() == error::corrupt);
+  BOOST_TEST(jobs.error().message().find("queue::open") != std::string::npos,
+             jobs.error().to_string());
+  BOOST_TEST(in->list_recurring().error().code() == error::corrupt);
   BOOST_TEST(sqlite_probe{path}.number("PRAGMA user_version") == 1);
 }
 
