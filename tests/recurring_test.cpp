@@ -176,6 +176,39 @@ BOOST_AUTO_TEST_CASE(skip_mode_runs_nothing_for_the_slots_missed_while_down) {
   BOOST_TEST(recurring("skip").last_scheduled_at_ms.value_or(0) == t0 + 11 * minute);
 }
 
+BOOST_AUTO_TEST_CASE(skip_mode_moves_an_instance_that_recovery_put_back_to_pending) {
+  auto r = every_minute("recovered");
+  r.catch_up = catch_up::skip;
+  r.job.max_retries = 3;
+  auto first = add(r);
+  {
+    gate g;
+    worker_options w;
+    w.runners["tick"] = [&](job_context&) { g.pass(); };
+    auto wk = start(std::move(w));
+    advance(1min);
+    BOOST_REQUIRE(g.wait_for_waiting(1));
+    // Closing without waiting leaves the attempt running, as a crash does.
+    BOOST_TEST(q->close(std::chrono::milliseconds(1)).code() == error::timeout);
+  }
+  advance(4min);  // t0+5m: the slots of t0+2m to t0+5m were missed
+  options opts;
+  opts.recovery = recovery_mode::retry_immediately;  // the retry is due now...
+  reopen(opts);
+  BOOST_TEST(info(first).run_at_ms == t0 + 6 * minute);  // ...but skip mode moved it
+  // A plain job due now is claimed together with anything the dispatcher
+  // wrongly thinks is due; once it ran, that claim has committed.
+  auto plain = submit(*job_of("tick").payload("plain").build());
+  ran_log ran;
+  worker_options w = ticking(ran);
+  w.max_concurrency = 4;
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, plain));
+  advance(1min);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, first));
+  BOOST_TEST(recurring("recovered").last_scheduled_at_ms.value_or(0) == t0 + 6 * minute);
+}
+
 BOOST_AUTO_TEST_CASE(a_restart_runs_nothing_twice) {
   ran_log ran;
   {
@@ -223,6 +256,45 @@ BOOST_AUTO_TEST_CASE(an_update_that_changes_the_schedule_moves_the_pending_insta
   r.schedule = "*/10 * * * *";  // cron: t0 is 22:13:20 UTC
   BOOST_REQUIRE(q->update_recurring(r).has_value());
   BOOST_TEST(info(first).run_at_ms == t0 + (20 - 13) * minute - 20'000);
+}
+
+BOOST_AUTO_TEST_CASE(a_ttl_added_by_an_update_expires_the_pending_instance) {
+  auto first = add(every_minute("ttl"));
+  auto r = every_minute("ttl");
+  r.job.ttl_ms = 1'000;
+  BOOST_TEST(q->update_recurring(r).value() == first);  // the same row, a new deadline
+  BOOST_TEST(info(first).deadline_ms.value_or(0) == t0 + minute + 1'000);
+  advance(1min + 2s);  // no worker: the deadline passes
+  BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, first));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 2));
+  BOOST_TEST(recurring("ttl").next_scheduled_at_ms.value_or(0) == t0 + 2 * minute);
+}
+
+BOOST_AUTO_TEST_CASE(a_new_type_gives_the_pending_instance_a_new_row_at_the_same_time) {
+  auto first = add(every_minute("retype"));
+  auto r = every_minute("retype");
+  r.job.type = "tock";
+  r.job.ttl_ms = 1'000;
+  auto next = q->update_recurring(r);
+  BOOST_REQUIRE_MESSAGE(next.has_value(), next.error().to_string());
+  BOOST_TEST(*next != first);  // a claim made for the old type misses the old row
+  BOOST_TEST(info(first).status == job_status::cancelled);
+  auto now = info(*next);
+  BOOST_TEST(now.type == "tock");
+  BOOST_TEST(now.run_at_ms == t0 + minute);
+  BOOST_TEST(now.deadline_ms.value_or(0) == t0 + minute + 1'000);
+  auto m = q->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->by_type["tick"][job_status::pending] == 0);
+  BOOST_TEST(m->by_type["tick"][job_status::cancelled] == 1);
+  BOOST_TEST(m->by_type["tock"][job_status::pending] == 1);
+  BOOST_TEST(instances("retype", "status < 2") == 1);
+  // The new deadline is watched: with no worker the instance expires, and
+  // the chain goes on.
+  advance(1min + 2s);
+  BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, *next));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 3));  // add, update, after the expiry
+  BOOST_TEST(recurring("retype").next_scheduled_at_ms.value_or(0) == t0 + 2 * minute);
 }
 
 BOOST_AUTO_TEST_CASE(a_template_update_while_an_instance_runs_applies_to_the_next) {
@@ -422,6 +494,8 @@ BOOST_AUTO_TEST_CASE(list_by_prefix_treats_percent_and_underscore_as_characters)
   BOOST_TEST(ids("a") == (std::vector<std::string>{"a%b", "a%c", "a_b", "axb"}));
   BOOST_TEST(ids("").size() == 6u);
   BOOST_TEST(ids("zz").empty());
+  add(every_minute(std::string{"caf\xC3\xA9"}));  // a prefix ending inside a character
+  BOOST_TEST(ids("caf\xC3") == (std::vector<std::string>{"caf\xC3\xA9"}));
   auto in = queue::inspect(dir.file("q.db"));
   BOOST_REQUIRE(in.has_value());
   BOOST_TEST(in->list_recurring("a%")->size() == 2u);

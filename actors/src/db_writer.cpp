@@ -315,6 +315,8 @@ class writer {
     auto r = in_request<storage::put_recurring_result>(
       [&] { return storage::put_recurring(*cfg_.db, c.args, cfg_.clock->now_ms()); },
       [&](storage::put_recurring_result& done) {
+        if (done.superseded)
+          cancelled(std::move(*done.superseded));
         if (done.created)
           add_instance(std::move(*done.created));
         if (done.changed)

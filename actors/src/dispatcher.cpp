@@ -342,11 +342,16 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
     st.attempts.drop_parked(k.row);
     st.policy->remove(st.policy->entry_of(k));
   }
-  for (auto& c : f.changed)
+  for (auto& c : f.changed) {
     if (!st.attempts.update_parked(c.after)) {  // a parked retry still waits for its code
       st.policy->remove(st.policy->entry_of(c.before));
       add_pending(st, c.after, now);
     }
+    // update_recurring gives an instance a new deadline; a stale entry is
+    // harmless (expire_pending checks the row).
+    if (c.after.deadline && c.after.deadline != c.before.deadline)
+      st.deadlines.emplace(*c.after.deadline, c.after.row);
+  }
   for (auto& k : f.expired) {
     st.attempts.drop_parked(k.row);
     st.policy->remove(st.policy->entry_of(k));

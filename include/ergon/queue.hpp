@@ -165,8 +165,11 @@ class queue {
   /// Keeping the schedule and zone keeps the pending instance's time;
   /// changing either moves it to the new schedule's first time after now.
   /// The template applies to the pending instance and later ones; a
-  /// running instance finishes as it started. Returns the unfinished
-  /// instance's id. Errors: invalid_argument, not_found (no such id).
+  /// pending instance whose type, group or weight changes is cancelled and
+  /// replaced by a new one at the same time (a new id). A running instance
+  /// finishes as it started. Returns the unfinished instance's id (nil if
+  /// the schedule has no time left before the year 10000). Errors:
+  /// invalid_argument, not_found (no such id).
   result<job_id> update_recurring(const recurring_job& r);
 
   /// add_recurring if the id is new, update_recurring otherwise.

@@ -46,14 +46,6 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
     return st;
   }
   auto pending = std::move(unfinished->pending);
-  if (!reconciled->moved.empty()) {
-    std::unordered_map<int64_t, storage::job_key*> by_row;
-    for (auto& moved : reconciled->moved)
-      by_row.emplace(moved.after.row, &moved.after);
-    for (auto& k : pending)
-      if (auto m = by_row.find(k.row); m != by_row.end())
-        k = *m->second;
-  }
   for (auto& end : *recovered) {
     if (end.status == job_status::pending)
       pending.push_back(std::move(end.key));
@@ -62,6 +54,16 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
   }
   for (auto& k : reconciled->created)
     pending.push_back(std::move(k));
+  // reconcile_recurring ran last: its keys replace any read before it,
+  // including those of attempts recover_running just put back to pending.
+  if (!reconciled->moved.empty()) {
+    std::unordered_map<int64_t, storage::job_key*> by_row;
+    for (auto& moved : reconciled->moved)
+      by_row.emplace(moved.after.row, &moved.after);
+    for (auto& k : pending)
+      if (auto m = by_row.find(k.row); m != by_row.end())
+        k = *m->second;
+  }
   return pending;
 }
 

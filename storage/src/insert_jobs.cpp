@@ -15,7 +15,8 @@ constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
 // the holder's id is kept in unique_keys too.
 constexpr const char* select_holder =
   "SELECT k.held_until, k.job, j.status, " ERGON_JOB_KEY_COLUMNS " "
-  "FROM unique_keys k LEFT JOIN jobs j ON j.id = k.job_id WHERE k.key = ?1";
+  "FROM unique_keys k LEFT JOIN jobs j ON j.id = k.job_id AND j.external_id = k.job "
+  "WHERE k.key = ?1";
 
 constexpr const char* take_key =
   "INSERT OR REPLACE INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL)";

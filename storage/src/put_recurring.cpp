@@ -21,6 +21,13 @@ constexpr const char* update_recurring =
 
 // The pending instance takes the template; a new payload (?7) drops a
 // checkpoint an earlier attempt left, as update_pending does.
+// A pending instance whose type, group or weight changes is replaced: a
+// claim the dispatcher made for the old row then misses, instead of handing
+// a worker a job it was not picked for.
+constexpr const char* supersede_instance =
+  "UPDATE jobs SET status = 4, finished_at = ?2, "
+  "last_message = 'superseded by an update of its recurring job' WHERE id = ?1 AND status = 0";
+
 constexpr const char* update_instance =
   "UPDATE jobs SET checkpoint = CASE WHEN payload = ?7 THEN checkpoint ELSE NULL END, "
   "(" ERGON_TEMPLATE_COLUMNS ", run_at, scheduled_at, ready_since, deadline) = "
@@ -123,7 +130,28 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
   auto instance = rows::unfinished_instance(d, r.id);
   if (!instance)
     return instance.error();
-  if (*instance && (*instance)->status == job_status::pending) {
+  auto same_place = [&](const job_key& k) {
+    return k.type == r.job.type && k.group == r.job.group.value_or(std::string{})
+           && k.weight == r.job.weight;
+  };
+  if (*instance && (*instance)->status == job_status::pending
+      && !same_place((*instance)->key)) {
+    auto& before = **instance;
+    auto s = d.prepare(supersede_instance);
+    if (!s)
+      return s.error();
+    (*s)->bind(1, before.key.row);
+    (*s)->bind(2, now_ms);
+    if (auto st = d.run(**s); !st)
+      return st;
+    auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
+    auto k = rows::create_instance(d, row, slot, now_ms);
+    if (!k)
+      return k.error();
+    out.instance = k->id;
+    out.created = std::move(*k);
+    out.superseded = before.key;
+  } else if (*instance && (*instance)->status == job_status::pending) {
     auto change = retemplate(d, r, **instance,
                              moved && at ? std::optional<int64_t>{at->scheduled_at}
                                          : std::nullopt,

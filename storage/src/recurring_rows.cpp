@@ -13,10 +13,12 @@ namespace {
 constexpr const char* select_recurring =
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs WHERE id = ?1";
 
-// A byte-exact prefix: LIKE would fold ASCII case and need % and _ escaped.
+// A byte-exact prefix: LIKE would fold ASCII case and need % and _
+// escaped, and substr() on TEXT counts characters and stops at a NUL.
 constexpr const char* select_with_prefix =
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs "
-  "WHERE id >= ?1 AND substr(id, 1, length(?1)) = ?1 ORDER BY id";
+  "WHERE id >= ?1 AND substr(CAST(id AS BLOB), 1, length(CAST(?1 AS BLOB))) = CAST(?1 AS BLOB) "
+  "ORDER BY id";
 
 constexpr const char* select_id_tag = "SELECT value FROM meta WHERE key = 'id_tag'";
 constexpr const char* select_next_row = "SELECT coalesce(max(id), 0) + 1 FROM jobs";

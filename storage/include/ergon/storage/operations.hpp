@@ -298,6 +298,9 @@ struct put_recurring_result {
   /// The pending instance, given the new template (and, if the schedule
   /// changed, the schedule's next time after now).
   std::optional<key_change> changed;
+  /// A pending instance cancelled because the template changed its type,
+  /// group or weight; `created` replaces it.
+  std::optional<job_key> superseded;
 };
 
 /// Adds or updates a recurring job, with its instance, in one transaction.
@@ -306,8 +309,10 @@ struct put_recurring_result {
 /// with run_now). An update that keeps the schedule and zone keeps the
 /// pending instance's time; one that changes either moves it to the new
 /// schedule's first slot after now, and later slots count from now. The
-/// template applies to the pending instance and later ones; a running
-/// instance finishes as it started. Errors: invalid_argument (validate),
+/// template applies to the pending instance and later ones (one whose type,
+/// group or weight changes is cancelled and replaced by a new instance at
+/// the same time); a running instance finishes as it started. With no slot
+/// left before the year 10000 there is no instance (`instance` is nil). Errors: invalid_argument (validate),
 /// already_exists (add), not_found (update).
 result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args,
                                            int64_t now_ms);
