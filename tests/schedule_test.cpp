@@ -250,7 +250,7 @@ BOOST_AUTO_TEST_SUITE(next_instances)
 using slot_pair = std::pair<std::string, std::string>;
 
 slot_pair next(const schedule& s, const std::string& slot, std::optional<std::string> started,
-               const std::string& now, catch_up_mode mode = catch_up_mode::once,
+               const std::string& now, catch_up mode = catch_up::once,
                const std::string& since = "2000-01-01 00:00:00") {
   auto n = next_instance(s, utc(slot), started ? std::optional<int64_t>{utc(*started)}
                                                : std::nullopt,
@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(slots_missed_while_it_ran_give_one_catch_up_for_the_latest)
   BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 13:30:00")
               == slot_pair{"2026-05-01 13:00:00", "2026-05-01 13:30:00"}));
   BOOST_TEST((next(hourly, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 13:30:00",
-                   catch_up_mode::skip)
+                   catch_up::skip)
               == slot_pair{"2026-05-01 14:00:00", "2026-05-01 14:00:00"}));
 }
 
@@ -291,7 +291,7 @@ BOOST_AUTO_TEST_CASE(slots_due_before_a_late_start_count_as_run_by_it) {
 BOOST_AUTO_TEST_CASE(slots_before_a_schedule_change_do_not_count) {
   auto five = parse("every 5m", "", utc("2026-05-01 10:02:00"));
   BOOST_TEST((next(five, "2026-05-01 10:00:00", "2026-05-01 10:00:00", "2026-05-01 10:03:00",
-                   catch_up_mode::once, "2026-05-01 10:02:00")
+                   catch_up::once, "2026-05-01 10:02:00")
               == slot_pair{"2026-05-01 10:07:00", "2026-05-01 10:07:00"}));
 }
 

@@ -7,11 +7,6 @@ namespace {
 
 constexpr const char* delete_row = "DELETE FROM recurring_jobs WHERE id = ?1";
 
-// The recurring job is gone first, so nothing follows the instance.
-constexpr const char* cancel_instance =
-  "UPDATE jobs SET status = 4, finished_at = ?2, last_message = 'recurring job deleted' "
-  "WHERE id = ?1 AND status = 0";
-
 }  // namespace
 
 result<std::optional<job_key>> delete_recurring(db& d, const delete_recurring_args& args,
@@ -29,13 +24,10 @@ result<std::optional<job_key>> delete_recurring(db& d, const delete_recurring_ar
     return instance.error();
   if (!*instance || (*instance)->status != job_status::pending)
     return std::optional<job_key>{};
-  auto c = d.prepare(cancel_instance);
-  if (!c)
-    return c.error();
-  (*c)->bind(1, (*instance)->key.row);
-  (*c)->bind(2, now_ms);
-  if (auto st = d.run(**c); !st)
-    return st;
+  // The recurring job is gone already, so nothing follows the instance.
+  auto cancelled = rows::cancel_row(d, (*instance)->key.row, now_ms, "recurring job deleted");
+  if (!cancelled)
+    return cancelled.error();
   return std::optional<job_key>{std::move((*instance)->key)};
 }
 

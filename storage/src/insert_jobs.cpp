@@ -7,10 +7,6 @@
 namespace ergon::storage {
 namespace {
 
-// Read inside the caller's write transaction, so no other process can take
-// the same row ids in between.
-constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
-
 // The key's holder, if any. LEFT JOIN: a hold may outlive its job's row, so
 // the holder's id is kept in unique_keys too.
 constexpr const char* select_holder =
@@ -20,9 +16,6 @@ constexpr const char* select_holder =
 
 constexpr const char* take_key =
   "INSERT OR REPLACE INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL)";
-
-constexpr const char* cancel_replaced =
-  "UPDATE jobs SET status = 4, finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = 0";
 
 // Prefixes a failure with the job's position in a batch.
 status in_batch(status st, size_t index, size_t size) {
@@ -150,15 +143,6 @@ result<plan> plan_batch(db& d, const std::vector<job>& jobs, int64_t now_ms) {
   return p;
 }
 
-template <class Bind>
-status write_row(db& d, const char* sql, Bind bind) {
-  auto s = d.prepare(sql);
-  if (!s)
-    return s.error();
-  bind(**s);
-  return d.run(**s);
-}
-
 }  // namespace
 
 result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms) {
@@ -175,13 +159,10 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
   auto& p = *planned;
   int64_t next_row = args.next_row;
   if (next_row == 0) {
-    auto max_row = d.prepare(select_max_row);
-    if (!max_row)
-      return max_row.error();
-    if (!(*max_row)->step())
-      return (*max_row)->step_status();
-    next_row = (*max_row)->column_int(0) + 1;
-    (*max_row)->reset();
+    auto first_free = rows::next_row(d);
+    if (!first_free)
+      return first_free.error();
+    next_row = *first_free;
   }
   if (next_row + static_cast<int64_t>(jobs.size()) > max_row_id)
     return status{error::storage_full, "the database has used up its job id space"};
@@ -199,23 +180,21 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
     auto k = rows::new_key(j, now_ms, args.id_tag, next_row++);
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
-        auto st = write_row(d, cancel_replaced, [&](stmt& s) {
-          s.bind(1, old->second.row);
-          s.bind(2, now_ms);
-          s.bind_text(3, "replaced by " + k.id.to_string());
-        });
-        if (!st)
-          return st;
-        if (d.changes() != 1)
+        auto cancelled = rows::cancel_row(d, old->second.row, now_ms,
+                                          "replaced by " + k.id.to_string());
+        if (!cancelled)
+          return cancelled.error();
+        if (!*cancelled)
           return status{error::internal, "a replaced job changed underneath"};
         out.replaced.push_back(std::move(old->second));
       }
-      auto st = write_row(d, take_key, [&](stmt& s) {
-        s.bind_text(1, *j.unique_key);
-        s.bind(2, k.row);
-        rows::bind_id(s, 3, k.id);
-      });
-      if (!st)
+      auto take = d.prepare(take_key);
+      if (!take)
+        return take.error();
+      (*take)->bind_text(1, *j.unique_key);
+      (*take)->bind(2, k.row);
+      rows::bind_id(**take, 3, k.id);
+      if (auto st = d.run(**take); !st)
         return st;
     }
     if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt); !st)

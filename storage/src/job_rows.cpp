@@ -24,7 +24,36 @@ constexpr const char* insert_row =
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
   "?19, ?20, ?21, ?22, 0)";
 
+constexpr const char* cancel_pending_row =
+  "UPDATE jobs SET status = 4, finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = 0";
+
+constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
+
 }  // namespace
+
+result<bool> cancel_row(db& d, int64_t row, int64_t now_ms, const std::optional<std::string>& why) {
+  auto s = d.prepare(cancel_pending_row);
+  if (!s)
+    return s.error();
+  (*s)->bind(1, row);
+  (*s)->bind(2, now_ms);
+  (*s)->bind(3, why);
+  if (auto st = d.run(**s); !st)
+    return st;
+  return d.changes() == 1;
+}
+
+result<int64_t> next_row(db& d) {
+  auto s = d.prepare(select_max_row);
+  if (!s)
+    return s.error();
+  if (!(*s)->step())
+    return (*s)->step_status().ok() ? status{error::internal, "max(id) gave no row"}
+                                    : (*s)->step_status();
+  auto next = (*s)->column_int(0) + 1;
+  (*s)->reset();
+  return next;
+}
 
 job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row) {
   job_key k;

@@ -76,6 +76,15 @@ status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
 /// Binds ERGON_TEMPLATE_COLUMNS of `j` to parameters first .. first + 11.
 void bind_template(stmt& s, int first, const job& j);
 
+/// Marks the pending job at `row` cancelled at `now_ms`, with `why` as its
+/// last message if set. Returns whether it was pending (one row changed).
+result<bool> cancel_row(db& d, int64_t row, int64_t now_ms,
+                        const std::optional<std::string>& why = std::nullopt);
+
+/// The first free row id; read inside the writer's transaction, so no other
+/// process can take it in between.
+result<int64_t> next_row(db& d);
+
 /// Binds a job id as a 16-byte blob.
 void bind_id(stmt& s, int i, const job_id& id);
 

@@ -21,13 +21,6 @@ constexpr const char* update_recurring =
 
 // The pending instance takes the template; a new payload (?7) drops a
 // checkpoint an earlier attempt left, as update_pending does.
-// A pending instance whose type, group or weight changes is replaced: a
-// claim the dispatcher made for the old row then misses, instead of handing
-// a worker a job it was not picked for.
-constexpr const char* supersede_instance =
-  "UPDATE jobs SET status = 4, finished_at = ?2, "
-  "last_message = 'superseded by an update of its recurring job' WHERE id = ?1 AND status = 0";
-
 constexpr const char* update_instance =
   "UPDATE jobs SET checkpoint = CASE WHEN payload = ?7 THEN checkpoint ELSE NULL END, "
   "(" ERGON_TEMPLATE_COLUMNS ", run_at, scheduled_at, ready_since, deadline) = "
@@ -50,7 +43,7 @@ rows::recurring_row row_of(const recurring_job& r, int64_t since) {
   row.id = r.id;
   row.spec = r.schedule;
   row.time_zone = r.time_zone;
-  row.mode = static_cast<catch_up_mode>(r.catch_up);
+  row.mode = r.catch_up;
   row.since = since;
   row.templ = r.job;
   return row;
@@ -130,6 +123,9 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
   auto instance = rows::unfinished_instance(d, r.id);
   if (!instance)
     return instance.error();
+  // A pending instance whose type, group or weight changes is replaced: a
+  // claim the dispatcher made for the old row then misses, instead of
+  // handing a worker a job it was not picked for.
   auto same_place = [&](const job_key& k) {
     return k.type == r.job.type && k.group == r.job.group.value_or(std::string{})
            && k.weight == r.job.weight;
@@ -137,13 +133,10 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
   if (*instance && (*instance)->status == job_status::pending
       && !same_place((*instance)->key)) {
     auto& before = **instance;
-    auto s = d.prepare(supersede_instance);
-    if (!s)
-      return s.error();
-    (*s)->bind(1, before.key.row);
-    (*s)->bind(2, now_ms);
-    if (auto st = d.run(**s); !st)
-      return st;
+    auto cancelled = rows::cancel_row(d, before.key.row, now_ms,
+                                      "superseded by an update of its recurring job");
+    if (!cancelled)
+      return cancelled.error();
     auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
     auto k = rows::create_instance(d, row, slot, now_ms);
     if (!k)

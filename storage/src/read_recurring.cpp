@@ -9,7 +9,7 @@ result<recurring_info> info_of(db& d, rows::recurring_row r) {
   info.id = std::move(r.id);
   info.schedule = std::move(r.spec);
   info.time_zone = std::move(r.time_zone);
-  info.catch_up = static_cast<ergon::catch_up>(r.mode);
+  info.catch_up = r.mode;
   info.job = std::move(r.templ);
   info.added_at_ms = r.added_at;
   info.updated_at_ms = r.updated_at;

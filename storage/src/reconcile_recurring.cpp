@@ -37,7 +37,7 @@ result<reconcile_recurring_result> reconcile_recurring(db& d, int64_t now_ms) {
       continue;
     }
     auto& inst = **instance;
-    if (r.mode != catch_up_mode::skip || inst.status != job_status::pending)
+    if (r.mode != catch_up::skip || inst.status != job_status::pending)
       continue;
     auto to = skip_missed(*sched, inst.scheduled_at, r.since, now_ms);
     if (!to)

@@ -20,8 +20,6 @@ constexpr const char* select_with_prefix =
   "WHERE id >= ?1 AND substr(CAST(id AS BLOB), 1, length(CAST(?1 AS BLOB))) = CAST(?1 AS BLOB) "
   "ORDER BY id";
 
-constexpr const char* select_id_tag = "SELECT value FROM meta WHERE key = 'id_tag'";
-constexpr const char* select_next_row = "SELECT coalesce(max(id), 0) + 1 FROM jobs";
 
 // Served by the partial index jobs_one_unfinished_instance.
 constexpr const char* select_unfinished =
@@ -33,7 +31,7 @@ recurring_row read_row(const stmt& s) {
   r.id = s.column_text(0);
   r.spec = s.column_text(1);
   r.time_zone = s.column_text(2);
-  r.mode = s.column_int(3) == 1 ? catch_up_mode::skip : catch_up_mode::once;
+  r.mode = s.column_int(3) == 1 ? catch_up::skip : catch_up::once;
   r.since = s.column_int(4);
   auto& j = r.templ;
   j.type = s.column_text(5);
@@ -74,17 +72,6 @@ auto optional_row(stmt& q, Read read) -> result<std::optional<decltype(read(q))>
   return std::optional<row>{std::move(r)};
 }
 
-result<int64_t> single_int(db& d, const char* sql) {
-  auto s = d.prepare(sql);
-  if (!s)
-    return s.error();
-  if (!(*s)->step())
-    return (*s)->step_status().ok() ? status{error::internal, "no row"} : (*s)->step_status();
-  auto v = (*s)->column_int(0);
-  (*s)->reset();
-  return v;
-}
-
 }  // namespace
 
 result<std::optional<recurring_row>> find_recurring(db& d, const std::string& id) {
@@ -115,17 +102,17 @@ result<schedule> schedule_of(const recurring_row& r) {
 
 result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& at,
                                 int64_t now_ms) {
-  auto tag = single_int(d, select_id_tag);
-  if (!tag)
-    return tag.error();
-  auto row = single_int(d, select_next_row);
+  auto meta = read_meta(d);
+  if (!meta)
+    return meta.error();
+  auto row = next_row(d);
   if (!row)
     return row.error();
   if (*row > max_row_id)
     return status{error::storage_full, "the database has used up its job id space"};
   job j = r.templ;
   j.run_at_ms = at.run_at;
-  auto k = new_key(j, now_ms, static_cast<uint32_t>(*tag), *row);
+  auto k = new_key(j, now_ms, meta->id_tag, *row);
   k.recurring_id = r.id;
   auto insert = prepare_insert(d);
   if (!insert)

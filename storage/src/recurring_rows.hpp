@@ -16,7 +16,7 @@ struct recurring_row {
   std::string id;
   std::string spec;
   std::string time_zone;
-  catch_up_mode mode = catch_up_mode::once;
+  catch_up mode = catch_up::once;
   int64_t since = 0;  ///< when the schedule last changed
   job templ;
   int64_t added_at = 0;

@@ -178,7 +178,7 @@ std::optional<int64_t> schedule::last_at_or_before(int64_t at_ms, int64_t after_
 
 std::optional<next_slot> next_instance(const schedule& s, int64_t slot,
                                        std::optional<int64_t> started_at, int64_t since_ms,
-                                       catch_up_mode mode, int64_t now_ms) {
+                                       catch_up mode, int64_t now_ms) {
   int64_t base = std::max(slot, since_ms);
   auto next = s.next_after(base);
   if (!next)
@@ -186,7 +186,7 @@ std::optional<next_slot> next_instance(const schedule& s, int64_t slot,
   if (*next > now_ms)
     return next_slot{*next, *next};
   int64_t ran_from = std::max(base, started_at.value_or(base));
-  if (mode == catch_up_mode::once)
+  if (mode == catch_up::once)
     if (auto last = s.last_at_or_before(now_ms, ran_from))
       return next_slot{*last, now_ms};
   auto future = s.next_after(now_ms);

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "ergon/error.hpp"
+#include "ergon/recurring.hpp"
 #include "ergon/storage/cron.hpp"
 
 namespace date {
@@ -60,9 +61,6 @@ class schedule {
   int64_t anchor_ms_ = 0;
 };
 
-/// Which instances run after missed slots (ergon::catch_up, by value).
-enum class catch_up_mode : uint8_t { once = 0, skip = 1 };
-
 /// The instance after one that ended: its time on the schedule, and when it
 /// runs (later than that for a catch-up).
 struct next_slot {
@@ -84,7 +82,7 @@ struct next_slot {
 /// Nothing if the schedule has no slot left before the year 10000.
 std::optional<next_slot> next_instance(const schedule& s, int64_t slot,
                                        std::optional<int64_t> started_at, int64_t since_ms,
-                                       catch_up_mode mode, int64_t now_ms);
+                                       catch_up mode, int64_t now_ms);
 
 /// At open, for a pending instance in `skip` mode: where it moves if it
 /// missed later slots (the next slot after max(slot, since) is not after
