@@ -234,8 +234,8 @@ std::vector<std::string> seeds() {
   wire_status st{1, "field 'weight': must be >= 1", "weight"};
   job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42,
                      1'700'000'300'000, 120'000, 2, 5};
-  ergon::storage::attempt_report ok{7, 42, true, "result"};
-  ergon::storage::attempt_report failed{8, 43, false, "boom"};
+  ergon::storage::attempt_report ok{7, 42, ergon::storage::report_kind::succeeded, "result"};
+  ergon::storage::attempt_report failed{8, 43, ergon::storage::report_kind::failed, "boom"};
   worker_report req{3, 10, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};
   heartbeat_request ext{7, 42, true, "checkpoint"};
   heartbeat_reply reply{st, 1'700'000'420'000};

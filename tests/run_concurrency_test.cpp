@@ -31,8 +31,12 @@ void add(actors::job_runner& r, std::function<void()> run, int32_t w = 1) {
   a.row = a.token = next_token++;
   a.weight = w;
   auto attempt = std::make_shared<actors::running_attempt>(a, caf::actor{},
-                                                           r.shared_from_this());
-  r.add(std::move(attempt), [run = std::move(run)](actors::running_attempt&) { run(); });
+                                                           r.shared_from_this(),
+                                                           std::make_shared<manual_clock>());
+  r.add(std::move(attempt), [run = std::move(run)](actors::running_attempt&) {
+    run();
+    return std::string{};
+  });
 }
 
 // Adds `k` attempts that block until released; true if all `k` are executing
@@ -152,7 +156,7 @@ BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
   BOOST_TEST(box.returned.size() == 3u);
   BOOST_TEST(box.outcomes.size() == 3u);
   for (auto& o : box.outcomes)
-    BOOST_TEST(o.succeeded);
+    BOOST_TEST((o.kind == storage::report_kind::succeeded));
   BOOST_TEST(seen_pokes <= 3);
   BOOST_TEST(runner->idle());
   runner->shut_down();

@@ -454,7 +454,8 @@ BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs) {
   BOOST_REQUIRE(claimed.has_value());
   BOOST_REQUIRE(claimed->claimed.size() == 3u);
   finish_attempts_args outcomes;
-  outcomes.reports = {{rows[2].row, 2, true, ""}, {rows[4].row, 3, false, "boom"}};
+  outcomes.reports = {{rows[2].row, 2, report_kind::succeeded, ""},
+                      {rows[4].row, 3, report_kind::failed, "boom"}};
   outcomes.randoms = {0.0, 0.0};
   BOOST_REQUIRE(finish_attempts(d, outcomes, t0).has_value());
   d.end_reads();  // cached statements would keep the tables locked

@@ -8,6 +8,7 @@
 #include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -15,6 +16,7 @@
 
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/respond.hpp"
+#include "ergon/storage/field_rules.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -44,7 +46,8 @@ job_assignment assignment_of(const storage::claimed_job& j) {
 bool feed_channel::push(commit_feed f) {
   bool only_additions = f.cancelled.empty() && f.changed.empty() && f.claims.empty()
                         && f.ended.empty() && f.released.empty() && f.extended.empty()
-                        && f.expired.empty() && f.failed.empty();
+                        && f.expired.empty() && f.failed.empty() && f.cancel_requests.empty()
+                        && f.progress.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -97,6 +100,11 @@ class writer {
         answer_requester(self, c.reply);
         on_cancel(c);
       },
+      [&](cancel_job_call& c) {
+        answer_requester(self, c.reply);
+        on_cancel_job(c);
+      },
+      [&](progress_batch& p) { on_progress(p); },
       [&](put_recurring_call& c) {
         answer_requester(self, c.reply);
         on_put_recurring(c);
@@ -308,6 +316,40 @@ class writer {
           add_instance(std::move(*done.next_instance));
       });
     reply_after_commit(std::move(c.reply), r.error());
+  }
+
+  void on_cancel_job(cancel_job_call& c) {
+    auto r = in_request<storage::cancel_job_result>(
+      [&] { return storage::cancel_job(*cfg_.db, c.args, cfg_.clock->now_ms()); },
+      [&](storage::cancel_job_result& done) {
+        if (done.pending) {
+          cancelled(std::move(done.pending->key));
+          if (done.pending->next_instance)
+            add_instance(std::move(*done.pending->next_instance));
+        } else if (done.running) {
+          feed_.cancel_requests.push_back({*done.running, std::move(done.key)});
+        }
+      });
+    reply_after_commit(std::move(c.reply), r.error());
+  }
+
+  // Not answered: a report that can't be stored is only progress. Bad
+  // values from a worker on another node are dropped here.
+  void on_progress(progress_batch& p) {
+    auto& reports = p.reports;
+    reports.erase(std::remove_if(reports.begin(), reports.end(),
+                                 [](const storage::progress_report& r) {
+                                   return !storage::check_progress(r.done, r.total, r.message);
+                                 }),
+                  reports.end());
+    if (reports.empty())
+      return;
+    in_request<std::vector<storage::progress_stored>>(
+      [&] { return storage::record_progress(*cfg_.db, reports); },
+      [&](std::vector<storage::progress_stored>& stored) {
+        for (auto& s : stored)
+          feed_.progress.push_back(std::move(s));
+      });
   }
 
   void on_put_recurring(put_recurring_call& c) {

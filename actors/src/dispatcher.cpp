@@ -334,6 +334,18 @@ void end_attempt(dispatcher_state& st, const storage::attempt_end& end, int64_t 
     add_pending(st, end.key, now);
 }
 
+// queue::cancel of a running job committed: tell its worker. A worker that
+// is gone has its attempt failed as lost, which the request turns into
+// `cancelled`.
+void ask_to_stop(dispatcher_state& st, const storage::attempt_ref& attempt) {
+  auto run = st.attempts.find(attempt.row);
+  if (!run || run->token != attempt.token)
+    return;  // it ended in the meantime
+  if (auto w = st.workers.find(run->worker))
+    caf::anon_send(w->handle,
+                   cancel_attempt{attempt.row, attempt.token, "cancel requested", true});
+}
+
 void on_feed(dispatcher_state& st, const commit_feed& f) {
   auto now = st.cfg.clock->now_ms();
   for (auto& k : f.added)
@@ -368,6 +380,8 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   }
   for (auto& x : f.extended)
     st.attempts.extended(x.row, x.token, x.expires_at);
+  for (auto& c : f.cancel_requests)
+    ask_to_stop(st, c.attempt);
   if (wants_events(st))
     add_events(st, feed_events(f, now, picks, st.attempts, *st.policy));
 }

@@ -62,6 +62,8 @@ void add_end_events(std::vector<event>& out, const storage::attempt_end& end, in
     emit(event_kind::succeeded);
   else if (end.status == job_status::pending)
     emit(event_kind::retried);
+  else if (end.status == job_status::cancelled)
+    emit(event_kind::cancelled);
   else
     emit(event_kind::failed);
 }
@@ -91,6 +93,15 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     add_end_events(out, end, now);
   for (auto& r : f.released)
     out.push_back(make_event(event_kind::released, now, r.key));
+  for (auto& c : f.cancel_requests)
+    out.push_back(make_event(event_kind::cancel_requested, now, c.key));
+  for (auto& p : f.progress) {
+    auto ev = make_event(event_kind::progress, p.report.at, p.id, p.type, p.group,
+                         p.recurring_id);
+    ev.progress = progress_info{p.report.done, p.report.total, p.report.message, p.report.at,
+                                p.report.eta};
+    out.push_back(std::move(ev));
+  }
   for (auto& x : f.extended) {
     auto a = attempts.find(x.row);
     // Expiry checks extend too; only the worker's heartbeats are events.

@@ -31,6 +31,24 @@ std::vector<std::shared_ptr<running_attempt>> job_runner::take_waiting() {
   return out;
 }
 
+bool job_runner::cancel_waiting(int64_t token) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = std::find_if(waiting_.begin(), waiting_.end(),
+                        [&](const waiting_job& w) { return w.attempt->token() == token; });
+  if (i == waiting_.end())
+    return false;
+  auto& a = *i->attempt;
+  waiting_weight_ -= a.weight();
+  if (a.mark_finished()) {
+    outbox_.outcomes.push_back({a.row(), a.token(), storage::report_kind::stopped,
+                                "cancelled before its code started"});
+    outbox_.replies.emplace_back();
+  }
+  outbox_.returned.push_back({a.row(), a.token()});
+  waiting_.erase(i);
+  return true;
+}
+
 void job_runner::report(storage::attempt_report outcome, std::optional<reply_to<status>> reply) {
   bool poke = false;
   {
@@ -121,13 +139,18 @@ void job_runner::wake_locked() {
   }
 }
 
-bool job_runner::returned_locked(running_attempt& a, bool threw, std::string failure) {
+bool job_runner::returned_locked(running_attempt& a, storage::report_kind kind,
+                                 std::string text) {
   running_weight_ -= a.weight();
   --running_;
   counters_->running_jobs = running_;
   counters_->running_weight = running_weight_;
   if (a.mark_finished()) {  // returning without complete() or fail() reports it
-    outbox_.outcomes.push_back({a.row(), a.token(), !threw, std::move(failure)});
+    if (kind == storage::report_kind::succeeded && a.cancel_requested()) {
+      kind = storage::report_kind::stopped;
+      text = "stopped after a cancel request";
+    }
+    outbox_.outcomes.push_back({a.row(), a.token(), kind, std::move(text)});
     outbox_.replies.emplace_back();
   }
   outbox_.returned.push_back({a.row(), a.token()});
@@ -153,21 +176,24 @@ void job_runner::thread_main(std::shared_ptr<job_runner> self) {
     }
     self->wake_locked();
     lock.unlock();
-    std::string failure;
-    bool threw = false;
+    std::string text;  // the result, or why it failed
+    auto kind = storage::report_kind::succeeded;
     try {
       if (!next->run)
         throw std::runtime_error("no runner for job type '" + next->attempt->type() + "'");
-      next->run(*next->attempt);
+      text = next->run(*next->attempt);
+    } catch (const permanent_failure& e) {
+      kind = storage::report_kind::failed_permanently;
+      text = e.what();
     } catch (const std::exception& e) {
-      threw = true;
-      failure = e.what();
+      kind = storage::report_kind::failed;
+      text = e.what();
     } catch (...) {
-      threw = true;
-      failure = "job code threw an exception that is not a std::exception";
+      kind = storage::report_kind::failed;
+      text = "job code threw an exception that is not a std::exception";
     }
     lock.lock();
-    if (self->returned_locked(*next->attempt, threw, std::move(failure))) {
+    if (self->returned_locked(*next->attempt, kind, std::move(text))) {
       lock.unlock();
       self->poke_();
       lock.lock();

@@ -31,7 +31,7 @@ struct worker_counters;
 
 class job_runner : public std::enable_shared_from_this<job_runner> {
  public:
-  using code = std::function<void(running_attempt&)>;
+  using code = std::function<std::string(running_attempt&)>;
 
   /// What job threads left for the next report.
   struct outbox {
@@ -60,6 +60,10 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   void add(std::shared_ptr<running_attempt> attempt, code run);
   /// Removes every attempt that has not started (the worker is stopping).
   std::vector<std::shared_ptr<running_attempt>> take_waiting();
+  /// Removes the attempt with `token` if it has not started, and puts its
+  /// outcome (report_kind::stopped) and return in the outbox without a
+  /// poke: the caller reports. False if it started or isn't here.
+  bool cancel_waiting(int64_t token);
 
   /// An outcome from job code, before its code returned.
   void report(storage::attempt_report outcome, std::optional<reply_to<status>> reply);
@@ -87,7 +91,7 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   std::optional<waiting_job> next_locked();
   void wake_locked();
   // Records what the attempt's return means; true if the worker must be poked.
-  bool returned_locked(running_attempt& a, bool threw, std::string failure);
+  bool returned_locked(running_attempt& a, storage::report_kind kind, std::string text);
   bool poke_locked();
 
   const int32_t max_weight_;

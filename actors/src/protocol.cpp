@@ -60,6 +60,9 @@ void register_protocol(caf::actor_system_config& cfg) {
     .add_message_type<std::vector<job_assignment>>("ergon::job_assignments")
     .add_message_type<assign_jobs>("ergon::assign_jobs")
     .add_message_type<cancel_attempt>("ergon::cancel_attempt")
+    .add_message_type<storage::progress_report>("ergon::progress_report")
+    .add_message_type<std::vector<storage::progress_report>>("ergon::progress_reports")
+    .add_message_type<progress_batch>("ergon::progress_batch")
     .add_message_type<std::vector<wire_status>>("ergon::wire_statuses")
     .add_message_type<heartbeat_request>("ergon::heartbeat_request")
     .add_message_type<heartbeat_reply>("ergon::heartbeat_reply");
@@ -84,6 +87,8 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::subscriber_failed: return "subscriber_failed";
     case event_kind::job_too_heavy: return "job_too_heavy";
     case event_kind::released: return "released";
+    case event_kind::cancel_requested: return "cancel_requested";
+    case event_kind::progress: return "progress";
   }
   return "unknown";
 }

@@ -10,6 +10,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/times.hpp"
 #include "clock_ticks.hpp"
 #include "job_runner.hpp"
@@ -19,7 +20,8 @@ namespace ergon::actors {
 // -- running_attempt ------------------------------------------------------------------
 
 running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
-                                 std::shared_ptr<job_runner> runner)
+                                 std::shared_ptr<job_runner> runner,
+                                 std::shared_ptr<ergon::clock> clock)
     : id_(id_from_wire(a.id)),
       type_(a.type),
       group_(a.group),
@@ -29,7 +31,8 @@ running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
       token_(a.token),
       weight_(a.weight),
       worker_(std::move(worker)),
-      runner_(std::move(runner)) {}
+      runner_(std::move(runner)),
+      clock_(std::move(clock)) {}
 
 void running_attempt::cancel() noexcept {
   {
@@ -38,6 +41,11 @@ void running_attempt::cancel() noexcept {
     cancelled_.store(true, std::memory_order_release);
   }
   cancel_cv_.notify_all();
+}
+
+void running_attempt::request_cancel() noexcept {
+  cancel_requested_.store(true, std::memory_order_release);
+  cancel();
 }
 
 namespace {
@@ -55,20 +63,49 @@ bool running_attempt::wait_cancelled(std::chrono::milliseconds timeout) {
   return cancelled();
 }
 
-status running_attempt::finish(bool succeeded, std::string text) {
+status running_attempt::finish(storage::report_kind kind, std::string text) {
   if (!mark_finished())
     return {error::job_finished, "this attempt already reported its outcome"};
   auto [to, from] = make_reply<status>();
-  runner_->report({row_, token_, succeeded, std::move(text)}, std::move(to));
+  runner_->report({row_, token_, kind, std::move(text)}, std::move(to));
   return from.wait();
 }
 
 status running_attempt::complete(std::string result) {
-  return finish(true, std::move(result));
+  return finish(storage::report_kind::succeeded, std::move(result));
 }
 
 status running_attempt::fail(std::string message) {
-  return finish(false, std::move(message));
+  return finish(storage::report_kind::failed, std::move(message));
+}
+
+status running_attempt::fail_permanently(std::string message) {
+  return finish(storage::report_kind::failed_permanently, std::move(message));
+}
+
+status running_attempt::progress(int64_t done, int64_t total, std::string message) {
+  if (finished())
+    return {error::job_finished, "this attempt already reported its outcome"};
+  if (auto st = storage::check_progress(done, total, message); !st)
+    return st;
+  bool tell = false;
+  {
+    std::lock_guard<std::mutex> guard{progress_mtx_};
+    auto now = clock_->now_ms();
+    auto eta = eta_.add(now, done, total);
+    unsent_progress_ = storage::progress_report{row_, token_, done, total, std::move(message),
+                                                now, eta};
+    tell = !std::exchange(worker_told_, true);
+  }
+  if (tell)
+    caf::anon_send(worker_, progress_atom::value, token_);
+  return {};
+}
+
+std::optional<storage::progress_report> running_attempt::take_progress() {
+  std::lock_guard<std::mutex> guard{progress_mtx_};
+  worker_told_ = false;
+  return std::exchange(unsent_progress_, std::nullopt);
 }
 
 status running_attempt::extend(std::optional<std::string> checkpoint) {
@@ -117,6 +154,11 @@ struct worker_state {
   bool unregistered = false;  // the dispatcher confirmed: no more jobs coming
   std::vector<reply_to<status>> stop_replies;
   int64_t next_auto_heartbeat = 0;
+  // Attempts with a progress report to hand over, and when the next
+  // hand-over may happen.
+  std::vector<int64_t> progress_waiting;
+  int64_t next_progress_flush = 0;
+  bool progress_timer = false;  // a flush_progress_atom is on its way
 
   static inline const char* name = "ergon.worker";
 };
@@ -156,6 +198,40 @@ void answer_offline(worker_ptr self) {
   } while (!st.runner->arm_poke());
 }
 
+// Hands progress reports to the writer; they join its next transaction. A
+// worker without a connection drops them: they are only progress.
+void send_progress(worker_ptr self, std::vector<storage::progress_report> reports) {
+  auto& st = self->state;
+  if (reports.empty() || !st.writer)
+    return;
+  caf::unsafe_send_as(self, st.writer, progress_batch{std::move(reports)});
+}
+
+// Hands over the waiting progress reports if the interval allows, else
+// makes sure a flush comes when it does.
+void flush_progress(worker_ptr self) {
+  auto& st = self->state;
+  if (st.progress_waiting.empty())
+    return;
+  auto now = st.cfg.clock->now_ms();
+  if (now < st.next_progress_flush) {
+    if (!st.progress_timer && st.cfg.clock->follows_real_time()) {
+      st.progress_timer = true;
+      self->delayed_send(self, storage::timer_delay(st.next_progress_flush - now),
+                         flush_progress_atom::value);
+    }
+    return;  // a manual clock's tick flushes
+  }
+  std::vector<storage::progress_report> reports;
+  for (auto token : st.progress_waiting)
+    if (auto i = st.attempts.find(token); i != st.attempts.end())
+      if (auto p = i->second->take_progress())
+        reports.push_back(std::move(*p));
+  st.progress_waiting.clear();
+  st.next_progress_flush = storage::add_ms(now, st.cfg.progress_interval_ms);
+  send_progress(self, std::move(reports));
+}
+
 // Sends what the job threads left, the claims to give back and the room
 // there is, as one report. One report with outcomes at a time: whatever
 // happens meanwhile joins the next one.
@@ -169,8 +245,14 @@ void report(worker_ptr self) {
     return;
   for (;;) {
     auto box = st.runner->take();
-    for (auto& a : box.returned)
+    std::vector<storage::progress_report> last_reports;
+    for (auto& a : box.returned) {
+      if (auto i = st.attempts.find(a.token); i != st.attempts.end())
+        if (auto p = i->second->take_progress())
+          last_reports.push_back(std::move(*p));
       st.attempts.erase(a.token);
+    }
+    send_progress(self, std::move(last_reports));
     int32_t room = 0;
     auto held = box.held_weight;
     if (!st.stopping && held < st.cfg.min_capacity + st.cfg.prefetch)
@@ -227,7 +309,7 @@ void on_assign(worker_ptr self, assign_jobs& a) {
       st.to_release.push_back({j.row, j.token});
       continue;
     }
-    auto attempt = std::make_shared<running_attempt>(j, me, st.runner);
+    auto attempt = std::make_shared<running_attempt>(j, me, st.runner, st.cfg.clock);
     st.attempts.emplace(j.token, attempt);
     auto code = st.cfg.runners.find(j.type);
     st.runner->add(std::move(attempt),
@@ -260,6 +342,8 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
         auto st = from_wire(r.status);
         if (st.code() == error::stale_attempt)
           attempt->cancel();  // it expired: tell the code to stop
+        else if (st.code() == error::cancelled)
+          attempt->request_cancel();  // in case the cancel_attempt was lost
         if (reply)
           reply->deliver(st);
       },
@@ -310,11 +394,21 @@ void on_stop(worker_ptr self, stop_worker& s) {
 
 void on_cancel(worker_ptr self, const cancel_attempt& c) {
   auto& st = self->state;
-  // One that has not started yet still runs, with its flag set, as it would
-  // have if its thread had started a moment earlier: its code decides.
   auto i = st.attempts.find(c.token);
-  if (i != st.attempts.end())
+  if (i == st.attempts.end())
+    return;
+  if (!c.requested) {
+    // One that has not started yet still runs, with its flag set, as it
+    // would have if its thread had started a moment earlier: its code
+    // decides.
     i->second->cancel();
+    return;
+  }
+  // Asked to stop: one that has not started never does.
+  if (st.runner->cancel_waiting(c.token))
+    report(self);
+  else
+    i->second->request_cancel();
 }
 
 void arm_heartbeat(worker_ptr self) {
@@ -327,6 +421,7 @@ void arm_heartbeat(worker_ptr self) {
 
 void on_tick(worker_ptr self) {
   auto& st = self->state;
+  flush_progress(self);
   auto now = st.cfg.clock->now_ms();
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
     st.next_auto_heartbeat = storage::add_ms(now, st.cfg.auto_heartbeat_ms);
@@ -455,8 +550,8 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     };
     st.runner = std::make_shared<job_runner>(st.cfg.max_capacity, poke, st.cfg.counters);
     st.next_auto_heartbeat = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.auto_heartbeat_ms);
-    if (st.cfg.auto_heartbeat_ms > 0 && !st.cfg.clock->follows_real_time())
-      tick_on_advance(self, st.cfg.clock);
+    if (!st.cfg.clock->follows_real_time())
+      tick_on_advance(self, st.cfg.clock);  // timers: heartbeats, progress
     arm_heartbeat(self);
     st.dispatcher = st.cfg.dispatcher;
     self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
@@ -474,6 +569,14 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       [self](tick_atom) {
         on_tick(self);
         arm_heartbeat(self);
+      },
+      [self](progress_atom, int64_t token) {
+        self->state.progress_waiting.push_back(token);
+        flush_progress(self);
+      },
+      [self](flush_progress_atom) {
+        self->state.progress_timer = false;
+        flush_progress(self);
       },
       [self](stop_worker& s) { on_stop(self, s); },
       [self](abandon_atom) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
 
 namespace ergon {
 
@@ -29,7 +30,9 @@ enum class event_kind : uint8_t {
   failed,     ///< the attempt failed and no retries are left: the job is failed
   retried,    ///< the attempt failed or expired; the job waits for run_at
   expired,    ///< the attempt ran past its expiry, or the job missed its deadline
-  cancelled,  ///< the pending job was cancelled
+  /// The job was cancelled: while pending, or (after cancel_requested)
+  /// its running attempt then ended; `message` says how for a running one.
+  cancelled,
   heartbeat,  ///< a heartbeat or checkpoint extended the running attempt
   job_aged,   ///< aging raised the job's effective priority (fair scheduling)
   group_allocation_changed,  ///< a group's slot allocation changed
@@ -47,6 +50,14 @@ enum class event_kind : uint8_t {
   /// A stopping worker gave back a claimed attempt whose code never started
   /// (worker_options::prefetch): the job is pending again, its try unspent.
   released,
+  /// queue::cancel asked a running job to stop: its context is flagged.
+  /// A `cancelled` event follows once the attempt ends (or `succeeded`, if
+  /// it completed first).
+  cancel_requested,
+  /// A running job reported progress (job_context::progress); `progress`
+  /// has it. Throttled like the stored report: at most one per job per
+  /// worker_options::progress_interval, plus the last one.
+  progress,
 };
 
 const char* to_string(event_kind k) noexcept;
@@ -91,6 +102,8 @@ struct event {
   /// job's id (recurring.hpp); empty otherwise. Set on every kind that
   /// names a job (subscriber_failed: the failed event's) except job_too_heavy.
   std::string recurring_id;
+  /// For progress: the report.
+  progress_info progress;
 };
 
 }  // namespace ergon

@@ -87,6 +87,11 @@ struct job {
   /// How long the key stays held after the job finishes, >= 0 (0: free at
   /// once; milliseconds::max(): forever). Needs `unique_key`.
   int64_t unique_hold_ms = 0;
+  /// How long the result of a successful attempt is kept, >= 0. Once it
+  /// passes, the retention sweeper drops the result (job_info::result
+  /// becomes empty) and keeps the job's row. Empty: kept as long as the
+  /// job (options::retention); 0: not stored at all.
+  std::optional<int64_t> result_ttl_ms;
 };
 
 /// Changes to a pending job; empty fields stay as they are.

@@ -57,6 +57,10 @@ class job_builder {
   job_builder& unique_key(std::string key, unique_policy on_duplicate = unique_policy::skip,
                           std::chrono::milliseconds hold = std::chrono::milliseconds{0});
 
+  /// How long a successful attempt's result is kept (>= 0; 0: not stored).
+  /// Default: as long as the job.
+  job_builder& result_ttl(std::chrono::milliseconds ttl);
+
   /// The job, or invalid_argument naming the first bad field.
   result<job> build() const;
 

@@ -7,17 +7,23 @@
 //       render(tile);
 //       ctx.heartbeat();                  // keeps a long job alive
 //     }
-//     ctx.complete(summary_bytes);        // or just return: success
+//     ctx.complete(summary_bytes);        // or return the bytes, or nothing
 //   };
 //
-// Returning normally completes the job. Throwing fails the attempt with the
-// exception's text; the worker keeps running.
+// Returning normally completes the job, with the returned bytes as its
+// result if the handler returns a std::string. Throwing fails the attempt
+// with the exception's text (ergon::permanent_failure: without retries);
+// the worker keeps running. Returning after queue::cancel asked the job to
+// stop ends it `cancelled` instead.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "ergon/error.hpp"
 #include "ergon/job_id.hpp"
@@ -43,8 +49,9 @@ class job_context {
   /// 1 for the first attempt, 2 for the first retry, ...
   virtual int32_t try_number() const = 0;
 
-  /// True once the attempt expired (its result will be rejected) or the
-  /// worker is stopping. Long jobs should check it and return early.
+  /// True once queue::cancel asked the job to stop, the attempt expired
+  /// (its result will be rejected), or the worker is stopping. Long jobs
+  /// should check it and return early.
   virtual bool cancelled() const = 0;
 
   /// Waits until cancelled() is true or `timeout` passes, and returns
@@ -75,15 +82,81 @@ class job_context {
 
   /// Ends the attempt as failed with `message`: the job is retried with
   /// backoff, or fails if no retries are left. Returns once committed. Same
-  /// errors as complete.
+  /// errors as complete. After a cancel request the job ends `cancelled`.
   virtual status fail(std::string message) = 0;
+
+  /// Ends the attempt as failed with `message` and the job `failed` at once,
+  /// whatever retries it has left: for failures that retrying can't fix
+  /// (bad input, a refused request). The attempt's outcome is
+  /// failed_permanently. Same errors as complete. Throwing
+  /// ergon::permanent_failure does the same.
+  virtual status fail_permanently(std::string message) = 0;
+
+  /// Reports that `done` of `total` units are done (total 0: unknown), with
+  /// an optional short message (up to 1,024 bytes). Doesn't wait: reports
+  /// are stored and published (job_info::progress, event_kind::progress) at
+  /// most once per worker_options::progress_interval per job, the latest
+  /// winning, in the writer's next transaction, so they cost no commit of
+  /// their own; the last report before the attempt ends is always stored.
+  /// The ETA comes from the reports of the last minute. Errors, with
+  /// nothing recorded: invalid_argument naming "done" (negative, or above a
+  /// nonzero total), "total" (negative) or "message" (too long);
+  /// job_finished after complete or fail.
+  virtual status progress(int64_t done, int64_t total, std::string message = {}) = 0;
 
  protected:
   job_context() = default;
   ~job_context() = default;
 };
 
-/// Job code for one job type.
-using job_handler = std::function<void(job_context&)>;
+/// Thrown by job code: the attempt fails with what() and the job ends
+/// `failed` without using its remaining retries (job_context::
+/// fail_permanently).
+class permanent_failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Job code for one job type: a callable taking job_context&, returning
+/// nothing or the result bytes (std::string). Empty if default-constructed
+/// or made from an empty std::function.
+class job_handler {
+ public:
+  job_handler() = default;
+  job_handler(std::nullptr_t) {}  // NOLINT: empty, like std::function
+
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, job_handler>
+                                              && std::is_invocable_v<F&, job_context&>>>
+  job_handler(F f) {  // NOLINT: converts from any job code, as std::function does
+    if constexpr (is_nullable<F>::value)
+      if (!f)
+        return;
+    using returned = std::invoke_result_t<F&, job_context&>;
+    if constexpr (std::is_void_v<returned>) {
+      f_ = [f = std::move(f)](job_context& ctx) mutable {
+        f(ctx);
+        return std::string{};
+      };
+    } else {
+      static_assert(std::is_convertible_v<returned, std::string>,
+                    "job code returns nothing or the result bytes as std::string");
+      f_ = [f = std::move(f)](job_context& ctx) mutable { return std::string(f(ctx)); };
+    }
+  }
+
+  /// Runs the job code; returns its result bytes (empty for code that
+  /// returns nothing).
+  std::string operator()(job_context& ctx) const { return f_(ctx); }
+  explicit operator bool() const noexcept { return static_cast<bool>(f_); }
+
+ private:
+  // Callables that may be empty: function pointers and std::function.
+  template <class F>
+  struct is_nullable : std::is_pointer<F> {};
+  template <class Sig>
+  struct is_nullable<std::function<Sig>> : std::true_type {};
+
+  std::function<std::string(job_context&)> f_;
+};
 
 }  // namespace ergon

@@ -20,7 +20,9 @@ enum class job_status : uint8_t {
   running = 1,    ///< claimed by a worker; an attempt is in progress
   succeeded = 2,  ///< an attempt completed
   failed = 3,     ///< the last allowed attempt failed
-  cancelled = 4,  ///< cancelled while pending
+  /// cancelled while pending, or while running (queue::cancel): its
+  /// attempt stopped, failed or expired after the request
+  cancelled = 4,
   expired = 5,    ///< its deadline passed before it could start
 };
 
@@ -46,6 +48,13 @@ enum class attempt_outcome : uint8_t {
   /// The remote worker running it went away (its process died or its
   /// connection dropped); the message is "worker lost".
   worker_lost = 5,
+  /// The job was cancelled while this attempt ran (queue::cancel), and the
+  /// code then stopped: it returned without complete(), or called fail().
+  cancelled = 6,
+  /// The job code failed and said not to retry (job_context::
+  /// fail_permanently, or a thrown ergon::permanent_failure): the job
+  /// ended `failed` with retries left. The message says why.
+  failed_permanently = 7,
 };
 
 /// Returns "running", "succeeded", ...
@@ -59,6 +68,18 @@ struct attempt_info {
   std::optional<int64_t> finished_at_ms;  ///< empty while running
   attempt_outcome outcome = attempt_outcome::running;
   std::string message;  ///< failure text; empty on success
+};
+
+/// The last progress a running job reported (job_context::progress).
+struct progress_info {
+  int64_t done = 0;   ///< units done
+  int64_t total = 0;  ///< units in all; 0: not known
+  std::string message;
+  int64_t reported_at_ms = 0;  ///< when the job reported it (the queue's clock)
+  /// When the job should finish at its recent rate: extrapolated from the
+  /// reports of the last minute. Empty without a total, or before two
+  /// reports with different `done` values.
+  std::optional<int64_t> eta_ms;
 };
 
 /// Exponential backoff between attempts:
@@ -96,9 +117,15 @@ struct job_info {
   std::string payload;  ///< as submitted (or as last updated while pending)
   /// The payload the next attempt receives, if the job checkpointed.
   std::optional<std::string> checkpoint;
-  /// What the succeeding attempt passed to complete(), if anything.
+  /// What the succeeding attempt passed to complete() or returned, if
+  /// anything, until result_expires_at_ms.
   std::optional<std::string> result;
-  int32_t tries = 0;  ///< attempts started so far
+  /// When the result is dropped (job::result_ttl_ms); empty: kept.
+  std::optional<int64_t> result_expires_at_ms;
+  int32_t tries = 0;  ///< attempts started so far (retry_failed keeps counting)
+  /// Tries spent before queue::retry_failed last requeued the job: the job
+  /// may run max_retries + 1 attempts after that.
+  int32_t tries_before_retry = 0;
   int32_t max_retries = 3;
   backoff_policy backoff;
   int64_t timeout_ms = 300'000;
@@ -115,6 +142,10 @@ struct job_info {
   std::optional<int64_t> scheduled_at_ms;
   /// The job's unique key (job::unique_key), if it has one.
   std::optional<std::string> unique_key;
+  /// When queue::cancel asked the running job to stop, if it did.
+  std::optional<int64_t> cancel_requested_at_ms;
+  /// The last progress report of the latest attempt, if any.
+  std::optional<progress_info> progress;
 };
 
 /// Number of jobs per status, indexed by `static_cast<size_t>(job_status)`.

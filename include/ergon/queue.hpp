@@ -142,6 +142,18 @@ class queue {
   /// job_running, job_finished.
   status cancel_pending(const job_id& id);
 
+  /// Cancels a job, pending or running. A pending job is cancelled as by
+  /// cancel_pending. For a running job the request is committed, then its
+  /// context's cancelled() turns true and wait_cancelled() wakes; a claim
+  /// that has not started never starts. The attempt then ends the job
+  /// `cancelled` however it ends (the code returns or fails, the attempt
+  /// expires, the worker is lost, or the process dies), without a retry;
+  /// only a complete() that commits first still succeeds. Heartbeats are
+  /// refused from the request on (error::cancelled), so code that ignores
+  /// it is fenced when its attempt expires. Cancelling again is not an
+  /// error. Errors: not_found, job_finished.
+  status cancel(const job_id& id);
+
   /// Starts a worker that runs jobs of the types in `opts.runners`.
   /// Errors: invalid_argument (no runners, a bad type name, concurrency
   /// limits out of range), closed.

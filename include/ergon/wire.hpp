@@ -139,9 +139,11 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
   auto run_at = wire::optional(x.run_at_ms);
   auto ttl = wire::optional(x.ttl_ms);
   auto unique_key = wire::optional(x.unique_key);
+  auto result_ttl = wire::optional(x.result_ttl_ms);
   return f(caf::meta::type_name("ergon::job"), x.type, x.payload, name, group, x.priority,
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
-           x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms);
+           x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
+           result_ttl);
 }
 
 template <class Inspector>
@@ -164,6 +166,13 @@ typename Inspector::result_type inspect(Inspector& f, attempt_info& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_info& x) {
+  auto eta = wire::optional(x.eta_ms);
+  return f(caf::meta::type_name("ergon::progress_info"), x.done, x.total, x.message,
+           x.reported_at_ms, eta);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   auto name = wire::optional(x.name);
   auto group = wire::optional(x.group);
@@ -176,11 +185,15 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   auto recurring_id = wire::optional(x.recurring_id);
   auto scheduled_at = wire::optional(x.scheduled_at_ms);
   auto unique_key = wire::optional(x.unique_key);
+  auto result_expires = wire::optional(x.result_expires_at_ms);
+  auto cancel_requested = wire::optional(x.cancel_requested_at_ms);
+  auto progress = wire::optional(x.progress);
   return f(caf::meta::type_name("ergon::job_info"), x.id, x.type, name, group, x.status,
            x.priority, x.effective_priority, x.weight, x.too_heavy, x.run_at_ms,
-           x.ready_since_ms, deadline, x.payload, checkpoint, result, x.tries, x.max_retries,
-           x.backoff, x.timeout_ms, x.heartbeat_increment_ms, x.added_at_ms, started,
-           finished, expires, x.attempts, recurring_id, scheduled_at, unique_key);
+           x.ready_since_ms, deadline, x.payload, checkpoint, result, result_expires, x.tries,
+           x.tries_before_retry, x.max_retries, x.backoff, x.timeout_ms,
+           x.heartbeat_increment_ms, x.added_at_ms, started, finished, expires, x.attempts,
+           recurring_id, scheduled_at, unique_key, cancel_requested, progress);
 }
 
 template <class Inspector>
@@ -231,7 +244,7 @@ typename Inspector::result_type inspect(Inspector& f, event& x) {
   return f(caf::meta::type_name("ergon::event"), x.kind, x.at_ms, x.id, x.type, x.group,
            x.try_number, x.message, x.run_at_ms, x.expires_at_ms, x.base_priority,
            x.effective_priority, x.wait_ms, x.previous_slots, x.new_slots, x.reason,
-           x.recurring_id);
+           x.recurring_id, x.progress);
 }
 
 }  // namespace ergon

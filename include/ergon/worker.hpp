@@ -59,6 +59,11 @@ struct worker_options {
   /// If set, every running attempt gets a heartbeat this often, so jobs
   /// that don't call heartbeat() survive past their timeout while they run.
   std::optional<std::chrono::milliseconds> auto_heartbeat;
+
+  /// Most one progress report per job is stored this often (on the queue's
+  /// clock), the latest winning; the last report before an attempt ends is
+  /// stored anyway. 0 to 1 hour; 0 stores every report.
+  std::chrono::milliseconds progress_interval{1'000};
 };
 
 /// What a worker has done so far.

@@ -19,9 +19,9 @@ struct inspector::impl {
   int version = 0;
   std::string path;
 
-  // Job rows of a file older than the recurring jobs lack their columns.
+  // Job rows of a file older than the job outcomes lack their columns.
   status check_job_reads() const {
-    if (version >= storage::recurring_version)
+    if (version >= storage::outcomes_version)
       return {};
     return {error::corrupt, path + ": schema version " + std::to_string(version)
                               + " predates this build's job rows; open it once with "

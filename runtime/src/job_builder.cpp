@@ -70,6 +70,11 @@ job_builder& job_builder::unique_key(std::string key, unique_policy on_duplicate
   return *this;
 }
 
+job_builder& job_builder::result_ttl(std::chrono::milliseconds ttl) {
+  job_.result_ttl_ms = ttl.count();
+  return *this;
+}
+
 job_builder& job_builder::heartbeat_increment(std::chrono::milliseconds inc) {
   job_.heartbeat_increment_ms = inc.count();
   return *this;

@@ -146,6 +146,12 @@ status queue::cancel_pending(const job_id& id) {
     storage::cancel_pending_args{id});
 }
 
+status queue::cancel(const job_id& id) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->call<storage::cancel_job_args, status>(storage::cancel_job_args{id});
+}
+
 result<job_id> queue::add_recurring(const recurring_job& r) {
   if (!impl_)
     return moved_from("queue");

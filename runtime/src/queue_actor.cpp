@@ -232,6 +232,9 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     [self](cancel_atom, const job_id& id) -> caf::result<ok_atom> {
       return to_writer(self, actors::cancel_call{{id}, {}});
     },
+    [self](cancel_job_atom, const job_id& id) -> caf::result<ok_atom> {
+      return to_writer(self, actors::cancel_job_call{{id}, {}});
+    },
     [self](metrics_atom a) -> caf::result<metrics_snapshot> { return to_calls(self, a); },
     [self](add_recurring_atom, recurring_job& r) -> caf::result<job_id> {
       return to_writer(self, actors::put_recurring_call{{std::move(r), storage::put_mode::add}, {}});

@@ -141,6 +141,11 @@ status validate(const worker_options& o) {
                                               + std::to_string(*o.min_concurrency));
   if (auto st = check_prefetch("prefetch", o.prefetch); !st)
     return st;
+  if (o.progress_interval < std::chrono::milliseconds::zero()
+      || o.progress_interval > std::chrono::hours{1})
+    return invalid_field("progress_interval",
+                         "must be 0 to 1 hour, got " + std::to_string(o.progress_interval.count())
+                           + " ms");
   if (o.auto_heartbeat)
     return check_positive_ms("auto_heartbeat", o.auto_heartbeat->count());
   return {};

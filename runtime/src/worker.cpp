@@ -15,11 +15,12 @@ std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker
   actors::worker_config cfg;
   cfg.name = std::move(opts.name);
   for (auto& [type, handler] : opts.runners)
-    cfg.runners.emplace(type, [h = std::move(handler)](actors::running_attempt& a) { h(a); });
+    cfg.runners.emplace(type, [h = std::move(handler)](actors::running_attempt& a) { return h(a); });
   cfg.max_capacity = opts.max_concurrency;
   cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
   cfg.prefetch = opts.prefetch;
   cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
+  cfg.progress_interval_ms = opts.progress_interval.count();
   cfg.clock = std::move(clock);
   cfg.dispatcher = std::move(dispatcher);
   cfg.rejoin = std::move(rejoin);

@@ -11,7 +11,8 @@ namespace {
 
 constexpr const char* select_running =
   "SELECT current_try, max_retries, backoff_initial_ms, backoff_multiplier, "
-  "backoff_randomization, started_at, " ERGON_JOB_HAS_LINKS ", " ERGON_JOB_KEY_COLUMNS " "
+  "backoff_randomization, started_at, " ERGON_JOB_HAS_LINKS ", try_base, "
+  "cancel_requested_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS " "
   "FROM jobs WHERE id = ?1 AND status = 1 AND (?2 IS NULL OR attempt_token = ?2)";
 
 constexpr const char* insert_attempt =
@@ -24,8 +25,9 @@ constexpr const char* requeue_job =
   "UPDATE jobs SET status = 0, run_at = ?2, expires_at = NULL WHERE id = ?1";
 
 // The job's last attempt stays in the jobs row: no attempts row for it.
-constexpr const char* fail_job =
-  "UPDATE jobs SET status = 3, finished_at = ?2, expires_at = NULL, last_outcome = ?3, "
+// ?5 is failed or cancelled.
+constexpr const char* end_job =
+  "UPDATE jobs SET status = ?5, finished_at = ?2, expires_at = NULL, last_outcome = ?3, "
   "last_message = ?4 WHERE id = ?1";
 
 constexpr int64_t max_delay_ms = int64_t{100} * 365 * 24 * 3600 * 1000;
@@ -60,8 +62,7 @@ int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexc
 
 result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
                                                std::optional<int64_t> token,
-                                               attempt_outcome outcome,
-                                               const std::string& message,
+                                               const failed_attempt& how,
                                                retry_timing timing, double random,
                                                int64_t now_ms) {
   auto s = d.prepare(select_running);
@@ -82,41 +83,46 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   backoff_policy backoff{q.column_int(2), q.column_double(3), q.column_double(4)};
   end.started_at = q.column_int(5);
   bool linked = q.column_int(6) != 0;
-  end.key = rows::read_key(q, 7);
+  auto tries_before = static_cast<int32_t>(q.column_int(7));
+  bool cancel_requested = q.column_int(8) != 0;
+  end.key = rows::read_key(q, 9);
   end.id = end.key.id;
   end.type = end.key.type;
   end.group = end.key.group;
-  end.outcome = outcome;
-  end.message = message;
+  end.outcome = how.outcome;
+  end.message = how.message;
   q.reset();
-  // try_number counts attempts started; 1 + max_retries are allowed.
-  bool retry = end.try_number <= max_retries;
+  // Tries count attempts started; 1 + max_retries are allowed since the
+  // last retry_failed.
+  auto tries = end.try_number - tries_before;
+  bool retry = !cancel_requested && how.retryable && tries <= max_retries;
   if (retry) {
-    if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, outcome,
-                                 message);
+    if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, how.outcome,
+                                 how.message);
         !st)
       return st;
   }
-  auto u = d.prepare(retry ? requeue_job : fail_job);
+  auto u = d.prepare(retry ? requeue_job : end_job);
   if (!u)
     return u.error();
   (*u)->bind(1, row);
   if (retry) {
     end.key.run_at = timing == retry_timing::immediate
                        ? now_ms
-                       : add_ms(now_ms, retry_delay(backoff, end.try_number, random));
+                       : add_ms(now_ms, retry_delay(backoff, tries, random));
     (*u)->bind(2, end.key.run_at);
     end.status = job_status::pending;
   } else {
+    end.status = cancel_requested ? job_status::cancelled : job_status::failed;
     (*u)->bind(2, now_ms);
-    (*u)->bind(3, static_cast<int64_t>(outcome));
-    (*u)->bind_text(4, message);
-    end.status = job_status::failed;
+    (*u)->bind(3, static_cast<int64_t>(how.outcome));
+    (*u)->bind_text(4, how.message);
+    (*u)->bind(5, static_cast<int64_t>(end.status));
   }
   if (auto st = d.run(**u); !st)
     return st;
   if (!retry && linked) {
-    auto next = on_job_final(d, row, job_status::failed, now_ms);
+    auto next = on_job_final(d, row, end.status, now_ms);
     if (!next)
       return next.error();
     end.next_instance = std::move(*next);

@@ -11,14 +11,21 @@
 
 namespace ergon::storage {
 
-/// Records the attempt of `row` as `outcome` with `message`, then puts the job
-/// back to pending (run_at from `timing`) if it has retries left, or ends it
-/// `failed`. With a token, only that attempt is ended. Returns nothing if the
-/// job is not running (or runs another attempt): nothing changed then.
+/// How an attempt that did not succeed ended.
+struct failed_attempt {
+  attempt_outcome outcome = attempt_outcome::failed;
+  std::string message;
+  bool retryable = true;  ///< false: the job fails even with retries left
+};
+
+/// Records the attempt of `row` as `how` says, then ends the job
+/// `cancelled` if a cancel was requested, else puts it back to pending
+/// (run_at from `timing`) if it is retryable with retries left, else ends it
+/// `failed`. With a token, only that attempt is ended. Returns nothing if
+/// the job is not running (or runs another attempt): nothing changed then.
 result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
                                                std::optional<int64_t> token,
-                                               attempt_outcome outcome,
-                                               const std::string& message,
+                                               const failed_attempt& how,
                                                retry_timing timing, double random,
                                                int64_t now_ms);
 

@@ -66,6 +66,8 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::expired: return "expired";
     case attempt_outcome::process_restart: return "process_restart";
     case attempt_outcome::worker_lost: return "worker_lost";
+    case attempt_outcome::cancelled: return "cancelled";
+    case attempt_outcome::failed_permanently: return "failed_permanently";
   }
   return "unknown";
 }

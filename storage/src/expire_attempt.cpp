@@ -29,7 +29,7 @@ result<expire_attempt_result> expire_attempt(db& d, const expire_attempt_args& a
     out.what = expire_attempt_result::still_running;
     return out;
   }
-  auto ended = end_attempt(d, args.row, args.token, attempt_outcome::expired, "expired",
+  auto ended = end_attempt(d, args.row, args.token, {attempt_outcome::expired, "expired"},
                            retry_timing::backoff, args.random, now_ms);
   if (!ended)
     return ended.error();

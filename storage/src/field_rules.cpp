@@ -49,4 +49,19 @@ status check_not_negative(const std::string& field, int64_t value) {
   return {};
 }
 
+status check_progress(int64_t done, int64_t total, const std::string& message) {
+  if (auto st = check_not_negative("done", done); !st)
+    return st;
+  if (auto st = check_not_negative("total", total); !st)
+    return st;
+  if (total != 0 && done > total)
+    return invalid_field("done", std::to_string(done) + " is more than the total ("
+                                   + std::to_string(total) + ")");
+  if (message.size() > max_progress_message_bytes)
+    return invalid_field("message", "is " + std::to_string(message.size())
+                                      + " bytes; the limit is "
+                                      + std::to_string(max_progress_message_bytes));
+  return {};
+}
+
 }  // namespace ergon::storage

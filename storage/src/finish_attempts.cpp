@@ -1,4 +1,5 @@
 #include "attempt_end.hpp"
+#include "ergon/storage/times.hpp"
 #include "ergon/storage/operations.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
@@ -7,9 +8,13 @@ namespace ergon::storage {
 namespace {
 
 // The succeeding attempt stays in the jobs row: no attempts row for it.
+// A result_ttl_ms of 0 stores no result; another one sets its expiry.
 constexpr const char* complete_job =
-  "UPDATE jobs SET status = 2, finished_at = ?3, result = ?4, expires_at = NULL, "
-  "last_outcome = 1, last_message = NULL "
+  "UPDATE jobs SET status = 2, finished_at = ?3, "
+  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?4 END, "
+  "result_expires_at = CASE WHEN ?4 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
+  "THEN NULL ELSE " ERGON_SQL_ADD_MS("?3", "result_ttl_ms") " END, "
+  "expires_at = NULL, last_outcome = 1, last_message = NULL "
   "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
   "RETURNING current_try, started_at, external_id, type, group_key, recurring_id, "
   ERGON_JOB_HAS_LINKS;
@@ -20,6 +25,17 @@ status stale(int64_t row) {
             + " is no longer current (it expired or was recovered); result discarded"};
 }
 
+failed_attempt failure_of(const attempt_report& r) {
+  switch (r.kind) {
+    case report_kind::failed_permanently:
+      return {attempt_outcome::failed_permanently, r.text, false};
+    case report_kind::stopped:
+      return {attempt_outcome::cancelled, r.text, false};
+    default:
+      return {attempt_outcome::failed, r.text, true};
+  }
+}
+
 }  // namespace
 
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
@@ -28,7 +44,7 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
   out.statuses.reserve(args.reports.size());
   for (size_t i = 0; i < args.reports.size(); ++i) {
     const auto& r = args.reports[i];
-    if (r.succeeded) {
+    if (r.kind == report_kind::succeeded) {
       if (args.max_result_bytes != 0 && r.text.size() > args.max_result_bytes) {
         out.statuses.push_back(invalid_field(
           "result", "is " + std::to_string(r.text.size()) + " bytes; the queue's limit is "
@@ -75,8 +91,7 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       continue;
     }
     double u = i < args.randoms.size() ? args.randoms[i] : 0.0;
-    auto ended = end_attempt(d, r.row, r.token, attempt_outcome::failed, r.text,
-                             retry_timing::backoff, u, now_ms);
+    auto ended = end_attempt(d, r.row, r.token, failure_of(r), retry_timing::backoff, u, now_ms);
     if (!ended)
       return ended.error();
     if (!*ended) {

@@ -8,7 +8,12 @@ namespace {
 constexpr const char* extend_expiry =
   "UPDATE jobs SET expires_at = max(expires_at, " ERGON_SQL_ADD_MS("?3", "heartbeat_increment_ms") "), "
   "checkpoint = coalesce(?4, checkpoint) "
-  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 RETURNING expires_at";
+  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 AND cancel_requested_at IS NULL "
+  "RETURNING expires_at";
+
+constexpr const char* select_cancel_requested =
+  "SELECT 1 FROM jobs WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
+  "AND cancel_requested_at IS NOT NULL";
 
 }  // namespace
 
@@ -30,6 +35,20 @@ result<int64_t> heartbeat(db& d, const heartbeat_args& args, int64_t now_ms) {
   if (!q.step()) {
     if (!q.step_status())
       return q.step_status();
+    auto c = d.prepare(select_cancel_requested);
+    if (!c)
+      return c.error();
+    (*c)->bind(1, args.row);
+    (*c)->bind(2, args.token);
+    bool requested = (*c)->step();
+    auto read = (*c)->step_status();
+    (*c)->reset();
+    if (!read)
+      return read;
+    if (requested)
+      return status{error::cancelled, "job row " + std::to_string(args.row)
+                                        + " was asked to stop (cancel); its attempt is no "
+                                          "longer extended"};
     return status{error::stale_attempt, "attempt of job row " + std::to_string(args.row)
                                           + " is no longer current; heartbeat ignored"};
   }

@@ -20,9 +20,9 @@ constexpr const char* select_job_state =
 
 constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
-  "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, status) "
+  "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, status) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, 0)";
+  "?19, ?20, ?21, ?22, ?23, 0)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = 4, finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = 0";
@@ -98,6 +98,7 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
     s.bind(22, j.unique_hold_ms);
   else
     s.bind_null(22);
+  s.bind(23, j.result_ttl_ms);
   return d.run(s);
 }
 
@@ -165,6 +166,18 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
   j.recurring_id = s.column_opt_text(27);
   j.scheduled_at_ms = s.column_opt_int(28);
   j.unique_key = s.column_opt_text(29);
+  j.result_expires_at_ms = s.column_opt_int(30);
+  j.tries_before_retry = static_cast<int32_t>(s.column_int(31));
+  j.cancel_requested_at_ms = s.column_opt_int(32);
+  if (auto at = s.column_opt_int(36)) {
+    progress_info p;
+    p.done = s.column_int(33);
+    p.total = s.column_int(34);
+    p.message = s.column_text(35);
+    p.reported_at_ms = *at;
+    p.eta_ms = s.column_opt_int(37);
+    j.progress = std::move(p);
+  }
   j.effective_priority = j.priority;
   return j;
 }

@@ -23,7 +23,9 @@ job_key read_key(const stmt& s, int first = 0);
   "deadline, payload, checkpoint, result, current_try, max_retries, "          \
   "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "  \
   "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at, "     \
-  "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key"
+  "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key, "   \
+  "result_expires_at, try_base, cancel_requested_at, progress_done, progress_total, "   \
+  "progress_message, progress_at, progress_eta"
 
 /// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
 struct latest_attempt {

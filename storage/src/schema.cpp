@@ -142,7 +142,37 @@ CREATE TABLE unique_keys (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr const char* migrations[] = {migration_1, migration_2, migration_3};
+// Job outcomes.
+//  - cancel_requested_at: cancel(id) of a running job. The attempt then
+//    ends `cancelled`, however it ends, unless it succeeds first.
+//  - result_ttl_ms / result_expires_at: a result is dropped (the row
+//    stays) once result_expires_at passes; set when the job succeeds.
+//  - try_base: tries spent before retry_failed last requeued the job; the
+//    retry limit and the backoff count from it.
+//  - progress_*: the last progress report of the running or finished
+//    attempt; progress_eta is the time the reporter expects it to finish.
+//  - Indexes for list_jobs and the retention sweeper, each ending in id so
+//    that a page in id order is one range of one index. Their entries
+//    sit at the right edge of each status, type or group, so a batch of
+//    commits touches few of their pages (docs/performance.md measures it).
+constexpr const char* migration_4 = R"sql(
+ALTER TABLE jobs ADD COLUMN cancel_requested_at INTEGER;
+ALTER TABLE jobs ADD COLUMN try_base INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN result_ttl_ms INTEGER;
+ALTER TABLE jobs ADD COLUMN result_expires_at INTEGER;
+ALTER TABLE jobs ADD COLUMN progress_done INTEGER;
+ALTER TABLE jobs ADD COLUMN progress_total INTEGER;
+ALTER TABLE jobs ADD COLUMN progress_message TEXT;
+ALTER TABLE jobs ADD COLUMN progress_at INTEGER;
+ALTER TABLE jobs ADD COLUMN progress_eta INTEGER;
+CREATE INDEX jobs_by_status ON jobs(status, id);
+CREATE INDEX jobs_by_type ON jobs(type, id);
+CREATE INDEX jobs_by_group ON jobs(group_key, id) WHERE group_key IS NOT NULL;
+CREATE INDEX jobs_by_result_expiry ON jobs(result_expires_at)
+  WHERE result_expires_at IS NOT NULL;
+)sql";
+
+constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

@@ -93,6 +93,9 @@ status validate(const job& j, size_t max_payload_bytes) {
       return j.unique_hold_ms != 0 && !j.unique_key
                ? invalid_field("unique_hold", "holds the unique key; set unique_key too")
                : status{};
+    },
+    [&] {
+      return j.result_ttl_ms ? check_not_negative("result_ttl", *j.result_ttl_ms) : status{};
     });
 }
 

@@ -42,13 +42,21 @@ class temp_dir {
 };
 
 // SQL that turns a file of the current schema into one of schema `version`
-// (1 or 2) as an older ergon left it, jobs included.
+// (1 to 3) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql =
-    "DROP INDEX jobs_one_unfinished_instance; DROP TABLE recurring_jobs; "
-    "DROP TABLE unique_keys; ALTER TABLE jobs DROP COLUMN recurring_id; "
-    "ALTER TABLE jobs DROP COLUMN scheduled_at; ALTER TABLE jobs DROP COLUMN unique_key; "
-    "ALTER TABLE jobs DROP COLUMN unique_hold_ms; ";
+    "DROP INDEX jobs_by_status; DROP INDEX jobs_by_type; DROP INDEX jobs_by_group; "
+    "DROP INDEX jobs_by_result_expiry; ";
+  for (auto column : {"cancel_requested_at", "try_base", "result_ttl_ms", "result_expires_at",
+                      "progress_done", "progress_total", "progress_message", "progress_at",
+                      "progress_eta"})
+    sql += std::string{"ALTER TABLE jobs DROP COLUMN "} + column + "; ";
+  if (version < 3)
+    sql +=
+      "DROP INDEX jobs_one_unfinished_instance; DROP TABLE recurring_jobs; "
+      "DROP TABLE unique_keys; ALTER TABLE jobs DROP COLUMN recurring_id; "
+      "ALTER TABLE jobs DROP COLUMN scheduled_at; ALTER TABLE jobs DROP COLUMN unique_key; "
+      "ALTER TABLE jobs DROP COLUMN unique_hold_ms; ";
   if (version < 2)
     sql += "DROP TABLE finished_counts; ";
   return sql + "PRAGMA user_version = " + std::to_string(version);

@@ -44,6 +44,7 @@ struct submit_args {
 using submit_call = local_call<submit_args, result<std::vector<job_id>>>;
 using update_call = local_call<storage::update_pending_args, status>;
 using cancel_call = local_call<storage::cancel_pending_args, status>;
+using cancel_job_call = local_call<storage::cancel_job_args, status>;
 /// Answered with the recurring job's unfinished instance.
 using put_recurring_call = local_call<storage::put_recurring_args, result<job_id>>;
 using delete_recurring_call = local_call<storage::delete_recurring_args, status>;
@@ -121,6 +122,12 @@ struct write_failed {
   status why;
 };
 
+/// A running job asked to stop (queue::cancel).
+struct cancel_request {
+  storage::attempt_ref attempt;
+  storage::job_key key;
+};
+
 /// What one commit changed (and which dispatcher requests failed), queued for
 /// the listener after every commit, in commit order.
 struct commit_feed {
@@ -133,11 +140,13 @@ struct commit_feed {
   std::vector<expiry_moved> extended;
   std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
   std::vector<write_failed> failed;         ///< dispatcher requests lost
+  std::vector<cancel_request> cancel_requests;
+  std::vector<storage::progress_stored> progress;
 
   bool empty() const noexcept {
     return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
            && ended.empty() && released.empty() && extended.empty() && expired.empty()
-           && failed.empty();
+           && failed.empty() && cancel_requests.empty() && progress.empty();
   }
 };
 

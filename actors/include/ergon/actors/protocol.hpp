@@ -7,6 +7,7 @@
 //                               db_writer  ──assign_jobs────────► worker
 //   worker ──heartbeat_request► db_writer  ──heartbeat_reply──────► worker
 //                               dispatcher ──cancel_attempt─────► worker
+//   worker ──progress_batch───► db_writer
 //
 // A report carries everything a worker has to say since its last one: the
 // outcomes of its attempts, which attempts' code returned, claims it gives
@@ -29,6 +30,7 @@
 #include "ergon/error.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/storage/operations.hpp"
+#include "ergon/wire.hpp"
 
 namespace ergon::actors {
 
@@ -126,10 +128,20 @@ struct assign_jobs {
 };
 
 /// The attempt expired (or the queue is closing): flag its context cancelled.
+/// `requested`: queue::cancel asked the job to stop; code that then returns
+/// reports report_kind::stopped, and a claim that never started is
+/// reported so without running.
 struct cancel_attempt {
   int64_t row = 0;
   int64_t token = 0;
   std::string reason;
+  bool requested = false;
+};
+
+/// Progress reports of a worker's attempts, throttled by the worker. Not
+/// answered: the writer stores them in its next transaction.
+struct progress_batch {
+  std::vector<storage::progress_report> reports;
 };
 
 /// Heartbeat (no checkpoint) or checkpoint of a running attempt.
@@ -158,7 +170,14 @@ typename Inspector::result_type inspect(Inspector& f, attempt_ref& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
-  return f(caf::meta::type_name("ergon::attempt_report"), x.row, x.token, x.succeeded, x.text);
+  return f(caf::meta::type_name("ergon::attempt_report"), x.row, x.token, x.kind, x.text);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
+  auto eta = wire::optional(x.eta);
+  return f(caf::meta::type_name("ergon::progress_report"), x.row, x.token, x.done, x.total,
+           x.message, x.at, eta);
 }
 
 }  // namespace ergon::storage
@@ -206,7 +225,13 @@ typename Inspector::result_type inspect(Inspector& f, assign_jobs& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_attempt& x) {
-  return f(caf::meta::type_name("ergon::cancel_attempt"), x.row, x.token, x.reason);
+  return f(caf::meta::type_name("ergon::cancel_attempt"), x.row, x.token, x.reason,
+           x.requested);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_batch& x) {
+  return f(caf::meta::type_name("ergon::progress_batch"), x.reports);
 }
 
 template <class Inspector>

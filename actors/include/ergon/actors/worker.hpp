@@ -31,6 +31,7 @@
 #include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/job_context.hpp"
+#include "ergon/actors/eta_estimate.hpp"
 
 namespace ergon::actors {
 
@@ -41,7 +42,7 @@ class job_runner;
 class running_attempt final : public job_context {
  public:
   running_attempt(const job_assignment& a, caf::actor worker,
-                  std::shared_ptr<job_runner> runner);
+                  std::shared_ptr<job_runner> runner, std::shared_ptr<ergon::clock> clock);
 
   job_id id() const override { return id_; }
   const std::string& type() const override { return type_; }
@@ -52,10 +53,17 @@ class running_attempt final : public job_context {
   int64_t token() const noexcept { return token_; }
   int32_t weight() const noexcept { return weight_; }
 
-  /// Set when the attempt expired or the worker is stopping.
+  /// Set when the attempt expired, the worker is stopping, or a cancel was
+  /// requested.
   bool cancelled() const override { return cancelled_.load(std::memory_order_acquire); }
   bool wait_cancelled(std::chrono::milliseconds timeout) override;
   void cancel() noexcept;
+  /// queue::cancel asked the job to stop: cancelled() turns true, and code
+  /// that returns reports report_kind::stopped.
+  void request_cancel() noexcept;
+  bool cancel_requested() const noexcept {
+    return cancel_requested_.load(std::memory_order_acquire);
+  }
 
   /// True once complete or fail was called (or the runner returned).
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
@@ -66,9 +74,15 @@ class running_attempt final : public job_context {
   status heartbeat() override;
   status complete(std::string result) override;
   status fail(std::string message) override;
+  status fail_permanently(std::string message) override;
+  status progress(int64_t done, int64_t total, std::string message) override;
+
+  /// The latest progress report not yet handed to the writer, if any; the
+  /// next progress() call tells the worker again.
+  std::optional<storage::progress_report> take_progress();
 
  private:
-  status finish(bool succeeded, std::string text);
+  status finish(storage::report_kind kind, std::string text);
   status extend(std::optional<std::string> checkpoint);
 
   job_id id_;
@@ -81,14 +95,20 @@ class running_attempt final : public job_context {
   int32_t weight_;
   caf::actor worker_;
   std::shared_ptr<job_runner> runner_;
+  std::shared_ptr<ergon::clock> clock_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> cancel_requested_{false};
+  std::mutex progress_mtx_;  ///< guards the three below
+  eta_estimate eta_;
+  std::optional<storage::progress_report> unsent_progress_;
+  bool worker_told_ = false;  ///< the worker knows a report waits
   std::mutex cancel_mtx_;  ///< with cancel_cv_, wakes wait_cancelled
   std::condition_variable cancel_cv_;
   std::atomic<bool> finished_{false};
 };
 
-/// Job code for one type.
-using runner = std::function<void(running_attempt&)>;
+/// Job code for one type; returns the result bytes (empty: none).
+using runner = std::function<std::string(running_attempt&)>;
 
 /// Counters a worker keeps current, readable from any thread.
 struct worker_counters {
@@ -109,6 +129,8 @@ struct worker_config {
   int32_t prefetch = 0;
   /// Heartbeat every running attempt this often; 0: only manual heartbeats.
   int64_t auto_heartbeat_ms = 0;
+  /// Hand progress reports to the writer at most this often (0: each one).
+  int64_t progress_interval_ms = 1'000;
   std::shared_ptr<ergon::clock> clock;
   caf::actor dispatcher;
   /// For a queue on another node: asked (rejoin_atom) for the dispatcher
@@ -140,6 +162,12 @@ struct stop_worker {
   reply_to<status> reply;
 };
 
+/// A job thread left a progress report on the attempt with this token.
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
+
+/// Self-sent: the progress interval passed, hand waiting reports over.
+using flush_progress_atom = caf::atom_constant<caf::atom("flushprog")>;
+
 /// Give up on running jobs (after a stop timed out): flag them cancelled and
 /// stop the actor; their threads finish on their own.
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
@@ -149,6 +177,8 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<cancel_attempt>,
   caf::reacts_to<outbox_atom>,
   caf::reacts_to<heartbeat_call>,
+  caf::reacts_to<progress_atom, int64_t>,
+  caf::reacts_to<flush_progress_atom>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<stop_worker>,
   caf::reacts_to<abandon_atom>>;

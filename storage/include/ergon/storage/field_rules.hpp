@@ -32,4 +32,11 @@ status check_not_negative_ms(const std::string& field, int64_t ms);
 /// A time or size that must be >= 0.
 status check_not_negative(const std::string& field, int64_t value);
 
+/// Longest progress message, in bytes.
+inline constexpr size_t max_progress_message_bytes = 1'024;
+
+/// A progress report: 0 <= done, 0 <= total, done <= total unless total is
+/// 0 (unknown), and a message of at most max_progress_message_bytes.
+status check_progress(int64_t done, int64_t total, const std::string& message);
+
 }  // namespace ergon::storage

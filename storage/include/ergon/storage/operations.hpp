@@ -36,6 +36,12 @@ struct job_key {
   std::string recurring_id;  ///< empty: not an instance of a recurring job
 };
 
+/// One attempt of a job: its row and the token chosen when it was claimed.
+struct attempt_ref {
+  int64_t row = 0;
+  int64_t token = 0;
+};
+
 // -- submit ----------------------------------------------------------------------
 
 struct insert_jobs_args {
@@ -100,13 +106,26 @@ struct cancelled_job {
 result<cancelled_job> cancel_pending(db& d, const cancel_pending_args& args,
                                      int64_t now_ms);
 
-// -- run -------------------------------------------------------------------------------
-
-/// One attempt of a job: its row and the token chosen when it was claimed.
-struct attempt_ref {
-  int64_t row = 0;
-  int64_t token = 0;
+/// What cancel_job did.
+struct cancel_job_result {
+  /// Set if the job was pending: it is cancelled now.
+  std::optional<cancelled_job> pending;
+  /// Set if it was running: the attempt asked to stop, and the job's key.
+  /// Its end (stop, failure, expiry, recovery) will end the job
+  /// `cancelled`; a success that commits first still wins.
+  std::optional<attempt_ref> running;
+  job_key key;
 };
+
+/// Cancels a pending job as cancel_pending does, or records a cancel
+/// request (cancel_requested_at, kept from the first request) for a running
+/// one. Errors: not_found, job_finished. Nothing changes on error.
+struct cancel_job_args {
+  job_id id;
+};
+result<cancel_job_result> cancel_job(db& d, const cancel_job_args& args, int64_t now_ms);
+
+// -- run -------------------------------------------------------------------------------
 
 struct claim_jobs_args {
   /// The jobs the dispatcher wants to start, with the tokens it chose.
@@ -178,12 +197,20 @@ struct attempt_end {
   std::optional<job_key> next_instance;
 };
 
+/// How job code ended an attempt.
+enum class report_kind : uint8_t {
+  succeeded = 0,           ///< complete(), or the code returned
+  failed = 1,              ///< fail() or a throw: retried if tries are left
+  failed_permanently = 2,  ///< fail_permanently(): the job fails at once
+  stopped = 3,             ///< the code returned after a cancel request
+};
+
 /// One outcome reported by a worker: success with an optional result, or a
 /// failure with a message.
 struct attempt_report {
   int64_t row = 0;
   int64_t token = 0;
-  bool succeeded = true;
+  report_kind kind = report_kind::succeeded;
   std::string text;  ///< result bytes on success, the failure message otherwise
 };
 
@@ -193,8 +220,10 @@ struct finish_attempts_args {
   size_t max_result_bytes = 0;  ///< 0: unlimited
 };
 
-/// Records each report. A success ends the job `succeeded`; a failure retries
-/// it with backoff or, with no retries left, ends it `failed`. A report whose
+/// Records each report. A success ends the job `succeeded` (its result kept
+/// for the job's result_ttl_ms); a failure retries it with backoff or, with
+/// no retries left or failed_permanently, ends it `failed`; after a cancel
+/// request every report but a success ends it `cancelled`. A report whose
 /// token is not the running attempt's gets `stale_attempt` and changes
 /// nothing. Per-report statuses come back in `statuses`; `ended` lists what
 /// changed.
@@ -215,8 +244,36 @@ struct heartbeat_args {
 
 /// Extends the running attempt: expires_at = max(expires_at, now +
 /// heartbeat_increment); a checkpoint also stores the payload. Returns the new
-/// expires_at. Error: stale_attempt (and nothing changes).
+/// expires_at. Errors, and nothing changes: stale_attempt; cancelled (a
+/// cancel was requested: the attempt is no longer extended, so code that
+/// ignores the request is fenced when it expires).
 result<int64_t> heartbeat(db& d, const heartbeat_args& args, int64_t now_ms);
+
+/// A running job's progress report (job_context::progress).
+struct progress_report {
+  int64_t row = 0;
+  int64_t token = 0;
+  int64_t done = 0;
+  int64_t total = 0;
+  std::string message;
+  int64_t at = 0;  ///< when the job reported it
+  std::optional<int64_t> eta;
+};
+
+/// A stored progress report, for its event.
+struct progress_stored {
+  job_id id;
+  std::string type;
+  std::string group;
+  std::string recurring_id;
+  progress_report report;
+};
+
+/// Stores each report on its attempt's job, running or just ended (the
+/// last report may commit after the outcome). A report of an attempt that
+/// is not the job's latest is skipped. Returns the stored ones.
+result<std::vector<progress_stored>> record_progress(db& d,
+                                                     const std::vector<progress_report>& reports);
 
 struct expire_attempt_args {
   int64_t row = 0;

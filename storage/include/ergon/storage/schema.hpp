@@ -20,6 +20,10 @@ inline constexpr int finished_counts_version = 2;
 /// columns in jobs).
 inline constexpr int recurring_version = 3;
 
+/// The schema version that added cancel requests, result expiry, progress
+/// and the listing indexes (and their columns in jobs).
+inline constexpr int outcomes_version = 4;
+
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;
 
