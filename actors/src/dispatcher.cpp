@@ -346,6 +346,20 @@ void ask_to_stop(dispatcher_state& st, const storage::attempt_ref& attempt) {
                    cancel_attempt{attempt.row, attempt.token, "cancel requested", true});
 }
 
+// After the dispatcher's own bookkeeping, so a waiter's next request sees
+// the job as every other caller does.
+void tell_waiters(final_watch& watch, const commit_feed& f) {
+  if (watch.empty())
+    return;
+  for (auto& k : f.cancelled)
+    watch.finished(k.row);
+  for (auto& k : f.expired)
+    watch.finished(k.row);
+  for (auto& end : f.ended)
+    if (is_final(end.status))
+      watch.finished(end.row);
+}
+
 void on_feed(dispatcher_state& st, const commit_feed& f) {
   auto now = st.cfg.clock->now_ms();
   for (auto& k : f.added)
@@ -382,6 +396,7 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
     st.attempts.extended(x.row, x.token, x.expires_at);
   for (auto& c : f.cancel_requests)
     ask_to_stop(st, c.attempt);
+  tell_waiters(*st.cfg.watch, f);
   if (wants_events(st))
     add_events(st, feed_events(f, now, picks, st.attempts, *st.policy));
 }

@@ -131,6 +131,22 @@ class queue {
   /// Every job submitted with this name, oldest first; empty if none.
   result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name) const;
 
+  /// Waits until the job reaches a final status (succeeded, failed,
+  /// cancelled, expired) and returns it: job_info::status, and
+  /// job_info::result for a success. Returns at once for a job that already
+  /// finished. Nothing polls: the commit that finishes the job wakes the
+  /// wait. A timeout of 0 or less only looks; milliseconds::max() waits
+  /// without limit. Errors: not_found (no such job), timeout (still pending
+  /// or running; the job is unaffected), closed (the queue closed while
+  /// waiting).
+  result<ergon::job_info> wait(const job_id& id, std::chrono::milliseconds timeout) const;
+
+  /// The same without blocking: `done` is called exactly once with what
+  /// wait() would return, on a thread of the queue's actor system, so it
+  /// must return quickly. A callback that throws is not reported further.
+  void wait_async(const job_id& id, std::chrono::milliseconds timeout,
+                  std::function<void(result<ergon::job_info>)> done) const;
+
   /// Number of jobs in each status, from counters kept current by every commit.
   status_counts counts() const;
 

@@ -36,6 +36,7 @@ using update_atom = caf::atom_constant<caf::atom("ergupdate")>;
 using cancel_atom = caf::atom_constant<caf::atom("ergcancel")>;
 /// queue::cancel (cancel_atom is cancel_pending).
 using cancel_job_atom = caf::atom_constant<caf::atom("ergcanjob")>;
+using wait_atom = caf::atom_constant<caf::atom("ergwait")>;
 using metrics_atom = caf::atom_constant<caf::atom("ergmetrics")>;
 using group_weight_atom = caf::atom_constant<caf::atom("erggweight")>;
 using reset_weights_atom = caf::atom_constant<caf::atom("ergresetw")>;
@@ -71,6 +72,7 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<update_atom, job_id, job_update>::with<ok_atom>,
   caf::replies_to<cancel_atom, job_id>::with<ok_atom>,
   caf::replies_to<cancel_job_atom, job_id>::with<ok_atom>,
+  caf::replies_to<wait_atom, job_id, std::chrono::milliseconds>::with<job_info>,
   caf::replies_to<metrics_atom>::with<metrics_snapshot>,
   caf::replies_to<add_recurring_atom, recurring_job>::with<job_id>,
   caf::replies_to<update_recurring_atom, recurring_job>::with<job_id>,

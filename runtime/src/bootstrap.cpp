@@ -85,6 +85,7 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   dcfg.pending = std::move(*pending);
   dcfg.scheduling = opts.scheduling;
   dcfg.gate = p->gate;
+  dcfg.watch = p->watch;
   p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.

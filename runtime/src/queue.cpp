@@ -1,14 +1,17 @@
 #include "ergon/queue.hpp"
 
 #include <caf/actor_cast.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "ergon/queue_actor.hpp"
 #include "ergon/wire.hpp"
 
 #include <stdexcept>
 
 #include "bootstrap.hpp"
+#include "job_waits.hpp"
 #include "listen.hpp"
 #include "ergon/actors/fair_share.hpp"
 #include "moved_from.hpp"
@@ -112,6 +115,46 @@ result<std::vector<job_id>> queue::submit_batch(std::vector<job> jobs) {
     return moved_from("queue");
   return impl_->call<actors::submit_args, result<std::vector<job_id>>>(
     actors::submit_args{std::move(jobs)});
+}
+
+result<ergon::job_info> queue::wait(const job_id& id, std::chrono::milliseconds timeout) const {
+  if (!impl_)
+    return moved_from("queue");
+  auto waits = runtime::job_waits(impl_);
+  if (!waits)
+    return actors::queue_closed();
+  result<ergon::job_info> out = actors::queue_closed();
+  caf::scoped_actor self{*impl_->sys};
+  self->request(waits, caf::infinite, wait_atom::value, id, timeout)
+    .receive([&](ergon::job_info& info) { out = std::move(info); },
+             [&](caf::error& e) { out = to_status(e); });
+  return out;
+}
+
+void queue::wait_async(const job_id& id, std::chrono::milliseconds timeout,
+                       std::function<void(result<ergon::job_info>)> done) const {
+  auto call = [&done](result<ergon::job_info> r) {
+    try {
+      done(std::move(r));
+    } catch (...) {  // documented: not reported further
+    }
+  };
+  if (!impl_)
+    return call(moved_from("queue"));
+  auto waits = runtime::job_waits(impl_);
+  if (!waits)
+    return call(actors::queue_closed());
+  impl_->sys->spawn([waits, id, timeout, done = std::move(done)](caf::event_based_actor* self) {
+    auto call = [done](result<ergon::job_info> r) {
+      try {
+        done(std::move(r));
+      } catch (...) {  // documented: not reported further
+      }
+    };
+    self->request(waits, caf::infinite, wait_atom::value, id, timeout)
+      .then([call](ergon::job_info& info) { call(std::move(info)); },
+            [call](caf::error& e) { call(to_status(e)); });
+  });
 }
 
 result<ergon::job_info> queue::job_info(const job_id& id) const {

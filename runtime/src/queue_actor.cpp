@@ -17,6 +17,7 @@
 #include "blocking_calls.hpp"
 #include "bootstrap.hpp"
 #include "handshake.hpp"
+#include "job_waits.hpp"
 #include "listen.hpp"
 #include "queue_impl.hpp"
 #include "remote_queue.hpp"
@@ -234,6 +235,15 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     },
     [self](cancel_job_atom, const job_id& id) -> caf::result<ok_atom> {
       return to_writer(self, actors::cancel_job_call{{id}, {}});
+    },
+    [self](wait_atom a, const job_id& id, ms timeout) -> caf::result<job_info> {
+      auto rp = self->make_response_promise();
+      auto waits = runtime::job_waits(self->state.q);
+      if (self->state.closing || !waits)
+        rp.deliver(to_caf_error(actors::queue_closed()));
+      else
+        rp.delegate(waits, a, id, timeout);
+      return rp;
     },
     [self](metrics_atom a) -> caf::result<metrics_snapshot> { return to_calls(self, a); },
     [self](add_recurring_atom, recurring_job& r) -> caf::result<job_id> {

@@ -1,5 +1,7 @@
 #include "queue_impl.hpp"
 
+#include "ergon/queue_actor.hpp"
+
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
@@ -205,6 +207,14 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
     result = closed_writer;
   caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
+  {
+    std::lock_guard<std::mutex> guard{waits_mtx};
+    if (waits) {
+      caf::anon_send_exit(waits, caf::exit_reason::user_shutdown);
+      // Ends its thread; the queue is closed already, so that is all it does.
+      caf::anon_send(waits_calls, close_atom::value);
+    }
+  }
   reads->clear();
   owner.reset();
   return result;

@@ -37,6 +37,12 @@ struct queue::impl {
   caf::actor events;
   std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();
   std::shared_ptr<actors::job_counters> counters;
+  // Who waits for which job to finish (the dispatcher tells it), and the
+  // actor that answers waits, spawned on first use (job_waits.hpp).
+  std::shared_ptr<actors::final_watch> watch = std::make_shared<actors::final_watch>();
+  std::mutex waits_mtx;
+  caf::actor waits;
+  caf::actor waits_calls;  // its reads
   // Which nodes reach the actors that face the network; closed by a
   // publish with a secret.
   std::shared_ptr<actors::node_gate> gate = std::make_shared<actors::node_gate>();

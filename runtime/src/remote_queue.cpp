@@ -329,6 +329,9 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     },
     [self](cancel_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
     [self](cancel_job_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
+    [self](wait_atom a, const job_id& id, std::chrono::milliseconds timeout) {
+      return forward<job_info>(self, a, id, timeout);
+    },
     [self](metrics_atom a) { return forward<metrics_snapshot>(self, a); },
     [self](add_recurring_atom a, recurring_job& r) { return forward<job_id>(self, a, std::move(r)); },
     [self](update_recurring_atom a, recurring_job& r) {

@@ -18,6 +18,7 @@
 
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/final_watch.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
@@ -96,6 +97,8 @@ struct dispatcher_config {
   scheduling_options scheduling;
   /// Which nodes may reach the dispatcher (remote workers do).
   std::shared_ptr<node_gate> gate;
+  /// Told of every job a commit finished (queue::wait).
+  std::shared_ptr<final_watch> watch = std::make_shared<final_watch>();
 };
 
 /// Spawns the dispatcher. The caller must then send the writer

@@ -1,0 +1,164 @@
+#include "job_waits.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <map>
+
+#include "blocking_calls.hpp"
+#include "ergon/queue_actor.hpp"
+#include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/times.hpp"
+
+namespace ergon::runtime {
+namespace {
+
+using fired_atom = caf::atom_constant<caf::atom("waitfired")>;
+using wait_timeout_atom = caf::atom_constant<caf::atom("waittime")>;
+using ms = std::chrono::milliseconds;
+
+struct pending_wait {
+  caf::response_promise rp;
+  job_id id;
+  uint64_t watch_handle = 0;
+  ms timeout{0};
+  bool timer_armed = false;
+};
+
+struct waits_state {
+  std::shared_ptr<actors::final_watch> watch;
+  caf::actor calls;
+  std::map<uint64_t, pending_wait> waits;
+  uint64_t next = 1;
+
+  // Whoever still waits when the queue stops hears `closed`.
+  void close_all() {
+    for (auto& [h, w] : waits) {
+      watch->remove(w.watch_handle);
+      w.rp.deliver(to_caf_error(actors::queue_closed()));
+    }
+    waits.clear();
+  }
+
+  ~waits_state() { close_all(); }
+
+  static inline const char* name = "ergon.waits";
+};
+
+using waits_ptr = caf::stateful_actor<waits_state>*;
+
+void finish(waits_ptr self, uint64_t h, caf::error e, job_info info = {}) {
+  auto& st = self->state;
+  auto i = st.waits.find(h);
+  if (i == st.waits.end())
+    return;
+  if (i->second.watch_handle != 0)
+    st.watch->remove(i->second.watch_handle);
+  if (e)
+    i->second.rp.deliver(std::move(e));
+  else
+    i->second.rp.deliver(std::move(info));
+  st.waits.erase(i);
+}
+
+// Asks the watch to tell us when the job is final.
+void watch_for(waits_ptr self, uint64_t h, pending_wait& w) {
+  caf::actor_addr addr = self->address();
+  w.watch_handle = self->state.watch->add(*storage::row_of(w.id), [addr, h] {
+    if (auto hdl = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send(hdl, fired_atom::value, h);
+  });
+}
+
+// Reads the job: final (or gone) answers the wait; otherwise the watch or
+// the timer brings the next look.
+void look(waits_ptr self, uint64_t h) {
+  auto& st = self->state;
+  auto i = st.waits.find(h);
+  if (i == st.waits.end())
+    return;
+  self->request(st.calls, caf::infinite, job_info_atom::value, i->second.id)
+    .then(
+      [self, h](job_info& info) {
+        auto& st = self->state;
+        auto i = st.waits.find(h);
+        if (i == st.waits.end())
+          return;
+        if (is_final(info.status)) {
+          finish(self, h, {}, std::move(info));
+          return;
+        }
+        auto& w = i->second;
+        if (w.watch_handle == 0)  // finished, then put back by retry_failed
+          watch_for(self, h, w);
+        if (w.timeout <= ms::zero()) {
+          finish(self, h,
+                 to_caf_error({error::timeout, "job " + w.id.to_string() + " is still "
+                                                 + to_string(info.status)}));
+        } else if (!w.timer_armed && w.timeout != ms::max()) {
+          w.timer_armed = true;
+          self->delayed_send(self, storage::timer_delay(w.timeout.count()),
+                             wait_timeout_atom::value, h);
+        }
+      },
+      [self, h](caf::error& e) { finish(self, h, std::move(e)); });
+}
+
+caf::behavior run(waits_ptr self, std::shared_ptr<actors::final_watch> watch, caf::actor calls) {
+  self->state.watch = std::move(watch);
+  self->state.calls = std::move(calls);
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    self->state.close_all();
+    self->quit(msg.reason);
+  });
+  return {
+    [self](wait_atom, const job_id& id, ms timeout) -> caf::result<job_info> {
+      auto& st = self->state;
+      auto row = storage::row_of(id);
+      if (!row)
+        return to_caf_error({error::not_found, "no job with id " + id.to_string()});
+      auto h = st.next++;
+      pending_wait w;
+      w.rp = self->make_response_promise();
+      w.id = id;
+      w.timeout = timeout;
+      watch_for(self, h, w);
+      auto rp = w.rp;
+      st.waits.emplace(h, std::move(w));
+      look(self, h);
+      return rp;
+    },
+    [self](fired_atom, uint64_t h) {
+      auto i = self->state.waits.find(h);
+      if (i == self->state.waits.end())
+        return;
+      i->second.watch_handle = 0;  // a watch calls once
+      look(self, h);
+    },
+    [self](wait_timeout_atom, uint64_t h) {
+      auto i = self->state.waits.find(h);
+      if (i == self->state.waits.end())
+        return;
+      auto& w = i->second;
+      finish(self, h,
+             to_caf_error({error::timeout, "job " + w.id.to_string() + " did not finish within "
+                                             + std::to_string(w.timeout.count()) + " ms"}));
+    },
+  };
+}
+
+}  // namespace
+
+caf::actor job_waits(const std::shared_ptr<queue::impl>& q) {
+  std::lock_guard<std::mutex> guard{q->waits_mtx};
+  if (q->closed.load(std::memory_order_acquire))
+    return {};
+  if (!q->waits) {
+    q->waits_calls = spawn_blocking_calls(*q->sys, q);
+    q->waits = q->sys->spawn(run, q->watch, q->waits_calls);
+  }
+  return q->waits;
+}
+
+}  // namespace ergon::runtime
