@@ -27,13 +27,16 @@ BOOST_AUTO_TEST_SUITE(cancel_running)
 BOOST_FIXTURE_TEST_CASE(code_that_waits_for_the_flag_stops_and_the_job_ends_cancelled,
                         queue_fixture) {
   std::atomic<bool> woke{false};
+  gate g;  // the code runs before the cancel
   worker_options w;
   w.runners["long"] = [&](job_context& ctx) {
+    g.pass();
     woke = ctx.wait_cancelled(std::chrono::milliseconds::max());
   };
   auto wk = start(std::move(w));
   auto id = submit(*job_of("long").max_retries(3).build());
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, id));
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  g.open();
   BOOST_TEST(q->cancel(id).ok());
   BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 1, id));
   BOOST_TEST(woke.load());
@@ -93,19 +96,23 @@ BOOST_FIXTURE_TEST_CASE(code_that_ignores_the_flag_is_fenced_at_expiry_and_not_r
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failure_or_throw_after_the_request_ends_cancelled, queue_fixture) {
+  gate g;  // both codes run before the cancels
   worker_options w;
-  w.runners["fails"] = [](job_context& ctx) {
+  w.runners["fails"] = [&](job_context& ctx) {
+    g.pass();
     ctx.wait_cancelled(std::chrono::milliseconds::max());
     ctx.fail("gave up");
   };
-  w.runners["throws"] = [](job_context& ctx) {
+  w.runners["throws"] = [&](job_context& ctx) {
+    g.pass();
     ctx.wait_cancelled(std::chrono::milliseconds::max());
     throw std::runtime_error("interrupted");
   };
   auto wk = start(std::move(w));
   auto a = submit(*job_of("fails").build());
   auto b = submit(*job_of("throws").build());
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 2));
+  BOOST_REQUIRE(g.wait_for_waiting(2));
+  g.open();
   BOOST_TEST(q->cancel(a).ok());
   BOOST_TEST(q->cancel(b).ok());
   BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 2));

@@ -47,7 +47,7 @@ bool feed_channel::push(commit_feed f) {
   bool only_additions = f.cancelled.empty() && f.changed.empty() && f.claims.empty()
                         && f.ended.empty() && f.released.empty() && f.extended.empty()
                         && f.expired.empty() && f.failed.empty() && f.cancel_requests.empty()
-                        && f.progress.empty();
+                        && f.progress.empty() && f.requeued.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -105,6 +105,15 @@ class writer {
         on_cancel_job(c);
       },
       [&](progress_batch& p) { on_progress(p); },
+      [&](retry_failed_call& c) {
+        answer_requester(self, c.reply);
+        on_retry_failed(c);
+      },
+      [&](delete_finished_call& c) {
+        answer_requester(self, c.reply);
+        on_delete_finished(c);
+      },
+      [&](sweep_step& s) { on_sweep(self, s); },
       [&](put_recurring_call& c) {
         answer_requester(self, c.reply);
         on_put_recurring(c);
@@ -350,6 +359,68 @@ class writer {
         for (auto& s : stored)
           feed_.progress.push_back(std::move(s));
       });
+  }
+
+  void on_retry_failed(retry_failed_call& c) {
+    retry_summary summary;
+    auto r = in_request<storage::retry_failed_result>(
+      [&] { return storage::retry_failed(*cfg_.db, c.args, cfg_.clock->now_ms()); },
+      [&](storage::retry_failed_result& done) {
+        summary.retried = static_cast<int64_t>(done.requeued.size());
+        summary.skipped = std::move(done.skipped);
+        for (auto& k : done.requeued) {
+          counts_.move(k.type, job_status::failed, job_status::pending);
+          feed_.requeued.push_back(std::move(k));
+        }
+      });
+    if (r)
+      reply_after_commit(std::move(c.reply), result<retry_summary>{std::move(summary)});
+    else
+      reply_after_commit(std::move(c.reply), result<retry_summary>{r.error()});
+  }
+
+  void deleted(const std::vector<storage::deleted_job>& jobs) {
+    for (auto& j : jobs)
+      counts_.add(j.type, j.status, -1);
+  }
+
+  void on_delete_finished(delete_finished_call& c) {
+    auto r = in_request<storage::delete_finished_result>(
+      [&] { return storage::delete_finished(*cfg_.db, c.args); },
+      [&](storage::delete_finished_result& done) { deleted(done.deleted); });
+    reply_after_commit(std::move(c.reply), std::move(r));
+  }
+
+  void on_sweep(caf::blocking_actor* self, sweep_step& step) {
+    auto rp = self->make_response_promise();
+    auto now = cfg_.clock->now_ms();
+    storage::delete_finished_result swept;
+    sweep_reply reply;
+    auto r = in_request<bool>(
+      [&]() -> result<bool> {
+        if (step.jobs) {
+          auto del = storage::sweep_finished(*cfg_.db, *step.jobs);
+          if (!del)
+            return del.error();
+          swept = std::move(*del);
+        }
+        if (step.results > 0) {
+          auto dropped = storage::drop_expired_results(*cfg_.db, now, step.results);
+          if (!dropped)
+            return dropped.error();
+          reply.results_dropped = *dropped;
+        }
+        return true;
+      },
+      [&](bool) { deleted(swept.deleted); });
+    reply.outcome = r.error();
+    reply.deleted = static_cast<int64_t>(swept.deleted.size());
+    reply.resume_after = swept.resume_after;
+    after_commit([rp, reply](const status& commit) mutable {
+      if (!commit)
+        reply = sweep_reply{commit};
+      rp.deliver(reply);
+    });
   }
 
   void on_put_recurring(put_recurring_call& c) {

@@ -364,6 +364,8 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   auto now = st.cfg.clock->now_ms();
   for (auto& k : f.added)
     add_submitted(st, k, now);
+  for (auto& k : f.requeued)
+    add_submitted(st, k, now);
   for (auto& k : f.cancelled) {
     st.attempts.drop_parked(k.row);
     st.policy->remove(st.policy->entry_of(k));

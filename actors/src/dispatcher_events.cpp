@@ -80,6 +80,12 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     ev.run_at_ms = k.run_at;
     out.push_back(std::move(ev));
   }
+  for (auto& k : f.requeued) {
+    auto ev = make_event(event_kind::requeued, now, k);
+    ev.base_priority = ev.effective_priority = k.priority;
+    ev.run_at_ms = k.run_at;
+    out.push_back(std::move(ev));
+  }
   for (auto& k : f.cancelled)
     out.push_back(make_event(event_kind::cancelled, now, k));
   for (auto& k : f.expired) {

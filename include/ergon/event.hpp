@@ -58,6 +58,8 @@ enum class event_kind : uint8_t {
   /// has it. Throttled like the stored report: at most one per job per
   /// worker_options::progress_interval, plus the last one.
   progress,
+  /// queue::retry_failed put a failed job back to pending, due at run_at_ms.
+  requeued,
 };
 
 const char* to_string(event_kind k) noexcept;

@@ -18,6 +18,7 @@
 #include "ergon/error.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/listing.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
 
@@ -34,11 +35,20 @@ class inspector {
   /// effective_priority is the stored priority: aging is the owner's.
   /// Errors: not_found; closed on a moved-from inspector; corrupt for a
   /// file that no queue of this version has opened yet (an inspector
-  /// doesn't migrate; the reads below need schema version 3).
+  /// doesn't migrate; the reads below need schema version 4).
   result<ergon::job_info> job_info(const job_id& id) const;
 
-  /// Every job submitted with this name, oldest first; empty if none.
-  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name) const;
+  /// Jobs submitted with this name, oldest first, at most `limit` (1 to
+  /// max_page_size); empty if none. Error: invalid_argument ("limit").
+  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name,
+                                                    size_t limit = max_page_size) const;
+
+  /// One page of a listing, as queue::list_jobs gives it (same filters,
+  /// order and errors), as last committed.
+  result<job_page> list_jobs(const job_filter& filter, const page_request& page = {}) const;
+
+  /// Dead letters, as queue::list_failed gives them.
+  result<job_page> list_failed(job_filter filter, const page_request& page = {}) const;
 
   /// A recurring job as last committed (see queue::recurring_info).
   /// Errors: not_found, closed, corrupt (as job_info).

@@ -45,6 +45,25 @@ struct listen_options {
   std::chrono::milliseconds peer_timeout{0};
 };
 
+/// How long finished jobs are kept. A background sweeper deletes jobs (with
+/// their attempts) that finished longer ago than their status's retention,
+/// and drops results past job::result_ttl_ms. It works in steps of `batch`
+/// rows, each one request in the writer's next transaction, so other
+/// writes never wait long behind it. The space deleted rows leave is
+/// reused by new ones, so under a steady load the file stops growing.
+struct retention_options {
+  /// Per final status; empty: kept until deleted (purge_failed). Each > 0.
+  std::optional<std::chrono::milliseconds> succeeded;
+  std::optional<std::chrono::milliseconds> failed;
+  std::optional<std::chrono::milliseconds> cancelled;
+  std::optional<std::chrono::milliseconds> expired;
+  /// How often the sweeper looks (on the queue's clock), > 0. A pass
+  /// deletes everything due, step by step, then waits this long.
+  std::chrono::milliseconds interval{60'000};
+  /// Rows per step, 1 to 100,000.
+  size_t batch = 500;
+};
+
 /// Options for `queue::open`.
 struct options {
   // -- behaviour ------------------------------------------------------------------
@@ -77,6 +96,10 @@ struct options {
   /// disk holds about max_database_bytes + 4 MiB + the largest single batch
   /// (up to writer_batch_limit jobs) + a small -shm file.
   int64_t max_database_bytes = 0;
+
+  /// When finished jobs are deleted. By default every job is kept; results
+  /// with a job::result_ttl_ms are dropped once it passes either way.
+  retention_options retention;
 
   /// Priority aging, group weights, caps and rate limits (scheduling.hpp).
   /// Off by default: plain priority order, groups share equally.

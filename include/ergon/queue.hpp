@@ -24,6 +24,7 @@
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/listing.hpp"
 #include "ergon/options.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
@@ -128,8 +129,52 @@ class queue {
   /// A snapshot of the job with its attempt history. Error: not_found.
   result<ergon::job_info> job_info(const job_id& id) const;
 
-  /// Every job submitted with this name, oldest first; empty if none.
-  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name) const;
+  /// Jobs submitted with this name, oldest first, at most `limit` (1 to
+  /// max_page_size); empty if none. For more, page through list_jobs with
+  /// job_filter::name. Error: invalid_argument ("limit").
+  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name,
+                                                    size_t limit = max_page_size) const;
+
+  /// One page of the jobs `filter` matches, with their attempts, in
+  /// submission order (listing.hpp). Each filter is served by one range of
+  /// an index or of the row ids, never a scan of the table: by name; by
+  /// failed, cancelled or expired status (a partial index); by pending or
+  /// running status (the rows from the oldest unfinished job on); else by
+  /// row id from the cursor. Other fields filter the rows of that range, so
+  /// a page reads rows until `limit` match. Errors: invalid_argument
+  /// ("limit", "after", or the filter's field), closed.
+  result<job_page> list_jobs(const job_filter& filter, const page_request& page = {}) const;
+
+  /// Dead letters: list_jobs for jobs that ended `failed` (filter.status is
+  /// ignored), each with every attempt's outcome and message.
+  result<job_page> list_failed(job_filter filter, const page_request& page = {}) const;
+
+  /// Puts a failed job back to pending, due now, with fresh tries: it may
+  /// run max_retries + 1 more attempts, counted on from its tries so far.
+  /// Its history stays, with the attempt that failed it; its deadline,
+  /// result and progress go; it takes its unique key again. An instance of
+  /// a recurring job runs once more on its own (its recurring_id is
+  /// cleared; the schedule's chain goes on without it). Errors: not_found,
+  /// invalid_argument ("id": it is pending), job_running, job_finished (it
+  /// succeeded, was cancelled or expired), already_exists (another job
+  /// holds its unique key now; it stays failed), closed.
+  status retry_failed(const job_id& id);
+
+  /// retry_failed for every failed job `filter` matches (filter.status is
+  /// ignored), in one transaction: all of them, or none on error. Jobs
+  /// whose unique key another job holds stay failed and are listed in the
+  /// summary. Errors: invalid_argument (the filter), closed, storage errors.
+  result<retry_summary> retry_failed(job_filter filter);
+
+  /// Deletes the failed jobs `filter` matches (filter.status is ignored),
+  /// with their attempts, and returns how many. It deletes in steps of 500
+  /// jobs, each its own transaction, so other writes go on meanwhile; on
+  /// error, earlier steps stay done. Errors: invalid_argument, closed.
+  result<int64_t> purge_failed(job_filter filter);
+
+  /// purge_failed for jobs that failed more than `older_than` ago (on the
+  /// queue's clock). Error: invalid_argument ("older_than" negative).
+  result<int64_t> purge_failed(std::chrono::milliseconds older_than);
 
   /// Waits until the job reaches a final status (succeeded, failed,
   /// cancelled, expired) and returns it: job_info::status, and

@@ -37,6 +37,10 @@ using cancel_atom = caf::atom_constant<caf::atom("ergcancel")>;
 /// queue::cancel (cancel_atom is cancel_pending).
 using cancel_job_atom = caf::atom_constant<caf::atom("ergcanjob")>;
 using wait_atom = caf::atom_constant<caf::atom("ergwait")>;
+using list_jobs_atom = caf::atom_constant<caf::atom("erglist")>;
+using list_failed_atom = caf::atom_constant<caf::atom("ergdead")>;
+using retry_failed_atom = caf::atom_constant<caf::atom("ergretry")>;
+using purge_failed_atom = caf::atom_constant<caf::atom("ergpurge")>;
 using metrics_atom = caf::atom_constant<caf::atom("ergmetrics")>;
 using group_weight_atom = caf::atom_constant<caf::atom("erggweight")>;
 using reset_weights_atom = caf::atom_constant<caf::atom("ergresetw")>;
@@ -68,6 +72,13 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<submit_atom, std::vector<job>>::with<std::vector<job_id>>,
   caf::replies_to<job_info_atom, job_id>::with<job_info>,
   caf::replies_to<jobs_by_name_atom, std::string>::with<std::vector<job_info>>,
+  caf::replies_to<jobs_by_name_atom, std::string, uint64_t>::with<std::vector<job_info>>,
+  caf::replies_to<list_jobs_atom, job_filter, page_request>::with<job_page>,
+  caf::replies_to<list_failed_atom, job_filter, page_request>::with<job_page>,
+  caf::replies_to<retry_failed_atom, job_id>::with<ok_atom>,
+  caf::replies_to<retry_failed_atom, job_filter>::with<retry_summary>,
+  caf::replies_to<purge_failed_atom, job_filter>::with<int64_t>,
+  caf::replies_to<purge_failed_atom, std::chrono::milliseconds>::with<int64_t>,
   caf::replies_to<counts_atom>::with<status_counts>,
   caf::replies_to<update_atom, job_id, job_update>::with<ok_atom>,
   caf::replies_to<cancel_atom, job_id>::with<ok_atom>,

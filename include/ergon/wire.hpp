@@ -22,6 +22,7 @@
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/listing.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
 
@@ -194,6 +195,39 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
            x.tries_before_retry, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, x.added_at_ms, started, finished, expires, x.attempts,
            recurring_id, scheduled_at, unique_key, cancel_requested, progress);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_filter& x) {
+  auto status = wire::optional(x.status);
+  auto type = wire::optional(x.type);
+  auto group = wire::optional(x.group);
+  auto name = wire::optional(x.name);
+  auto submitted_from = wire::optional(x.submitted_from_ms);
+  auto submitted_before = wire::optional(x.submitted_before_ms);
+  auto finished_from = wire::optional(x.finished_from_ms);
+  auto finished_before = wire::optional(x.finished_before_ms);
+  return f(caf::meta::type_name("ergon::job_filter"), status, type, group, name,
+           submitted_from, submitted_before, finished_from, finished_before);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, page_request& x) {
+  uint64_t limit = x.limit;
+  auto after = wire::optional(x.after);
+  auto store = caf::detail::make_scope_guard([&] { x.limit = static_cast<size_t>(limit); });
+  return f(caf::meta::type_name("ergon::page_request"), limit, after, x.newest_first);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_page& x) {
+  auto next = wire::optional(x.next);
+  return f(caf::meta::type_name("ergon::job_page"), x.jobs, next);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retry_summary& x) {
+  return f(caf::meta::type_name("ergon::retry_summary"), x.retried, x.skipped);
 }
 
 template <class Inspector>

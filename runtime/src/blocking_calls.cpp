@@ -42,7 +42,26 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue::impl> we
       return with([&](queue::impl& q) { return q.job_info(id); });
     },
     [&](jobs_by_name_atom, const std::string& name) {
-      return with([&](queue::impl& q) { return q.jobs_by_name(name); });
+      return with([&](queue::impl& q) { return q.jobs_by_name(name, max_page_size); });
+    },
+    [&](jobs_by_name_atom, const std::string& name, uint64_t limit) {
+      return with([&](queue::impl& q) {
+        return q.jobs_by_name(name, static_cast<size_t>(std::min<uint64_t>(limit, SIZE_MAX)));
+      });
+    },
+    [&](list_jobs_atom, const job_filter& filter, const page_request& page) {
+      return with([&](queue::impl& q) { return q.list_jobs(filter, page); });
+    },
+    [&](list_failed_atom, job_filter filter, const page_request& page) {
+      filter.status = job_status::failed;
+      return with([&](queue::impl& q) { return q.list_jobs(filter, page); });
+    },
+    [&](purge_failed_atom, job_filter filter) {
+      filter.status = job_status::failed;
+      return with([&](queue::impl& q) { return q.purge(std::move(filter)); });
+    },
+    [&](purge_failed_atom, ms older_than) {
+      return with([&](queue::impl& q) { return q.purge_older(older_than); });
     },
     [&](metrics_atom) {
       return with([&](queue::impl& q) { return q.metrics(); });

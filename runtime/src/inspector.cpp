@@ -97,10 +97,26 @@ result<ergon::job_info> inspector::job_info(const job_id& id) const {
   return impl_->read_jobs([&](storage::db& d) { return storage::read_job(d, id); });
 }
 
-result<std::vector<ergon::job_info>> inspector::jobs_by_name(const std::string& name) const {
+result<std::vector<ergon::job_info>> inspector::jobs_by_name(const std::string& name,
+                                                             size_t limit) const {
   if (!impl_)
     return closed_inspector();
-  return impl_->read_jobs([&](storage::db& d) { return storage::read_jobs_by_name(d, name); });
+  if (limit < 1 || limit > max_page_size)
+    return invalid_field("limit", "must be 1 to " + std::to_string(max_page_size) + ", got "
+                                    + std::to_string(limit));
+  return impl_->read_jobs(
+    [&](storage::db& d) { return storage::read_jobs_by_name(d, name, limit); });
+}
+
+result<job_page> inspector::list_jobs(const job_filter& filter, const page_request& page) const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->read_jobs([&](storage::db& d) { return storage::list_jobs(d, filter, page); });
+}
+
+result<job_page> inspector::list_failed(job_filter filter, const page_request& page) const {
+  filter.status = job_status::failed;
+  return list_jobs(filter, page);
 }
 
 result<ergon::recurring_info> inspector::recurring_info(const std::string& id) const {

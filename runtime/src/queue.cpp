@@ -81,7 +81,11 @@ void queue::register_types(caf::actor_system_config& cfg) {
     .add_message_type<status_counts>("ergon::status_counts")
     .add_message_type<metrics_snapshot>("ergon::metrics_snapshot")
     .add_message_type<event>("ergon::event")
-    .add_message_type<std::chrono::milliseconds>("ergon::milliseconds");
+    .add_message_type<std::chrono::milliseconds>("ergon::milliseconds")
+    .add_message_type<job_filter>("ergon::job_filter")
+    .add_message_type<page_request>("ergon::page_request")
+    .add_message_type<job_page>("ergon::job_page")
+    .add_message_type<retry_summary>("ergon::retry_summary");
   cfg.add_error_category(error_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     auto st = to_status(caf::error{code, error_category, ctx});
     return st.to_string();
@@ -163,10 +167,53 @@ result<ergon::job_info> queue::job_info(const job_id& id) const {
   return impl_->job_info(id);
 }
 
-result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name) const {
+result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name,
+                                                         size_t limit) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->jobs_by_name(name);
+  return impl_->jobs_by_name(name, limit);
+}
+
+result<job_page> queue::list_jobs(const job_filter& filter, const page_request& page) const {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->list_jobs(filter, page);
+}
+
+result<job_page> queue::list_failed(job_filter filter, const page_request& page) const {
+  filter.status = job_status::failed;
+  return list_jobs(filter, page);
+}
+
+status queue::retry_failed(const job_id& id) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_
+    ->call<storage::retry_failed_args, result<retry_summary>>(storage::retry_failed_args{id, {}})
+    .error();
+}
+
+result<retry_summary> queue::retry_failed(job_filter filter) {
+  if (!impl_)
+    return moved_from("queue");
+  filter.status = job_status::failed;
+  if (auto st = validate(filter); !st)
+    return st;
+  return impl_->call<storage::retry_failed_args, result<retry_summary>>(
+    storage::retry_failed_args{std::nullopt, std::move(filter)});
+}
+
+result<int64_t> queue::purge_failed(job_filter filter) {
+  if (!impl_)
+    return moved_from("queue");
+  filter.status = job_status::failed;
+  return impl_->purge(std::move(filter));
+}
+
+result<int64_t> queue::purge_failed(std::chrono::milliseconds older_than) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->purge_older(older_than);
 }
 
 status_counts queue::counts() const {

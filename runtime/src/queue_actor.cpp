@@ -226,6 +226,27 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     [self](jobs_by_name_atom a, const std::string& name) -> caf::result<std::vector<job_info>> {
       return to_calls(self, a, name);
     },
+    [self](jobs_by_name_atom a, const std::string& name, uint64_t limit)
+      -> caf::result<std::vector<job_info>> { return to_calls(self, a, name, limit); },
+    [self](list_jobs_atom a, const job_filter& f, const page_request& p)
+      -> caf::result<job_page> { return to_calls(self, a, f, p); },
+    [self](list_failed_atom a, const job_filter& f, const page_request& p)
+      -> caf::result<job_page> { return to_calls(self, a, f, p); },
+    [self](retry_failed_atom, const job_id& id) -> caf::result<ok_atom> {
+      return to_writer(self, actors::retry_failed_call{{id, {}}, {}});
+    },
+    [self](retry_failed_atom, job_filter& f) -> caf::result<retry_summary> {
+      f.status = job_status::failed;
+      if (auto st = validate(f); !st)
+        return to_caf_error(st);
+      return to_writer(self, actors::retry_failed_call{{std::nullopt, std::move(f)}, {}});
+    },
+    [self](purge_failed_atom a, const job_filter& f) -> caf::result<int64_t> {
+      return to_calls(self, a, f);
+    },
+    [self](purge_failed_atom a, ms older_than) -> caf::result<int64_t> {
+      return to_calls(self, a, older_than);
+    },
     [&q](counts_atom) -> caf::result<status_counts> { return q.counters->totals(); },
     [self](update_atom, const job_id& id, job_update& changes) -> caf::result<ok_atom> {
       return to_writer(self, actors::update_call{{id, std::move(changes), 0}, {}});

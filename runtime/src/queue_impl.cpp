@@ -63,19 +63,62 @@ result<ergon::job_info> queue::impl::job_info(const job_id& id) {
   return info;
 }
 
-result<std::vector<ergon::job_info>> queue::impl::jobs_by_name(const std::string& name) {
-  auto conn = reads->borrow();
-  if (!conn)
-    return conn.error();
-  auto infos = storage::read_jobs_by_name(**conn, name);
-  if (infos) {
-    std::vector<ergon::job_info*> all;
-    for (auto& i : *infos)
-      all.push_back(&i);
-    if (auto st = fill_pending_views(std::move(all)); !st)
+namespace {
+
+std::vector<ergon::job_info*> pointers_to(std::vector<ergon::job_info>& infos) {
+  std::vector<ergon::job_info*> all;
+  for (auto& i : infos)
+    all.push_back(&i);
+  return all;
+}
+
+}  // namespace
+
+result<std::vector<ergon::job_info>> queue::impl::jobs_by_name(const std::string& name,
+                                                               size_t limit) {
+  if (limit < 1 || limit > max_page_size)
+    return invalid_field("limit", "must be 1 to " + std::to_string(max_page_size) + ", got "
+                                    + std::to_string(limit));
+  auto infos = read([&](storage::db& d) { return storage::read_jobs_by_name(d, name, limit); });
+  if (infos)
+    if (auto st = fill_pending_views(pointers_to(*infos)); !st)
       return st;
-  }
   return infos;
+}
+
+result<job_page> queue::impl::list_jobs(const job_filter& filter, const page_request& page) {
+  auto listed = read([&](storage::db& d) { return storage::list_jobs(d, filter, page); });
+  if (listed)
+    if (auto st = fill_pending_views(pointers_to(listed->jobs)); !st)
+      return st;
+  return listed;
+}
+
+result<int64_t> queue::impl::purge_older(std::chrono::milliseconds older_than) {
+  if (older_than < std::chrono::milliseconds::zero())
+    return invalid_field("older_than", "must be >= 0, got "
+                                         + std::to_string(older_than.count()) + " ms");
+  job_filter filter;
+  filter.status = job_status::failed;
+  filter.finished_before_ms = std::max<int64_t>(0, storage::add_ms(clk->now_ms(), -older_than.count()));
+  return purge(std::move(filter));
+}
+
+result<int64_t> queue::impl::purge(job_filter filter) {
+  if (auto st = validate(filter); !st)
+    return st;
+  storage::delete_finished_args args;
+  args.filter = std::move(filter);
+  int64_t total = 0;
+  for (;;) {
+    auto step = call<storage::delete_finished_args, result<storage::delete_finished_result>>(args);
+    if (!step)
+      return step.error();
+    total += static_cast<int64_t>(step->deleted.size());
+    if (step->resume_after == 0)
+      return total;
+    args.after_row = step->resume_after;
+  }
 }
 
 status queue::impl::set_group_weight(const std::string& group, int32_t weight) {
@@ -200,6 +243,7 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
     if (!st && result)
       result = st;
   }
+  caf::anon_send_exit(sweeper, caf::exit_reason::user_shutdown);
   auto [to, from] = actors::make_reply<status>();
   caf::anon_send(writer, actors::close_call{{}, std::move(to)});
   auto closed_writer = from.wait();

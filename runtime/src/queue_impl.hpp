@@ -18,6 +18,7 @@
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/retention_sweeper.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/storage/ownership.hpp"
 #include "read_pool.hpp"
@@ -33,6 +34,7 @@ struct queue::impl {
   std::unique_ptr<caf::actor_system> own_sys;
   caf::actor_system* sys = nullptr;
   caf::actor writer;
+  caf::actor sweeper;  // retention_sweeper.hpp
   actors::dispatcher_actor dispatcher;
   caf::actor events;
   std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();
@@ -85,9 +87,17 @@ struct queue::impl {
     return read(**conn);
   }
 
-  // A job, or the jobs with a name, with their scheduling view.
+  // A job, the jobs with a name, or a page of a listing, with their
+  // scheduling view.
   result<ergon::job_info> job_info(const job_id& id);
-  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name);
+  result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name, size_t limit);
+  result<job_page> list_jobs(const job_filter& filter, const page_request& page);
+
+  // Deletes the finished jobs `filter` matches (its status set), a writer
+  // request per step; returns how many.
+  result<int64_t> purge(job_filter filter);
+  // Deletes the failed jobs that failed more than `older_than` ago.
+  result<int64_t> purge_older(std::chrono::milliseconds older_than);
 
   // Sends a scheduling change to the dispatcher and waits until it applied it.
   status control(actors::scheduling_control c);

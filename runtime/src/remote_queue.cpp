@@ -329,6 +329,23 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     },
     [self](cancel_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
     [self](cancel_job_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
+    [self](jobs_by_name_atom a, const std::string& name, uint64_t limit) {
+      return forward<std::vector<job_info>>(self, a, name, limit);
+    },
+    [self](list_jobs_atom a, const job_filter& f, const page_request& p) {
+      return forward<job_page>(self, a, f, p);
+    },
+    [self](list_failed_atom a, const job_filter& f, const page_request& p) {
+      return forward<job_page>(self, a, f, p);
+    },
+    [self](retry_failed_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
+    [self](retry_failed_atom a, const job_filter& f) {
+      return forward<retry_summary>(self, a, f);
+    },
+    [self](purge_failed_atom a, const job_filter& f) { return forward<int64_t>(self, a, f); },
+    [self](purge_failed_atom a, std::chrono::milliseconds older_than) {
+      return forward<int64_t>(self, a, older_than);
+    },
     [self](wait_atom a, const job_id& id, std::chrono::milliseconds timeout) {
       return forward<job_info>(self, a, id, timeout);
     },

@@ -71,7 +71,25 @@ status validate(const options& o) {
     if (auto st = validate_peer_timeout("listen.peer_timeout", o.listen->peer_timeout); !st)
       return st;
   }
+  if (auto st = validate(o.retention); !st)
+    return st;
   return validate(o.scheduling);
+}
+
+status validate(const retention_options& r) {
+  for (auto [field, keep] : {std::pair{"retention.succeeded", r.succeeded},
+                             std::pair{"retention.failed", r.failed},
+                             std::pair{"retention.cancelled", r.cancelled},
+                             std::pair{"retention.expired", r.expired}})
+    if (keep)
+      if (auto st = check_positive_ms(field, keep->count()); !st)
+        return st;
+  if (auto st = check_positive_ms("retention.interval", r.interval.count()); !st)
+    return st;
+  if (r.batch < 1 || r.batch > 100'000)
+    return invalid_field("retention.batch",
+                         "must be 1 to 100000, got " + std::to_string(r.batch));
+  return {};
 }
 
 status validate_peer_timeout(const std::string& field, std::chrono::milliseconds timeout) {

@@ -9,7 +9,7 @@ constexpr const char* select_by_id =
   "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs WHERE id = ?1 AND external_id = ?2";
 
 constexpr const char* select_by_name =
-  "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs WHERE name = ?1 ORDER BY id";
+  "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs WHERE name = ?1 ORDER BY id LIMIT ?2";
 
 }  // namespace
 
@@ -37,12 +37,13 @@ result<job_info> read_job(db& d, const job_id& id) {
   return info;
 }
 
-result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name) {
+result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name, size_t limit) {
   auto prepared = d.prepare(select_by_name);
   if (!prepared)
     return prepared.error();
   auto& s = **prepared;
   s.bind_text(1, name);
+  s.bind(2, static_cast<int64_t>(limit));
   struct found_job {
     int64_t row = 0;
     rows::latest_attempt latest;

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "ergon/job.hpp"
+#include "ergon/listing.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/schedule.hpp"
@@ -145,6 +146,36 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
                ? invalid_field("job.unique_key", "must be unset: a recurring job has one "
                                                  "unfinished instance at a time anyway")
                : status{};
+    });
+}
+
+status validate(const job_filter& f) {
+  return first_failure(
+    [&] {
+      return f.status && static_cast<size_t>(*f.status) >= job_status_count
+               ? invalid_field("status", "is not a job status: "
+                                           + std::to_string(static_cast<int>(*f.status)))
+               : status{};
+    },
+    [&] { return f.type ? check_label("type", *f.type) : status{}; },
+    [&] { return f.group ? check_label("group", *f.group) : status{}; },
+    [&] { return f.name ? check_label("name", *f.name) : status{}; },
+    [&] {
+      return f.submitted_from_ms ? check_not_negative("submitted_from", *f.submitted_from_ms)
+                                 : status{};
+    },
+    [&] {
+      return f.submitted_before_ms
+               ? check_not_negative("submitted_before", *f.submitted_before_ms)
+               : status{};
+    },
+    [&] {
+      return f.finished_from_ms ? check_not_negative("finished_from", *f.finished_from_ms)
+                                : status{};
+    },
+    [&] {
+      return f.finished_before_ms ? check_not_negative("finished_before", *f.finished_before_ms)
+                                  : status{};
     });
 }
 

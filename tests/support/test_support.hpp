@@ -45,8 +45,7 @@ class temp_dir {
 // (1 to 3) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql =
-    "DROP INDEX jobs_by_status; DROP INDEX jobs_by_type; DROP INDEX jobs_by_group; "
-    "DROP INDEX jobs_by_result_expiry; ";
+    "DROP INDEX jobs_unsuccessful; DROP INDEX jobs_by_result_expiry; ";
   for (auto column : {"cancel_requested_at", "try_base", "result_ttl_ms", "result_expires_at",
                       "progress_done", "progress_total", "progress_message", "progress_at",
                       "progress_eta"})

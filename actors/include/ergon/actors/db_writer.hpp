@@ -45,6 +45,26 @@ using submit_call = local_call<submit_args, result<std::vector<job_id>>>;
 using update_call = local_call<storage::update_pending_args, status>;
 using cancel_call = local_call<storage::cancel_pending_args, status>;
 using cancel_job_call = local_call<storage::cancel_job_args, status>;
+using retry_failed_call = local_call<storage::retry_failed_args, result<retry_summary>>;
+using delete_finished_call =
+  local_call<storage::delete_finished_args, result<storage::delete_finished_result>>;
+
+/// One step of the retention sweeper, answered (by response promise) with a
+/// sweep_reply once committed. Each step is one request in one writer
+/// batch, so a busy sweeper never holds the writer for long.
+struct sweep_step {
+  /// Finished jobs to delete; empty for a step that only drops results.
+  std::optional<storage::sweep_finished_args> jobs;
+  /// Results to drop (result_expires_at passed), at most this many.
+  size_t results = 0;
+};
+
+struct sweep_reply {
+  status outcome;
+  int64_t deleted = 0;
+  int64_t resume_after = 0;  ///< the next step's after_row; 0: this status is done
+  int64_t results_dropped = 0;
+};
 /// Answered with the recurring job's unfinished instance.
 using put_recurring_call = local_call<storage::put_recurring_args, result<job_id>>;
 using delete_recurring_call = local_call<storage::delete_recurring_args, status>;
@@ -142,11 +162,13 @@ struct commit_feed {
   std::vector<write_failed> failed;         ///< dispatcher requests lost
   std::vector<cancel_request> cancel_requests;
   std::vector<storage::progress_stored> progress;
+  std::vector<storage::job_key> requeued;  ///< failed jobs retry_failed put back
 
   bool empty() const noexcept {
     return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
            && ended.empty() && released.empty() && extended.empty() && expired.empty()
-           && failed.empty() && cancel_requests.empty() && progress.empty();
+           && failed.empty() && cancel_requests.empty() && progress.empty()
+           && requeued.empty();
   }
 };
 
@@ -227,5 +249,11 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::after_writes> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::sweep_step> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::storage::delete_finished_result> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::sweep_reply> : std::true_type {};
 
 }  // namespace caf

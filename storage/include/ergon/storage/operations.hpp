@@ -15,6 +15,7 @@
 #include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
+#include "ergon/listing.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/storage/count_delta.hpp"
 #include "ergon/storage/db.hpp"
@@ -404,6 +405,92 @@ struct reconcile_recurring_result {
 /// instance stays due: it is the one catch-up run.
 result<reconcile_recurring_result> reconcile_recurring(db& d, int64_t now_ms);
 
+// -- listings, dead letters and retention ---------------------------------------------
+
+/// One page of the jobs `filter` matches (listing.hpp), with their attempts.
+/// Served by one range of an index or of the row ids (job_filter_sql.hpp);
+/// reads rows of that range until `page.limit` match. Errors:
+/// invalid_argument ("limit", "after", or a filter field).
+result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& page);
+
+/// The statement list_jobs runs for `filter`, for EXPLAIN QUERY PLAN.
+const char* list_jobs_sql(const job_filter& filter, bool newest_first);
+
+struct retry_failed_args {
+  /// One job (its errors are the call's), or else every failed job that
+  /// `filter` matches (its status is taken as failed).
+  std::optional<job_id> id;
+  job_filter filter;
+};
+
+struct retry_failed_result {
+  std::vector<job_key> requeued;  ///< now pending, due now
+  std::vector<job_id> skipped;    ///< unique key held by another job
+};
+
+/// Puts failed jobs back to pending, due now, with fresh tries: the tries
+/// so far become the job's try_base, so 1 + max_retries more attempts are
+/// allowed, and the attempt that failed moves into the history. The job
+/// keeps its payload and checkpoint; it loses its deadline, result,
+/// progress and cancel request, and an instance of a recurring job leaves
+/// its chain (recurring_id is cleared: it runs once more on its own). Its
+/// unique key is taken again. Lowers the unfinished low mark. One job:
+/// errors not_found, job_running or job_finished (it is not failed),
+/// already_exists (another job holds its unique key). A filter: every
+/// failed job it matches, in one transaction; those whose key is held are
+/// skipped.
+result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, int64_t now_ms);
+
+/// A job deleted by delete_finished.
+struct deleted_job {
+  int64_t row = 0;
+  std::string type;
+  job_status status = job_status::succeeded;
+};
+
+struct delete_finished_args {
+  job_filter filter;  ///< filter.status must be a final status
+  /// Only rows with ids after this one (a sweep's cursor; 0: from the start).
+  int64_t after_row = 0;
+  /// Only rows below this id (INT64_MAX: no bound).
+  int64_t before_row = INT64_MAX;
+  size_t limit = 500;
+};
+
+struct delete_finished_result {
+  std::vector<deleted_job> deleted;
+  /// The highest row the statement looked at if it stopped at `limit`, for
+  /// the next call's after_row; 0 when it found fewer (the range is done).
+  int64_t resume_after = 0;
+};
+
+/// Deletes up to `limit` finished jobs that `filter` matches, with their
+/// attempts, lowest ids first. Error: invalid_argument (no final status,
+/// or a filter field).
+result<delete_finished_result> delete_finished(db& d, const delete_finished_args& args);
+
+/// The first row id whose job was submitted at or after `at_ms`, found by
+/// binary search over the row ids (submission times grow with them, up to
+/// clock jumps); one past the highest row if none.
+result<int64_t> first_row_submitted_at_or_after(db& d, int64_t at_ms);
+
+struct sweep_finished_args {
+  job_status status = job_status::succeeded;  ///< a final status
+  int64_t cutoff_ms = 0;  ///< jobs that finished before this go
+  int64_t after_row = 0;  ///< the previous step's resume_after
+  size_t limit = 500;
+};
+
+/// One step of the retention sweeper: delete_finished for jobs of `status`
+/// that finished before the cutoff, among the rows submitted before it
+/// (first_row_submitted_at_or_after bounds the range, so a step never reads
+/// the young end of the table).
+result<delete_finished_result> sweep_finished(db& d, const sweep_finished_args& args);
+
+/// Drops up to `limit` results whose result_expires_at has passed; the
+/// jobs stay. Returns how many.
+result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit);
+
 // -- job counts ----------------------------------------------------------------------
 
 /// Adds the finished statuses of `delta` (succeeded, failed, cancelled,
@@ -419,8 +506,8 @@ status add_finished_counts(db& d, const count_delta& delta);
 /// The job with this id, with its attempts. Error: not_found.
 result<job_info> read_job(db& d, const job_id& id);
 
-/// Jobs with this name, oldest first (possibly none).
-result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name);
+/// Jobs with this name, oldest first (possibly none), at most `limit`.
+result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name, size_t limit);
 
 /// Job counts per (type, status).
 struct type_status_count {

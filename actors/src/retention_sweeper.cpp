@@ -1,0 +1,130 @@
+#include "ergon/actors/retention_sweeper.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "ergon/storage/times.hpp"
+#include "clock_ticks.hpp"
+
+namespace ergon::actors {
+
+retention_pass::retention_pass(const retention_options& opts, int64_t now_ms)
+    : batch_(opts.batch) {
+  for (auto [status, keep] : {std::pair{job_status::succeeded, opts.succeeded},
+                              std::pair{job_status::failed, opts.failed},
+                              std::pair{job_status::cancelled, opts.cancelled},
+                              std::pair{job_status::expired, opts.expired}}) {
+    if (!keep)
+      continue;
+    storage::sweep_finished_args a;
+    a.status = status;
+    a.cutoff_ms = storage::add_ms(now_ms, -keep->count());
+    a.limit = batch_;
+    statuses_.push_back(a);
+  }
+}
+
+std::optional<sweep_step> retention_pass::next() const {
+  if (finished_)
+    return std::nullopt;
+  sweep_step step;
+  if (current_ < statuses_.size())
+    step.jobs = statuses_[current_];
+  else
+    step.results = batch_;
+  return step;
+}
+
+void retention_pass::done(const sweep_reply& reply) {
+  if (!reply.outcome) {
+    finished_ = true;
+    return;
+  }
+  deleted_ += reply.deleted;
+  dropped_ += reply.results_dropped;
+  if (current_ < statuses_.size()) {
+    if (reply.resume_after != 0)
+      statuses_[current_].after_row = reply.resume_after;
+    else
+      ++current_;
+  } else if (reply.results_dropped < static_cast<int64_t>(batch_)) {
+    finished_ = true;
+  }
+}
+
+namespace {
+
+struct sweeper_state {
+  retention_sweeper_config cfg;
+  std::optional<retention_pass> pass;
+  int64_t next_pass_at = 0;
+  bool timer_armed = false;
+
+  static inline const char* name = "ergon.retention";
+};
+
+using sweeper_ptr = caf::stateful_actor<sweeper_state>*;
+
+void arm_timer(sweeper_ptr self) {
+  auto& st = self->state;
+  if (st.timer_armed || !st.cfg.clock->follows_real_time())
+    return;  // a manual clock ticks on every advance
+  st.timer_armed = true;
+  auto wait = std::max<int64_t>(0, st.next_pass_at - st.cfg.clock->now_ms());
+  self->delayed_send(self, storage::timer_delay(wait), tick_atom::value);
+}
+
+void step(sweeper_ptr self) {
+  auto& st = self->state;
+  auto next = st.pass->next();
+  if (!next) {
+    st.pass.reset();
+    st.next_pass_at = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.opts.interval.count());
+    arm_timer(self);
+    return;
+  }
+  self->request(st.cfg.writer, caf::infinite, std::move(*next))
+    .then(
+      [self](sweep_reply& r) {
+        self->state.pass->done(r);
+        step(self);
+      },
+      [self](caf::error&) {
+        // The writer is gone: the queue is closing.
+        self->state.pass.reset();
+      });
+}
+
+void on_tick(sweeper_ptr self) {
+  auto& st = self->state;
+  if (st.pass || st.cfg.clock->now_ms() < st.next_pass_at) {
+    arm_timer(self);
+    return;
+  }
+  st.pass.emplace(st.cfg.opts, st.cfg.clock->now_ms());
+  step(self);
+}
+
+}  // namespace
+
+caf::actor spawn_retention_sweeper(caf::actor_system& sys, retention_sweeper_config cfg) {
+  // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
+  // argument tuple when a function actor takes no arguments (UBSan).
+  return sys.spawn(
+    [](sweeper_ptr self, retention_sweeper_config cfg) -> caf::behavior {
+      self->state.cfg = std::move(cfg);
+      if (!self->state.cfg.clock->follows_real_time())
+        tick_on_advance(self, self->state.cfg.clock);
+      on_tick(self);
+      return {
+        [self](tick_atom) {
+          self->state.timer_armed = false;
+          on_tick(self);
+        },
+      };
+    },
+    std::move(cfg));
+}
+
+}  // namespace ergon::actors

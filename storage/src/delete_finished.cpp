@@ -1,0 +1,88 @@
+#include "ergon/storage/operations.hpp"
+#include "job_filter_sql.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* select_row_at_or_after =
+  "SELECT id, added_at FROM jobs WHERE id >= ?1 ORDER BY id LIMIT 1";
+
+constexpr const char* select_row_range = "SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM jobs";
+
+constexpr const char* drop_results =
+  "UPDATE jobs SET result = NULL, result_expires_at = NULL WHERE id IN "
+  "(SELECT id FROM jobs INDEXED BY jobs_by_result_expiry "
+  "WHERE result_expires_at IS NOT NULL AND result_expires_at <= ?1 LIMIT ?2)";
+
+}  // namespace
+
+result<delete_finished_result> delete_finished(db& d, const delete_finished_args& args) {
+  if (!args.filter.status || !is_final(*args.filter.status))
+    return invalid_field("status", "only finished jobs are deleted: set a final status");
+  if (auto st = validate(args.filter); !st)
+    return st;
+  auto s = d.prepare(filter_sql::select(filter_sql::use::removal, args.filter, false));
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  filter_sql::bind(q, args.filter, {args.after_row, args.before_row}, 0,
+                   static_cast<int64_t>(args.limit));
+  delete_finished_result out;
+  while (q.step())
+    out.deleted.push_back(
+      {q.column_int(0), q.column_text(1), static_cast<job_status>(q.column_int(2))});
+  auto done = q.step_status();
+  q.reset();
+  if (!done)
+    return done;
+  if (out.deleted.size() >= args.limit)
+    for (auto& j : out.deleted)
+      out.resume_after = std::max(out.resume_after, j.row);
+  return out;
+}
+
+result<int64_t> first_row_submitted_at_or_after(db& d, int64_t at_ms) {
+  auto bounds = d.prepare(select_row_range);
+  if (!bounds)
+    return bounds.error();
+  if (!(*bounds)->step())
+    return (*bounds)->step_status();
+  int64_t lo = (*bounds)->column_int(0);
+  int64_t hi = (*bounds)->column_int(1) + 1;  // answer in [lo, hi]
+  (*bounds)->reset();
+  auto probe = d.prepare(select_row_at_or_after);
+  if (!probe)
+    return probe.error();
+  auto& q = **probe;
+  while (lo < hi) {
+    auto mid = lo + (hi - lo) / 2;
+    q.reset();
+    q.bind(1, mid);
+    if (!q.step()) {
+      if (!q.step_status())
+        return q.step_status();
+      hi = mid;  // no row at or after mid
+      continue;
+    }
+    auto row = q.column_int(0);
+    if (q.column_int(1) >= at_ms)
+      hi = mid;
+    else
+      lo = row + 1;
+  }
+  q.reset();
+  return lo;
+}
+
+result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit) {
+  auto s = d.prepare(drop_results);
+  if (!s)
+    return s.error();
+  (*s)->bind(1, now_ms);
+  (*s)->bind(2, static_cast<int64_t>(limit));
+  if (auto st = d.run(**s); !st)
+    return st;
+  return d.changes();
+}
+
+}  // namespace ergon::storage

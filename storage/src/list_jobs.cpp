@@ -1,0 +1,84 @@
+#include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/operations.hpp"
+#include "job_filter_sql.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* select_low_mark =
+  "SELECT value FROM meta WHERE key = 'unfinished_low_mark'";
+
+result<int64_t> low_mark(db& d) {
+  auto s = d.prepare(select_low_mark);
+  if (!s)
+    return s.error();
+  if (!(*s)->step())
+    return (*s)->step_status().ok() ? status{error::corrupt, d.path() + ": no low mark"}
+                                    : (*s)->step_status();
+  auto mark = (*s)->column_int(0);
+  (*s)->reset();
+  return mark;
+}
+
+}  // namespace
+
+const char* list_jobs_sql(const job_filter& filter, bool newest_first) {
+  return filter_sql::select(filter_sql::use::info, filter, newest_first);
+}
+
+result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& page) {
+  if (auto st = validate(filter); !st)
+    return st;
+  if (page.limit < 1 || page.limit > max_page_size)
+    return invalid_field("limit", "must be 1 to " + std::to_string(max_page_size) + ", got "
+                                    + std::to_string(page.limit));
+  filter_sql::range r{page.newest_first ? INT64_MAX : 0, page.newest_first ? 0 : INT64_MAX};
+  if (page.after) {
+    auto row = row_of(*page.after);
+    if (!row)
+      return invalid_field("after", page.after->to_string() + " is no job id of ergon's");
+    r.after = *row;
+  }
+  int64_t mark = 0;
+  if (filter.status && !is_final(*filter.status)) {
+    auto m = low_mark(d);
+    if (!m)
+      return m.error();
+    mark = *m;
+  }
+  auto s = d.prepare(list_jobs_sql(filter, page.newest_first));
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  // One more than the page, to know whether another page follows.
+  filter_sql::bind(q, filter, r, mark, static_cast<int64_t>(page.limit) + 1);
+  struct found {
+    int64_t row = 0;
+    rows::latest_attempt latest;
+    job_info info;
+  };
+  std::vector<found> rows_found;
+  while (q.step()) {
+    found f;
+    f.info = rows::read_info(q, f.row, f.latest);
+    rows_found.push_back(std::move(f));
+  }
+  auto read = q.step_status();
+  q.reset();
+  if (!read)
+    return read;
+  job_page out;
+  if (rows_found.size() > page.limit) {
+    rows_found.pop_back();
+    out.next = rows_found.back().info.id;
+  }
+  for (auto& f : rows_found) {
+    if (auto st = rows::read_attempts(d, f.row, f.latest, f.info); !st)
+      return st;
+    out.jobs.push_back(std::move(f.info));
+  }
+  return out;
+}
+
+}  // namespace ergon::storage

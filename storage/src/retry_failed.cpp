@@ -1,0 +1,196 @@
+#include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/operations.hpp"
+#include "job_filter_sql.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// The attempt that ended the job lives in the jobs row; it joins the history.
+constexpr const char* keep_last_attempt =
+  "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message) "
+  "SELECT id, current_try, started_at, finished_at, last_outcome, coalesce(last_message, '') "
+  "FROM jobs WHERE id = ?1 AND started_at IS NOT NULL AND last_outcome IS NOT NULL";
+
+constexpr const char* requeue =
+  "UPDATE jobs SET status = 0, try_base = current_try, run_at = ?2, ready_since = ?2, "
+  "deadline = NULL, started_at = NULL, finished_at = NULL, expires_at = NULL, "
+  "last_outcome = NULL, last_message = NULL, result = NULL, result_expires_at = NULL, "
+  "progress_at = NULL, cancel_requested_at = NULL, recurring_id = NULL "
+  "WHERE id = ?1 AND status = 3 RETURNING " ERGON_JOB_KEY_COLUMNS ", unique_key";
+
+// Who holds the key now: nobody, this job, or another job (held_until
+// NULL while it is unfinished, or a hold that has not passed).
+constexpr const char* select_key_holder =
+  "SELECT job_id, job FROM unique_keys WHERE key = ?1 "
+  "AND (held_until IS NULL OR held_until > ?2)";
+
+constexpr const char* select_unique_key =
+  "SELECT unique_key, external_id FROM jobs WHERE id = ?1";
+
+constexpr const char* take_key =
+  "INSERT OR REPLACE INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL)";
+
+constexpr const char* lower_low_mark =
+  "UPDATE meta SET value = min(value, ?1) WHERE key = 'unfinished_low_mark'";
+
+// Rows of the failed jobs a bulk retry takes per statement.
+constexpr int64_t bulk_step = 1'000;
+
+// Whether another job holds `key` at `now_ms`.
+result<std::optional<job_id>> other_holder(db& d, const std::string& key, int64_t row,
+                                           int64_t now_ms) {
+  auto s = d.prepare(select_key_holder);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind_text(1, key);
+  q.bind(2, now_ms);
+  std::optional<job_id> holder;
+  if (q.step() && q.column_int(0) != row)
+    holder = rows::column_id(q, 1);
+  auto read = q.step_status();
+  q.reset();
+  if (!read)
+    return read;
+  return holder;
+}
+
+status run_on_row(db& d, const char* sql, int64_t row) {
+  auto s = d.prepare(sql);
+  if (!s)
+    return s.error();
+  (*s)->bind(1, row);
+  return d.run(**s);
+}
+
+// Retries the failed job at `row`. Nothing if it is not failed; the key's
+// holder if another job holds its unique key (nothing changed then).
+struct one_retry {
+  std::optional<job_key> requeued;
+  std::optional<job_id> held_by;
+  job_id id;  ///< the failed job's
+};
+
+result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
+  auto k = d.prepare(select_unique_key);
+  if (!k)
+    return k.error();
+  (*k)->bind(1, row);
+  std::optional<std::string> key;
+  one_retry out;
+  if ((*k)->step()) {
+    key = (*k)->column_opt_text(0);
+    out.id = rows::column_id(**k, 1);
+  }
+  auto read = (*k)->step_status();
+  (*k)->reset();
+  if (!read)
+    return read;
+  if (key) {
+    auto holder = other_holder(d, *key, row, now_ms);
+    if (!holder)
+      return holder.error();
+    if (*holder) {
+      out.held_by = **holder;
+      return out;
+    }
+  }
+  if (auto st = run_on_row(d, keep_last_attempt, row); !st)
+    return st;
+  auto s = d.prepare(requeue);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  q.bind(2, now_ms);
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return out;
+  }
+  auto requeued = rows::read_key(q, 0);
+  q.reset();
+  if (key) {
+    auto t = d.prepare(take_key);
+    if (!t)
+      return t.error();
+    (*t)->bind_text(1, *key);
+    (*t)->bind(2, row);
+    rows::bind_id(**t, 3, requeued.id);
+    if (auto st = d.run(**t); !st)
+      return st;
+  }
+  // A finished job below the mark is unfinished again.
+  if (auto st = run_on_row(d, lower_low_mark, row); !st)
+    return st;
+  out.requeued = std::move(requeued);
+  return out;
+}
+
+}  // namespace
+
+result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, int64_t now_ms) {
+  retry_failed_result out;
+  if (args.id) {
+    auto found = rows::find_job(d, *args.id);
+    if (!found)
+      return found.error();
+    auto name = "job " + args.id->to_string();
+    switch (found->status) {
+      case job_status::failed: break;
+      case job_status::running: return status{error::job_running, name + " is running"};
+      case job_status::pending:
+        return status{error::invalid_argument, name + " is pending: nothing to retry", "id"};
+      default:
+        return status{error::job_finished,
+                      name + " ended " + to_string(found->status) + ", it did not fail"};
+    }
+    auto r = retry_row(d, found->row, now_ms);
+    if (!r)
+      return r.error();
+    if (r->held_by)
+      return status{error::already_exists,
+                    "job " + args.id->to_string() + " stays failed: its unique key is held by "
+                      + r->held_by->to_string(),
+                    "unique_key"};
+    if (r->requeued)
+      out.requeued.push_back(std::move(*r->requeued));
+    return out;
+  }
+  auto filter = args.filter;
+  filter.status = job_status::failed;
+  if (auto st = validate(filter); !st)
+    return st;
+  auto s = d.prepare(filter_sql::select(filter_sql::use::rows, filter, false));
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  // Rows retried leave the failed index, so each step starts after the
+  // last row it saw: a skipped job is not seen twice.
+  for (int64_t after = 0;;) {
+    q.reset();
+    filter_sql::bind(q, filter, {after, INT64_MAX}, 0, bulk_step);
+    std::vector<int64_t> rows_found;
+    while (q.step())
+      rows_found.push_back(q.column_int(0));
+    auto read = q.step_status();
+    q.reset();
+    if (!read)
+      return read;
+    for (auto row : rows_found) {
+      auto r = retry_row(d, row, now_ms);
+      if (!r)
+        return r.error();
+      if (r->requeued)
+        out.requeued.push_back(std::move(*r->requeued));
+      else if (r->held_by)
+        out.skipped.push_back(r->id);
+    }
+    if (static_cast<int64_t>(rows_found.size()) < bulk_step)
+      return out;
+    after = rows_found.back();
+  }
+}
+
+}  // namespace ergon::storage
