@@ -90,6 +90,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::cancel_requested: return "cancel_requested";
     case event_kind::progress: return "progress";
     case event_kind::requeued: return "requeued";
+    case event_kind::swept: return "swept";
   }
   return "unknown";
 }

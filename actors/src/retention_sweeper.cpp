@@ -75,10 +75,23 @@ void arm_timer(sweeper_ptr self) {
   self->delayed_send(self, storage::timer_delay(wait), tick_atom::value);
 }
 
+void publish(sweeper_state& st, const retention_pass& pass) {
+  if ((pass.deleted() == 0 && pass.results_dropped() == 0) || !st.cfg.subs
+      || !st.cfg.subs->any() || !st.cfg.events)
+    return;
+  event e;
+  e.kind = event_kind::swept;
+  e.at_ms = st.cfg.clock->now_ms();
+  e.jobs_deleted = pass.deleted();
+  e.results_dropped = pass.results_dropped();
+  caf::anon_send(st.cfg.events, event_batch{{std::move(e)}});
+}
+
 void step(sweeper_ptr self) {
   auto& st = self->state;
   auto next = st.pass->next();
   if (!next) {
+    publish(st, *st.pass);
     st.pass.reset();
     st.next_pass_at = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.opts.interval.count());
     arm_timer(self);

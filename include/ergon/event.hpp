@@ -60,6 +60,10 @@ enum class event_kind : uint8_t {
   progress,
   /// queue::retry_failed put a failed job back to pending, due at run_at_ms.
   requeued,
+  /// A pass of the retention sweeper (options::retention) deleted finished
+  /// jobs or dropped expired results: jobs_deleted and results_dropped say
+  /// how many. No job is named. Passes that change nothing send none.
+  swept,
 };
 
 const char* to_string(event_kind k) noexcept;
@@ -106,6 +110,9 @@ struct event {
   std::string recurring_id;
   /// For progress: the report.
   progress_info progress;
+  /// For swept: what the pass did.
+  int64_t jobs_deleted = 0;
+  int64_t results_dropped = 0;
 };
 
 }  // namespace ergon

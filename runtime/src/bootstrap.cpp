@@ -74,8 +74,9 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   wcfg.gate = p->gate;
   auto feeds = wcfg.feeds;
   p->writer = actors::spawn_db_writer(sys, std::move(wcfg));
-  p->sweeper = actors::spawn_retention_sweeper(sys, {opts.retention, p->clk, p->writer});
   p->events = actors::spawn_event_bus(sys, p->subs);
+  p->sweeper = actors::spawn_retention_sweeper(
+    sys, {opts.retention, p->clk, p->writer, p->events, p->subs});
   actors::dispatcher_config dcfg;
   dcfg.clock = p->clk;
   dcfg.writer = p->writer;

@@ -8,9 +8,6 @@ namespace {
 constexpr const char* select_by_id =
   "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs WHERE id = ?1 AND external_id = ?2";
 
-constexpr const char* select_by_name =
-  "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs WHERE name = ?1 ORDER BY id LIMIT ?2";
-
 }  // namespace
 
 result<job_info> read_job(db& d, const job_id& id) {
@@ -38,33 +35,16 @@ result<job_info> read_job(db& d, const job_id& id) {
 }
 
 result<std::vector<job_info>> read_jobs_by_name(db& d, const std::string& name, size_t limit) {
-  auto prepared = d.prepare(select_by_name);
-  if (!prepared)
-    return prepared.error();
-  auto& s = **prepared;
-  s.bind_text(1, name);
-  s.bind(2, static_cast<int64_t>(limit));
-  struct found_job {
-    int64_t row = 0;
-    rows::latest_attempt latest;
-    job_info info;
-  };
-  std::vector<found_job> found;
-  while (s.step()) {
-    found_job f;
-    f.info = rows::read_info(s, f.row, f.latest);
-    found.push_back(std::move(f));
-  }
-  if (!s.step_status())
-    return s.step_status();
-  std::vector<job_info> out;
-  out.reserve(found.size());
-  for (auto& f : found) {
-    if (auto st = rows::read_attempts(d, f.row, f.latest, f.info); !st)
-      return st;
-    out.push_back(std::move(f.info));
-  }
-  return out;
+  if (name.empty())
+    return std::vector<job_info>{};  // no job has an empty name
+  job_filter by_name;
+  by_name.name = name;
+  page_request page;
+  page.limit = limit;
+  auto listed = list_jobs(d, by_name, page);
+  if (!listed)
+    return listed.error();
+  return std::move(listed->jobs);
 }
 
 }  // namespace ergon::storage

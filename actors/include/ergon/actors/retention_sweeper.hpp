@@ -14,6 +14,7 @@
 #include <caf/fwd.hpp>
 
 #include "ergon/actors/db_writer.hpp"
+#include "ergon/actors/event_bus.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/options.hpp"
 
@@ -50,6 +51,9 @@ struct retention_sweeper_config {
   retention_options opts;
   std::shared_ptr<ergon::clock> clock;
   caf::actor writer;
+  /// A pass that changed something is an event_kind::swept event.
+  caf::actor events;
+  std::shared_ptr<subscribers> subs;
 };
 
 /// Spawns the sweeper; its first pass starts at once. Stop it with an exit
