@@ -1,7 +1,7 @@
 // W2 drain, W3 latency and W4 scale (benchmarks.md), and open: how long
 // queue::open takes on a file holding many finished jobs.
 //
-//   ergon-bench-run [--json] [drain] [latency] [scale] [open]
+//   ergon-bench-run [--json] [drain] [latency] [scale] [open] [sweeping]
 //                   [--scale-sizes 10000,100000,1000000] [--open-sizes 10000,100000,1000000]
 #include <atomic>
 #include <cstring>
@@ -91,6 +91,51 @@ line drain(size_t backlog, const std::string& name) {
   wait_until_succeeded(q, jobs_n);
   double rate = jobs_n / seconds_since(t0);
   return {name, rate, -1, -1, peak_rss_mb(), cpu.per_job(jobs_n)};
+}
+
+// W2 on a file that holds `history` finished jobs, with the retention
+// sweeper deleting them (and the drained jobs) all along, or without one:
+// issue 11 wants the first within 10% of the second. Completion is read
+// from the worker's committed outcomes, as deletions lower the counts.
+line drain_history(size_t history, bool sweeping, const std::string& name) {
+  constexpr int jobs_n = 20'000;
+  temp_dir dir{name};
+  {
+    auto q = open_queue(dir);
+    std::vector<job> old(history, *job_builder("old").payload(payload_100()).build());
+    submit_bulk(q, old);
+    worker_options w;
+    w.max_concurrency = 16;
+    w.prefetch = 16;
+    w.runners["old"] = [](job_context&) {};
+    auto wk = q.start_worker(std::move(w));
+    check(wk.error(), "start_worker");
+    wait_until_succeeded(q, static_cast<int64_t>(history));
+    check(q.close(), "close");
+  }
+  auto opts = tuned;
+  if (sweeping) {
+    opts.retention.succeeded = 1ms;
+    opts.retention.interval = 1s;
+  }
+  auto q = queue::open(dir.file("run.db"), opts);
+  check(q.error(), "open");
+  std::vector<job> jobs(jobs_n, *job_builder("bench").payload(payload_100()).build());
+  submit_bulk(*q, jobs);
+  worker_options w;
+  w.max_concurrency = 16;
+  w.prefetch = 16;
+  w.runners["bench"] = [](job_context&) {};
+  cpu_meter cpu;
+  auto t0 = steady::now();
+  auto wk = q->start_worker(std::move(w));
+  check(wk.error(), "start_worker");
+  while (wk->stats().outcomes_committed < jobs_n)
+    std::this_thread::sleep_for(2ms);
+  double rate = jobs_n / seconds_since(t0);
+  auto left = q->metrics()->by_type["old"][job_status::succeeded];
+  return {name, rate, -1, -1, peak_rss_mb(),
+          cpu.per_job(jobs_n) + " history_left=" + std::to_string(left)};
 }
 
 line latency(size_t backlog, const std::string& name) {
@@ -225,6 +270,11 @@ int main(int argc, char** argv) {
     drain(0, "drain").print(json);
   if (want("latency"))
     latency(0, "latency").print(json);
+  // Not part of a run without arguments.
+  if (std::find(wanted.begin(), wanted.end(), "sweeping") != wanted.end()) {
+    drain_history(200'000, false, "drain_history_200k").print(json);
+    drain_history(200'000, true, "drain_sweeping_200k").print(json);
+  }
   if (want("scale")) {
     for (auto n : sizes) {
       drain(n, "scale_drain_" + size_tag(n)).print(json);

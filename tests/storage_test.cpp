@@ -562,3 +562,67 @@ BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_tr
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cancel_requests)
+
+// A running job asked to stop ends `cancelled` however its attempt ends:
+// released by a stopping worker, expired, lost with its worker, or found
+// running at open.
+BOOST_AUTO_TEST_CASE(every_end_of_a_requested_attempt_cancels_the_job) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto keys = insert(*d, {simple_job(), simple_job(), simple_job(), simple_job()});
+  BOOST_REQUIRE(d->exec("BEGIN").ok());
+  std::vector<attempt_ref> claims;
+  for (auto& k : keys)
+    claims.push_back({k.row, k.row * 10});
+  auto claimed = claim_jobs(*d, {claims}, t0);
+  BOOST_REQUIRE(claimed.has_value());
+  BOOST_REQUIRE(claimed->claimed.size() == 4u);
+  for (auto& k : keys) {
+    auto c = cancel_job(*d, {k.id}, t0 + 1);
+    BOOST_REQUIRE_MESSAGE(c.has_value(), c.error().to_string());
+    BOOST_TEST((c->running && c->running->token == k.row * 10));
+  }
+  // A heartbeat is refused and changes nothing.
+  auto beat = heartbeat(*d, {keys[0].row, keys[0].row * 10, std::string{"cp"}, 0}, t0 + 2);
+  BOOST_TEST(beat.error().code() == error::cancelled);
+  auto released = release_claims(*d, {{claims[0]}}, t0 + 3);
+  BOOST_REQUIRE(released.has_value());
+  BOOST_TEST(released->released.empty());
+  BOOST_REQUIRE(released->cancelled.size() == 1u);
+  BOOST_TEST(released->cancelled[0].status == job_status::cancelled);
+  auto expired = expire_attempt(*d, {keys[1].row, keys[1].row * 10, 0.0}, t0 + 400'000);
+  BOOST_REQUIRE(expired.has_value());
+  BOOST_TEST(expired->ended.status == job_status::cancelled);
+  auto lost = lose_attempts(*d, {{claims[2]}}, t0 + 4);
+  BOOST_REQUIRE(lost.has_value());
+  BOOST_TEST(lost->at(0).status == job_status::cancelled);
+  auto recovered = recover_running(*d, {{keys[3].row}, retry_timing::immediate, {0.0}}, t0 + 5);
+  BOOST_REQUIRE(recovered.has_value());
+  BOOST_TEST(recovered->at(0).status == job_status::cancelled);
+  BOOST_REQUIRE(d->exec("COMMIT").ok());
+  sqlite_probe probe{dir.file("q.db")};
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status = 4") == 4);
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE checkpoint IS NOT NULL") == 0);
+  BOOST_TEST(probe.number("SELECT count(*) FROM attempts") == 0);  // no retry recorded
+}
+
+BOOST_AUTO_TEST_CASE(deleted_rows_are_never_reused) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto keys = insert(*d, {simple_job(), simple_job(), simple_job()});
+  BOOST_REQUIRE(d->exec("BEGIN").ok());
+  for (auto& k : keys)
+    BOOST_REQUIRE(cancel_pending(*d, {k.id}, t0).has_value());
+  delete_finished_args del;
+  del.filter.status = job_status::cancelled;
+  auto gone = delete_finished(*d, del);
+  BOOST_REQUIRE(gone.has_value());
+  BOOST_TEST(gone->deleted.size() == 3u);
+  BOOST_REQUIRE(d->exec("COMMIT").ok());
+  auto again = insert(*d, {simple_job()});
+  BOOST_TEST(again[0].row == keys.back().row + 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -394,6 +394,7 @@ class writer {
   void on_sweep(caf::blocking_actor* self, sweep_step& step) {
     auto rp = self->make_response_promise();
     auto now = cfg_.clock->now_ms();
+    auto started = std::chrono::steady_clock::now();
     storage::delete_finished_result swept;
     sweep_reply reply;
     auto r = in_request<bool>(
@@ -416,6 +417,9 @@ class writer {
     reply.outcome = r.error();
     reply.deleted = static_cast<int64_t>(swept.deleted.size());
     reply.resume_after = swept.resume_after;
+    reply.busy_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
     after_commit([rp, reply](const status& commit) mutable {
       if (!commit)
         reply = sweep_reply{commit};
@@ -517,13 +521,15 @@ class writer {
   // A release that fails leaves the attempts running: they expire and retry.
   void release(std::vector<storage::attempt_ref>& attempts) {
     storage::release_claims_args args{std::move(attempts)};
-    in_request<std::vector<storage::released_claim>>(
-      [&] { return storage::release_claims(*cfg_.db, args); },
-      [&](std::vector<storage::released_claim>& released) {
-        for (auto& r : released) {
+    in_request<storage::release_claims_result>(
+      [&] { return storage::release_claims(*cfg_.db, args, cfg_.clock->now_ms()); },
+      [&](storage::release_claims_result& done) {
+        for (auto& r : done.released) {
           counts_.move(r.key.type, job_status::running, job_status::pending);
           feed_.released.push_back(std::move(r));
         }
+        for (auto& end : done.cancelled)
+          ended(end);
       });
   }
 

@@ -4,6 +4,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include <chrono>
+
 #include "ergon/storage/times.hpp"
 #include "clock_ticks.hpp"
 
@@ -55,6 +57,9 @@ void retention_pass::done(const sweep_reply& reply) {
 
 namespace {
 
+// Self-sent after the pause that keeps the sweeper's share of the writer.
+using next_step_atom = caf::atom_constant<caf::atom("nextstep")>;
+
 struct sweeper_state {
   retention_sweeper_config cfg;
   std::optional<retention_pass> pass;
@@ -87,21 +92,33 @@ void publish(sweeper_state& st, const retention_pass& pass) {
   caf::anon_send(st.cfg.events, event_batch{{std::move(e)}});
 }
 
+void on_tick(sweeper_ptr self);
+
 void step(sweeper_ptr self) {
   auto& st = self->state;
   auto next = st.pass->next();
   if (!next) {
     publish(st, *st.pass);
     st.pass.reset();
-    st.next_pass_at = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.opts.interval.count());
-    arm_timer(self);
+    // A pass that ran past the next one's time (or a manual clock that
+    // moved meanwhile) starts the next one now.
+    on_tick(self);
     return;
   }
   self->request(st.cfg.writer, caf::infinite, std::move(*next))
     .then(
       [self](sweep_reply& r) {
-        self->state.pass->done(r);
-        step(self);
+        auto& st = self->state;
+        st.pass->done(r);
+        auto share = st.cfg.opts.writer_share;
+        if (share >= 1.0 || !st.pass->next()) {
+          step(self);
+          return;
+        }
+        // The step's own time in the writer, not its wait in the mailbox.
+        auto pause_ms = storage::ms_from_double(static_cast<double>(r.busy_us) / 1'000.0
+                                                * (1.0 / share - 1.0));
+        self->delayed_send(self, storage::timer_delay(pause_ms), next_step_atom::value);
       },
       [self](caf::error&) {
         // The writer is gone: the queue is closing.
@@ -115,7 +132,9 @@ void on_tick(sweeper_ptr self) {
     arm_timer(self);
     return;
   }
-  st.pass.emplace(st.cfg.opts, st.cfg.clock->now_ms());
+  auto now = st.cfg.clock->now_ms();
+  st.pass.emplace(st.cfg.opts, now);
+  st.next_pass_at = storage::add_ms(now, st.cfg.opts.interval.count());
   step(self);
 }
 
@@ -134,6 +153,10 @@ caf::actor spawn_retention_sweeper(caf::actor_system& sys, retention_sweeper_con
         [self](tick_atom) {
           self->state.timer_armed = false;
           on_tick(self);
+        },
+        [self](next_step_atom) {
+          if (self->state.pass)
+            step(self);
         },
       };
     },

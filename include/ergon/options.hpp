@@ -62,6 +62,11 @@ struct retention_options {
   std::chrono::milliseconds interval{60'000};
   /// Rows per step, 1 to 100,000.
   size_t batch = 500;
+  /// Most of the writer's time the sweeper takes, over 0 and at most 1:
+  /// after a step that took t (real time), it waits t * (1 / share - 1)
+  /// before the next, so a large backlog is deleted over a while rather
+  /// than at the cost of other writes. 1: no waits.
+  double writer_share = 0.05;
 };
 
 /// Options for `queue::open`.

@@ -23,8 +23,13 @@ struct pending_wait {
   job_id id;
   uint64_t watch_handle = 0;
   ms timeout{0};
+  std::chrono::steady_clock::time_point deadline;
   bool timer_armed = false;
 };
+
+// CAF timers are capped (storage::timer_delay): a long wait re-arms until
+// its deadline.
+void arm(caf::event_based_actor* self, uint64_t h, const pending_wait& w);
 
 struct waits_state {
   std::shared_ptr<actors::final_watch> watch;
@@ -60,6 +65,12 @@ void finish(waits_ptr self, uint64_t h, caf::error e, job_info info = {}) {
   else
     i->second.rp.deliver(std::move(info));
   st.waits.erase(i);
+}
+
+void arm(caf::event_based_actor* self, uint64_t h, const pending_wait& w) {
+  auto left = std::chrono::duration_cast<ms>(w.deadline - std::chrono::steady_clock::now());
+  self->delayed_send(self, storage::timer_delay(std::max<int64_t>(left.count(), 0)),
+                     wait_timeout_atom::value, h);
 }
 
 // Asks the watch to tell us when the job is final.
@@ -98,8 +109,10 @@ void look(waits_ptr self, uint64_t h) {
                                                  + to_string(info.status)}));
         } else if (!w.timer_armed && w.timeout != ms::max()) {
           w.timer_armed = true;
-          self->delayed_send(self, storage::timer_delay(w.timeout.count()),
-                             wait_timeout_atom::value, h);
+          w.deadline = std::chrono::steady_clock::now()
+                       + std::min<std::chrono::steady_clock::duration>(
+                         w.timeout, std::chrono::hours{24 * 365 * 100});
+          arm(self, h, w);
         }
       },
       [self, h](caf::error& e) { finish(self, h, std::move(e)); });
@@ -141,6 +154,10 @@ caf::behavior run(waits_ptr self, std::shared_ptr<actors::final_watch> watch, ca
       if (i == self->state.waits.end())
         return;
       auto& w = i->second;
+      if (std::chrono::steady_clock::now() < w.deadline) {
+        arm(self, h, w);
+        return;
+      }
       finish(self, h,
              to_caf_error({error::timeout, "job " + w.id.to_string() + " did not finish within "
                                              + std::to_string(w.timeout.count()) + " ms"}));

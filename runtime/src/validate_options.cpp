@@ -89,6 +89,9 @@ status validate(const retention_options& r) {
   if (r.batch < 1 || r.batch > 100'000)
     return invalid_field("retention.batch",
                          "must be 1 to 100000, got " + std::to_string(r.batch));
+  if (!(r.writer_share > 0.0 && r.writer_share <= 1.0))
+    return invalid_field("retention.writer_share",
+                         "must be over 0 and at most 1, got " + std::to_string(r.writer_share));
   return {};
 }
 

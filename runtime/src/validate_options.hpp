@@ -24,7 +24,8 @@ status validate_peer_timeout(const std::string& field, std::chrono::milliseconds
 
 status validate(const scheduling_options& s);
 
-/// Retention periods > 0, interval > 0, batch 1 to 100,000.
+/// Retention periods > 0, interval > 0, batch 1 to 100,000, writer share
+/// in (0, 1].
 status validate(const retention_options& r);
 
 status validate(const worker_options& opts);

@@ -7,7 +7,16 @@ namespace {
 constexpr const char* select_row_at_or_after =
   "SELECT id, added_at FROM jobs WHERE id >= ?1 ORDER BY id LIMIT 1";
 
-constexpr const char* select_row_range = "SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM jobs";
+// Two subqueries: SQLite answers a lone min() or max() from the ends of the
+// table, but one query with both scans every row.
+constexpr const char* select_row_range =
+  "SELECT coalesce((SELECT min(id) FROM jobs), 0), coalesce((SELECT max(id) FROM jobs), 0)";
+
+// New rows must come after every row there was (see rows::next_row).
+constexpr const char* keep_high_water =
+  "INSERT INTO meta (key, value) VALUES ('row_high_water', "
+  "coalesce((SELECT max(id) FROM jobs), 0)) "
+  "ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)";
 
 constexpr const char* drop_results =
   "UPDATE jobs SET result = NULL, result_expires_at = NULL WHERE id IN "
@@ -20,6 +29,11 @@ result<delete_finished_result> delete_finished(db& d, const delete_finished_args
   if (!args.filter.status || !is_final(*args.filter.status))
     return invalid_field("status", "only finished jobs are deleted: set a final status");
   if (auto st = validate(args.filter); !st)
+    return st;
+  auto mark = d.prepare(keep_high_water);
+  if (!mark)
+    return mark.error();
+  if (auto st = d.run(**mark); !st)
     return st;
   auto s = d.prepare(filter_sql::select(filter_sql::use::removal, args.filter, false));
   if (!s)

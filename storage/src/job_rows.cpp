@@ -27,7 +27,11 @@ constexpr const char* insert_row =
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = 4, finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = 0";
 
-constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
+// Past the highest row there ever was: delete_finished records it before it
+// deletes, so row ids never go back below the unfinished low mark.
+constexpr const char* select_max_row =
+  "SELECT max(coalesce((SELECT max(id) FROM jobs), 0), "
+  "coalesce((SELECT value FROM meta WHERE key = 'row_high_water'), 0))";
 
 }  // namespace
 
@@ -48,7 +52,7 @@ result<int64_t> next_row(db& d) {
   if (!s)
     return s.error();
   if (!(*s)->step())
-    return (*s)->step_status().ok() ? status{error::internal, "max(id) gave no row"}
+    return (*s)->step_status().ok() ? status{error::internal, "the highest row gave no row"}
                                     : (*s)->step_status();
   auto next = (*s)->column_int(0) + 1;
   (*s)->reset();

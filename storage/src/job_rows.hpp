@@ -83,8 +83,9 @@ void bind_template(stmt& s, int first, const job& j);
 result<bool> cancel_row(db& d, int64_t row, int64_t now_ms,
                         const std::optional<std::string>& why = std::nullopt);
 
-/// The first free row id; read inside the writer's transaction, so no other
-/// process can take it in between.
+/// The first free row id: past every row there is and every row
+/// delete_finished removed. Read inside the writer's transaction, so no
+/// other process can take it in between.
 result<int64_t> next_row(db& d);
 
 /// Binds a job id as a 16-byte blob.

@@ -1,3 +1,4 @@
+#include "attempt_end.hpp"
 #include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
 
@@ -9,16 +10,17 @@ namespace {
 constexpr const char* release_job =
   "UPDATE jobs SET status = 0, current_try = current_try - 1, attempt_token = NULL, "
   "expires_at = NULL WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
-  "RETURNING " ERGON_JOB_KEY_COLUMNS;
+  "AND cancel_requested_at IS NULL RETURNING " ERGON_JOB_KEY_COLUMNS;
 
 }  // namespace
 
-result<std::vector<released_claim>> release_claims(db& d, const release_claims_args& args) {
+result<release_claims_result> release_claims(db& d, const release_claims_args& args,
+                                             int64_t now_ms) {
   auto prepared = d.prepare(release_job);
   if (!prepared)
     return prepared.error();
   auto& s = **prepared;
-  std::vector<released_claim> out;
+  release_claims_result out;
   for (auto& a : args.attempts) {
     s.reset();
     s.bind(1, a.row);
@@ -26,9 +28,19 @@ result<std::vector<released_claim>> release_claims(db& d, const release_claims_a
     if (!s.step()) {
       if (!s.step_status())
         return s.step_status();
-      continue;  // the attempt already ended (expired): nothing to give back
+      // Asked to stop: it never starts. Otherwise the attempt already
+      // ended (expired), and there is nothing to give back.
+      auto ended = end_attempt(d, a.row, a.token,
+                               {attempt_outcome::cancelled, "cancelled before its code started",
+                                false},
+                               retry_timing::immediate, 0.0, now_ms);
+      if (!ended)
+        return ended.error();
+      if (*ended)
+        out.cancelled.push_back(std::move(**ended));
+      continue;
     }
-    out.push_back({a.token, rows::read_key(s, 0)});
+    out.released.push_back({a.token, rows::read_key(s, 0)});
     if (s.step() || !s.step_status())
       return s.step_status().ok() ? status{error::internal, "release returned two rows"}
                                   : s.step_status();

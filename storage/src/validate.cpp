@@ -146,6 +146,13 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
                ? invalid_field("job.unique_key", "must be unset: a recurring job has one "
                                                  "unfinished instance at a time anyway")
                : status{};
+    },
+    [&] {
+      // Not stored with the template yet: refused rather than dropped.
+      return r.job.result_ttl_ms
+               ? invalid_field("job.result_ttl", "is not kept for recurring jobs: leave it "
+                                                 "unset (results are kept as the job is)")
+               : status{};
     });
 }
 

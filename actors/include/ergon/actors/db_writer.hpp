@@ -64,6 +64,8 @@ struct sweep_reply {
   int64_t deleted = 0;
   int64_t resume_after = 0;  ///< the next step's after_row; 0: this status is done
   int64_t results_dropped = 0;
+  /// How long the step ran in the writer, in microseconds (real time).
+  int64_t busy_us = 0;
 };
 /// Answered with the recurring job's unfinished instance.
 using put_recurring_call = local_call<storage::put_recurring_args, result<job_id>>;

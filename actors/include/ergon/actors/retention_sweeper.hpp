@@ -2,8 +2,9 @@
 // expired results (options::retention, job::result_ttl_ms). Every interval
 // it runs a pass: for each status with a retention, steps of `batch` rows
 // until none is due, then steps that drop results until none is due. Each
-// step is one db_writer request, answered before the next is sent, so the
-// writer interleaves other writes with a busy sweeper.
+// step is one db_writer request, answered before the next is sent, and the
+// sweeper pauses between steps to keep to its share of the writer's time
+// (retention_options::writer_share), so other writes barely notice it.
 #pragma once
 
 #include <memory>

@@ -166,10 +166,7 @@ struct released_claim {
   job_key key;
 };
 
-/// Puts claimed jobs whose code never started back to pending, as if the
-/// claim had not happened: the try is not spent. An attempt that is no
-/// longer running (it expired meanwhile) is skipped.
-result<std::vector<released_claim>> release_claims(db& d, const release_claims_args& args);
+
 
 /// How an attempt that did not succeed continues.
 enum class retry_timing : uint8_t {
@@ -197,6 +194,18 @@ struct attempt_end {
   /// The next instance, if the job was one of a recurring job and ended.
   std::optional<job_key> next_instance;
 };
+
+/// Puts claimed jobs whose code never started back to pending, as if the
+/// claim had not happened: the try is not spent. An attempt that is no
+/// longer running (it expired meanwhile) is skipped.
+struct release_claims_result {
+  std::vector<released_claim> released;
+  /// Claims of jobs asked to stop (cancel_job): they end `cancelled`
+  /// instead, so a cancel acknowledged before the release is not lost.
+  std::vector<attempt_end> cancelled;
+};
+result<release_claims_result> release_claims(db& d, const release_claims_args& args,
+                                             int64_t now_ms);
 
 /// How job code ended an attempt.
 enum class report_kind : uint8_t {
@@ -465,8 +474,10 @@ struct delete_finished_result {
 };
 
 /// Deletes up to `limit` finished jobs that `filter` matches, with their
-/// attempts, lowest ids first. Error: invalid_argument (no final status,
-/// or a filter field).
+/// attempts, lowest ids first. First records the highest row id in
+/// meta.row_high_water, so that new rows never reuse a deleted row's id
+/// (it could lie below the unfinished low mark). Error: invalid_argument
+/// (no final status, or a filter field).
 result<delete_finished_result> delete_finished(db& d, const delete_finished_args& args);
 
 /// The first row id whose job was submitted at or after `at_ms`, found by
