@@ -58,7 +58,9 @@ enum class error : uint8_t {
   corrupt = 11,
   /// The queue was closed. Don't retry on this handle.
   closed = 12,
-  /// A job was asked to stop: it expired or the worker is shutting down.
+  /// A job was asked to stop: queue::cancel requested it (heartbeats and
+  /// checkpoints are refused from then on), it expired, or the worker is
+  /// shutting down.
   cancelled = 13,
   /// A broken invariant inside ergon: please report it.
   internal = 14,

@@ -62,13 +62,16 @@ class job_context {
 
   /// Stores `payload` as what the next attempt receives if this one fails,
   /// and extends the expiry like a heartbeat. Returns once committed.
-  /// Errors: invalid_argument (too large), stale_attempt (expired), closed,
-  /// and for a worker on another node unreachable (the connection dropped).
+  /// Errors: invalid_argument (too large), stale_attempt (expired),
+  /// cancelled (queue::cancel asked the job to stop: nothing is stored, and
+  /// the attempt is no longer extended), closed, and for a worker on
+  /// another node unreachable (the connection dropped).
   virtual status checkpoint(std::string payload) = 0;
 
   /// Extends the expiry to at least now + heartbeat_increment. Returns once
-  /// committed. Errors: stale_attempt (the attempt already expired), closed,
-  /// unreachable (a worker on another node lost its connection).
+  /// committed. Errors: stale_attempt (the attempt already expired),
+  /// cancelled (queue::cancel asked the job to stop; the expiry stays),
+  /// closed, unreachable (a worker on another node lost its connection).
   virtual status heartbeat() = 0;
 
   /// Ends the attempt successfully with optional result bytes. Returns once
@@ -96,9 +99,10 @@ class job_context {
   /// an optional short message (up to 1,024 bytes). Doesn't wait: reports
   /// are stored and published (job_info::progress, event_kind::progress) at
   /// most once per worker_options::progress_interval per job, the latest
-  /// winning, in the writer's next transaction, so they cost no commit of
-  /// their own; the last report before the attempt ends is always stored.
-  /// The ETA comes from the reports of the last minute. Errors, with
+  /// winning, joining the writer's next transaction rather than committing
+  /// one per report; the last report before the attempt ends is always
+  /// stored. The ETA comes from the reports of the last minute (at most 64
+  /// of them). Errors, with
   /// nothing recorded: invalid_argument naming "done" (negative, or above a
   /// nonzero total), "total" (negative) or "message" (too long);
   /// job_finished after complete or fail.

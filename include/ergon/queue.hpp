@@ -131,7 +131,8 @@ class queue {
 
   /// Jobs submitted with this name, oldest first, at most `limit` (1 to
   /// max_page_size); empty if none. For more, page through list_jobs with
-  /// job_filter::name. Error: invalid_argument ("limit").
+  /// job_filter::name. Errors: invalid_argument ("limit", or "name" over
+  /// 256 bytes), closed.
   result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name,
                                                     size_t limit = max_page_size) const;
 
@@ -217,7 +218,7 @@ class queue {
 
   /// Starts a worker that runs jobs of the types in `opts.runners`.
   /// Errors: invalid_argument (no runners, a bad type name, concurrency
-  /// limits out of range), closed.
+  /// limits out of range, progress_interval out of range), closed.
   result<worker> start_worker(worker_options opts);
 
   /// Calls `f` for every event from now on (see event.hpp for what runs
