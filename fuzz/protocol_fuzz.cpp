@@ -13,6 +13,7 @@
 #include <caf/serializer.hpp>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -21,6 +22,7 @@
 
 #include "ergon/actors/protocol.hpp"
 #include "ergon/queue.hpp"
+#include "ergon/queue_actor.hpp"
 #include "ergon/wire.hpp"
 #include "fuzz_target.hpp"
 
@@ -128,7 +130,7 @@ void check(const char* data, size_t size) {
 
 // The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 27> checkers = {
+constexpr std::array<checker, 34> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
@@ -138,7 +140,10 @@ constexpr std::array<checker, 27> checkers = {
   check<heartbeat_reply>, check<caf::message>, check<ergon::job>,
   check<std::vector<ergon::job>>, check<ergon::job_update>, check<ergon::job_id>,
   check<ergon::job_info>, check<ergon::status_counts>, check<ergon::metrics_snapshot>,
-  check<ergon::event>, check<ergon::recurring_job>, check<ergon::recurring_info>};
+  check<ergon::event>, check<ergon::recurring_job>, check<ergon::recurring_info>,
+  check<ergon::storage::progress_report>, check<std::vector<ergon::storage::progress_report>>,
+  check<progress_batch>, check<ergon::job_filter>, check<ergon::page_request>,
+  check<ergon::job_page>, check<ergon::retry_summary>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -230,8 +235,24 @@ ergon::recurring_info public_recurring_info() {
   return i;
 }
 
+ergon::job_filter public_filter() {
+  ergon::job_filter f;
+  f.status = ergon::job_status::failed;
+  f.type = "email";
+  f.group = "tenant";
+  f.finished_from_ms = 1'700'000'000'000;
+  f.finished_before_ms = 1'700'000'900'000;
+  return f;
+}
+
 std::vector<std::string> seeds() {
   wire_status st{1, "field 'weight': must be >= 1", "weight"};
+  ergon::storage::progress_report progress{7, 42, 30, 100, "rows", 1'700'000'000'000,
+                                           1'700'000'070'000};
+  ergon::page_request page;
+  page.limit = 50;
+  page.after = ergon::job_id{};
+  page.newest_first = true;
   job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42,
                      1'700'000'300'000, 120'000, 2, 5};
   ergon::storage::attempt_report ok{7, 42, ergon::storage::report_kind::succeeded, "result"};
@@ -276,7 +297,19 @@ std::vector<std::string> seeds() {
           seed(23, public_metrics()),
           seed(24, public_event()),
           seed(25, public_recurring()),
-          seed(26, public_recurring_info())};
+          seed(26, public_recurring_info()),
+          seed(27, progress),
+          seed(28, std::vector<ergon::storage::progress_report>{progress, {}}),
+          seed(29, progress_batch{{progress}}),
+          seed(8, cancel_attempt{7, 42, "cancel requested", true}),
+          seed(30, public_filter()),
+          seed(31, page),
+          seed(32, ergon::job_page{{public_info()}, ergon::job_id{}}),
+          seed(33, ergon::retry_summary{3, {ergon::job_id{}}}),
+          seed(message_selector,
+               caf::make_message(ergon::list_jobs_atom::value, public_filter(), page)),
+          seed(message_selector, caf::make_message(ergon::wait_atom::value, ergon::job_id{},
+                                                   std::chrono::milliseconds{-1}))};
 }
 
 }  // namespace
