@@ -4,24 +4,6 @@
 #include "job_rows.hpp"
 
 namespace ergon::storage {
-namespace {
-
-constexpr const char* select_low_mark =
-  "SELECT value FROM meta WHERE key = 'unfinished_low_mark'";
-
-result<int64_t> low_mark(db& d) {
-  auto s = d.prepare(select_low_mark);
-  if (!s)
-    return s.error();
-  if (!(*s)->step())
-    return (*s)->step_status().ok() ? status{error::corrupt, d.path() + ": no low mark"}
-                                    : (*s)->step_status();
-  auto mark = (*s)->column_int(0);
-  (*s)->reset();
-  return mark;
-}
-
-}  // namespace
 
 const char* list_jobs_sql(const job_filter& filter, bool newest_first) {
   return filter_sql::select(filter_sql::use::info, filter, newest_first);
@@ -42,10 +24,10 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
   }
   int64_t mark = 0;
   if (filter.status && !is_final(*filter.status)) {
-    auto m = low_mark(d);
-    if (!m)
-      return m.error();
-    mark = *m;
+    auto meta = read_meta(d);
+    if (!meta)
+      return meta.error();
+    mark = meta->unfinished_low_mark;
   }
   auto s = d.prepare(list_jobs_sql(filter, page.newest_first));
   if (!s)

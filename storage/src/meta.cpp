@@ -9,6 +9,9 @@ constexpr const char* select_meta =
 constexpr const char* update_low_mark =
   "UPDATE meta SET value = max(value, ?1) WHERE key = 'unfinished_low_mark'";
 
+constexpr const char* lower_mark =
+  "UPDATE meta SET value = min(value, ?1) WHERE key = 'unfinished_low_mark'";
+
 }  // namespace
 
 result<meta_values> read_meta(db& d) {
@@ -33,12 +36,24 @@ result<meta_values> read_meta(db& d) {
   return out;
 }
 
-status raise_low_mark(db& d, int64_t mark) {
-  auto prepared = d.prepare(update_low_mark);
+namespace {
+
+status move_low_mark(db& d, const char* sql, int64_t mark) {
+  auto prepared = d.prepare(sql);
   if (!prepared)
     return prepared.error();
   (*prepared)->bind(1, mark);
   return d.run(**prepared);
+}
+
+}  // namespace
+
+status raise_low_mark(db& d, int64_t mark) {
+  return move_low_mark(d, update_low_mark, mark);
+}
+
+status lower_low_mark(db& d, int64_t row) {
+  return move_low_mark(d, lower_mark, row);
 }
 
 }  // namespace ergon::storage

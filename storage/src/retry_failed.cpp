@@ -31,9 +31,6 @@ constexpr const char* select_unique_key =
 constexpr const char* take_key =
   "INSERT OR REPLACE INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL)";
 
-constexpr const char* lower_low_mark =
-  "UPDATE meta SET value = min(value, ?1) WHERE key = 'unfinished_low_mark'";
-
 // Rows of the failed jobs a bulk retry takes per statement.
 constexpr int64_t bulk_step = 1'000;
 
@@ -122,7 +119,7 @@ result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
       return st;
   }
   // A finished job below the mark is unfinished again.
-  if (auto st = run_on_row(d, lower_low_mark, row); !st)
+  if (auto st = lower_low_mark(d, row); !st)
     return st;
   out.requeued = std::move(requeued);
   return out;

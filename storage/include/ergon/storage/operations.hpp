@@ -566,6 +566,10 @@ result<unfinished_jobs> load_unfinished(db& d, int64_t from_row);
 /// operation. Never lowers the stored mark.
 status raise_low_mark(db& d, int64_t mark);
 
+/// Records that the job at `row` is unfinished again (retry_failed), so
+/// the low mark is at most `row`. Write operation.
+status lower_low_mark(db& d, int64_t row);
+
 /// Moves the low mark up past finished jobs while the queue runs, so the next
 /// open scans the unfinished jobs, not the history since the previous open.
 /// Reads at most `max_rows` rows from the mark and stops at the first pending
