@@ -185,6 +185,66 @@ BOOST_AUTO_TEST_CASE(a_worker_started_for_the_actor_runs_its_jobs) {
   BOOST_TEST(wk->stop().ok());
 }
 
+// The outcome calls answer with the types queue_actor names: a retry of one
+// job answers ok, a bulk retry its summary, a purge its count.
+BOOST_AUTO_TEST_CASE(listings_retries_purges_and_waits_through_the_actor) {
+  worker_options w;
+  w.runners["doomed"] = [](job_context& ctx) { ctx.fail_permanently("no " + ctx.payload()); };
+  auto wk = start_worker(q, std::move(w));
+  BOOST_REQUIRE_MESSAGE(wk.has_value(), wk.error().to_string());
+  auto named = job_builder("doomed").payload("a").name("first").build();
+  auto a = ask<job_id>(submit_atom::value, *named);
+  auto b = ask<job_id>(submit_atom::value, make("doomed"));
+  BOOST_REQUIRE(a.has_value());
+  BOOST_REQUIRE(b.has_value());
+  auto fail_both = [&] {
+    for (auto& id : {*a, *b}) {
+      auto info = ask<job_info>(wait_atom::value, id, std::chrono::milliseconds::max());
+      BOOST_REQUIRE_MESSAGE(info.has_value(), info.error().to_string());
+      BOOST_TEST(info->status == job_status::failed);
+    }
+  };
+  fail_both();
+  BOOST_REQUIRE(ask<ok_atom>(pause_type_atom::value, std::string{"doomed"}).has_value());
+  auto failed = ask<job_page>(list_failed_atom::value, job_filter{}, page_request{});
+  BOOST_REQUIRE(failed.has_value());
+  BOOST_REQUIRE(failed->jobs.size() == 2u);
+  BOOST_TEST(failed->jobs[0].attempts.at(0).message == "no a");
+  auto by_name = ask<std::vector<job_info>>(jobs_by_name_atom::value, std::string{"first"});
+  BOOST_REQUIRE(by_name.has_value());
+  BOOST_TEST(by_name->size() == 1u);
+  BOOST_TEST(ask<ok_atom>(retry_failed_atom::value, *a).has_value());
+  auto pending_again = ask<ok_atom>(retry_failed_atom::value, *a);
+  BOOST_REQUIRE(!pending_again.has_value());
+  BOOST_TEST(pending_again.error().field() == "id");
+  auto missing = ask<ok_atom>(retry_failed_atom::value, job_id{});
+  BOOST_REQUIRE(!missing.has_value());
+  BOOST_TEST(missing.error().code() == error::not_found);
+  auto summary = ask<retry_summary>(retry_failed_atom::value, job_filter{});
+  BOOST_REQUIRE(summary.has_value());
+  BOOST_TEST(summary->retried == 1);
+  job_filter pending;
+  pending.status = job_status::pending;
+  auto listed = ask<job_page>(list_jobs_atom::value, pending, page_request{});
+  BOOST_REQUIRE(listed.has_value());
+  BOOST_TEST(listed->jobs.size() == 2u);
+  BOOST_REQUIRE(ask<ok_atom>(resume_type_atom::value, std::string{"doomed"}).has_value());
+  fail_both();
+  clock->advance(1h);
+  auto old = ask<int64_t>(purge_failed_atom::value, std::chrono::milliseconds{1h});
+  BOOST_REQUIRE(old.has_value());
+  BOOST_TEST(*old == 0);  // failed exactly an hour ago, not more
+  clock->advance(1ms);
+  auto purged = ask<int64_t>(purge_failed_atom::value, std::chrono::milliseconds{1h});
+  BOOST_REQUIRE(purged.has_value());
+  BOOST_TEST(*purged == 2);
+  auto none_left = ask<int64_t>(purge_failed_atom::value, job_filter{});
+  BOOST_REQUIRE(none_left.has_value());
+  BOOST_TEST(*none_left == 0);
+  BOOST_TEST(ask<job_info>(job_info_atom::value, *a).error().code() == error::not_found);
+  BOOST_TEST(wk->stop().ok());
+}
+
 BOOST_AUTO_TEST_CASE(bad_handles_and_subscribers_are_named) {
   auto none = start_worker(queue_actor{}, worker_options{});
   BOOST_REQUIRE(!none.has_value());

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <csignal>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -39,6 +40,12 @@ struct worker_process {
               std::to_string(concurrency)}) {
     auto line = proc.read_line();
     BOOST_REQUIRE_MESSAGE(line == "ready", line);
+  }
+
+  // SIGTERM: the worker stops cleanly.
+  bool stop() {
+    proc.signal(SIGTERM);
+    return proc.read_line() == "stopped ok";
   }
 };
 
@@ -122,8 +129,7 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
     BOOST_TEST(i.status == job_status::succeeded);
     BOOST_TEST(i.result.value_or("").rfind("done:p", 0) == 0);
   }
-  worker.proc.signal(SIGTERM);
-  BOOST_TEST(worker.proc.read_line() == "stopped ok");
+  BOOST_TEST(worker.stop());
   BOOST_TEST(server.stop(SIGTERM));
 }
 
@@ -149,8 +155,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_s_job_reruns_at_once_as_worker_lost) {
   BOOST_TEST(i.attempts[0].outcome == attempt_outcome::worker_lost);
   BOOST_TEST(i.attempts[0].message == "worker lost");
   BOOST_TEST(i.result.value_or("") == "done:x");
-  rescuer->proc.signal(SIGTERM);
-  BOOST_TEST(rescuer->proc.read_line() == "stopped ok");
+  BOOST_TEST(rescuer->stop());
   BOOST_TEST(server.stop(SIGTERM));
 }
 
@@ -253,8 +258,7 @@ BOOST_AUTO_TEST_CASE(a_stuck_worker_holds_only_its_credit) {
       waiting.erase(e.id);
     return waiting.empty();
   }));
-  rescuer.proc.signal(SIGTERM);
-  BOOST_TEST(rescuer.proc.read_line() == "stopped ok");
+  BOOST_TEST(rescuer.stop());
   BOOST_TEST(server.stop(SIGTERM));
 }
 
@@ -296,4 +300,226 @@ BOOST_AUTO_TEST_CASE(a_queue_opened_with_listen_takes_remote_workers_until_it_cl
   worker.proc.signal(SIGTERM);
   BOOST_TEST(worker.proc.read_line().rfind("stopped", 0) == 0);
   BOOST_TEST(queue::open(dir.file("q.db")).has_value());
+}
+
+namespace {
+
+using ms = std::chrono::milliseconds;
+
+// Asks the server for its metrics until `done` holds; false after `bound`.
+// Each look is a round trip through the server's writer and dispatcher.
+template <class Done>
+bool metrics_until(subscribed_client& client, Done done) {
+  auto until = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < until) {
+    auto m = client.c.ask<metrics_snapshot>(client.q, metrics_atom::value);
+    BOOST_REQUIRE_MESSAGE(m.has_value(), m.error().to_string());
+    if (done(*m))
+      return true;
+  }
+  return false;
+}
+
+// A wait from a client of its own, on a thread of its own.
+std::future<result<job_info>> wait_from_another_client(uint16_t port, const job_id& id,
+                                                       ms timeout) {
+  return std::async(std::launch::async, [port, id, timeout] {
+    client other;
+    auto q = connect(other.sys, "127.0.0.1", port);
+    if (!q)
+      return result<job_info>{q.error()};
+    return other.ask<job_info>(*q, wait_atom::value, id, timeout);
+  });
+}
+
+}  // namespace
+
+// Progress, cancel and wait between a remote client and a remote worker:
+// the last report is stored and published, the cancel reaches the job's code,
+// and a wait on a third connection ends with the cancelled job.
+BOOST_AUTO_TEST_CASE(progress_cancel_and_wait_cross_the_network) {
+  temp_dir dir;
+  server_process server{dir.file("q.db")};
+  worker_process worker{server.port, "progress", 1};
+  subscribed_client client{server.port};
+  auto id = client.submit("p");
+  BOOST_REQUIRE(worker.proc.read_line() == "started p");
+  BOOST_REQUIRE(worker.proc.read_line() == "progressed p");
+  // Reports made faster than the worker hands them over are coalesced, the
+  // latest winning: the last one always arrives, and none goes backwards.
+  std::vector<progress_info> seen;
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    if (e.kind == event_kind::progress && e.id == id)
+      seen.push_back(e.progress);
+    return !seen.empty() && seen.back().done == 3;
+  }));
+  for (size_t i = 0; i < seen.size(); ++i) {
+    BOOST_TEST(seen[i].total == 3);
+    if (i > 0)
+      BOOST_TEST(seen[i].done > seen[i - 1].done);
+  }
+  BOOST_TEST(seen.back().message == "three");
+  auto running = client.info(id);
+  BOOST_TEST(running.status == job_status::running);
+  BOOST_REQUIRE(running.progress.has_value());
+  BOOST_TEST(running.progress->done == 3);
+  BOOST_TEST(running.progress->message == "three");
+  // Waits that only look, and an unknown job, answer at once with their code.
+  auto look = client.c.ask<job_info>(client.q, wait_atom::value, id, ms::zero());
+  BOOST_REQUIRE(!look.has_value());
+  BOOST_TEST(look.error().code() == error::timeout);
+  BOOST_TEST(look.error().message().find("running") != std::string::npos);
+  auto unknown = client.c.ask<job_info>(client.q, wait_atom::value, job_id{}, ms{1000});
+  BOOST_REQUIRE(!unknown.has_value());
+  BOOST_TEST(unknown.error().code() == error::not_found);
+  // A wait without limit from another connection; the server counts it.
+  auto waited = wait_from_another_client(server.port, id, ms::max());
+  BOOST_REQUIRE(metrics_until(client, [](const metrics_snapshot& m) { return m.waits == 1; }));
+  auto cancelled = client.c.ask<ok_atom>(client.q, cancel_job_atom::value, id);
+  BOOST_REQUIRE_MESSAGE(cancelled.has_value(), cancelled.error().to_string());
+  BOOST_TEST(worker.proc.read_line() == "returned p cancelled");
+  bool requested = false;
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    requested = requested || (e.kind == event_kind::cancel_requested && e.id == id);
+    return e.kind == event_kind::cancelled && e.id == id;
+  }));
+  BOOST_TEST(requested);
+  auto done = waited.get();
+  BOOST_REQUIRE_MESSAGE(done.has_value(), done.error().to_string());
+  BOOST_TEST(done->status == job_status::cancelled);
+  BOOST_REQUIRE(done->attempts.size() == 1u);
+  BOOST_TEST(done->attempts[0].outcome == attempt_outcome::cancelled);
+  BOOST_TEST(metrics_until(client, [](const metrics_snapshot& m) { return m.waits == 0; }));
+  // Cancelling it again names why not.
+  auto again = client.c.ask<ok_atom>(client.q, cancel_job_atom::value, id);
+  BOOST_REQUIRE(!again.has_value());
+  BOOST_TEST(again.error().code() == error::job_finished);
+  BOOST_TEST(worker.stop());
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
+// A client that disconnects while it waits has its wait dropped by the
+// server; one still waiting when the server stops hears why, not nothing.
+BOOST_AUTO_TEST_CASE(a_remote_wait_ends_with_its_client_or_its_server) {
+  temp_dir dir;
+  server_process server{dir.file("q.db")};
+  subscribed_client client{server.port};
+  auto id = client.submit("never runs");  // no worker
+  {
+    ergon::test::client gone;
+    auto q = connect(gone.sys, "127.0.0.1", server.port);
+    BOOST_REQUIRE(q.has_value());
+    gone.self->send(*q, wait_atom::value, id, ms::max());
+    BOOST_REQUIRE(metrics_until(client, [](const metrics_snapshot& m) { return m.waits == 1; }));
+  }  // its actor system shuts down: the connection drops
+  BOOST_TEST(metrics_until(client, [](const metrics_snapshot& m) { return m.waits == 0; }));
+  auto waited = wait_from_another_client(server.port, id, ms::max());
+  BOOST_REQUIRE(metrics_until(client, [](const metrics_snapshot& m) { return m.waits == 1; }));
+  BOOST_TEST(server.stop(SIGTERM));
+  auto ended = waited.get();
+  BOOST_REQUIRE(!ended.has_value());
+  // The server answers `closed` as it closes; if the connection drops first,
+  // the client's side says `unreachable`. Either names the server.
+  BOOST_TEST_MESSAGE("wait ended: " << ended.error().to_string());
+  BOOST_TEST((ended.error().code() == error::closed
+              || ended.error().code() == error::unreachable));
+}
+
+// Listings and dead letters through ergon-server: jobs that a remote worker
+// failed for good are listed with their error, retried one by one and by
+// filter, and purged; bad filters and pages are named across the wire.
+BOOST_AUTO_TEST_CASE(listings_and_dead_letters_cross_the_network) {
+  temp_dir dir;
+  server_process server{dir.file("q.db")};
+  subscribed_client client{server.port};
+  auto& c = client.c;
+  auto& q = client.q;
+  std::optional<worker_process> worker{std::in_place, server.port, "fail", 2};
+  std::set<job_id> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.insert(client.submit("f" + std::to_string(i)));
+  auto failed_all = [&] {
+    std::set<job_id> waiting = ids;
+    return client.until([&](const event& e) {
+      if (e.kind == event_kind::failed)
+        waiting.erase(e.id);
+      return waiting.empty();
+    });
+  };
+  BOOST_REQUIRE(failed_all());
+  // The worker goes, so retried jobs stay pending.
+  BOOST_TEST(worker->stop());
+  worker.reset();
+  page_request page;
+  page.limit = 2;
+  auto first = c.ask<job_page>(q, list_failed_atom::value, job_filter{}, page);
+  BOOST_REQUIRE_MESSAGE(first.has_value(), first.error().to_string());
+  BOOST_REQUIRE(first->jobs.size() == 2u);
+  BOOST_REQUIRE(first->next.has_value());
+  page.after = first->next;
+  auto second = c.ask<job_page>(q, list_failed_atom::value, job_filter{}, page);
+  BOOST_REQUIRE(second.has_value());
+  BOOST_REQUIRE(second->jobs.size() == 1u);
+  BOOST_TEST(!second->next.has_value());
+  std::set<job_id> listed;
+  for (auto* p : {&*first, &*second})
+    for (auto& j : p->jobs) {
+      listed.insert(j.id);
+      BOOST_TEST(j.status == job_status::failed);
+      BOOST_REQUIRE(j.attempts.size() == 1u);
+      BOOST_TEST(j.attempts[0].outcome == attempt_outcome::failed_permanently);
+      BOOST_TEST(j.attempts[0].message == "boom:" + j.payload);
+    }
+  BOOST_TEST((listed == ids));
+  // One by one, then by filter.
+  auto one = *ids.begin();
+  auto retried = c.ask<ok_atom>(q, retry_failed_atom::value, one);
+  BOOST_REQUIRE_MESSAGE(retried.has_value(), retried.error().to_string());
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    return e.kind == event_kind::requeued && e.id == one;
+  }));
+  BOOST_TEST(client.info(one).status == job_status::pending);
+  auto twice = c.ask<ok_atom>(q, retry_failed_atom::value, one);
+  BOOST_REQUIRE(!twice.has_value());
+  BOOST_TEST(twice.error().code() == error::invalid_argument);
+  BOOST_TEST(twice.error().field() == "id");
+  job_filter by_type;
+  by_type.type = "job";
+  auto summary = c.ask<retry_summary>(q, retry_failed_atom::value, by_type);
+  BOOST_REQUIRE_MESSAGE(summary.has_value(), summary.error().to_string());
+  BOOST_TEST(summary->retried == 2);
+  BOOST_TEST(summary->skipped.empty());
+  job_filter pending;
+  pending.status = job_status::pending;
+  auto listing = c.ask<job_page>(q, list_jobs_atom::value, pending, page_request{});
+  BOOST_REQUIRE(listing.has_value());
+  BOOST_TEST(listing->jobs.size() == 3u);
+  // They fail again on a new worker, and are purged.
+  worker.emplace(server.port, "fail", 2);
+  BOOST_REQUIRE(failed_all());
+  for (auto& id : ids)
+    BOOST_TEST(client.info(id).attempts.size() == 2u);
+  auto purged = c.ask<int64_t>(q, purge_failed_atom::value, by_type);
+  BOOST_REQUIRE_MESSAGE(purged.has_value(), purged.error().to_string());
+  BOOST_TEST(*purged == 3);
+  BOOST_TEST(c.ask<job_page>(q, list_failed_atom::value, job_filter{}, page_request{})
+               ->jobs.empty());
+  BOOST_TEST(c.ask<job_info>(q, job_info_atom::value, one).error().code() == error::not_found);
+  // Bad input is named across the wire and changes nothing.
+  page_request empty_page;
+  empty_page.limit = 0;
+  auto bad_page = c.ask<job_page>(q, list_jobs_atom::value, job_filter{}, empty_page);
+  BOOST_REQUIRE(!bad_page.has_value());
+  BOOST_TEST(bad_page.error().code() == error::invalid_argument);
+  BOOST_TEST(bad_page.error().field() == "limit");
+  job_filter bad_filter;
+  bad_filter.type = "";
+  auto bad_purge = c.ask<int64_t>(q, purge_failed_atom::value, bad_filter);
+  BOOST_REQUIRE(!bad_purge.has_value());
+  BOOST_TEST(bad_purge.error().field() == "type");
+  auto negative = c.ask<int64_t>(q, purge_failed_atom::value, ms{-1});
+  BOOST_REQUIRE(!negative.has_value());
+  BOOST_TEST(negative.error().field() == "older_than");
+  BOOST_TEST(worker->stop());
+  BOOST_TEST(server.stop(SIGTERM));
 }

@@ -116,6 +116,9 @@ struct metrics_snapshot {
   /// registration that breaks worker_options' rules, a report of more room
   /// than the worker has), each also logged to stderr.
   int64_t rejected_messages = 0;
+  /// queue::wait calls (and wait_atom requests) waiting for a job to
+  /// finish. A requester that dies or disconnects has its waits dropped.
+  int64_t waits = 0;
   /// Job counts per status, overall and per type.
   status_counts by_status;
   std::map<std::string, status_counts> by_type;

@@ -60,9 +60,10 @@ struct worker_options {
   /// that don't call heartbeat() survive past their timeout while they run.
   std::optional<std::chrono::milliseconds> auto_heartbeat;
 
-  /// Most one progress report per job is stored this often (on the queue's
+  /// At most one progress report per job is stored this often (on the queue's
   /// clock), the latest winning; the last report before an attempt ends is
-  /// stored anyway. 0 to 1 hour; 0 stores every report.
+  /// stored anyway. 0 to 1 hour; 0 hands each report over as soon as the
+  /// worker gets to it (reports made faster than that still coalesce).
   std::chrono::milliseconds progress_interval{1'000};
 };
 

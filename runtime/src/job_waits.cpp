@@ -5,6 +5,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <map>
+#include <set>
 
 #include "blocking_calls.hpp"
 #include "ergon/queue_actor.hpp"
@@ -20,6 +21,7 @@ using ms = std::chrono::milliseconds;
 
 struct pending_wait {
   caf::response_promise rp;
+  caf::actor_addr requester;  // empty for an anonymous request
   job_id id;
   uint64_t watch_handle = 0;
   ms timeout{0};
@@ -36,6 +38,22 @@ struct waits_state {
   caf::actor calls;
   std::map<uint64_t, pending_wait> waits;
   uint64_t next = 1;
+  // Requesters we monitor: a client that disconnects or an actor that dies
+  // while waiting has its waits dropped, not kept until the job finishes.
+  std::set<caf::actor_addr> monitored;
+
+  void drop_waits_of(const caf::actor_addr& requester) {
+    monitored.erase(requester);
+    for (auto i = waits.begin(); i != waits.end();) {
+      if (i->second.requester == requester) {
+        if (i->second.watch_handle != 0)
+          watch->remove(i->second.watch_handle);
+        i = waits.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  }
 
   // Whoever still waits when the queue stops hears `closed`.
   void close_all() {
@@ -125,6 +143,7 @@ caf::behavior run(waits_ptr self, std::shared_ptr<actors::final_watch> watch, ca
     self->state.close_all();
     self->quit(msg.reason);
   });
+  self->set_down_handler([self](caf::down_msg& msg) { self->state.drop_waits_of(msg.source); });
   return {
     [self](wait_atom, const job_id& id, ms timeout) -> caf::result<job_info> {
       auto& st = self->state;
@@ -134,6 +153,11 @@ caf::behavior run(waits_ptr self, std::shared_ptr<actors::final_watch> watch, ca
       auto h = st.next++;
       pending_wait w;
       w.rp = self->make_response_promise();
+      if (auto source = w.rp.source()) {
+        w.requester = source->address();
+        if (st.monitored.insert(w.requester).second)
+          self->monitor(source);
+      }
       w.id = id;
       w.timeout = timeout;
       watch_for(self, h, w);

@@ -100,6 +100,19 @@ caf::response_promise to_writer(queue_ptr self, Call call) {
   return rp;
 }
 
+// The writer answers a retry with its summary; for one job the answer is ok.
+caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id) {
+  auto rp = self->make_response_promise<ok_atom>();
+  if (self->state.q->closed.load(std::memory_order_acquire)) {
+    rp.deliver(to_caf_error(actors::queue_closed()));
+    return rp;
+  }
+  self->request(self->state.q->writer, caf::infinite, actors::retry_failed_call{{id, {}}, {}})
+    .then([rp](retry_summary&) mutable { rp.deliver(ok_atom::value); },
+          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  return rp;
+}
+
 caf::result<ok_atom> subscribe(queue_ptr self, const caf::actor& subscriber) {
   auto& st = self->state;
   if (!subscriber)
@@ -233,7 +246,7 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
     [self](list_failed_atom a, const job_filter& f, const page_request& p)
       -> caf::result<job_page> { return to_calls(self, a, f, p); },
     [self](retry_failed_atom, const job_id& id) -> caf::result<ok_atom> {
-      return to_writer(self, actors::retry_failed_call{{id, {}}, {}});
+      return retry_one(self, id);
     },
     [self](retry_failed_atom, job_filter& f) -> caf::result<retry_summary> {
       f.status = job_status::failed;

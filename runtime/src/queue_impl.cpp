@@ -179,6 +179,7 @@ result<metrics_snapshot> queue::impl::metrics() {
   snap->refused_messages = gate->refused();
   snap->failed_handshakes = gate->failed_handshakes();
   snap->rejected_messages = gate->rejected();
+  snap->waits = static_cast<int64_t>(watch->size());
   for (auto& [type, counts] : counters->by_type())
     for (size_t i = 0; i < counts.size(); ++i)
       snap->by_type[type].by_status[i] = counts[i];

@@ -4,11 +4,15 @@
 //   ready                       the worker is registered
 //   started <payload>           job code started (mode hold and late)
 //   outcome <payload> <code>    what complete() returned (mode late)
+//   progressed <payload>        three progress reports made (mode progress)
+//   returned <payload> <flag>   code returned; flag: ctx.cancelled() (hold, progress)
 //   stopped <status>            after SIGTERM
 //
 // Modes: complete (complete "done:<payload>" at once); hold (wait until the
 // attempt is cancelled, then return without an outcome); late (wait until
-// cancelled, then complete anyway: a late result that must be fenced).
+// cancelled, then complete anyway: a late result that must be fenced);
+// progress (report 1/3 "one", 2/3 "two", 3/3 "three" at once, then hold);
+// fail (fail for good with "boom:<payload>").
 #include <cstdlib>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -73,16 +77,31 @@ int main(int argc, char** argv) {
   ergon::worker_options opts;
   opts.name = "child-" + mode;
   opts.max_concurrency = concurrency;
+  if (mode == "progress")
+    opts.progress_interval = std::chrono::milliseconds::zero();
   opts.runners["job"] = [mode](ergon::job_context& ctx) {
     if (mode == "complete") {
       ctx.complete("done:" + ctx.payload());
       return;
     }
+    if (mode == "fail") {
+      ctx.fail_permanently("boom:" + ctx.payload());
+      return;
+    }
     say("started " + ctx.payload());
+    if (mode == "progress") {
+      const char* words[] = {"one", "two", "three"};
+      for (int64_t i = 1; i <= 3; ++i)
+        if (auto st = ctx.progress(i, 3, words[i - 1]); !st)
+          say("error " + st.to_string());
+      say("progressed " + ctx.payload());
+    }
     ctx.wait_cancelled(std::chrono::milliseconds::max());
     if (mode == "late") {
       auto st = ctx.complete("late:" + ctx.payload());
       say("outcome " + ctx.payload() + " " + ergon::to_string(st.code()));
+    } else {
+      say("returned " + ctx.payload() + " " + (ctx.cancelled() ? "cancelled" : "not-cancelled"));
     }
   };
   auto w = ergon::start_worker(*q, std::move(opts));

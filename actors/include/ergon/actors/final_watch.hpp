@@ -32,6 +32,9 @@ class final_watch {
   /// Whether anyone waits; the dispatcher skips finished() otherwise.
   bool empty() const noexcept { return count_.load(std::memory_order_acquire) == 0; }
 
+  /// How many callbacks wait.
+  size_t size() const noexcept { return count_.load(std::memory_order_acquire); }
+
  private:
   struct waiter {
     uint64_t handle = 0;
