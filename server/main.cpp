@@ -20,24 +20,9 @@
 
 #include <csignal>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <pthread.h>
 #include <cstdlib>
-
-namespace {
-
-// A secret or passphrase file: its first line, without the line break.
-std::string read_first_line(const std::string& path) {
-  std::ifstream in{path};
-  std::string line;
-  std::getline(in, line);
-  if (!line.empty() && line.back() == '\r')
-    line.pop_back();
-  return line;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ergon-server: a durable job queue on a port"};
@@ -70,10 +55,17 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   ergon::credentials creds;
-  if (!secret_file.empty())
-    creds.secret = read_first_line(secret_file);
-  if (!passphrase_file.empty())
-    tls.passphrase = read_first_line(passphrase_file);
+  for (auto [file, slot] : {std::pair{&secret_file, &creds.secret},
+                            std::pair{&passphrase_file, &tls.passphrase}}) {
+    if (file->empty())
+      continue;
+    auto text = ergon::read_secret_file(*file);
+    if (!text) {
+      std::cerr << "ergon-server: " << text.error() << '\n';
+      return 1;
+    }
+    *slot = std::move(*text);
+  }
 
   // Every thread, CAF's included, inherits this mask: only sigwait below
   // sees SIGINT and SIGTERM.

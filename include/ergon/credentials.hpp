@@ -43,4 +43,10 @@ struct credentials {
   std::string secret;
 };
 
+/// The first line of a secret or passphrase file, without its line break
+/// (LF or CRLF), as ergon-server's --secret-file reads it. Errors: io_error
+/// naming the file (missing or unreadable), invalid_argument ("path": the
+/// first line is empty).
+result<std::string> read_secret_file(const std::string& path);
+
 }  // namespace ergon

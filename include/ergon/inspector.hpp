@@ -11,7 +11,9 @@
 // allocations, aging, pauses) lives in the owner's memory and is not visible.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,5 +72,27 @@ class inspector {
   explicit inspector(std::unique_ptr<impl> p) noexcept;
   std::unique_ptr<impl> impl_;
 };
+
+/// Who owns a database file: the process whose queue has it open.
+struct owner_info {
+  int64_t pid = 0;
+  std::string host;
+  /// Where the owner takes remote connections (options::listen, publish,
+  /// ergon-server), in the order it opened them; empty if it takes none.
+  struct listener {
+    std::string address;  ///< as bound: 0.0.0.0 means any address of its host
+    uint16_t port = 0;
+    bool needs_secret = false;  ///< connect with credentials::secret
+    bool needs_tls = false;     ///< connect through use_tls
+  };
+  std::vector<listener> listeners;
+};
+
+/// The owner of the database at `path` now, or empty if no open queue owns
+/// it (none did, it closed, or it crashed). Reads the owner's lock file and
+/// takes no lock, so it never gets in the way of an open; an owner on
+/// another host (a shared file system) is taken at its word. Errors:
+/// invalid_argument ("path" empty), io_error (the lock file can't be read).
+result<std::optional<owner_info>> find_owner(const std::string& path);
 
 }  // namespace ergon

@@ -122,6 +122,8 @@ struct metrics_snapshot {
   /// Job counts per status, overall and per type.
   status_counts by_status;
   std::map<std::string, status_counts> by_type;
+  /// Pending and running jobs per group; jobs without a group under "".
+  std::map<std::string, status_counts> by_group;
 };
 
 }  // namespace ergon

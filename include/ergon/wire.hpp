@@ -270,7 +270,7 @@ typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
            x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
            x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
            x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
-           x.rejected_messages, x.waits, x.by_status, x.by_type);
+           x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group);
 }
 
 template <class Inspector>

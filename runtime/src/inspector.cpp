@@ -7,6 +7,7 @@
 
 #include "ergon/queue.hpp"
 #include "ergon/storage/operations.hpp"
+#include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"
 
@@ -151,7 +152,29 @@ result<metrics_snapshot> inspector::metrics() const {
     m.by_status.by_status[i] += row.count;
     m.by_type[row.type].by_status[i] += row.count;
   }
+  auto groups = impl_->with_connection(
+    [](storage::db& d) { return storage::count_unfinished_by_group(d); });
+  if (!groups)
+    return groups.error();
+  for (auto& row : *groups)
+    m.by_group[row.group].by_status[static_cast<size_t>(row.status)] += row.count;
   return m;
+}
+
+result<std::optional<owner_info>> find_owner(const std::string& path) {
+  if (path.empty())
+    return status{error::invalid_argument, "the database path is empty", "path"};
+  auto found = storage::ownership::find(path);
+  if (!found)
+    return found.error();
+  if (!*found)
+    return std::optional<owner_info>{};
+  owner_info o;
+  o.pid = (*found)->pid;
+  o.host = (*found)->host;
+  for (auto& l : (*found)->listeners)
+    o.listeners.push_back({l.address, l.port, l.secret, l.tls});
+  return std::optional<owner_info>{std::move(o)};
 }
 
 }  // namespace ergon

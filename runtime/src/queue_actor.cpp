@@ -395,6 +395,12 @@ result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
     return status{error::io_error, "cannot listen on " + bind + ":" + std::to_string(port) + ": "
                                      + sys.render(bound.error())};
   impl.ports.push_back(*bound);
+  // Tools find the owner's port here (find_owner); a queue that can't say
+  // so still listens.
+  if (auto st = impl.owner->record_listener(bind, *bound, !creds.secret.empty(),
+                                            sys.has_openssl_manager());
+      !st)
+    std::cerr << "ergon: " << st << '\n';
   return *bound;
 }
 

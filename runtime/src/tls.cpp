@@ -78,4 +78,17 @@ status use_tls(caf::actor_system_config& cfg, const tls_options& tls) {
   return {};
 }
 
+result<std::string> read_secret_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    return status{error::io_error, path + ": cannot read it"};
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  if (line.empty())
+    return status{error::invalid_argument, path + ": its first line is empty", "path"};
+  return line;
+}
+
 }  // namespace ergon

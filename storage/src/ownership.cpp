@@ -7,8 +7,11 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace ergon::storage {
 namespace {
@@ -33,10 +36,21 @@ std::string read_owner(int fd) {
   return text.empty() ? std::string{"an owner that is still starting"} : text;
 }
 
-std::string this_process() {
+std::string this_host() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  return "pid " + std::to_string(::getpid()) + " on host " + host + "\n";
+  return host;
+}
+
+std::string this_process() {
+  return "pid " + std::to_string(::getpid()) + " on host " + this_host() + "\n";
+}
+
+// Writes the whole lock file anew.
+status rewrite(int fd, const std::string& path, const std::string& text) {
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0)
+    return errno_status(path, errno);
+  return {};
 }
 
 }  // namespace
@@ -80,15 +94,75 @@ result<std::unique_ptr<ownership>> ownership::acquire(const std::string& db_path
     if (::fstat(fd, &locked) == 0 && ::stat(path->c_str(), &current) == 0
         && locked.st_dev == current.st_dev && locked.st_ino == current.st_ino) {
       auto me = this_process();
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-        int err = errno;
+      if (auto st = rewrite(fd, *path, me); !st) {
         ::close(fd);
-        return errno_status(*path, err);
+        return st;
       }
-      return std::unique_ptr<ownership>{new ownership(fd, std::move(*path))};
+      return std::unique_ptr<ownership>{new ownership(fd, std::move(*path), std::move(me))};
     }
     ::close(fd);
   }
+}
+
+status ownership::record_listener(const std::string& address, uint16_t port, bool secret,
+                                  bool tls) {
+  auto next = text_ + "listening on " + address + " port " + std::to_string(port)
+              + (secret ? " secret" : "") + (tls ? " tls" : "") + "\n";
+  if (auto st = rewrite(fd_, path_, next); !st)
+    return st;
+  text_ = std::move(next);
+  return {};
+}
+
+std::optional<ownership::record> ownership::parse(const std::string& text) {
+  std::istringstream in{text};
+  std::string word;
+  record r;
+  std::string on, host_word;
+  if (!(in >> word) || word != "pid" || !(in >> r.pid) || r.pid <= 0 || !(in >> on >> host_word)
+      || on != "on" || host_word != "host" || !(in >> r.host))
+    return std::nullopt;
+  std::string line;
+  std::getline(in, line);  // the rest of the first line
+  while (std::getline(in, line)) {
+    std::istringstream l{line};
+    std::string listening, port_word;
+    record::listener x;
+    int port = 0;
+    if (!(l >> listening >> on >> x.address >> port_word >> port) || listening != "listening"
+        || on != "on" || port_word != "port" || port <= 0 || port > 65535)
+      return std::nullopt;
+    x.port = static_cast<uint16_t>(port);
+    while (l >> word) {
+      if (word == "secret")
+        x.secret = true;
+      else if (word == "tls")
+        x.tls = true;
+    }
+    r.listeners.push_back(std::move(x));
+  }
+  return r;
+}
+
+result<std::optional<ownership::record>> ownership::find(const std::string& db_path) {
+  auto path = lock_path(db_path);
+  if (!path)
+    return path.error();
+  std::ifstream in{*path};
+  if (!in) {
+    if (errno == ENOENT)
+      return std::optional<record>{};
+    return errno_status(*path, errno);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto r = parse(text.str());
+  if (!r)
+    return std::optional<record>{};
+  // A lock file whose process is gone was left by a crash: nobody owns it.
+  if (r->host == this_host() && ::kill(static_cast<pid_t>(r->pid), 0) != 0 && errno == ESRCH)
+    return std::optional<record>{};
+  return r;
 }
 
 ownership::~ownership() {

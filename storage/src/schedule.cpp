@@ -1,4 +1,5 @@
 #include "ergon/storage/schedule.hpp"
+#include "ergon/storage/times.hpp"
 
 #include <date/tz.h>
 
@@ -66,18 +67,8 @@ result<int64_t> parse_period(const std::string& text) {
     while (unit_end < text.size() && std::isalpha(static_cast<unsigned char>(text[unit_end])))
       ++unit_end;
     auto unit = text.substr(digits, unit_end - digits);
-    int64_t scale = 0;
-    if (unit == "ms")
-      scale = 1;
-    else if (unit == "s")
-      scale = 1'000;
-    else if (unit == "m")
-      scale = 60'000;
-    else if (unit == "h")
-      scale = 3'600'000;
-    else if (unit == "d")
-      scale = 86'400'000;
-    else
+    auto scale = unit_ms(unit);
+    if (scale == 0)
       return every_error("'" + text.substr(i, unit_end - i)
                          + "' needs a unit of ms, s, m, h or d");
     if (count > max_period_ms / scale || total + count * scale > max_period_ms)

@@ -527,6 +527,15 @@ struct type_status_count {
   int64_t count = 0;
 };
 
+/// Pending and running jobs per (group, status), jobs without a group under
+/// "": a range scan from the unfinished low mark.
+struct group_status_count {
+  std::string group;
+  job_status status = job_status::pending;
+  int64_t count = 0;
+};
+result<std::vector<group_status_count>> count_unfinished_by_group(db& d);
+
 /// Where count_jobs gets its numbers.
 enum class count_source : uint8_t {
   /// The finished_counts table (schema version 2) plus a range scan of the

@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ergon/error.hpp"
 
@@ -27,15 +29,44 @@ class ownership {
   /// (symlinks resolved) plus "-owner".
   static result<std::string> lock_path(const std::string& db_path);
 
+  /// Adds to the lock file where this owner takes remote connections, so
+  /// that tools find it (ergonctl). Errors: io_error.
+  status record_listener(const std::string& address, uint16_t port, bool secret, bool tls);
+
+  /// What a lock file says: the owner's pid and host, and its listeners.
+  struct record {
+    int64_t pid = 0;
+    std::string host;
+    struct listener {
+      std::string address;
+      uint16_t port = 0;
+      bool secret = false;
+      bool tls = false;
+    };
+    std::vector<listener> listeners;
+  };
+
+  /// Parses a lock file's text; empty if it isn't one (or is still being
+  /// written).
+  static std::optional<record> parse(const std::string& text);
+
+  /// The owner of `db_path` now: its lock file's record, if the file exists
+  /// and its process lives (checked on this host; one on another host is
+  /// taken at its word). Takes no lock, so it never gets in an open's way.
+  /// Errors: io_error (the lock file exists but can't be read).
+  static result<std::optional<record>> find(const std::string& db_path);
+
   ownership(const ownership&) = delete;
   ownership& operator=(const ownership&) = delete;
   /// Removes the lock file, then releases the lock.
   ~ownership();
 
  private:
-  ownership(int fd, std::string path) noexcept : fd_(fd), path_(std::move(path)) {}
+  ownership(int fd, std::string path, std::string text) noexcept
+      : fd_(fd), path_(std::move(path)), text_(std::move(text)) {}
   int fd_;
   std::string path_;
+  std::string text_;  // what the lock file holds
 };
 
 }  // namespace ergon::storage

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -56,6 +57,22 @@ inline std::chrono::steady_clock::time_point steady_deadline(std::chrono::millis
   if (d >= room)
     return steady_clock::time_point::max();
   return now + (d.count() > 0 ? d : std::chrono::milliseconds{0});
+}
+
+/// The ms in one of a duration's units: "ms", "s", "m", "h" or "d"; 0 for
+/// anything else. Schedules ("every 90s") and ergonctl's flags use it.
+inline int64_t unit_ms(const std::string& unit) noexcept {
+  if (unit == "ms")
+    return 1;
+  if (unit == "s")
+    return 1'000;
+  if (unit == "m")
+    return 60'000;
+  if (unit == "h")
+    return 3'600'000;
+  if (unit == "d")
+    return 86'400'000;
+  return 0;
 }
 
 /// The longest single CAF timer: CAF counts in ns, so a longer delay would

@@ -1,0 +1,96 @@
+// commands: one function per ergonctl command. Each prints its answer (as
+// text or, with --json, one JSON document) to `out` and returns the exit
+// status; errors go to `err`, naming the problem.
+#pragma once
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <chrono>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <ergon/inspector.hpp>
+#include <ergon/listing.hpp>
+
+#include "json_views.hpp"
+#include "queue_link.hpp"
+
+namespace ergon::ctl {
+
+/// Exit statuses (see `ergonctl --help`).
+enum exit_code : int {
+  exit_ok = 0,
+  exit_failed = 1,  ///< the queue answered with an error
+  exit_usage = 2,   ///< bad flags or values
+};
+
+/// What every command shares: where the database is, how to reach its
+/// owner, and how to print.
+class context {
+ public:
+  context(reach_options reach, tls_options tls, bool json, std::ostream& out, std::ostream& err);
+  ~context();
+
+  const reach_options& reach() const noexcept { return reach_; }
+  bool json() const noexcept { return json_; }
+  std::ostream& out() noexcept { return out_; }
+
+  /// The inspector over the file (made on first use).
+  result<inspector*> reader();
+  /// An actor system with the network layer (made on first use).
+  result<caf::actor_system*> system();
+
+  /// Prints `st` to err (as JSON with --json) and returns its exit status.
+  int fail(const status& st);
+  /// Prints `doc` with --json, or calls `text`; returns exit_ok.
+  template <class Text>
+  int answer(const json_views::json& doc, Text text) {
+    if (json_)
+      out_ << doc.dump(2) << '\n';
+    else
+      text(out_);
+    return exit_ok;
+  }
+
+ private:
+  struct config;
+  reach_options reach_;
+  tls_options tls_;
+  bool json_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::optional<inspector> reader_;
+  std::unique_ptr<config> cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+};
+
+/// A job id from the command line. Error: invalid_argument naming ID.
+result<job_id> parse_id(const std::string& text);
+
+struct list_args {
+  job_filter filter;
+  page_request page;
+  bool failed = false;  ///< dead letters (list_failed)
+};
+
+int list(context& c, const list_args& a);
+int show(context& c, const std::string& id);
+int stats(context& c);
+int recurring_list(context& c, const std::string& prefix);
+int recurring_show(context& c, const std::string& id);
+
+/// Retries one failed job, or with `filter` every failed job it matches.
+int retry(context& c, const std::optional<std::string>& id, const std::optional<job_filter>& filter);
+int cancel(context& c, const std::string& id);
+/// Purges failed jobs: those `filter` matches, or that failed longer ago
+/// than `older_than`.
+int purge(context& c, const job_filter& filter, std::optional<std::chrono::milliseconds> older_than);
+/// `what` is "group" or "type"; `pause` false resumes.
+int pause(context& c, const std::string& what, const std::string& name, bool pause,
+          std::optional<std::chrono::milliseconds> duration);
+int recurring_delete(context& c, const std::string& id);
+
+}  // namespace ergon::ctl

@@ -1,0 +1,301 @@
+// ergonctl: looks at and changes an ergon database from the command line.
+// See `ergonctl --help` and docs/operations.md.
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "commands.hpp"
+#include "text.hpp"
+
+namespace {
+
+using namespace ergon;
+using namespace ergon::ctl;
+
+const char* description = R"(ergonctl: look at and change an ergon job queue database.
+
+Reads (list, show, stats, recurring list|show) go through a read-only
+inspector: they work beside the program that owns the file and never take it
+from it. Writes (retry, cancel, purge, pause, resume, recurring delete) go to
+the owner: when a program owns the file and listens (options::listen, or
+ergon-server), ergonctl connects to it, found through the file's lock;
+when a program owns it but takes no connections, writes fail and say so;
+when nobody owns it, ergonctl opens the file itself and closes it after.
+)";
+
+const char* footer = R"(
+TIMES AND DURATIONS
+  Times are ms since the epoch or ISO 8601 in UTC (2026-11-25,
+  2026-11-25T10:00:00Z). Durations are a number with ms, s, m, h or d (90s,
+  12h), or bare ms.
+
+OUTPUT
+  Text for people by default; with --json, one JSON document on stdout.
+  Errors go to stderr ({"error", "message", "field"} with --json).
+
+EXIT STATUS
+  0  done
+  1  the queue refused or failed (not_found, job_running, busy, unreachable, ...)
+  2  bad flags or values
+
+EXAMPLES
+  ergonctl --db jobs.db list --status failed --type send_email
+  ergonctl --db jobs.db show 0190163d-8694-739b-aea5-966c26f8ad91 --json
+  ergonctl --db jobs.db retry --all --type send_email
+  ergonctl --db jobs.db purge --older-than 7d
+  ergonctl --db jobs.db pause group tenant-42 --for 10m
+  ergonctl --db jobs.db --secret-file secret stats
+)";
+
+// The filter flags of list, retry --all and purge.
+struct filter_flags {
+  std::string status, type, group, name;
+  std::string submitted_from, submitted_before, finished_from, finished_before;
+
+  void add_to(CLI::App* cmd, bool with_status) {
+    if (with_status)
+      cmd->add_option("--status", status,
+                      "pending, running, succeeded, failed, cancelled or expired");
+    cmd->add_option("--type", type, "jobs of this type");
+    cmd->add_option("--group", group, "jobs in this group");
+    cmd->add_option("--name", name, "jobs submitted with this name");
+    cmd->add_option("--submitted-from", submitted_from, "submitted at or after this time");
+    cmd->add_option("--submitted-before", submitted_before, "submitted before this time");
+    cmd->add_option("--finished-from", finished_from, "finished at or after this time");
+    cmd->add_option("--finished-before", finished_before, "finished before this time");
+  }
+
+  result<job_filter> parse() const {
+    job_filter f;
+    if (!status.empty()) {
+      f.status = json_views::parse_status(status);
+      if (!f.status)
+        return status_error();
+    }
+    if (!type.empty())
+      f.type = type;
+    if (!group.empty())
+      f.group = group;
+    if (!name.empty())
+      f.name = name;
+    for (auto [text, slot, flag] :
+         {std::tuple{&submitted_from, &f.submitted_from_ms, "--submitted-from"},
+          std::tuple{&submitted_before, &f.submitted_before_ms, "--submitted-before"},
+          std::tuple{&finished_from, &f.finished_from_ms, "--finished-from"},
+          std::tuple{&finished_before, &f.finished_before_ms, "--finished-before"}}) {
+      if (text->empty())
+        continue;
+      auto t = parse_time(*text, flag);
+      if (!t)
+        return t.error();
+      *slot = *t;
+    }
+    return f;
+  }
+
+  ergon::status status_error() const {
+    return {error::invalid_argument,
+            "--status: '" + status
+              + "' is not a status (pending, running, succeeded, failed, cancelled, expired)",
+            "--status"};
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{description, "ergonctl"};
+  app.footer(footer);
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string db, secret_file, passphrase_file;
+  bool json = false;
+  tls_options tls;
+  app.add_option("--db", db, "the database file")->required();
+  app.add_flag("--json", json, "print one JSON document instead of text");
+  app.add_option("--secret-file", secret_file,
+                 "the owner's shared secret (a file of one line), for an owner that needs it")
+    ->check(CLI::ExistingFile);
+  auto cert = app.add_option("--tls-cert", tls.certificate, "this client's PEM certificate")
+                ->check(CLI::ExistingFile);
+  auto key = app.add_option("--tls-key", tls.key, "its PEM private key")->check(CLI::ExistingFile);
+  auto ca = app.add_option("--tls-ca", tls.ca_file, "the CAs the owner's certificate chains to")
+              ->check(CLI::ExistingFile);
+  app.add_option("--tls-passphrase-file", passphrase_file, "a file holding the key's passphrase")
+    ->check(CLI::ExistingFile);
+  cert->needs(key, ca);
+  key->needs(cert, ca);
+  ca->needs(cert, key);
+
+  // -- reads
+  auto list_cmd = app.add_subcommand("list", "list jobs, a page at a time, oldest first");
+  filter_flags list_filter;
+  list_filter.add_to(list_cmd, true);
+  size_t limit = 100;
+  std::string after;
+  bool newest_first = false, failed_only = false;
+  list_cmd->add_option("--limit", limit, "jobs per page, 1 to 1000")->capture_default_str();
+  list_cmd->add_option("--after", after, "start after this job id (the previous page's 'more')");
+  list_cmd->add_flag("--newest-first", newest_first, "newest submission first");
+  list_cmd->add_flag("--failed", failed_only, "dead letters: failed jobs (ignores --status)");
+  list_cmd->footer("\nEach job with its type, status, tries, group, submission time and last error.");
+
+  auto show_cmd = app.add_subcommand("show", "one job with its attempts, errors and payload size");
+  std::string show_id;
+  show_cmd->add_option("ID", show_id, "the job id")->required();
+
+  auto stats_cmd = app.add_subcommand(
+    "stats", "counts per status, type and group, the oldest pending job, and allocation");
+  stats_cmd->footer(
+    "\nCounts come from the file. Group allocation lives in the owner's memory: it shows\n"
+    "when the owner listens; otherwise stats says why it can't.");
+
+  // -- writes
+  auto retry_cmd = app.add_subcommand("retry", "put failed jobs back to pending, with fresh tries");
+  std::string retry_id;
+  bool retry_all = false;
+  filter_flags retry_filter;
+  retry_cmd->add_option("ID", retry_id, "the failed job to retry");
+  retry_cmd->add_flag("--all", retry_all, "every failed job the filters match, in one transaction");
+  retry_filter.add_to(retry_cmd, false);
+
+  auto cancel_cmd = app.add_subcommand(
+    "cancel", "cancel a job: a pending one never runs, a running one is asked to stop");
+  std::string cancel_id;
+  cancel_cmd->add_option("ID", cancel_id, "the job id")->required();
+
+  auto purge_cmd = app.add_subcommand("purge", "delete failed jobs with their attempts");
+  filter_flags purge_filter;
+  std::string older_than;
+  purge_filter.add_to(purge_cmd, false);
+  bool purge_all = false;
+  purge_cmd->add_option("--older-than", older_than,
+                        "the jobs that failed longer ago than this (not with the filters)");
+  purge_cmd->add_flag("--all", purge_all, "every failed job the filters match (all of them without filters)");
+  purge_cmd->footer("\nGive --older-than, or --all with or without filters.");
+
+  std::string what, target, pause_for;
+  auto pause_cmd = app.add_subcommand("pause", "stop starting jobs of a group or type");
+  pause_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
+  pause_cmd->add_option("NAME", target, "the group or type")->required();
+  pause_cmd->add_option("--for", pause_for, "resume by itself after this long");
+  pause_cmd->footer("\nPauses live in the owner's memory: the owner must listen.");
+  auto resume_cmd = app.add_subcommand("resume", "start jobs of a paused group or type again");
+  resume_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
+  resume_cmd->add_option("NAME", target, "the group or type")->required();
+
+  auto recurring_cmd = app.add_subcommand("recurring", "recurring jobs: list, show, delete");
+  recurring_cmd->require_subcommand(1);
+  std::string prefix, recurring_id;
+  auto rec_list = recurring_cmd->add_subcommand("list", "recurring jobs, by id");
+  rec_list->add_option("PREFIX", prefix, "only ids that start with this");
+  auto rec_show = recurring_cmd->add_subcommand("show", "one recurring job and its instances");
+  rec_show->add_option("ID", recurring_id, "the recurring job's id")->required();
+  auto rec_delete = recurring_cmd->add_subcommand(
+    "delete", "delete a recurring job; its pending instance goes, a running one finishes");
+  rec_delete->add_option("ID", recurring_id, "the recurring job's id")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    auto rest = app.remaining();
+    if (app.get_subcommands().empty() && !rest.empty()) {
+      std::cerr << "ergonctl: unknown command '" << rest.front()
+                << "' (list, show, stats, retry, cancel, purge, pause, resume, recurring; "
+                   "see --help)\n";
+      return exit_usage;
+    }
+    auto rc = app.exit(e);
+    return rc == 0 ? exit_ok : exit_usage;
+  }
+
+  reach_options reach;
+  reach.db = db;
+  reach.tls = !tls.certificate.empty();
+  for (auto [file, slot, flag] :
+       {std::tuple{&secret_file, &reach.creds.secret, "--secret-file"},
+        std::tuple{&passphrase_file, &tls.passphrase, "--tls-passphrase-file"}}) {
+    if (file->empty())
+      continue;
+    auto text = read_secret_file(*file);
+    if (!text)
+      return context{reach, tls, json, std::cout, std::cerr}.fail(
+        {error::invalid_argument, std::string{flag} + ": " + text.error().message(), flag});
+    *slot = std::move(*text);
+  }
+  context c{reach, tls, json, std::cout, std::cerr};
+
+  if (*list_cmd) {
+    list_args a;
+    auto f = list_filter.parse();
+    if (!f)
+      return c.fail(f.error());
+    a.filter = std::move(*f);
+    a.page.limit = limit;
+    a.page.newest_first = newest_first;
+    a.failed = failed_only;
+    if (!after.empty()) {
+      auto id = parse_id(after);
+      if (!id)
+        return c.fail({error::invalid_argument, "--after: " + id.error().message(), "--after"});
+      a.page.after = *id;
+    }
+    return list(c, a);
+  }
+  if (*show_cmd)
+    return show(c, show_id);
+  if (*stats_cmd)
+    return stats(c);
+  if (*retry_cmd) {
+    if (retry_all == !retry_id.empty())
+      return c.fail({error::invalid_argument, "retry: give either a job ID or --all", "--all"});
+    if (retry_all) {
+      auto f = retry_filter.parse();
+      if (!f)
+        return c.fail(f.error());
+      return retry(c, std::nullopt, *f);
+    }
+    return retry(c, retry_id, std::nullopt);
+  }
+  if (*cancel_cmd)
+    return cancel(c, cancel_id);
+  if (*purge_cmd) {
+    auto f = purge_filter.parse();
+    if (!f)
+      return c.fail(f.error());
+    bool filtered = f->type || f->group || f->name || f->submitted_from_ms
+                    || f->submitted_before_ms || f->finished_from_ms || f->finished_before_ms;
+    if (older_than.empty() == !purge_all)
+      return c.fail({error::invalid_argument, "purge: give either --older-than or --all", "--all"});
+    if (!older_than.empty() && filtered)
+      return c.fail({error::invalid_argument,
+                     "--older-than: give it alone, or use --all with --finished-before",
+                     "--older-than"});
+    std::optional<std::chrono::milliseconds> older;
+    if (!older_than.empty()) {
+      auto d = parse_duration(older_than, "--older-than");
+      if (!d)
+        return c.fail(d.error());
+      older = *d;
+    }
+    return purge(c, *f, older);
+  }
+  if (*pause_cmd || *resume_cmd) {
+    std::optional<std::chrono::milliseconds> duration;
+    if (!pause_for.empty()) {
+      auto d = parse_duration(pause_for, "--for");
+      if (!d)
+        return c.fail(d.error());
+      duration = *d;
+    }
+    return pause(c, what, target, bool(*pause_cmd), duration);
+  }
+  if (*rec_list)
+    return recurring_list(c, prefix);
+  if (*rec_show)
+    return recurring_show(c, recurring_id);
+  if (*rec_delete)
+    return recurring_delete(c, recurring_id);
+  return exit_usage;
+}

@@ -1,0 +1,273 @@
+// The commands that only read: through an inspector, so they work beside a
+// running owner and never take the file from it.
+#include <cstdio>
+#include <map>
+#include <ostream>
+
+#include "commands.hpp"
+#include "text.hpp"
+
+namespace ergon::ctl {
+namespace {
+
+using json_views::json;
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string last_error(const job_info& j) {
+  for (auto a = j.attempts.rbegin(); a != j.attempts.rend(); ++a)
+    if (!a->message.empty())
+      return a->message.size() > 60 ? a->message.substr(0, 57) + "..." : a->message;
+  return "";
+}
+
+std::string or_dash(const std::optional<std::string>& s) { return s ? *s : "-"; }
+
+std::string or_dash(const std::optional<int64_t>& t) { return t ? format_time(*t) : "-"; }
+
+void print_counts(std::ostream& out, const std::string& title,
+                  const std::map<std::string, status_counts>& rows, bool unfinished_only) {
+  std::vector<std::string> header{title, "pending", "running"};
+  if (!unfinished_only)
+    for (auto s : {job_status::succeeded, job_status::failed, job_status::cancelled,
+                   job_status::expired})
+      header.push_back(to_string(s));
+  std::vector<std::vector<std::string>> cells;
+  for (auto& [name, c] : rows) {
+    std::vector<std::string> r{name.empty() ? "(none)" : name};
+    for (size_t i = 0; i + 1 < header.size(); ++i)
+      r.push_back(std::to_string(c.by_status[i]));
+    cells.push_back(std::move(r));
+  }
+  print_table(out, header, cells);
+}
+
+}  // namespace
+
+result<job_id> parse_id(const std::string& text) {
+  auto id = job_id::parse(text);
+  if (!id)
+    return status{error::invalid_argument,
+                  "ID: '" + text + "' is not a job id (36 characters, like "
+                    "0190163d-8694-739b-aea5-966c26f8ad91)",
+                  "--id"};
+  return id;
+}
+
+int list(context& c, const list_args& a) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto page = a.failed ? (*in)->list_failed(a.filter, a.page) : (*in)->list_jobs(a.filter, a.page);
+  if (!page)
+    return c.fail(page.error());
+  return c.answer(json_views::of(*page), [&](std::ostream& out) {
+    if (page->jobs.empty()) {
+      out << "no jobs match\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (auto& j : page->jobs)
+      rows.push_back({j.id.to_string(), j.type, to_string(j.status), std::to_string(j.tries),
+                      or_dash(j.group), format_time(j.added_at_ms), last_error(j)});
+    print_table(out, {"ID", "TYPE", "STATUS", "TRIES", "GROUP", "SUBMITTED", "LAST ERROR"}, rows);
+    if (page->next)
+      out << "more: add --after " << page->next->to_string() << '\n';
+  });
+}
+
+int show(context& c, const std::string& text) {
+  auto id = parse_id(text);
+  if (!id)
+    return c.fail(id.error());
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto j = (*in)->job_info(*id);
+  if (!j)
+    return c.fail(j.error());
+  return c.answer(json_views::of(*j), [&](std::ostream& out) {
+    auto line = [&](const char* k, const std::string& v) { out << k << std::string(13 - std::string{k}.size(), ' ') << v << '\n'; };
+    line("id", j->id.to_string());
+    line("type", j->type);
+    line("status", to_string(j->status));
+    line("name", or_dash(j->name));
+    line("group", or_dash(j->group));
+    line("priority", std::to_string(j->priority) + ", weight " + std::to_string(j->weight));
+    line("tries", std::to_string(j->tries) + " of " + std::to_string(j->tries_before_retry + j->max_retries + 1));
+    line("submitted", format_time(j->added_at_ms));
+    line("run at", format_time(j->run_at_ms));
+    line("deadline", or_dash(j->deadline_ms));
+    line("started", or_dash(j->started_at_ms));
+    line("finished", or_dash(j->finished_at_ms));
+    line("payload", std::to_string(j->payload.size()) + " bytes");
+    if (j->checkpoint)
+      line("checkpoint", std::to_string(j->checkpoint->size()) + " bytes");
+    if (j->result)
+      line("result", std::to_string(j->result->size()) + " bytes");
+    if (j->unique_key)
+      line("unique key", *j->unique_key);
+    if (j->recurring_id)
+      line("recurring", *j->recurring_id);
+    if (j->cancel_requested_at_ms)
+      line("cancel asked", format_time(*j->cancel_requested_at_ms));
+    if (j->progress)
+      line("progress", std::to_string(j->progress->done) + "/" + std::to_string(j->progress->total)
+                         + (j->progress->message.empty() ? "" : " " + j->progress->message));
+    if (j->attempts.empty())
+      return;
+    out << '\n';
+    std::vector<std::vector<std::string>> rows;
+    for (auto& a : j->attempts)
+      rows.push_back({std::to_string(a.try_number), format_time(a.started_at_ms),
+                      a.finished_at_ms ? format_span(*a.finished_at_ms - a.started_at_ms) : "-",
+                      to_string(a.outcome), a.message});
+    print_table(out, {"TRY", "STARTED", "TOOK", "OUTCOME", "MESSAGE"}, rows);
+  });
+}
+
+int stats(context& c) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto counts = (*in)->metrics();
+  if (!counts)
+    return c.fail(counts.error());
+  job_filter pending;
+  pending.status = job_status::pending;
+  page_request first;
+  first.limit = 1;
+  auto oldest = (*in)->list_jobs(pending, first);
+  if (!oldest)
+    return c.fail(oldest.error());
+  auto owner = find_owner(c.reach().db);
+  if (!owner)
+    return c.fail(owner.error());
+  // Allocation lives in the owner's memory: asked for when it listens.
+  std::optional<metrics_snapshot> scheduling;
+  std::string scheduling_note;
+  if (!*owner) {
+    scheduling_note = "no process owns the file: nothing runs";
+  } else if ((*owner)->listeners.empty()) {
+    scheduling_note = "the owner (pid " + std::to_string((*owner)->pid)
+                      + ") takes no connections: allocation is not visible";
+  } else {
+    auto sys = c.system();
+    if (!sys)
+      return c.fail(sys.error());
+    auto link = queue_link::owner(**sys, c.reach());
+    if (!link)
+      return c.fail(link.error());
+    if (*link) {
+      auto m = (*link)->ask<metrics_snapshot>(metrics_atom::value);
+      if (!m)
+        return c.fail(m.error());
+      scheduling = std::move(*m);
+    }
+  }
+  auto now = now_ms();
+  json doc{{"by_status", json_views::of(counts->by_status)}};
+  doc["by_type"] = json::object();
+  for (auto& [type, n] : counts->by_type)
+    doc["by_type"][type] = json_views::of(n);
+  doc["by_group"] = json::object();
+  for (auto& [group, n] : counts->by_group)
+    doc["by_group"][group] = json_views::of(n);
+  doc["oldest_pending"] = nullptr;
+  if (!oldest->jobs.empty()) {
+    auto& j = oldest->jobs.front();
+    doc["oldest_pending"] = {{"id", j.id.to_string()},
+                             {"added_at_ms", j.added_at_ms},
+                             {"run_at_ms", j.run_at_ms},
+                             {"age_ms", now - j.added_at_ms}};
+  }
+  doc["owner"] = *owner ? json_views::of(**owner) : json(nullptr);
+  doc["scheduling"] = scheduling ? json_views::of(*scheduling) : json(nullptr);
+  return c.answer(doc, [&](std::ostream& out) {
+    out << "jobs: " << counts->by_status.total() << " in all\n";
+    for (size_t i = 0; i < job_status_count; ++i)
+      out << "  " << to_string(static_cast<job_status>(i)) << ": " << counts->by_status.by_status[i]
+          << '\n';
+    if (!oldest->jobs.empty()) {
+      auto& j = oldest->jobs.front();
+      out << "oldest pending: " << j.id.to_string() << ", submitted "
+          << format_span(now - j.added_at_ms) << " ago, due "
+          << (j.run_at_ms <= now ? format_span(now - j.run_at_ms) + " ago" : "in " + format_span(j.run_at_ms - now))
+          << '\n';
+    }
+    out << '\n';
+    print_counts(out, "TYPE", counts->by_type, false);
+    if (!counts->by_group.empty()) {
+      out << '\n';
+      print_counts(out, "GROUP", counts->by_group, true);
+    }
+    out << '\n';
+    if (!scheduling) {
+      out << "allocation: " << scheduling_note << '\n';
+      return;
+    }
+    out << "capacity: " << scheduling->capacity << " slots\n";
+    std::vector<std::vector<std::string>> rows;
+    for (auto& g : scheduling->groups) {
+      char share[32];
+      std::snprintf(share, sizeof(share), "%.2f", g.share);
+      rows.push_back({g.group.empty() ? "(none)" : g.group, std::to_string(g.weight), share,
+                      std::to_string(g.allocated_slots), std::to_string(g.running_slots),
+                      std::to_string(g.ready_jobs), g.paused ? "paused" : ""});
+    }
+    print_table(out, {"GROUP", "WEIGHT", "SHARE", "ALLOCATED", "RUNNING", "READY", ""}, rows);
+  });
+}
+
+int recurring_list(context& c, const std::string& prefix) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto all = (*in)->list_recurring(prefix);
+  if (!all)
+    return c.fail(all.error());
+  json doc = json::array();
+  for (auto& r : *all)
+    doc.push_back(json_views::of(r));
+  return c.answer(doc, [&](std::ostream& out) {
+    if (all->empty()) {
+      out << "no recurring jobs" << (prefix.empty() ? "" : " with ids starting '" + prefix + "'")
+          << '\n';
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (auto& r : *all)
+      rows.push_back({r.id, r.schedule, r.time_zone.empty() ? "UTC" : r.time_zone, r.job.type,
+                      r.next_run_at_ms ? format_time(*r.next_run_at_ms) : "-",
+                      r.last_status ? to_string(*r.last_status) : "-"});
+    print_table(out, {"ID", "SCHEDULE", "ZONE", "TYPE", "NEXT RUN", "LAST"}, rows);
+  });
+}
+
+int recurring_show(context& c, const std::string& id) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto r = (*in)->recurring_info(id);
+  if (!r)
+    return c.fail(r.error());
+  return c.answer(json_views::of(*r), [&](std::ostream& out) {
+    auto line = [&](const char* k, const std::string& v) { out << k << std::string(15 - std::string{k}.size(), ' ') << v << '\n'; };
+    line("id", r->id);
+    line("schedule", r->schedule);
+    line("time zone", r->time_zone.empty() ? "UTC" : r->time_zone);
+    line("catch up", to_string(r->catch_up));
+    line("type", r->job.type);
+    line("added", format_time(r->added_at_ms));
+    line("updated", format_time(r->updated_at_ms));
+    line("next job", r->next_job ? r->next_job->to_string() + " (" + to_string(*r->next_status) + ")" : "-");
+    line("next run", or_dash(r->next_run_at_ms));
+    line("last job", r->last_job ? r->last_job->to_string() + " (" + to_string(*r->last_status) + ")" : "-");
+    line("last finished", or_dash(r->last_finished_at_ms));
+  });
+}
+
+}  // namespace ergon::ctl

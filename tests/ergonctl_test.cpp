@@ -1,0 +1,364 @@
+// ergonctl as an operator runs it: a real binary on real files, beside a
+// file nobody owns, an owner in this process that takes no connections, and
+// ergon-server owners (with and without a secret), with remote worker
+// processes failing jobs. --json output is parsed and checked.
+#define BOOST_TEST_MODULE ergonctl
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ergon/job_builder.hpp"
+#include "ergon/queue.hpp"
+#include "support/server_process.hpp"
+
+extern char** environ;
+
+using namespace ergon;
+using ergon::test::child_process;
+using ergon::test::server_process;
+using ergon::test::temp_dir;
+using json = nlohmann::json;
+
+namespace {
+
+struct run_result {
+  int code = -1;
+  std::string out;
+  std::string err;
+
+  json doc() const {
+    auto d = json::parse(out, nullptr, false);
+    BOOST_REQUIRE_MESSAGE(!d.is_discarded(), "not JSON: " << out << " / stderr: " << err);
+    return d;
+  }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path};
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs ergonctl with `args` and waits for it; stdout and stderr via files.
+run_result ergonctl(const temp_dir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), ERGON_CTL);
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  auto out = dir.file("ctl.out");
+  auto err = dir.file("ctl.err");
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  BOOST_REQUIRE_MESSAGE(rc == 0, "posix_spawn failed: " << rc);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  run_result r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// A file with three jobs of type "job", failed for good (by a worker in
+// this process), one pending "other" job in group "g", and a recurring job.
+struct filled_file {
+  temp_dir dir;
+  std::string db = dir.file("q.db");
+  std::vector<job_id> failed;
+  job_id pending;
+
+  filled_file() {
+    auto q = queue::open(db);
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    for (int i = 0; i < 3; ++i)
+      failed.push_back(*q->submit(*job_builder("job").payload("f" + std::to_string(i)).build()));
+    pending = *q->submit(*job_builder("other").group("g").run_at(4'000'000'000'000).build());
+    recurring_job r;
+    r.id = "nightly";
+    r.schedule = "every 1h";
+    r.job = *job_builder("report").build();
+    BOOST_REQUIRE(q->add_recurring(r).has_value());
+    worker_options w;
+    w.runners["job"] = [](job_context& ctx) { ctx.fail_permanently("boom:" + ctx.payload()); };
+    auto wk = q->start_worker(std::move(w));
+    BOOST_REQUIRE(wk.has_value());
+    for (auto& id : failed)
+      BOOST_REQUIRE(q->wait(id, std::chrono::minutes(1))->status == job_status::failed);
+    BOOST_REQUIRE(wk->stop().ok());
+    BOOST_REQUIRE(q->close().ok());
+  }
+
+  run_result ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--db", db});
+    return ergonctl(dir, std::move(args));
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reads_of_a_file_nobody_owns) {
+  filled_file f;
+  auto all = f.ctl({"list", "--json"});
+  BOOST_REQUIRE_MESSAGE(all.code == 0, all.err);
+  auto jobs = all.doc()["jobs"];
+  BOOST_TEST(jobs.size() == 5u);  // three failed, the pending one, the recurring instance
+  BOOST_TEST(all.doc()["next"].is_null());
+  auto failed = f.ctl({"list", "--failed", "--json", "--limit", "2"});
+  BOOST_REQUIRE_MESSAGE(failed.code == 0, failed.err);
+  BOOST_TEST(failed.doc()["jobs"].size() == 2u);
+  BOOST_TEST(failed.doc()["next"] == failed.doc()["jobs"][1]["id"]);
+  auto rest = f.ctl({"list", "--failed", "--json", "--after",
+                     failed.doc()["next"].get<std::string>()});
+  BOOST_TEST(rest.doc()["jobs"].size() == 1u);
+  auto by_group = f.ctl({"list", "--group", "g", "--json"});
+  BOOST_TEST(by_group.doc()["jobs"].size() == 1u);
+  BOOST_TEST(by_group.doc()["jobs"][0]["id"] == f.pending.to_string());
+  auto text = f.ctl({"list", "--status", "failed"});
+  BOOST_TEST(text.code == 0);
+  BOOST_TEST(text.out.find("boom:f0") != std::string::npos);
+  BOOST_TEST(text.out.find("LAST ERROR") != std::string::npos);
+
+  auto shown = f.ctl({"show", f.failed[1].to_string(), "--json"});
+  BOOST_REQUIRE_MESSAGE(shown.code == 0, shown.err);
+  auto j = shown.doc();
+  BOOST_TEST(j["status"] == "failed");
+  BOOST_TEST(j["payload"]["size"] == 2);
+  BOOST_REQUIRE(j["attempts"].size() == 1u);
+  BOOST_TEST(j["attempts"][0]["outcome"] == "failed_permanently");
+  BOOST_TEST(j["attempts"][0]["message"] == "boom:f1");
+
+  auto stats = f.ctl({"stats", "--json"});
+  BOOST_REQUIRE_MESSAGE(stats.code == 0, stats.err);
+  auto s = stats.doc();
+  BOOST_TEST(s["by_status"]["failed"] == 3);
+  BOOST_TEST(s["by_status"]["pending"] == 2);
+  BOOST_TEST(s["by_type"]["job"]["failed"] == 3);
+  BOOST_TEST(s["by_group"]["g"]["pending"] == 1);
+  BOOST_TEST(s["owner"].is_null());
+  BOOST_TEST(s["scheduling"].is_null());
+  BOOST_TEST(!s["oldest_pending"].is_null());
+  auto stats_text = f.ctl({"stats"});
+  BOOST_TEST(stats_text.out.find("no process owns the file") != std::string::npos);
+
+  auto recurring = f.ctl({"recurring", "list", "--json"});
+  BOOST_REQUIRE_MESSAGE(recurring.code == 0, recurring.err);
+  BOOST_TEST(recurring.doc().size() == 1u);
+  BOOST_TEST(recurring.doc()[0]["schedule"] == "every 1h");
+  auto one = f.ctl({"recurring", "show", "nightly", "--json"});
+  BOOST_TEST(one.doc()["type"] == "report");
+  BOOST_TEST(!one.doc()["next_job"].is_null());
+}
+
+BOOST_AUTO_TEST_CASE(writes_open_a_file_nobody_owns_and_release_it) {
+  filled_file f;
+  auto retried = f.ctl({"retry", f.failed[0].to_string(), "--json"});
+  BOOST_REQUIRE_MESSAGE(retried.code == 0, retried.err);
+  BOOST_TEST(retried.doc()["route"] == "opened here");
+  auto bulk = f.ctl({"retry", "--all", "--type", "job", "--json"});
+  BOOST_REQUIRE_MESSAGE(bulk.code == 0, bulk.err);
+  BOOST_TEST(bulk.doc()["retried"] == 2);
+  auto cancelled = f.ctl({"cancel", f.pending.to_string()});
+  BOOST_REQUIRE_MESSAGE(cancelled.code == 0, cancelled.err);
+  BOOST_TEST(f.ctl({"recurring", "delete", "nightly"}).code == 0);
+  // Each run released the file: it opens here, with every change in it.
+  {
+    auto q = queue::open(f.db);
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    for (auto& id : f.failed)
+      BOOST_TEST(q->job_info(id)->status == job_status::pending);
+    BOOST_TEST(q->job_info(f.pending)->status == job_status::cancelled);
+    BOOST_TEST(q->recurring_info("nightly").error().code() == error::not_found);
+    // Fail them again, to purge.
+    worker_options w;
+    w.runners["job"] = [](job_context& ctx) { ctx.fail_permanently("again"); };
+    auto wk = q->start_worker(std::move(w));
+    for (auto& id : f.failed)
+      BOOST_REQUIRE(q->wait(id, std::chrono::minutes(1))->status == job_status::failed);
+    BOOST_REQUIRE(wk->stop().ok());
+  }
+  auto purged = f.ctl({"purge", "--all", "--json"});
+  BOOST_REQUIRE_MESSAGE(purged.code == 0, purged.err);
+  BOOST_TEST(purged.doc()["purged"] == 3);
+  BOOST_TEST(f.ctl({"show", f.failed[0].to_string()}).code == 1);
+  // Pauses live in an owner's memory: with none, it says so and does nothing.
+  auto pause = f.ctl({"pause", "group", "g"});
+  BOOST_TEST(pause.code == 1);
+  BOOST_TEST(pause.err.find("no program owns") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) {
+  filled_file f;
+  struct bad_case {
+    std::vector<std::string> args;
+    std::string names;
+  };
+  std::vector<bad_case> cases{
+    {{"show", "not-an-id"}, "not a job id"},
+    {{"list", "--status", "done"}, "--status: 'done' is not a status"},
+    {{"list", "--submitted-from", "yesterday"}, "--submitted-from: 'yesterday' is not a time"},
+    {{"list", "--after", "x"}, "--after"},
+    {{"retry"}, "either a job ID or --all"},
+    {{"retry", f.failed[0].to_string(), "--all"}, "either a job ID or --all"},
+    {{"purge"}, "either --older-than or --all"},
+    {{"purge", "--older-than", "-5s"}, "negative"},
+    {{"purge", "--older-than", "5 weeks"}, "unknown unit"},
+    {{"purge", "--older-than", "99999999999999999999d"}, "too long"},
+    {{"purge", "--older-than", "1d", "--type", "job"}, "give it alone"},
+    {{"pause", "queue", "x"}, "WHAT"},
+    {{"frobnicate"}, "frobnicate"},
+  };
+  auto empty_secret = f.dir.file("empty-secret");
+  std::ofstream{empty_secret} << "\nsecret on line two\n";
+  cases.push_back({{"--secret-file", empty_secret, "list"}, "--secret-file: "});
+  for (auto& c : cases) {
+    auto r = f.ctl(c.args);
+    BOOST_TEST_CONTEXT(c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "")) {
+      BOOST_TEST(r.code == 2);
+      BOOST_TEST(r.err.find(c.names) != std::string::npos, r.err);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+  // The queue's own refusals: exit 1, as JSON on stderr with --json.
+  auto missing = f.ctl({"show", job_id{}.to_string(), "--json"});
+  BOOST_TEST(missing.code == 1);
+  auto e = json::parse(missing.err, nullptr, false);
+  BOOST_REQUIRE(!e.is_discarded());
+  BOOST_TEST(e["error"] == "not_found");
+  auto pending = f.ctl({"retry", f.pending.to_string()});
+  BOOST_TEST(pending.code == 1);
+  BOOST_TEST(pending.err.find("id") != std::string::npos);
+  auto nowhere = ergonctl(f.dir, {"--db", f.dir.file("absent.db"), "list"});
+  BOOST_TEST(nowhere.code == 1);
+  BOOST_TEST(nowhere.err.find("absent.db") != std::string::npos, nowhere.err);
+  auto create = ergonctl(f.dir, {"--db", f.dir.file("absent.db"), "retry", "--all"});
+  BOOST_TEST(create.code == 1);
+  BOOST_TEST(create.err.find("creates no database") != std::string::npos, create.err);
+  BOOST_TEST(!std::filesystem::exists(f.dir.file("absent.db")));
+  // Nothing above changed the file.
+  auto q = queue::inspect(f.db);
+  BOOST_REQUIRE(q.has_value());
+  BOOST_TEST((*q->counts())[job_status::failed] == 3);
+  auto help = f.ctl({"--help"});
+  BOOST_TEST(help.code == 0);
+  BOOST_TEST(help.out.find("EXIT STATUS") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_owner_that_takes_no_connections_is_named_and_reads_still_work) {
+  filled_file f;
+  auto q = queue::open(f.db);
+  BOOST_REQUIRE(q.has_value());
+  auto retry = f.ctl({"retry", f.failed[0].to_string()});
+  BOOST_TEST(retry.code == 1);
+  BOOST_TEST(retry.err.find("pid " + std::to_string(::getpid())) != std::string::npos, retry.err);
+  BOOST_TEST(retry.err.find("takes no connections") != std::string::npos);
+  auto list = f.ctl({"list", "--json"});
+  BOOST_TEST(list.code == 0);
+  BOOST_TEST(list.doc()["jobs"].size() == 5u);
+  auto stats = f.ctl({"stats", "--json"});
+  BOOST_TEST(stats.doc()["owner"]["pid"] == ::getpid());
+  BOOST_TEST(stats.doc()["owner"]["listeners"].empty());
+  BOOST_TEST(q->job_info(f.failed[0])->status == job_status::failed);
+}
+
+BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
+  filled_file f;
+  server_process server{f.db};
+  auto stats = f.ctl({"stats", "--json"});
+  BOOST_REQUIRE_MESSAGE(stats.code == 0, stats.err);
+  auto s = stats.doc();
+  BOOST_TEST(s["owner"]["pid"] == server.proc.pid());
+  BOOST_REQUIRE(s["owner"]["listeners"].size() == 1u);
+  BOOST_TEST(s["owner"]["listeners"][0]["port"] == server.port);
+  BOOST_TEST(!s["scheduling"].is_null());
+  auto retried = f.ctl({"retry", "--all", "--json"});
+  BOOST_REQUIRE_MESSAGE(retried.code == 0, retried.err);
+  BOOST_TEST(retried.doc()["retried"] == 3);
+  BOOST_TEST(retried.doc()["route"] == "through the owner at 127.0.0.1:" + std::to_string(server.port));
+  auto paused = f.ctl({"pause", "type", "job", "--for", "1h", "--json"});
+  BOOST_REQUIRE_MESSAGE(paused.code == 0, paused.err);
+  BOOST_TEST(paused.doc()["for_ms"] == 3'600'000);
+  BOOST_TEST(f.ctl({"resume", "type", "job"}).code == 0);
+  auto cancelled = f.ctl({"cancel", f.pending.to_string(), "--json"});
+  BOOST_REQUIRE_MESSAGE(cancelled.code == 0, cancelled.err);
+  auto again = f.ctl({"cancel", f.pending.to_string()});
+  BOOST_TEST(again.code == 1);
+  BOOST_TEST(again.err.find("job_finished") != std::string::npos, again.err);
+  // The owner made the changes: they are in its answers.
+  auto list = f.ctl({"list", "--status", "pending", "--type", "job", "--json"});
+  BOOST_TEST(list.doc()["jobs"].size() == 3u);
+  BOOST_TEST(server.stop(SIGTERM));
+  // Once the owner is gone its lock names nobody, and writes open the file.
+  BOOST_TEST(f.ctl({"retry", "--all"}).code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_owner_with_a_secret_needs_it) {
+  filled_file f;
+  auto secret_file = f.dir.file("secret");
+  std::ofstream{secret_file} << "a secret of the ergonctl test, 32 bytes\n";
+  server_process server{f.db, 0, {"--secret-file", secret_file}};
+  auto without = f.ctl({"retry", "--all"});
+  BOOST_TEST(without.code == 1);
+  BOOST_TEST(without.err.find("--secret-file") != std::string::npos, without.err);
+  auto wrong_file = f.dir.file("wrong");
+  std::ofstream{wrong_file} << "not the secret, but as long as one\n";
+  auto wrong = f.ctl({"--secret-file", wrong_file, "retry", "--all"});
+  BOOST_TEST(wrong.code == 1);
+  BOOST_TEST(wrong.err.find("unauthenticated") != std::string::npos, wrong.err);
+  auto with = f.ctl({"--secret-file", secret_file, "retry", "--all", "--json"});
+  BOOST_REQUIRE_MESSAGE(with.code == 0, with.err);
+  BOOST_TEST(with.doc()["retried"] == 3);
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
+// find_owner reads the lock without taking it: a live owner with its
+// port, nobody after a close, and nobody after a crash (a dead pid).
+BOOST_AUTO_TEST_CASE(find_owner_tells_live_owners_from_gone_ones) {
+  temp_dir dir;
+  auto db = dir.file("q.db");
+  BOOST_TEST(!find_owner(db)->has_value());
+  BOOST_TEST(find_owner("").error().field() == "path");
+  {
+    options o;
+    o.listen = listen_options{};
+    auto q = queue::open(db, o);
+    BOOST_REQUIRE(q.has_value());
+    auto owner = find_owner(db);
+    BOOST_REQUIRE(owner.has_value() && owner->has_value());
+    BOOST_TEST((*owner)->pid == ::getpid());
+    BOOST_REQUIRE((*owner)->listeners.size() == 1u);
+    BOOST_TEST((*owner)->listeners[0].port == *q->listening_port());
+    BOOST_TEST((*owner)->listeners[0].address == "127.0.0.1");
+    BOOST_TEST(!(*owner)->listeners[0].needs_secret);
+  }
+  BOOST_TEST(!find_owner(db)->has_value());
+  // A crashed owner's lock file: its pid is dead.
+  pid_t dead = ::fork();
+  if (dead == 0)
+    ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::ofstream{db + "-owner"} << "pid " << dead << " on host " << host << "\n"
+                               << "listening on 127.0.0.1 port 1\n";
+  BOOST_TEST(!find_owner(db)->has_value());
+  std::ofstream{db + "-owner"} << "not a lock file\n";
+  BOOST_TEST(!find_owner(db)->has_value());
+  // ergonctl then opens the file itself.
+  BOOST_TEST(ergonctl(dir, {"--db", db, "retry", "--all"}).code == 0);
+}
