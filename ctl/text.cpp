@@ -8,7 +8,6 @@
 #include <cctype>
 #include <limits>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 namespace ergon::ctl {
@@ -41,23 +40,52 @@ result<int64_t> parse_time(const std::string& text, const std::string& flag) {
       return *v;
     return bad(flag, "'" + text + "' is past the range of ms since the epoch");
   }
-  // date::parse trips -Wmaybe-uninitialized in g++ 12: the format is fixed
-  // enough to match directly.
-  static const std::regex iso{
-    R"(^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?Z?)?$)"};
-  std::smatch m;
-  if (std::regex_match(text, m, iso)) {
+  // "YYYY-MM-DD", then optionally "THH:MM:SS" (or a space), ".fff" and "Z".
+  // Read by hand: date::parse and std::regex both trip g++ 12's
+  // -Wmaybe-uninitialized.
+  auto field = [&](size_t pos, size_t n, int& out) {
+    if (pos + n > text.size())
+      return false;
+    out = 0;
+    for (size_t i = pos; i < pos + n; ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(text[i])))
+        return false;
+      out = out * 10 + (text[i] - '0');
+    }
+    return true;
+  };
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0;
+  size_t end = 10;
+  bool ok = field(0, 4, y) && text[4] == '-' && field(5, 2, mo) && text[7] == '-' && field(8, 2, d);
+  if (ok && text.size() > 10) {
+    ok = (text[10] == 'T' || text[10] == ' ') && field(11, 2, h) && text[13] == ':'
+         && field(14, 2, mi) && text[16] == ':' && field(17, 2, sec);
+    end = 19;
+    if (ok && end < text.size() && text[end] == '.') {
+      size_t n = 0;
+      while (end + 1 + n < text.size() && n < 3
+             && std::isdigit(static_cast<unsigned char>(text[end + 1 + n])))
+        ++n;
+      int frac = 0;
+      ok = n > 0 && field(end + 1, n, frac);
+      for (size_t k = n; k < 3; ++k)
+        frac *= 10;
+      ms = frac;
+      end += 1 + n;
+    }
+    if (ok && end < text.size() && text[end] == 'Z')
+      ++end;
+    ok = ok && end == text.size();
+  }
+  if (ok) {
     using namespace std::chrono;
-    auto num = [&](size_t i) { return m[i].matched ? std::stoi(m[i].str()) : 0; };
-    date::year_month_day day{date::year{num(1)}, date::month{static_cast<unsigned>(num(2))},
-                             date::day{static_cast<unsigned>(num(3))}};
-    if (!day.ok() || num(4) > 23 || num(5) > 59 || num(6) > 59)
+    date::year_month_day day{date::year{y}, date::month{static_cast<unsigned>(mo)},
+                             date::day{static_cast<unsigned>(d)}};
+    if (!day.ok() || h > 23 || mi > 59 || sec > 59)
       return bad(flag, "'" + text + "' is not a date and time of the calendar");
-    auto frac = m[7].matched ? m[7].str() : std::string{};
-    frac.resize(3, '0');
-    auto ms = date::sys_days{day}.time_since_epoch() + hours{num(4)} + minutes{num(5)}
-              + seconds{num(6)} + milliseconds{std::stoi(frac)};
-    auto count = duration_cast<milliseconds>(ms).count();
+    auto t = date::sys_days{day}.time_since_epoch() + hours{h} + minutes{mi} + seconds{sec}
+             + milliseconds{ms};
+    auto count = duration_cast<milliseconds>(t).count();
     if (count < 0)
       return bad(flag, "'" + text + "' is before 1970");
     return count;

@@ -126,6 +126,11 @@ BOOST_AUTO_TEST_CASE(reads_of_a_file_nobody_owns) {
   auto rest = f.ctl({"list", "--failed", "--json", "--after",
                      failed.doc()["next"].get<std::string>()});
   BOOST_TEST(rest.doc()["jobs"].size() == 1u);
+  // Times as ISO 8601 or ms: every job was submitted after 2001 and before 2200.
+  auto in_range = f.ctl({"list", "--submitted-from", "2001-09-09T01:46:40.5Z",
+                         "--submitted-before", "7258118400000", "--json"});
+  BOOST_REQUIRE_MESSAGE(in_range.code == 0, in_range.err);
+  BOOST_TEST(in_range.doc()["jobs"].size() == 5u);
   auto by_group = f.ctl({"list", "--group", "g", "--json"});
   BOOST_TEST(by_group.doc()["jobs"].size() == 1u);
   BOOST_TEST(by_group.doc()["jobs"][0]["id"] == f.pending.to_string());
@@ -213,6 +218,10 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
     {{"list", "--status", "done"}, "--status: 'done' is not a status"},
     {{"list", "--submitted-from", "yesterday"}, "--submitted-from: 'yesterday' is not a time"},
     {{"list", "--after", "x"}, "--after"},
+    {{"list", "--finished-before", "2026-02-30"}, "not a date and time of the calendar"},
+    {{"list", "--finished-before", "2026-11-25T24:00:00Z"}, "calendar"},
+    {{"list", "--finished-before", "2026-11-25T10:00"}, "not a time"},
+    {{"list", "--finished-before", "99999999999999999999"}, "past the range"},
     {{"retry"}, "either a job ID or --all"},
     {{"retry", f.failed[0].to_string(), "--all"}, "either a job ID or --all"},
     {{"purge"}, "either --older-than or --all"},
