@@ -148,7 +148,10 @@ void queue::wait_async(const job_id& id, std::chrono::milliseconds timeout,
   auto waits = runtime::job_waits(impl_);
   if (!waits)
     return call(actors::queue_closed());
-  impl_->sys->spawn([waits, id, timeout, done = std::move(done)](caf::event_based_actor* self) {
+  // The waits actor goes as a spawn argument: CAF 0.17.6 dereferences a null
+  // argument tuple for a function actor spawned without one (UBSan).
+  impl_->sys->spawn([id, timeout, done = std::move(done)](caf::event_based_actor* self,
+                                                          caf::actor waits) {
     auto call = [done](result<ergon::job_info> r) {
       try {
         done(std::move(r));
@@ -158,7 +161,7 @@ void queue::wait_async(const job_id& id, std::chrono::milliseconds timeout,
     self->request(waits, caf::infinite, wait_atom::value, id, timeout)
       .then([call](ergon::job_info& info) { call(std::move(info)); },
             [call](caf::error& e) { call(to_status(e)); });
-  });
+  }, waits);
 }
 
 result<ergon::job_info> queue::job_info(const job_id& id) const {
