@@ -3,9 +3,11 @@
 //
 //   ergon-server --db jobs.db [--bind 127.0.0.1] [--port 4780]
 //                [--secret-file FILE] [--tls-cert F --tls-key F --tls-ca F]
+//                [--http-port 4781 [--http-bind 127.0.0.1]]
 //
 // Prints "ergon-server listening on <bind>:<port>" once it takes requests
-// (with --port 0 the port is the one the system chose). SIGINT or SIGTERM
+// (with --port 0 the port is the one the system chose), then, with
+// --http-port, "ergon-server http on <bind>:<port>" (metrics, dashboard). SIGINT or SIGTERM
 // closes the queue like queue::close (running jobs get 30 s) and exits 0.
 // See docs/distribution.md for the secret and TLS.
 #include <caf/actor_system.hpp>
@@ -19,6 +21,7 @@
 #include <ergon/queue_actor.hpp>
 
 #include <csignal>
+#include <optional>
 #include <chrono>
 #include <iostream>
 #include <pthread.h>
@@ -48,6 +51,13 @@ int main(int argc, char** argv) {
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
                  "drop a node silent for this long and retry its jobs at once (worker lost); "
                  "0: only when its connection closes. Give every node the same")
+    ->capture_default_str();
+  std::optional<uint16_t> http_port;
+  std::string http_bind = "127.0.0.1";
+  app.add_option("--http-port", http_port,
+                 "serve Prometheus metrics, the JSON API and the dashboard on this port; 0 picks "
+                 "a free one (docs/operations.md)");
+  app.add_option("--http-bind", http_bind, "the address the HTTP endpoint listens on")
     ->capture_default_str();
   cert->needs(key, ca);
   key->needs(cert, ca);
@@ -89,7 +99,10 @@ int main(int argc, char** argv) {
   }
   ergon::queue::register_types(cfg);
   caf::actor_system sys{cfg};
-  auto q = ergon::spawn_queue(sys, db);
+  ergon::options opts;
+  if (http_port)
+    opts.http = ergon::http_options{http_bind, *http_port};
+  auto q = ergon::spawn_queue(sys, db, opts);
   if (!q) {
     std::cerr << "ergon-server: cannot open " << db << ": " << q.error() << '\n';
     return 1;
@@ -101,6 +114,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "ergon-server listening on " << bind << ":" << *bound << std::endl;
+  if (http_port)
+    std::cout << "ergon-server http on " << http_bind << ":" << *ergon::http_port(*q) << std::endl;
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -141,11 +141,12 @@ class writer {
       wait_for_mail(self);
       self->receive(bhvr);
       // The self-flush: everything already queued joins this commit.
-      for (size_t n = 1; n < cfg_.batch_limit && rows_in_batch_ < max_batch_rows && !stopping
-                         && !self->mailbox().empty();
+      size_t n = 1;
+      for (; n < cfg_.batch_limit && rows_in_batch_ < max_batch_rows && !stopping
+             && !self->mailbox().empty();
            ++n)
         self->receive(bhvr);
-      finish_batch();
+      finish_batch(n);
     }
     // Close the connection before acknowledging, so a caller may reopen the
     // file at once.
@@ -652,7 +653,8 @@ class writer {
 
   // -- commit -------------------------------------------------------------------------
 
-  void finish_batch() {
+  // `requests`: the messages this batch took.
+  void finish_batch(size_t requests) {
     if (open_)
       cfg_.db->end_reads();  // COMMIT would leave them holding a snapshot
     status commit;
@@ -663,8 +665,14 @@ class writer {
         commit = storage::add_finished_counts(*cfg_.db, counts_);
       if (commit)
         commit = advance_low_mark();
-      if (commit)
+      if (commit) {
+        auto started = std::chrono::steady_clock::now();
         commit = run_cached(commit_batch);
+        auto took = std::chrono::steady_clock::now() - started;
+        if (commit)
+          cfg_.stats->committed(
+            requests, std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+      }
       if (!commit)
         run_cached(rollback_batch);
     } else if (open_) {

@@ -1,4 +1,5 @@
 #include "ergon/actors/dispatcher.hpp"
+#include "ergon/actors/run_metrics.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
@@ -58,6 +59,8 @@ struct dispatcher_state {
   int64_t armed_at = never;
   // Published once per message (settle).
   std::vector<event> events;
+  // Ended attempts, for metrics.
+  run_stats runs;
 
   static inline const char* name = "ergon.dispatcher";
 };
@@ -387,8 +390,10 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   std::unordered_map<int64_t, picked_job> picks;
   for (auto& c : f.claims)
     on_claim(st, c, picks);
-  for (auto& end : f.ended)
+  for (auto& end : f.ended) {
+    st.runs.ended(end.type, end.outcome, now - end.started_at);
     end_attempt(st, end, now);
+  }
   for (auto& r : f.released) {
     if (auto freed = st.attempts.released(r.key.row, r.token))
       free_slot(st, *freed);
@@ -645,7 +650,12 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       [self](metrics_request& m) {
         settle(self);  // the snapshot includes every commit so far
         metrics_snapshot snap;
-        self->state.policy->fill_metrics(snap, self->state.cfg.clock->now_ms());
+        auto& st = self->state;
+        st.policy->fill_metrics(snap, st.cfg.clock->now_ms());
+        st.runs.fill(snap);
+        auto remote = static_cast<int32_t>(st.remote.size());
+        snap.remote_workers = remote;
+        snap.local_workers = static_cast<int32_t>(st.workers.size()) - remote;
         m.reply.deliver(result<metrics_snapshot>{std::move(snap)});
       },
       [self](pending_view_request& r) {

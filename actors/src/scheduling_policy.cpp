@@ -456,12 +456,7 @@ void scheduling_policy::mark_running(const pending_job& e) {
 }
 
 void scheduling_policy::record_wait(int64_t wait_ms) {
-  size_t i = 0;
-  while (i < wait_bounds_.size() && wait_ms > wait_bounds_[i])
-    ++i;
-  ++wait_counts_[i];
-  ++wait_total_;
-  wait_sum_ += std::max<int64_t>(0, wait_ms);
+  wait_.record(wait_ms);
 }
 
 // -- control -------------------------------------------------------------------------------------
@@ -598,10 +593,22 @@ std::optional<int64_t> scheduling_policy::next_wake(int64_t now) const {
 }
 
 void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
-  m.queue_wait_bounds_ms = wait_bounds_;
-  m.queue_wait_counts = wait_counts_;
-  m.queue_wait_total = wait_total_;
-  m.queue_wait_sum_ms = wait_sum_;
+  auto wait = wait_.snapshot();
+  m.queue_wait_bounds_ms = std::move(wait.bounds);
+  m.queue_wait_counts = std::move(wait.counts);
+  m.queue_wait_total = wait.total;
+  m.queue_wait_sum_ms = wait.sum;
+  // Each bucket's first job is its longest due (buckets order by due time).
+  std::optional<int64_t> oldest_due;
+  for (auto& g : groups_)
+    for (auto& [key, b] : g.buckets)
+      if (!b.jobs.empty()) {
+        auto& j = *b.jobs.begin();
+        auto due = opts_.aging ? j.ready_since : j.run_at;
+        if (!oldest_due || due < *oldest_due)
+          oldest_due = due;
+      }
+  m.oldest_ready_ms = oldest_due ? std::max<int64_t>(0, now - *oldest_due) : 0;
   for (auto& g : groups_)
     for (auto& [key, b] : g.buckets)
       if (too_heavy(b.type, b.weight))

@@ -147,6 +147,9 @@ class worker_registry {
 
   total_capacity capacity() const;
 
+  /// Registered workers, leaving ones included.
+  size_t size() const noexcept { return workers_.size(); }
+
  private:
   // Clears the worker's claim at the writer; a leaving worker goes (true).
   bool end_claim(std::unordered_map<uint64_t, worker>::iterator i);

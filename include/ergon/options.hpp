@@ -45,6 +45,19 @@ struct listen_options {
   std::chrono::milliseconds peer_timeout{0};
 };
 
+/// The queue's HTTP endpoint (docs/operations.md): Prometheus metrics at
+/// /metrics, /healthz, a JSON API under /api/ and the web dashboard at /.
+/// Requests that change jobs (retry, cancel, pause, resume) need the
+/// queue's shared secret, when it has one (listen.creds, publish), as
+/// "Authorization: Bearer <secret>"; without one they are taken only from
+/// this machine (a loopback address).
+struct http_options {
+  /// The address to bind; the default takes only this machine's requests.
+  std::string address = "127.0.0.1";
+  /// The TCP port; 0 picks a free one, which `http_port` tells.
+  uint16_t port = 0;
+};
+
 /// How long finished jobs are kept. A background sweeper deletes jobs (with
 /// their attempts) that finished longer ago than their status's retention,
 /// and drops results past job::result_ttl_ms. It works in steps of `batch`
@@ -119,6 +132,12 @@ struct options {
   /// system; "sys" without caf::io::middleman), io_error (the port can't be
   /// bound). The queue does not open then.
   std::optional<listen_options> listen;
+
+  /// Set: the queue serves HTTP (http_options) from the moment it opens
+  /// until it closes. Errors at open: invalid_argument ("http.address"
+  /// empty), io_error (the address or port can't be bound). The queue does
+  /// not open then.
+  std::optional<http_options> http;
 
   // -- performance ------------------------------------------------------------------
 

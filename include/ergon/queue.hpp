@@ -306,6 +306,10 @@ class queue {
   /// invalid_argument if it does not listen, closed once it closed.
   result<uint16_t> listening_port() const;
 
+  /// The port of the queue's HTTP endpoint (options::http). Errors:
+  /// invalid_argument if it has none, closed once it closed.
+  result<uint16_t> http_port() const;
+
   /// The clock this queue reads.
   ergon::clock& clock() const;
 

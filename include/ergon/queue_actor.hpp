@@ -136,6 +136,11 @@ result<uint16_t> publish(const queue_actor& q, uint16_t port,
 /// process, closed once its queue has closed.
 result<uint16_t> listening_port(const queue_actor& q);
 
+/// The port of the HTTP endpoint of `q`, a queue spawned in this process
+/// (options::http). Errors: invalid_argument if it has none or is not a
+/// queue of this process, closed once its queue has closed.
+result<uint16_t> http_port(const queue_actor& q);
+
 /// How long a connection between two nodes may stay silent before each side
 /// counts it as dropped, set on `cfg` before its actor system is built: CAF
 /// then sends a heartbeat every quarter of it. A dropped connection makes

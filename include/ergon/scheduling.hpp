@@ -84,6 +84,15 @@ struct group_metrics {
   bool paused = false;
 };
 
+/// A histogram: how many values were <= each bound, plus how many were
+/// above the last (one more count than bounds), their number and sum.
+struct histogram {
+  std::vector<int64_t> bounds;
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  int64_t sum = 0;
+};
+
 /// A snapshot of scheduling metrics (`queue::metrics`).
 struct metrics_snapshot {
   /// Queue wait (from a job becoming due to its start) histogram: counts of
@@ -124,6 +133,23 @@ struct metrics_snapshot {
   std::map<std::string, status_counts> by_type;
   /// Pending and running jobs per group; jobs without a group under "".
   std::map<std::string, status_counts> by_group;
+  /// How long the longest-waiting ready job has been due, in ms (from its
+  /// run_at; with aging, from when it first became due); 0 with none ready.
+  /// Due jobs that wait behind a pause or a rate limit count.
+  int64_t oldest_ready_ms = 0;
+  /// Run time in ms of the attempts that ended since the queue opened, per
+  /// job type (on the queue's clock, from claim to end).
+  std::map<std::string, histogram> run_ms_by_type;
+  /// Attempts that ended since the queue opened, indexed by
+  /// attempt_outcome (succeeded, failed, expired, ...; `running` stays 0).
+  std::vector<int64_t> attempts_by_outcome;
+  /// The writer since the queue opened: requests per transaction, and how
+  /// long each COMMIT took in microseconds (real time: the disk's sync).
+  histogram writer_batch_requests;
+  histogram commit_us;
+  /// Workers registered now: in this process, and on other nodes.
+  int32_t local_workers = 0;
+  int32_t remote_workers = 0;
 };
 
 }  // namespace ergon

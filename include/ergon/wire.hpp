@@ -265,12 +265,19 @@ typename Inspector::result_type inspect(Inspector& f, group_metrics& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, histogram& x) {
+  return f(caf::meta::type_name("ergon::histogram"), x.bounds, x.counts, x.total, x.sum);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
   return f(caf::meta::type_name("ergon::metrics_snapshot"), x.queue_wait_bounds_ms,
            x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
            x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
            x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
-           x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group);
+           x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group,
+           x.oldest_ready_ms, x.run_ms_by_type, x.attempts_by_outcome, x.writer_batch_requests,
+           x.commit_us, x.local_workers, x.remote_workers);
 }
 
 template <class Inspector>

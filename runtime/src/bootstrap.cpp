@@ -7,6 +7,7 @@
 #include <caf/actor_cast.hpp>
 
 #include "ergon/storage/schema.hpp"
+#include "http_endpoint.hpp"
 #include "recover.hpp"
 #include "validate_options.hpp"
 
@@ -72,6 +73,7 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   wcfg.max_payload_bytes = opts.max_payload_bytes;
   wcfg.id_tag = meta->id_tag;
   wcfg.gate = p->gate;
+  wcfg.stats = p->writer_stats;
   auto feeds = wcfg.feeds;
   p->writer = actors::spawn_db_writer(sys, std::move(wcfg));
   p->events = actors::spawn_event_bus(sys, p->subs);
@@ -94,6 +96,14 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   caf::anon_send(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
   p->reads = std::make_unique<read_pool>(path, db_opts, opts.read_connections);
   p->opts = std::move(opts);
+  if (p->opts.http) {
+    auto served = http_endpoint::start(*p, *p->opts.http);
+    if (!served) {
+      p->stop(std::chrono::seconds(30));
+      return served.error();
+    }
+    p->http = std::move(*served);
+  }
   return p;
 }
 

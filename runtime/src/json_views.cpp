@@ -112,6 +112,10 @@ json of(const status_counts& c) {
   return out;
 }
 
+json of(const histogram& h) {
+  return {{"bounds", h.bounds}, {"counts", h.counts}, {"total", h.total}, {"sum", h.sum}};
+}
+
 json of(const metrics_snapshot& m) {
   json groups = json::array();
   for (auto& g : m.groups)
@@ -126,6 +130,15 @@ json of(const metrics_snapshot& m) {
   json by_type = json::object();
   for (auto& [type, counts] : m.by_type)
     by_type[type] = of(counts);
+  json run_ms = json::object();
+  for (auto& [type, h] : m.run_ms_by_type)
+    run_ms[type] = of(h);
+  json outcomes = json::object();
+  for (size_t i = 1; i < m.attempts_by_outcome.size(); ++i)
+    outcomes[to_string(static_cast<attempt_outcome>(i))] = m.attempts_by_outcome[i];
+  json by_group = json::object();
+  for (auto& [group, counts] : m.by_group)
+    by_group[group] = of(counts);
   json priorities = json::object();
   for (auto& [p, n] : m.effective_priorities)
     priorities[std::to_string(p)] = n;
@@ -146,7 +159,15 @@ json of(const metrics_snapshot& m) {
           {"refused_messages", m.refused_messages},
           {"failed_handshakes", m.failed_handshakes},
           {"rejected_messages", m.rejected_messages},
-          {"waits", m.waits}};
+          {"waits", m.waits},
+          {"by_group", std::move(by_group)},
+          {"oldest_ready_ms", m.oldest_ready_ms},
+          {"run_ms_by_type", std::move(run_ms)},
+          {"attempts_by_outcome", std::move(outcomes)},
+          {"writer_batch_requests", of(m.writer_batch_requests)},
+          {"commit_us", of(m.commit_us)},
+          {"local_workers", m.local_workers},
+          {"remote_workers", m.remote_workers}};
 }
 
 json of(const recurring_info& r) {

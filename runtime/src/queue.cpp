@@ -366,6 +366,12 @@ result<uint16_t> queue::listening_port() const {
   return impl_->listening_port();
 }
 
+result<uint16_t> queue::http_port() const {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->http_port();
+}
+
 ergon::clock& queue::clock() const {
   if (!impl_)
     throw std::logic_error("ergon::queue::clock() on a moved-from queue");

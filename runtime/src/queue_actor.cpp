@@ -458,6 +458,13 @@ result<uint16_t> listening_port(const queue_actor& q) {
   return impl->listening_port();
 }
 
+result<uint16_t> http_port(const queue_actor& q) {
+  auto impl = spawned_queue(q);
+  if (!impl)
+    return status{error::invalid_argument, "not a queue spawned in this process", "q"};
+  return impl->http_port();
+}
+
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
                             const credentials& creds) {
   if (!sys.has_middleman())

@@ -1,5 +1,7 @@
 #include "queue_impl.hpp"
 
+#include "http_endpoint.hpp"
+
 #include "ergon/queue_actor.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -180,6 +182,7 @@ result<metrics_snapshot> queue::impl::metrics() {
   snap->failed_handshakes = gate->failed_handshakes();
   snap->rejected_messages = gate->rejected();
   snap->waits = static_cast<int64_t>(watch->size());
+  writer_stats->fill(*snap);
   for (auto& [type, counts] : counters->by_type())
     for (size_t i = 0; i < counts.size(); ++i)
       snap->by_type[type].by_status[i] = counts[i];
@@ -189,6 +192,14 @@ result<metrics_snapshot> queue::impl::metrics() {
   for (auto& row : *groups)
     snap->by_group[row.group].by_status[static_cast<size_t>(row.status)] += row.count;
   return snap;
+}
+
+result<uint16_t> queue::impl::http_port() {
+  if (closed.load(std::memory_order_acquire))
+    return actors::queue_closed();
+  if (!http)
+    return status{error::invalid_argument, "the queue serves no HTTP: set options::http"};
+  return http->port();
 }
 
 result<uint16_t> queue::impl::listening_port() {
@@ -221,6 +232,9 @@ void close_ports(caf::actor_system& sys, std::vector<uint16_t> ports) {
 status queue::impl::stop(std::chrono::milliseconds timeout) {
   if (closed.exchange(true))
     return {};
+  // Requests in flight are answered (`closed`, once the flag is up).
+  if (http)
+    http->stop();
   {
     std::vector<uint16_t> open;
     {

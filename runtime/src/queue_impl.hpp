@@ -26,6 +26,10 @@
 
 namespace ergon {
 
+namespace runtime {
+class http_endpoint;
+}
+
 struct queue::impl {
   options opts;
   std::shared_ptr<ergon::clock> clk;
@@ -48,6 +52,7 @@ struct queue::impl {
   // Which nodes reach the actors that face the network; closed by a
   // publish with a secret.
   std::shared_ptr<actors::node_gate> gate = std::make_shared<actors::node_gate>();
+  std::shared_ptr<actors::writer_stats> writer_stats = std::make_shared<actors::writer_stats>();
   std::unique_ptr<runtime::read_pool> reads;
   std::mutex workers_mtx;
   std::vector<std::weak_ptr<worker::impl>> workers;
@@ -118,6 +123,9 @@ struct queue::impl {
 
   // Where the queue actor listens; invalid_argument if nowhere.
   result<uint16_t> listening_port();
+  result<uint16_t> http_port();
+  // The HTTP endpoint (options::http), stopped first when the queue stops.
+  std::unique_ptr<runtime::http_endpoint> http;
 
   // Stops taking connections, then stops the workers, then the actors,
   // then releases the file. Blocks: not from a scheduled actor, except on

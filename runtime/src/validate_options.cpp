@@ -61,6 +61,8 @@ status validate(const options& o) {
     return st;
   if (auto st = check_at_least_one("scheduler_threads", o.scheduler_threads); !st)
     return st;
+  if (o.http && o.http->address.empty())
+    return invalid_field("http.address", "is empty; 127.0.0.1 takes this machine's requests");
   if (o.listen) {
     if (o.listen->address.empty())
       return invalid_field("listen.address", "is empty; 127.0.0.1 takes this machine's "

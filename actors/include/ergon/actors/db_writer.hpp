@@ -22,6 +22,7 @@
 #include "ergon/actors/job_counters.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/reply.hpp"
+#include "ergon/actors/run_metrics.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/job.hpp"
 #include "ergon/storage/db.hpp"
@@ -227,6 +228,8 @@ struct db_writer_config {
   uint32_t id_tag = 0;
   /// Which nodes may reach the writer (it answers remote heartbeats).
   std::shared_ptr<node_gate> gate;
+  /// Batch sizes and commit times, for metrics.
+  std::shared_ptr<writer_stats> stats = std::make_shared<writer_stats>();
 };
 
 /// Spawns the writer on its own thread. Stop it with a close_call; requests

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ergon/event.hpp"
+#include "ergon/actors/run_metrics.hpp"
 #include "ergon/scheduling.hpp"
 #include "ergon/storage/operations.hpp"
 
@@ -245,10 +246,7 @@ class scheduling_policy {
   bool dirty_ = false;
   allocation_reason dirty_reason_ = allocation_reason::rebalance;
   // metrics
-  std::vector<int64_t> wait_bounds_{1, 5, 10, 50, 100, 500, 1'000, 5'000, 10'000, 60'000};
-  std::vector<int64_t> wait_counts_ = std::vector<int64_t>(11, 0);
-  int64_t wait_total_ = 0;
-  int64_t wait_sum_ = 0;
+  histogram_counter wait_{{1, 5, 10, 50, 100, 500, 1'000, 5'000, 10'000, 60'000}};
   int64_t promotions_ = 0;
   int64_t excess_ = 0;
 };

@@ -1,0 +1,70 @@
+// monitoring: a queue that serves its web dashboard, a JSON API and
+// Prometheus metrics (options::http) while a worker runs jobs in three
+// groups. Open the printed address in a browser, point Prometheus at
+// /metrics, or run `ergonctl --db monitoring.db stats` beside it.
+//
+//   ./monitoring [DB] [--serve]     --serve: keep serving until Ctrl-C
+#include <ergon/job_builder.hpp>
+#include <ergon/queue.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <pthread.h>
+
+int main(int argc, char** argv) {
+  std::string path = argc > 1 ? argv[1] : "monitoring.db";
+  bool serve = argc > 2 && std::strcmp(argv[2], "--serve") == 0;
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before the queue's threads start
+
+  ergon::options opts;
+  opts.http = ergon::http_options{};  // 127.0.0.1, a free port
+  auto q = ergon::queue::open(path, opts);
+  if (!q) {
+    std::cerr << "open: " << q.error() << '\n';
+    return 1;
+  }
+  std::cout << "dashboard: http://127.0.0.1:" << *q->http_port() << "/\n"
+            << "metrics:   http://127.0.0.1:" << *q->http_port() << "/metrics\n";
+
+  ergon::worker_options w;
+  w.max_concurrency = 4;
+  w.runners["resize"] = [](ergon::job_context& ctx) {
+    if (ctx.payload() == "corrupt.png")
+      ctx.fail_permanently("not an image");
+  };
+  auto worker = q->start_worker(std::move(w));
+  if (!worker) {
+    std::cerr << "worker: " << worker.error() << '\n';
+    return 1;
+  }
+  std::vector<ergon::job_id> ids;
+  for (int i = 0; i < 60; ++i) {
+    auto j = ergon::job_builder("resize")
+               .payload(i == 13 ? "corrupt.png" : "photo-" + std::to_string(i) + ".png")
+               .group(i % 3 == 0 ? "free" : "paid")
+               .build();
+    ids.push_back(*q->submit(*j));
+  }
+  for (auto& id : ids)
+    q->wait(id, std::chrono::minutes(1));
+
+  // What a scrape sees, through the same snapshot.
+  auto m = q->metrics();
+  std::cout << "succeeded " << m->by_status[ergon::job_status::succeeded] << ", failed "
+            << m->by_status[ergon::job_status::failed] << ", commits " << m->commit_us.total
+            << ", attempts that failed for good "
+            << m->attempts_by_outcome[static_cast<size_t>(
+                 ergon::attempt_outcome::failed_permanently)]
+            << '\n';
+  if (serve) {
+    std::cout << "serving; Ctrl-C stops\n";
+    int sig = 0;
+    sigwait(&stop, &sig);
+  }
+  return q->close().ok() ? 0 : 1;
+}

@@ -1,0 +1,181 @@
+#include "prometheus_text.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "ergon/job_info.hpp"
+
+namespace ergon::runtime {
+namespace {
+
+std::string escaped(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+class exposition {
+ public:
+  // One # HELP and # TYPE per metric family, before its samples.
+  void family(const std::string& name, const char* type, const char* help) {
+    out_ << "# HELP " << name << ' ' << help << '\n' << "# TYPE " << name << ' ' << type << '\n';
+  }
+
+  void sample(const std::string& name, const std::string& labels, double value) {
+    out_ << name;
+    if (!labels.empty())
+      out_ << '{' << labels << '}';
+    out_ << ' ' << number(value) << '\n';
+  }
+
+  // Buckets in the histogram's unit, shown divided by `scale` (ms to s).
+  void histogram_samples(const std::string& name, const std::string& labels,
+                         const histogram& h, double scale) {
+    auto with = [&](const std::string& le) {
+      return labels.empty() ? "le=\"" + le + "\"" : labels + ",le=\"" + le + "\"";
+    };
+    int64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size() && i < h.counts.size(); ++i) {
+      cumulative += h.counts[i];
+      sample(name + "_bucket", with(number(static_cast<double>(h.bounds[i]) / scale)),
+             static_cast<double>(cumulative));
+    }
+    sample(name + "_bucket", with("+Inf"), static_cast<double>(h.total));
+    sample(name + "_sum", labels, static_cast<double>(h.sum) / scale);
+    sample(name + "_count", labels, static_cast<double>(h.total));
+  }
+
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+std::string label(const char* key, const std::string& value) {
+  return std::string{key} + "=\"" + escaped(value) + "\"";
+}
+
+void status_samples(exposition& e, const std::string& name, const std::string& labels,
+                    const status_counts& c, size_t statuses) {
+  for (size_t i = 0; i < statuses; ++i) {
+    auto s = label("status", to_string(static_cast<job_status>(i)));
+    e.sample(name, labels.empty() ? s : labels + "," + s, static_cast<double>(c.by_status[i]));
+  }
+}
+
+}  // namespace
+
+std::string prometheus_text(const metrics_snapshot& m) {
+  exposition e;
+  e.family("ergon_jobs", "gauge", "Jobs in the queue by status.");
+  status_samples(e, "ergon_jobs", "", m.by_status, job_status_count);
+  e.family("ergon_jobs_by_type", "gauge", "Jobs by type and status.");
+  for (auto& [type, c] : m.by_type)
+    status_samples(e, "ergon_jobs_by_type", label("type", type), c, job_status_count);
+  e.family("ergon_jobs_by_group", "gauge",
+           "Pending and running jobs by group (group \"\" has the jobs without one).");
+  for (auto& [group, c] : m.by_group)
+    status_samples(e, "ergon_jobs_by_group", label("group", group), c, 2);
+
+  e.family("ergon_queue_wait_seconds", "histogram",
+           "Time from a job becoming due to its start, since the queue opened.");
+  e.histogram_samples("ergon_queue_wait_seconds", "",
+                      {m.queue_wait_bounds_ms, m.queue_wait_counts, m.queue_wait_total,
+                       m.queue_wait_sum_ms},
+                      1'000.0);
+  e.family("ergon_oldest_ready_seconds", "gauge",
+           "How long the longest-waiting ready job has been due (queue lag).");
+  e.sample("ergon_oldest_ready_seconds", "", static_cast<double>(m.oldest_ready_ms) / 1'000.0);
+  e.family("ergon_job_run_seconds", "histogram",
+           "Run time of attempts that ended since the queue opened, by job type.");
+  for (auto& [type, h] : m.run_ms_by_type)
+    e.histogram_samples("ergon_job_run_seconds", label("type", type), h, 1'000.0);
+  e.family("ergon_attempts_total", "counter", "Attempts that ended since the queue opened, by outcome.");
+  for (size_t i = 1; i < m.attempts_by_outcome.size(); ++i)
+    e.sample("ergon_attempts_total", label("outcome", to_string(static_cast<attempt_outcome>(i))),
+             static_cast<double>(m.attempts_by_outcome[i]));
+
+  e.family("ergon_capacity_slots", "gauge", "Worker capacity known to the dispatcher, in weight units.");
+  e.sample("ergon_capacity_slots", "", m.capacity);
+  struct group_gauge {
+    const char* name;
+    const char* help;
+    double (*value)(const group_metrics&);
+  };
+  const group_gauge gauges[] = {
+    {"ergon_group_weight", "A group's weight.",
+     [](const group_metrics& g) { return static_cast<double>(g.weight); }},
+    {"ergon_group_share_slots", "A group's exact share of capacity, in slots.",
+     [](const group_metrics& g) { return g.share; }},
+    {"ergon_group_allocated_slots", "A group's share rounded to whole slots.",
+     [](const group_metrics& g) { return static_cast<double>(g.allocated_slots); }},
+    {"ergon_group_running_slots", "Slots a group's running jobs take.",
+     [](const group_metrics& g) { return static_cast<double>(g.running_slots); }},
+    {"ergon_group_utilization", "Running slots over allocated slots.",
+     [](const group_metrics& g) { return g.utilization; }},
+    {"ergon_group_ready_jobs", "A group's jobs that are due and wait for a slot.",
+     [](const group_metrics& g) { return static_cast<double>(g.ready_jobs); }},
+    {"ergon_group_paused", "1 while a group is paused.",
+     [](const group_metrics& g) { return g.paused ? 1.0 : 0.0; }},
+  };
+  for (auto& gauge : gauges) {
+    e.family(gauge.name, "gauge", gauge.help);
+    for (auto& g : m.groups)
+      e.sample(gauge.name, label("group", g.group), gauge.value(g));
+  }
+  e.family("ergon_aging_promotions_total", "counter",
+           "Jobs started with a priority raised by aging.");
+  e.sample("ergon_aging_promotions_total", "", static_cast<double>(m.aging_promotions));
+  e.family("ergon_excess_slots_redistributed_total", "counter",
+           "Slots given beyond a group's allocation because others could not use them.");
+  e.sample("ergon_excess_slots_redistributed_total", "",
+           static_cast<double>(m.excess_slots_redistributed));
+  e.family("ergon_too_heavy_jobs", "gauge", "Pending jobs heavier than every worker of their type.");
+  e.sample("ergon_too_heavy_jobs", "", static_cast<double>(m.too_heavy_jobs));
+
+  e.family("ergon_writer_batch_requests", "histogram", "Requests per writer transaction.");
+  e.histogram_samples("ergon_writer_batch_requests", "", m.writer_batch_requests, 1.0);
+  e.family("ergon_commit_seconds", "histogram", "How long each COMMIT took (the disk's sync).");
+  e.histogram_samples("ergon_commit_seconds", "", m.commit_us, 1'000'000.0);
+
+  e.family("ergon_workers", "gauge", "Registered workers, in the owner's process and remote.");
+  e.sample("ergon_workers", label("location", "local"), m.local_workers);
+  e.sample("ergon_workers", label("location", "remote"), m.remote_workers);
+  e.family("ergon_waits", "gauge", "queue::wait calls waiting for a job to finish.");
+  e.sample("ergon_waits", "", static_cast<double>(m.waits));
+  struct counter {
+    const char* name;
+    const char* help;
+    int64_t value;
+  };
+  for (auto& c : {counter{"ergon_subscriber_errors_total", "Exceptions thrown by subscriber callbacks.",
+                          m.subscriber_errors},
+                  counter{"ergon_refused_messages_total",
+                          "Messages from nodes that had not proved the secret.", m.refused_messages},
+                  counter{"ergon_failed_handshakes_total", "Secret handshakes that failed.",
+                          m.failed_handshakes},
+                  counter{"ergon_rejected_messages_total", "Malformed worker protocol messages.",
+                          m.rejected_messages}}) {
+    e.family(c.name, "counter", c.help);
+    e.sample(c.name, "", static_cast<double>(c.value));
+  }
+  return e.str();
+}
+
+}  // namespace ergon::runtime

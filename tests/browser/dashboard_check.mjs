@@ -1,0 +1,47 @@
+// Opens the ergon dashboard in headless chromium, finds the failed job
+// JOB_ID in the failed tab, opens it, clicks Retry and waits until its page
+// shows it succeeded; then saves a screenshot. Exit 0 on success; page
+// errors fail it.
+//   node dashboard_check.mjs URL JOB_ID SCREENSHOT
+import puppeteer from "puppeteer-core";
+
+const [url, jobId, shot] = process.argv.slice(2);
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+let failed = false;
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1440, height: 1000 });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push("page error: " + e.message));
+  page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
+  await page.goto(url, { waitUntil: "networkidle0" });
+  const row = `tr[data-id="${jobId}"]`;
+  await page.waitForSelector(row, { timeout: 30000 });
+  console.log("listed: the failed job is in the failed tab");
+  await page.click(row);
+  await page.waitForSelector("#panel.open #act-retry:not([disabled])", { timeout: 10000 });
+  await page.click("#act-retry");
+  console.log("clicked retry");
+  await page.waitForFunction(
+    () => document.querySelector("#panel h3 .pill")?.textContent === "succeeded",
+    { timeout: 30000 });
+  console.log("ran: the job page shows it succeeded");
+  await page.click("#close-panel");
+  // Two more refreshes, so the chart has points and the cards are current.
+  await new Promise((r) => setTimeout(r, 4500));
+  await page.screenshot({ path: shot, fullPage: true });
+  if (errors.length) {
+    console.error(errors.join("\n"));
+    failed = true;
+  }
+} catch (e) {
+  console.error(e.stack || String(e));
+  failed = true;
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);
