@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics, the JSON API and the dashboard on this port; 0 picks "
                  "a free one (docs/operations.md)");
   app.add_option("--http-bind", http_bind, "the address the HTTP endpoint listens on")
-    ->capture_default_str();
+    ->capture_default_str()
+    ->needs("--http-port");
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -99,21 +100,22 @@ int main(int argc, char** argv) {
   }
   ergon::queue::register_types(cfg);
   caf::actor_system sys{cfg};
+  // Listening and HTTP are options of the open, so the secret guards both
+  // from the first request.
   ergon::options opts;
+  opts.listen = ergon::listen_options{};
+  opts.listen->address = bind;
+  opts.listen->port = port;
+  opts.listen->creds = creds;
   if (http_port)
     opts.http = ergon::http_options{http_bind, *http_port};
   auto q = ergon::spawn_queue(sys, db, opts);
   if (!q) {
-    std::cerr << "ergon-server: cannot open " << db << ": " << q.error() << '\n';
+    std::cerr << "ergon-server: cannot serve " << db << ": " << q.error() << '\n';
     return 1;
   }
-  auto bound = ergon::publish(*q, port, bind, creds);
-  if (!bound) {
-    std::cerr << "ergon-server: " << bound.error() << '\n';
-    caf::anon_send_exit(*q, caf::exit_reason::user_shutdown);
-    return 1;
-  }
-  std::cout << "ergon-server listening on " << bind << ":" << *bound << std::endl;
+  std::cout << "ergon-server listening on " << bind << ":" << *ergon::listening_port(*q)
+            << std::endl;
   if (http_port)
     std::cout << "ergon-server http on " << http_bind << ":" << *ergon::http_port(*q) << std::endl;
 

@@ -7,6 +7,11 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -77,6 +82,27 @@ struct served_queue {
     return ids;
   }
 };
+
+// What the dashboard sends with every write.
+const httplib::Headers writes{{"X-Ergon", "1"}};
+
+httplib::Result post(httplib::Client& c, const std::string& path,
+                     httplib::Headers headers = writes) {
+  return c.Post(path.c_str(), headers, "", "text/plain");
+}
+
+// A free port of 127.0.0.1: bound, read and closed.
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
 
 json body_of(const httplib::Result& r) {
   BOOST_REQUIRE_MESSAGE(r, "no answer: " << httplib::to_string(r.error()));
@@ -192,18 +218,30 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(stats["by_status"]["failed"] == 1);
   BOOST_TEST(stats["now_ms"] == t0);
   // Actions from this machine, with no secret set.
-  auto retried = c.Post(("/api/jobs/" + ids[1].to_string() + "/retry").c_str());
+  auto retry_path = "/api/jobs/" + ids[1].to_string() + "/retry";
+  // Without X-Ergon a write is refused: a web page elsewhere can't send it.
+  auto bare = c.Post(retry_path.c_str());
+  BOOST_TEST(bare->status == 401);
+  BOOST_TEST(body_of(bare)["message"].get<std::string>().find("X-Ergon") != std::string::npos);
+  BOOST_TEST(s.q->job_info(ids[1])->status == job_status::failed);
+  auto retried = post(c, retry_path);
   BOOST_REQUIRE(retried);
   BOOST_TEST(retried->status == 200);
   BOOST_TEST(s.q->job_info(ids[1])->status == job_status::pending);
-  auto again = c.Post(("/api/jobs/" + ids[1].to_string() + "/retry").c_str());
+  auto again = post(c, retry_path);
   BOOST_TEST(again->status == 400);
   BOOST_TEST(body_of(again)["field"] == "id");
-  BOOST_TEST(c.Post(("/api/jobs/" + ids[1].to_string() + "/cancel").c_str())->status == 200);
+  BOOST_TEST(post(c, "/api/jobs/" + ids[1].to_string() + "/cancel")->status == 200);
   BOOST_TEST(s.q->job_info(ids[1])->status == job_status::cancelled);
-  BOOST_TEST(c.Post("/api/groups/g1/pause")->status == 200);
-  BOOST_TEST(c.Post("/api/groups/g1/resume")->status == 200);
-  BOOST_TEST(c.Post("/api/types/work/pause?for_ms=1000")->status == 200);
+  BOOST_TEST(post(c, "/api/groups/g1/pause")->status == 200);
+  BOOST_TEST(post(c, "/api/groups/g1/resume")->status == 200);
+  BOOST_TEST(post(c, "/api/types/work/pause?for_ms=1000")->status == 200);
+  BOOST_TEST(post(c, "/api/types/work/pause?for_ms=99999999999999999999")->status == 400);
+  // A page that rebinds its own name to 127.0.0.1 is not answered.
+  httplib::Headers rebound{{"Host", "attacker.example:" + std::to_string(s.port)}};
+  BOOST_TEST(c.Get("/api/stats", rebound)->status == 403);
+  httplib::Headers local{{"Host", "localhost:" + std::to_string(s.port)}};
+  BOOST_TEST(c.Get("/api/stats", local)->status == 200);
   // Errors name what is wrong, as JSON with a status code.
   auto unknown = c.Get(("/api/jobs/" + job_id{}.to_string()).c_str());
   BOOST_TEST(unknown->status == 404);
@@ -232,17 +270,19 @@ BOOST_AUTO_TEST_CASE(writes_need_the_secret_when_the_queue_has_one) {
   auto ids = s.run({"bad"});
   auto c = s.client();
   auto path = "/api/jobs/" + ids[0].to_string() + "/retry";
-  auto without = c.Post(path.c_str());
-  BOOST_TEST(without->status == 403);
+  auto without = post(c, path);
+  BOOST_TEST(without->status == 401);
+  BOOST_TEST(without->get_header_value("WWW-Authenticate") == "Bearer");
   BOOST_TEST(body_of(without)["message"].get<std::string>().find("Authorization: Bearer")
              != std::string::npos);
-  httplib::Headers wrong{{"Authorization", "Bearer not it"}};
-  BOOST_TEST(c.Post(path.c_str(), wrong, "", "text/plain")->status == 403);
+  BOOST_TEST(post(c, path, {{"X-Ergon", "1"}, {"Authorization", "Bearer not it"}})->status == 401);
+  BOOST_TEST(post(c, path, {{"X-Ergon", "1"}, {"Authorization", "Bearer " + secret + "x"}})->status
+             == 401);
   BOOST_TEST(s.q->job_info(ids[0])->status == job_status::failed);
   // Reads need none.
   BOOST_TEST(c.Get("/metrics")->status == 200);
-  httplib::Headers right{{"Authorization", "Bearer " + secret}};
-  BOOST_TEST(c.Post(path.c_str(), right, "", "text/plain")->status == 200);
+  BOOST_TEST(post(c, path, {{"X-Ergon", "1"}, {"Authorization", "Bearer " + secret}})->status
+             == 200);
   BOOST_TEST(s.q->job_info(ids[0])->status == job_status::pending);
 }
 
@@ -270,12 +310,7 @@ BOOST_AUTO_TEST_CASE(bad_http_options_are_named_and_open_nothing) {
 BOOST_AUTO_TEST_CASE(a_real_prometheus_scrapes_the_endpoint) {
   served_queue s;
   s.run({"a", "b", "c", "bad"});
-  // Prometheus on a free loopback port: bind one, then hand it over.
-  uint16_t web_port = 0;
-  {
-    httplib::Server probe;
-    web_port = static_cast<uint16_t>(probe.bind_to_any_port("127.0.0.1"));
-  }
+  auto web_port = free_port();
   auto config = s.dir.file("prometheus.yml");
   std::ofstream{config} << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                         << "scrape_configs:\n  - job_name: ergon\n    static_configs:\n"

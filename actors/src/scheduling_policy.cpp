@@ -608,6 +608,10 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
         if (!oldest_due || due < *oldest_due)
           oldest_due = due;
       }
+  // A job whose time came since the dispatcher last looked is due as well.
+  if (!waiting_.empty() && waiting_.begin()->first <= now
+      && (!oldest_due || waiting_.begin()->first < *oldest_due))
+    oldest_due = waiting_.begin()->first;
   m.oldest_ready_ms = oldest_due ? std::max<int64_t>(0, now - *oldest_due) : 0;
   for (auto& g : groups_)
     for (auto& [key, b] : g.buckets)

@@ -1,9 +1,13 @@
 #include "http_endpoint.hpp"
 
 #include <httplib.h>
+#include <openssl/crypto.h>
+#include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <atomic>
+#include <cctype>
+#include <charconv>
 #include <cstring>
 
 #include "dashboard_page.hpp"
@@ -24,9 +28,10 @@ int http_status_of(const status& st) {
     case error::job_running:
     case error::job_finished:
     case error::already_exists: return 409;
-    case error::unauthenticated: return 403;
+    case error::unauthenticated: return 401;
     case error::closed:
-    case error::busy: return 503;
+    case error::busy:
+    case error::timeout: return 503;
     default: return 500;
   }
 }
@@ -34,7 +39,8 @@ int http_status_of(const status& st) {
 void reply_json(httplib::Response& res, const json& doc, int code = 200) {
   res.status = code;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(doc.dump(), "application/json");
+  // Payloads and messages may hold bytes that are not UTF-8.
+  res.set_content(doc.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void reply_error(httplib::Response& res, const status& st) {
@@ -55,10 +61,12 @@ status bad_param(const std::string& name, const std::string& why) {
 
 result<int64_t> int_param(const httplib::Request& req, const std::string& name) {
   auto text = req.get_param_value(name);
-  if (text.empty() || text.size() > 19
-      || !std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); }))
-    return bad_param(name, "'" + text + "' is not a number >= 0");
-  return std::stoll(text);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || ec != std::errc{}
+      || end != text.data() + text.size())
+    return bad_param(name, "'" + text + "' is not a number from 0 to 2^63-1");
+  return v;
 }
 
 result<job_id> id_param(const std::string& text, const std::string& name) {
@@ -111,24 +119,63 @@ bool loopback(const std::string& addr) {
   return addr.rfind("127.", 0) == 0 || addr == "::1" || addr.rfind("::ffff:127.", 0) == 0;
 }
 
-// Writes need the queue's secret when it has one; without one, they are
-// taken only from this machine.
-status may_write(queue::impl& q, const httplib::Request& req) {
+// A loopback endpoint answers only requests addressed to a loopback name:
+// a web page that rebinds its own host name to 127.0.0.1 gets nothing.
+bool host_allowed(const std::string& bound, const httplib::Request& req) {
+  if (!loopback(bound) && bound != "localhost")
+    return true;
+  auto host = req.get_header_value("Host");
+  if (!host.empty() && host.front() == '[')  // [::1]:port
+    host = host.substr(1, host.find(']') == std::string::npos ? 0 : host.find(']') - 1);
+  else
+    host = host.substr(0, host.rfind(':'));
+  return loopback(host) || host == "localhost";
+}
+
+// The secret the queue's nodes prove: locked by publish, or given to the
+// open (listen.creds) before publish runs.
+std::string secret_of(queue::impl& q) {
   auto secret = q.gate->secret();
+  if (secret.empty() && q.opts.listen)
+    secret = q.opts.listen->creds.secret;
+  return secret;
+}
+
+// Writes need the queue's secret when it has one; without one, they are
+// taken only from this machine. Either way they carry X-Ergon: 1, which a
+// web page on another origin can't send without a preflight this endpoint
+// never grants.
+status may_write(queue::impl& q, const httplib::Request& req, httplib::Response& res) {
+  if (req.get_header_value("X-Ergon") != "1")
+    return {error::unauthenticated,
+            "a request that changes jobs must carry the header 'X-Ergon: 1'"};
+  auto secret = secret_of(q);
   if (secret.empty())
     return loopback(req.remote_addr)
              ? status{}
              : status{error::unauthenticated,
                       "writes from other hosts need the queue's shared secret; it has none"};
   auto given = req.get_header_value("Authorization");
-  if (given != "Bearer " + secret)
+  auto expected = "Bearer " + secret;
+  if (given.size() != expected.size()
+      || CRYPTO_memcmp(given.data(), expected.data(), expected.size()) != 0) {
+    res.set_header("WWW-Authenticate", "Bearer");
     return {error::unauthenticated,
             "this request changes jobs: send the queue's shared secret as "
             "'Authorization: Bearer <secret>'"};
+  }
   return {};
 }
 
-void routes(httplib::Server& s, queue::impl& q) {
+void routes(httplib::Server& s, queue::impl& q, const std::string& bound) {
+  s.set_pre_routing_handler([bound](const httplib::Request& req, httplib::Response& res) {
+    if (host_allowed(bound, req))
+      return httplib::Server::HandlerResponse::Unhandled;
+    reply_json(res, {{"error", "unauthenticated"},
+                     {"message", "this endpoint answers requests to a loopback host name only"}},
+               403);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.Get("/healthz", [&q](const httplib::Request&, httplib::Response& res) {
     if (q.closed.load(std::memory_order_acquire))
       return reply_json(res, {{"status", "closing"}}, 503);
@@ -167,7 +214,7 @@ void routes(httplib::Server& s, queue::impl& q) {
   });
   s.Post(R"(/api/jobs/([0-9a-fA-F-]{36})/(retry|cancel))",
          [&q](const httplib::Request& req, httplib::Response& res) {
-           if (auto st = may_write(q, req); !st)
+           if (auto st = may_write(q, req, res); !st)
              return reply_error(res, st);
            auto id = id_param(req.matches[1], "id");
            if (!id)
@@ -185,11 +232,11 @@ void routes(httplib::Server& s, queue::impl& q) {
          });
   s.Post(R"(/api/(groups|types)/([^/]{1,256})/(pause|resume))",
          [&q](const httplib::Request& req, httplib::Response& res) {
-           if (auto st = may_write(q, req); !st)
+           if (auto st = may_write(q, req, res); !st)
              return reply_error(res, st);
            bool group = req.matches[1] == "groups";
            bool pause = req.matches[3] == "pause";
-           std::string name = httplib::detail::decode_url(req.matches[2], false);
+           std::string name = req.matches[2];  // httplib decoded the path
            std::optional<std::chrono::milliseconds> duration;
            if (pause && req.has_param("for_ms")) {
              auto v = int_param(req, "for_ms");
@@ -236,16 +283,31 @@ result<std::unique_ptr<http_endpoint>> http_endpoint::start(queue::impl& q,
                                                             const http_options& where) {
   std::unique_ptr<http_endpoint> e{new http_endpoint};
   e->server_ = std::make_unique<httplib::Server>();
-  // Two threads: requests are short, and each waits on the queue anyway.
-  e->server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
-  routes(*e->server_, q);
-  int port = where.port == 0 ? e->server_->bind_to_any_port(where.address)
-                             : (e->server_->bind_to_port(where.address, where.port) ? where.port : -1);
+  auto& s = *e->server_;
+  // Requests are short, but idle keep-alive connections hold a thread each.
+  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
+  s.set_keep_alive_timeout(1);
+  // Not httplib's SO_REUSEPORT: a second queue must not share the port.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  routes(s, q, where.address);
+  int port = where.port == 0 ? s.bind_to_any_port(where.address)
+                             : (s.bind_to_port(where.address, where.port) ? where.port : -1);
   if (port <= 0)
     return status{error::io_error, "cannot serve HTTP on " + where.address + ":"
-                                     + std::to_string(where.port) + ": " + std::strerror(errno)};
+                                     + std::to_string(where.port)
+                                     + ": the address is not this host's, or the port is taken"};
   e->port_ = static_cast<uint16_t>(port);
-  e->thread_ = std::thread{[s = e->server_.get()] { s->listen_after_bind(); }};
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  e->thread_ = std::thread{[&s, returned] {
+    s.listen_after_bind();
+    returned->store(true);
+  }};
+  // stop() is lost on a server that is not running yet.
+  while (!s.is_running() && !returned->load())
+    std::this_thread::yield();
   return e;
 }
 

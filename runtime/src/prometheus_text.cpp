@@ -1,6 +1,6 @@
 #include "prometheus_text.hpp"
 
-#include <cstdio>
+#include <charconv>
 #include <sstream>
 
 #include "ergon/job_info.hpp"
@@ -8,7 +8,26 @@
 namespace ergon::runtime {
 namespace {
 
-std::string escaped(const std::string& v) {
+// Valid UTF-8 with \\, \" and \n escaped; a byte that is not part of a
+// valid UTF-8 sequence becomes U+FFFD, since Prometheus rejects the whole
+// scrape otherwise.
+std::string escaped(const std::string& raw) {
+  std::string v;
+  v.reserve(raw.size());
+  for (size_t i = 0; i < raw.size();) {
+    auto c = static_cast<unsigned char>(raw[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n > 0 && i + n <= raw.size();
+    for (size_t k = 1; ok && k < n; ++k)
+      ok = (static_cast<unsigned char>(raw[i + k]) >> 6) == 0x2;
+    if (ok) {
+      v.append(raw, i, n);
+      i += n;
+    } else {
+      v += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
@@ -24,10 +43,11 @@ std::string escaped(const std::string& v) {
   return out;
 }
 
+// The shortest text that reads back as `v` (0.005, not 0.0050000000000000001).
 std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc{} ? std::string(buf, end) : std::string{"NaN"};
 }
 
 class exposition {

@@ -22,15 +22,16 @@ try {
   const row = `tr[data-id="${jobId}"]`;
   await page.waitForSelector(row, { timeout: 30000 });
   console.log("listed: the failed job is in the failed tab");
-  await page.click(row);
-  await page.waitForSelector("#panel.open #act-retry:not([disabled])", { timeout: 10000 });
-  await page.click("#act-retry");
+  // Locators wait until the element is there and still: the list re-renders
+  // and the panel slides in.
+  await page.locator(row).click();
+  await page.locator("#panel.open #act-retry:not([disabled])").setTimeout(10000).click();
   console.log("clicked retry");
   await page.waitForFunction(
     () => document.querySelector("#panel h3 .pill")?.textContent === "succeeded",
     { timeout: 30000 });
   console.log("ran: the job page shows it succeeded");
-  await page.click("#close-panel");
+  await page.locator("#close-panel").click();
   // Two more refreshes, so the chart has points and the cards are current.
   await new Promise((r) => setTimeout(r, 4500));
   await page.screenshot({ path: shot, fullPage: true });
