@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "ergon/job_builder.hpp"
@@ -311,36 +313,53 @@ BOOST_AUTO_TEST_CASE(a_real_prometheus_scrapes_the_endpoint) {
   served_queue s;
   s.run({"a", "b", "c", "bad"});
   auto web_port = free_port();
+  // A second target in the same job, served here, tells the test each time
+  // Prometheus scraped: the test waits on those scrapes instead of a timer.
+  std::mutex mtx;
+  std::condition_variable scraped;
+  int marker_scrapes = 0;
+  httplib::Server marker;
+  marker.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ergon_test_marker 1\n", "text/plain; version=0.0.4");
+    std::lock_guard<std::mutex> guard{mtx};
+    ++marker_scrapes;
+    scraped.notify_all();
+  });
+  auto marker_port = marker.bind_to_any_port("127.0.0.1");
+  std::thread marker_thread{[&] { marker.listen_after_bind(); }};
   auto config = s.dir.file("prometheus.yml");
   std::ofstream{config} << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                         << "scrape_configs:\n  - job_name: ergon\n    static_configs:\n"
-                        << "      - targets: ['127.0.0.1:" << s.port << "']\n";
+                        << "      - targets: ['127.0.0.1:" << s.port << "', '127.0.0.1:"
+                        << marker_port << "']\n";
   child_process prom{{"/usr/bin/prometheus", "--config.file=" + config,
                       "--storage.tsdb.path=" + s.dir.file("tsdb"),
                       "--web.listen-address=127.0.0.1:" + std::to_string(web_port),
                       "--log.level=warn"}};
   httplib::Client api{"127.0.0.1", web_port};
   api.set_connection_timeout(1, 0);
-  // Prometheus scrapes on its own schedule: ask until the samples are in,
-  // bounded.
+  // After each marker scrape, ask; both targets share the 1 s interval, so
+  // within a few scrapes the queue's samples are in. Bounded.
   double succeeded = -1;
   std::string last;
-  auto until = std::chrono::steady_clock::now() + 90s;
-  while (std::chrono::steady_clock::now() < until) {
+  for (int seen = 0; seen < 60 && succeeded < 0; ++seen) {
+    {
+      std::unique_lock<std::mutex> guard{mtx};
+      if (!scraped.wait_for(guard, 30s, [&] { return marker_scrapes > seen; }))
+        break;
+    }
     auto r = api.Get("/api/v1/query?query=ergon_jobs%7Bstatus%3D%22succeeded%22%7D");
     if (r && r->status == 200) {
       last = r->body;
       auto doc = json::parse(r->body, nullptr, false);
-      if (!doc.is_discarded() && !doc["data"]["result"].empty()) {
+      if (!doc.is_discarded() && !doc["data"]["result"].empty())
         succeeded = std::stod(doc["data"]["result"][0]["value"][1].get<std::string>());
-        break;
-      }
     }
-    std::this_thread::sleep_for(200ms);  // an outside process's schedule, not ours
   }
   BOOST_TEST_MESSAGE("prometheus answered: " << last);
   BOOST_TEST(succeeded == 3);
-  auto up = api.Get("/api/v1/query?query=up%7Bjob%3D%22ergon%22%7D");
+  auto up = api.Get(("/api/v1/query?query=up%7Binstance%3D%22127.0.0.1%3A"
+                     + std::to_string(s.port) + "%22%7D").c_str());
   BOOST_REQUIRE(up);
   auto doc = json::parse(up->body);
   BOOST_TEST(doc["data"]["result"][0]["value"][1] == "1");
@@ -349,4 +368,6 @@ BOOST_AUTO_TEST_CASE(a_real_prometheus_scrapes_the_endpoint) {
   BOOST_TEST(json::parse(failed->body)["data"]["result"][0]["value"][1] == "1");
   prom.signal(SIGTERM);
   prom.wait();
+  marker.stop();
+  marker_thread.join();
 }
