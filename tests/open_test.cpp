@@ -284,6 +284,28 @@ void require_counts_match_jobs(const std::string& path) {
   BOOST_REQUIRE_EQUAL(c.table, c.jobs);
 }
 
+// The queue's in-memory counts of unfinished jobs per group, beside a GROUP BY
+// over the jobs, as "group:status=count" pairs. A group with no unfinished
+// jobs must not be listed.
+void require_group_counts_match_jobs(queue& q, const std::string& path) {
+  auto m = q.metrics();
+  BOOST_REQUIRE(m.has_value());
+  std::string counted;
+  for (auto& [group, counts] : m->by_group)
+    for (auto s : {job_status::pending, job_status::running})
+      if (counts[s] != 0)
+        counted += (counted.empty() ? "" : " ") + group + ":" +
+                   std::to_string(static_cast<int>(s)) + "=" + std::to_string(counts[s]);
+  for (auto& [group, counts] : m->by_group)
+    BOOST_TEST(counts[job_status::pending] + counts[job_status::running] > 0, group);
+  sqlite_probe probe{path};
+  BOOST_REQUIRE_EQUAL(counted,
+                      probe.text("SELECT coalesce(group_concat(g || ':' || status || '=' || n, ' '),"
+                                 " '') FROM (SELECT coalesce(group_key, '') AS g, status,"
+                                 " count(*) AS n FROM jobs WHERE status IN (0, 1)"
+                                 " GROUP BY 1, 2 ORDER BY 1, 2)"));
+}
+
 // A file with `n` seeded jobs, then changed by `sql` behind ergon's back.
 std::string seeded_then(const temp_dir& dir, int n, const std::string& sql) {
   auto path = dir.file("q.db");
@@ -305,16 +327,19 @@ void run_until_cancelled(job_context& ctx) {
 BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write_and_crashes,
                         queue_fixture) {
   auto path = dir.file("q.db");
-  std::vector<job_id> ok{submit(*job_of("ok").build()), submit(*job_of("ok").build())};
-  auto flaky = submit(*job_of("flaky").max_retries(1).build());
-  auto doomed = submit(*job_of("doomed").max_retries(0).build());
-  auto slow = submit(*job_of("slow").timeout(1'000ms).max_retries(0).build());
-  auto cancelled = submit(*job_of("cancel").build());
-  auto late = submit(*job_of("late").ttl(500ms).build());
+  // Groups, to check the per-group counts too; each ends up with none left
+  // unfinished but "crash".
+  std::vector<job_id> ok{submit(*job_of("ok").group("a").build()), submit(*job_of("ok").build())};
+  auto flaky = submit(*job_of("flaky").group("b").max_retries(1).build());
+  auto doomed = submit(*job_of("doomed").group("a").max_retries(0).build());
+  auto slow = submit(*job_of("slow").group("b").timeout(1'000ms).max_retries(0).build());
+  auto cancelled = submit(*job_of("cancel").group("c").build());
+  auto late = submit(*job_of("late").group("c").ttl(500ms).build());
   // For the crashes: the child runs the highest priority first.
-  auto dies_for_good = submit(*job_of("work").priority(2).max_retries(0).build());
-  auto retried = submit(*job_of("work").priority(1).max_retries(1).build());
-  submit(*job_of("work").build());
+  auto dies_for_good = submit(*job_of("work").group("crash").priority(2).max_retries(0).build());
+  auto retried = submit(*job_of("work").group("crash").priority(1).max_retries(1).build());
+  submit(*job_of("work").group("crash").build());
+  require_group_counts_match_jobs(*q, path);
   job_update u;
   u.payload = "changed";
   BOOST_REQUIRE(q->update_pending(retried, u).ok());
@@ -335,6 +360,7 @@ BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write
   BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, doomed));
   BOOST_REQUIRE(log->wait_for(event_kind::started, 1, slow));
   require_counts_match_jobs(path);
+  require_group_counts_match_jobs(*q, path);
   advance(501ms);  // past the deadline of "late"
   BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, late));
   advance(500ms);  // past the timeout of "slow" and the backoff of "flaky"
@@ -342,6 +368,8 @@ BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, flaky));
   BOOST_REQUIRE(wk.stop().ok());
   require_counts_match_jobs(path);
+  require_group_counts_match_jobs(*q, path);
+  BOOST_TEST(q->metrics()->by_group.count("a") == 0u);
   log.reset();
   q.reset();
 
@@ -371,6 +399,18 @@ BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write
   BOOST_REQUIRE(m.has_value());
   BOOST_TEST(m->by_status.by_status == counts.by_status, boost::test_tools::per_element());
   BOOST_TEST(m->by_type["work"][job_status::failed] == 1);
+  require_group_counts_match_jobs(*q, path);
+  BOOST_TEST(q->metrics()->by_group["crash"][job_status::pending] == 2);
+  // Both run now (past any backoff): the group's counts follow claims and ends,
+  // and the emptied group is dropped.
+  advance(60'000ms);
+  worker_options w;
+  w.runners["work"] = [](job_context&) {};
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 2));
+  BOOST_REQUIRE(wk.stop().ok());
+  require_group_counts_match_jobs(*q, path);
+  BOOST_TEST(q->metrics()->by_group.empty());
 }
 
 // Open scans from the low mark; the writer moves it past finished jobs as

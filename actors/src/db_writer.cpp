@@ -370,7 +370,7 @@ class writer {
         summary.retried = static_cast<int64_t>(done.requeued.size());
         summary.skipped = std::move(done.skipped);
         for (auto& k : done.requeued) {
-          counts_.move(k.type, job_status::failed, job_status::pending);
+          counts_.move(k.type, k.group, job_status::failed, job_status::pending);
           feed_.requeued.push_back(std::move(k));
         }
       });
@@ -459,7 +459,7 @@ class writer {
   // -- what a commit publishes --------------------------------------------------------
 
   void add_pending(storage::job_key k) {
-    counts_.add(k.type, job_status::pending);
+    counts_.add(k.type, k.group, job_status::pending);
     feed_.added.push_back(std::move(k));
   }
 
@@ -471,12 +471,12 @@ class writer {
   }
 
   void cancelled(storage::job_key k) {
-    counts_.move(k.type, job_status::pending, job_status::cancelled);
+    counts_.move(k.type, k.group, job_status::pending, job_status::cancelled);
     feed_.cancelled.push_back(std::move(k));
   }
 
   void ended(storage::attempt_end& end) {
-    counts_.move(end.type, job_status::running, end.status);
+    counts_.move(end.type, end.group, job_status::running, end.status);
     if (end.next_instance)
       add_instance(std::move(*end.next_instance));
     feed_.ended.push_back(std::move(end));
@@ -526,7 +526,7 @@ class writer {
       [&] { return storage::release_claims(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::release_claims_result& done) {
         for (auto& r : done.released) {
-          counts_.move(r.key.type, job_status::running, job_status::pending);
+          counts_.move(r.key.type, r.key.group, job_status::running, job_status::pending);
           feed_.released.push_back(std::move(r));
         }
         for (auto& end : done.cancelled)
@@ -540,7 +540,7 @@ class writer {
       [&] { return storage::claim_jobs(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::claim_jobs_result& claimed) {
         for (auto& j : claimed.claimed) {
-          counts_.move(j.key.type, job_status::pending, job_status::running);
+          counts_.move(j.key.type, j.key.group, job_status::pending, job_status::running);
           out.jobs.push_back(assignment_of(j));
           j.payload.clear();  // the dispatcher doesn't need it
         }
@@ -618,7 +618,7 @@ class writer {
       [&] { return storage::expire_pending(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::expire_pending_result& done) {
         for (auto& k : done.expired) {
-          counts_.move(k.type, job_status::pending, job_status::expired);
+          counts_.move(k.type, k.group, job_status::pending, job_status::expired);
           feed_.expired.push_back(std::move(k));
         }
         for (auto& k : done.next_instances)

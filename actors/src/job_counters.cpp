@@ -2,12 +2,26 @@
 
 namespace ergon::actors {
 
+namespace {
+
+void add_to(per_status& mine, const per_status& changes) {
+  for (size_t i = 0; i < changes.size(); ++i)
+    mine[i] += changes[i];
+}
+
+}  // namespace
+
 void job_counters::apply(const count_delta& d) {
   std::lock_guard<std::mutex> guard{mtx_};
-  for (auto& [type, counts] : d.by_type()) {
-    auto& mine = by_type_[type];
-    for (size_t i = 0; i < counts.size(); ++i)
-      mine[i] += counts[i];
+  for (auto& [type, counts] : d.by_type())
+    add_to(by_type_[type], counts);
+  // A group without unfinished jobs is dropped: groups come and go (one per
+  // tenant, say), and an idle one must not cost memory until close.
+  for (auto& [group, counts] : d.by_group()) {
+    auto it = by_group_.try_emplace(group).first;
+    add_to(it->second, counts);
+    if (it->second == per_status{})
+      by_group_.erase(it);
   }
 }
 
@@ -23,6 +37,11 @@ status_counts job_counters::totals() const {
 std::map<std::string, per_status> job_counters::by_type() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return by_type_;
+}
+
+std::map<std::string, per_status> job_counters::by_group() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return by_group_;
 }
 
 }  // namespace ergon::actors

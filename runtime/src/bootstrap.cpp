@@ -28,9 +28,14 @@ status seed_counters(storage::db& d, actors::job_counters& counters) {
   auto rows = storage::count_jobs(d, storage::count_source::table);
   if (!rows)
     return rows.error();
+  auto groups = storage::count_unfinished_by_group(d);
+  if (!groups)
+    return groups.error();
   storage::count_delta initial;
   for (auto& row : *rows)
     initial.add(row.type, row.status, row.count);
+  for (auto& row : *groups)
+    initial.add_group(row.group, row.status, row.count);
   counters.apply(initial);
   return {};
 }

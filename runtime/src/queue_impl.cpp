@@ -184,13 +184,9 @@ result<metrics_snapshot> queue::impl::metrics() {
   snap->waits = static_cast<int64_t>(watch->size());
   writer_stats->fill(*snap);
   for (auto& [type, counts] : counters->by_type())
-    for (size_t i = 0; i < counts.size(); ++i)
-      snap->by_type[type].by_status[i] = counts[i];
-  auto groups = read([](storage::db& d) { return storage::count_unfinished_by_group(d); });
-  if (!groups)
-    return groups.error();
-  for (auto& row : *groups)
-    snap->by_group[row.group].by_status[static_cast<size_t>(row.status)] += row.count;
+    snap->by_type[type].by_status = counts;
+  for (auto& [group, counts] : counters->by_group())
+    snap->by_group[group].by_status = counts;
   return snap;
 }
 

@@ -36,7 +36,7 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
     // In the same transaction, so finished_counts never disagrees with the jobs.
     storage::count_delta moved;
     for (auto& end : *recovered)
-      moved.move(end.type, job_status::running, end.status);
+      moved.move(end.type, end.group, job_status::running, end.status);
     st = storage::add_finished_counts(d, moved);
   }
   if (st)

@@ -1,4 +1,5 @@
-// job_counters: job counts per type and status, kept by db_writer.
+// job_counters: job counts per type and status, and of unfinished jobs per
+// group, kept by db_writer.
 //
 // Seeded at open by count_jobs; the writer applies each commit's
 // changes (the same delta it stores there), so reading counts never scans the
@@ -26,10 +27,13 @@ class job_counters {
   status_counts totals() const;
   /// Counts per status for each type.
   std::map<std::string, per_status> by_type() const;
+  /// Pending and running counts of each group that has such jobs.
+  std::map<std::string, per_status> by_group() const;
 
  private:
   mutable std::mutex mtx_;
   std::map<std::string, per_status> by_type_;
+  std::map<std::string, per_status> by_group_;
 };
 
 }  // namespace ergon::actors
