@@ -114,6 +114,11 @@ int show(context& c, const std::string& text) {
       line("recurring", *j->recurring_id);
     if (j->cancel_requested_at_ms)
       line("cancel asked", format_time(*j->cancel_requested_at_ms));
+    if (j->yields > 0)
+      line("yields", std::to_string(j->yields));
+    if (j->expected_io)
+      line("expected io", std::to_string(j->expected_io->read_bytes) + " bytes read, "
+                            + std::to_string(j->expected_io->write_bytes) + " written");
     if (j->progress)
       line("progress", std::to_string(j->progress->done) + "/" + std::to_string(j->progress->total)
                          + (j->progress->message.empty() ? "" : " " + j->progress->message));

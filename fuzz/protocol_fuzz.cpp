@@ -130,7 +130,7 @@ void check(const char* data, size_t size) {
 
 // The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 34> checkers = {
+constexpr std::array<checker, 35> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
@@ -143,7 +143,7 @@ constexpr std::array<checker, 34> checkers = {
   check<ergon::event>, check<ergon::recurring_job>, check<ergon::recurring_info>,
   check<ergon::storage::progress_report>, check<std::vector<ergon::storage::progress_report>>,
   check<progress_batch>, check<ergon::job_filter>, check<ergon::page_request>,
-  check<ergon::job_page>, check<ergon::retry_summary>};
+  check<ergon::job_page>, check<ergon::retry_summary>, check<preempt_attempt>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -306,6 +306,7 @@ std::vector<std::string> seeds() {
           seed(31, page),
           seed(32, ergon::job_page{{public_info()}, ergon::job_id{}}),
           seed(33, ergon::retry_summary{3, {ergon::job_id{}}}),
+          seed(34, preempt_attempt{7, 42}),
           seed(message_selector,
                caf::make_message(ergon::list_jobs_atom::value, public_filter(), page)),
           seed(message_selector, caf::make_message(ergon::wait_atom::value, ergon::job_id{},

@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
   app.add_option("--http-bind", http_bind, "the address the HTTP endpoint listens on")
     ->capture_default_str()
     ->needs("--http-port");
+  std::optional<int32_t> preempt_at;
+  app.add_option("--preempt-at", preempt_at,
+                 "preemption: a waiting job of at least this (effective) priority may ask "
+                 "running jobs of lower priority to yield (docs/scheduling.md); off if unset");
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
   opts.listen->creds = creds;
   if (http_port)
     opts.http = ergon::http_options{http_bind, *http_port};
+  if (preempt_at)
+    opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   auto q = ergon::spawn_queue(sys, db, opts);
   if (!q) {
     std::cerr << "ergon-server: cannot serve " << db << ": " << q.error() << '\n';

@@ -17,6 +17,7 @@
 
 #include "attempt_table.hpp"
 #include "dispatcher_events.hpp"
+#include "preemptions.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/job.hpp"
 #include "ergon/storage/job_ids.hpp"
@@ -606,6 +607,107 @@ BOOST_AUTO_TEST_CASE(too_heavy_and_allocation_events_name_their_numbers) {
   BOOST_TEST(alloc[0].new_slots == 3);
   BOOST_TEST((alloc[0].reason == allocation_reason::weight_change));
   BOOST_TEST(alloc[0].at_ms == 60);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(preemption)
+
+namespace {
+
+preemptions::candidate running(int64_t row, uint64_t worker, int32_t priority,
+                               int64_t started_at, uint32_t group = 0, int32_t weight = 1) {
+  return {row, row * 10, worker, group, weight, priority, started_at};
+}
+
+std::vector<int64_t> rows_of(const std::vector<preemptions::candidate>& cs) {
+  std::vector<int64_t> out;
+  for (auto& c : cs)
+    out.push_back(c.row);
+  return out;
+}
+
+storage::job_key key_of(int64_t row) {
+  storage::job_key k;
+  k.row = row;
+  k.id = id_of(row);
+  return k;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(victims_are_the_lowest_priority_then_the_latest_started_and_no_more) {
+  auto no_room = [](uint64_t) { return 0; };
+  auto any = [](uint32_t, int32_t) { return true; };
+  std::vector<preemptions::candidate> cs{running(1, 1, 5, 100), running(2, 1, 0, 100),
+                                         running(3, 1, 0, 200), running(4, 1, 3, 50)};
+  BOOST_TEST(rows_of(preemptions::choose(cs, 1, no_room, any)) == std::vector<int64_t>{3});
+  BOOST_TEST(rows_of(preemptions::choose(cs, 2, no_room, any)) == (std::vector<int64_t>{3, 2}));
+  // Room the worker has counts: one unit free, one more needed.
+  BOOST_TEST(rows_of(preemptions::choose(cs, 2, [](uint64_t) { return 1; }, any))
+             == std::vector<int64_t>{3});
+  // Nothing can make room for more than the worker holds.
+  BOOST_TEST(preemptions::choose(cs, 5, no_room, any).empty());
+  BOOST_TEST(preemptions::choose({}, 1, no_room, any).empty());
+}
+
+BOOST_AUTO_TEST_CASE(victims_come_from_one_worker_and_never_below_a_groups_minimum) {
+  auto no_room = [](uint64_t) { return 0; };
+  // Worker 1 has the lowest job, but room for 2 units is found on worker 2 first.
+  std::vector<preemptions::candidate> cs{running(1, 1, 0, 0), running(2, 2, 1, 0),
+                                         running(3, 2, 2, 0)};
+  BOOST_TEST(rows_of(preemptions::choose(cs, 2, no_room, [](uint32_t, int32_t) { return true; }))
+             == (std::vector<int64_t>{2, 3}));
+  // Group 7 may lose one unit, not two; group 8 none.
+  std::vector<preemptions::candidate> grouped{running(1, 1, 0, 0, 7), running(2, 1, 0, 0, 7),
+                                              running(3, 1, 0, 0, 8), running(4, 1, 1, 0, 9)};
+  auto lose = [](uint32_t g, int32_t w) { return (g == 7 && w <= 1) || g == 9; };
+  BOOST_TEST(rows_of(preemptions::choose(grouped, 1, no_room, lose)) == std::vector<int64_t>{1});
+  BOOST_TEST(rows_of(preemptions::choose(grouped, 2, no_room, lose))
+             == (std::vector<int64_t>{1, 4}));
+  BOOST_TEST(preemptions::choose(grouped, 3, no_room, lose).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
+  preemptions p;
+  p.asked(1, 100);
+  p.asked(2, 100);
+  BOOST_TEST(p.asking_for(100));
+  BOOST_TEST(p.asked(1));
+  p.attempt_ended(1, true);   // yielded
+  p.attempt_ended(2, false);  // ignored the request and finished
+  BOOST_TEST(!p.asking_for(100));
+  bool resumed = false;
+  BOOST_TEST(p.hold(key_of(1), resumed));
+  BOOST_TEST(resumed);
+  BOOST_TEST(!p.hold(key_of(2), resumed));
+  BOOST_TEST(!resumed);
+  BOOST_TEST(p.held() == 1u);
+  p.started(100, true);
+  BOOST_TEST(p.release_stale({}).empty());  // it runs: keep holding
+  auto released = p.ended(100);
+  BOOST_REQUIRE_EQUAL(released.size(), 1u);
+  BOOST_TEST(released[0].row == 1);
+  BOOST_TEST(p.held() == 0u);
+  BOOST_TEST(p.ended(100).empty());
+}
+
+BOOST_AUTO_TEST_CASE(held_jobs_are_let_go_when_their_preemptor_stops_waiting) {
+  preemptions p;
+  p.asked(1, 100);
+  p.attempt_ended(1, true);
+  bool resumed = false;
+  BOOST_TEST(p.hold(key_of(1), resumed));
+  BOOST_TEST(p.release_stale({100}).empty());  // still waiting for a slot
+  auto released = p.release_stale({});         // paused, say
+  BOOST_REQUIRE_EQUAL(released.size(), 1u);
+  BOOST_TEST(p.held() == 0u);
+  // A preemptor that ended before the yield committed holds nothing.
+  p.asked(2, 200);
+  p.attempt_ended(2, true);
+  BOOST_TEST(p.ended(200).empty());
+  BOOST_TEST(!p.hold(key_of(2), resumed));
+  BOOST_TEST(resumed);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -93,6 +93,14 @@ struct subscribed_client {
   }
 };
 
+job_id submit_with_priority(subscribed_client& client, const std::string& payload,
+                         int32_t priority) {
+  auto j = job_builder("job").payload(payload).priority(priority).build();
+  auto id = client.c.ask<job_id>(client.q, submit_atom::value, *j);
+  BOOST_REQUIRE_MESSAGE(id.has_value(), id.error().to_string());
+  return *id;
+}
+
 // Submits a job, lets a worker process start it and SIGKILLs that process;
 // `meanwhile` runs after the start, before the kill.
 job_id submit_and_kill_its_worker(uint16_t port, subscribed_client& client,
@@ -109,6 +117,35 @@ job_id submit_and_kill_its_worker(uint16_t port, subscribed_client& client,
 }
 
 }  // namespace
+
+// Preemption across the network: the request reaches the worker process, its
+// yield commits without spending a try, and the job resumes from its
+// checkpoint on the same try once the urgent job is done.
+BOOST_AUTO_TEST_CASE(a_remote_worker_yields_its_slot_to_an_urgent_job_and_resumes) {
+  temp_dir dir;
+  server_process server{dir.file("q.db"), 0, {"--preempt-at", "10"}};
+  worker_process worker{server.port, "yield", 1};
+  subscribed_client client{server.port};
+  auto low = client.submit("low");
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "started low");
+  auto urgent = submit_with_priority(client, "now", 10);
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "yielded low ok");
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "resumed resumed:low 1");
+  bool preempted = false, resumed = false, urgent_done = false;
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    preempted |= e.kind == event_kind::preempted && e.id == low;
+    urgent_done |= e.kind == event_kind::succeeded && e.id == urgent;
+    resumed |= e.kind == event_kind::resumed && e.id == low && urgent_done;
+    return e.kind == event_kind::succeeded && e.id == low;
+  }));
+  BOOST_TEST(preempted);
+  BOOST_TEST(resumed);
+  auto i = client.info(low);
+  BOOST_TEST(i.tries == 1);
+  BOOST_TEST(i.yields == 1);
+  BOOST_TEST(worker.stop());
+  BOOST_TEST(server.stop(SIGTERM));
+}
 
 BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
   temp_dir dir;

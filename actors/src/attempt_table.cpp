@@ -26,7 +26,9 @@ attempt_table::end_effect attempt_table::ended(const storage::attempt_end& end,
   std::optional<parked_retry> park;
   if (auto r = running_.find(end.row); r != running_.end()) {
     // The code reported the failure itself and may still run.
-    if (!r->second.code_returned && end.outcome == attempt_outcome::failed && worker_registered)
+    bool reported = end.outcome == attempt_outcome::failed
+                    || end.outcome == attempt_outcome::yielded;
+    if (!r->second.code_returned && reported && worker_registered)
       park = parked_retry{r->second.worker, r->second.token, end.key};
     if (!r->second.code_returned)
       effect.freed = r->second;

@@ -33,6 +33,8 @@ class attempt_table {
     int32_t weight = 1;
     bool code_returned = false;  ///< its slot was already freed
     std::string recurring_id;    ///< for events; empty for a plain job
+    int32_t priority = 0;        ///< effective priority when it started (preemption)
+    int64_t started_at = 0;
   };
 
   /// Records attempt `a` of `row` (its claim committed) and when it expires.
@@ -41,6 +43,9 @@ class attempt_table {
 
   /// The attempt of `row`, if one runs.
   const attempt* find(int64_t row) const;
+
+  /// Every running attempt, by row.
+  const std::unordered_map<int64_t, attempt>& running() const noexcept { return running_; }
 
   /// The code of attempt (row, token) returned. Returns the attempt if its
   /// slot is free now; nothing if its code had already returned or `token`
@@ -53,8 +58,8 @@ class attempt_table {
     bool ready = false;  ///< the job was retried and may run; false while parked
   };
 
-  /// The attempt of `end.row` ended. A retry after a failure that the code
-  /// reported itself is parked while that code may still run on a
+  /// The attempt of `end.row` ended. A retry after a failure (or a yield)
+  /// that the code reported itself is parked while that code may still run on a
   /// registered worker (`worker_registered`), so that two attempts of one
   /// job never run at once: see unpark() and worker_gone(). An expired
   /// attempt's retry is never parked: its code may never return, and its

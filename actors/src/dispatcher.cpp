@@ -18,9 +18,13 @@
 
 #include "attempt_table.hpp"
 #include "clock_ticks.hpp"
+#include "disk_throughput.hpp"
 #include "dispatcher_events.hpp"
+#include "preemptions.hpp"
+#include "pressure_gauge.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
+#include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/times.hpp"
 #include "ergon/wire.hpp"
 #include "worker_registry.hpp"
@@ -61,6 +65,15 @@ struct dispatcher_state {
   std::vector<event> events;
   // Ended attempts, for metrics.
   run_stats runs;
+  // Preemption (scheduling_options::preemption).
+  preemptions preempting;
+  int64_t preemptions_asked = 0;
+  int64_t yields = 0;
+  int64_t resumptions = 0;
+  // Admission (scheduling_options::admission): pressure sources, and the
+  // disk sampler of the I/O budget.
+  std::unique_ptr<pressure_gauge> pressure;
+  std::unique_ptr<disk_throughput> disk;
 
   static inline const char* name = "ergon.dispatcher";
 };
@@ -110,6 +123,12 @@ int64_t next_wake(const dispatcher_state& st, int64_t now) {
     next = std::min(next, storage::add_ms(st.deadlines.begin()->first, 1));  // expired once past
   if (st.hold_until > 0)
     next = std::min(next, st.hold_until);
+  if (st.disk)
+    next = std::min(next, st.disk->next_sample_at());
+  // Deferred work is checked again on a timer, not only on the next event.
+  if (st.policy->deferring() && st.policy->ready_count() > 0)
+    next = std::min(next, storage::add_ms(
+                            now, st.cfg.scheduling.admission->recheck_interval.count()));
   return next;
 }
 
@@ -133,6 +152,10 @@ void on_timer(dispatcher_state& st) {
   auto now = st.cfg.clock->now_ms();
   if (st.hold_until != 0 && now >= st.hold_until)
     st.hold_until = 0;
+  if (st.disk) {
+    st.disk->sample(now);
+    st.policy->set_io_rates(st.disk->read_rate(), st.disk->write_rate());
+  }
   st.policy->expire_pauses(now);
   expire_batch expiring;
   for (auto& a : st.attempts.due(now))
@@ -165,12 +188,114 @@ void restore_picks(dispatcher_state& st, const std::vector<picked_job>& picks, i
   for (auto& p : picks) {
     st.policy->unpick(p.job);
     st.policy->add(p.job, now);
+    st.preempting.started(p.job.row, false);
   }
 }
 
 // The attempt's code returned, or it ended first: its slot is free.
-void free_slot(dispatcher_state& st, const attempt_table::attempt& a) {
-  st.policy->finished(a.group, a.type, a.weight);
+void free_slot(dispatcher_state& st, int64_t row, const attempt_table::attempt& a) {
+  st.policy->finished(row, a.group, a.type, a.weight);
+}
+
+// -- preemption ---------------------------------------------------------------------------
+
+// A yielded job made ready again, ahead of its priority's other jobs.
+void resume(dispatcher_state& st, const storage::job_key& k, int64_t now) {
+  auto e = st.policy->entry_of(k);
+  e.flags |= pending_job::resumed;
+  st.policy->add(e, now);
+  ++st.resumptions;
+  if (wants_events(st))
+    st.events.push_back(resumed_event(k, now));
+}
+
+void resume_all(dispatcher_state& st, std::vector<storage::job_key> keys, int64_t now) {
+  for (auto& k : keys)
+    resume(st, k, now);
+}
+
+// A job whose attempt ended (or whose parked retry was let go) may run
+// again: a yielded one waits for its preemptor to end first.
+void ready_again(dispatcher_state& st, const storage::job_key& k, int64_t now) {
+  bool yielded = false;
+  if (st.preempting.hold(k, yielded))
+    return;
+  if (yielded)
+    resume(st, k, now);
+  else
+    add_pending(st, k, now);
+}
+
+// Whether some worker has room for `j` now or once jobs on their way arrive.
+bool room_for(const dispatcher_state& st, const picked_job& j) {
+  bool found = false;
+  st.workers.each([&](const worker_registry::worker& w) {
+    if (!w.leaving && w.wanted() >= j.job.weight
+        && std::find(w.types.begin(), w.types.end(), j.job.type) != w.types.end())
+      found = true;
+  });
+  return found;
+}
+
+// Asks running attempts to yield for `j`, the lowest priority first.
+void preempt_for(dispatcher_state& st, const picked_job& j, int64_t now) {
+  std::vector<preemptions::candidate> candidates;
+  for (auto& [row, a] : st.attempts.running()) {
+    if (a.code_returned || a.priority >= j.effective_priority || st.preempting.asked(row))
+      continue;
+    auto w = st.workers.find(a.worker);
+    if (!w || w->leaving || w->max_capacity < j.job.weight
+        || std::find(w->types.begin(), w->types.end(), j.job.type) == w->types.end())
+      continue;
+    candidates.push_back({row, a.token, a.worker, a.group, a.weight, a.priority, a.started_at});
+  }
+  auto victims = preemptions::choose(
+    std::move(candidates), j.job.weight,
+    [&](uint64_t wid) {
+      auto w = st.workers.find(wid);
+      return w ? w->wanted() : 0;
+    },
+    [&](uint32_t group, int32_t weight) { return st.policy->may_lose(group, weight); });
+  auto preemptor = storage::make_job_id(j.job.added_at, st.cfg.id_tag, j.job.row);
+  for (auto& v : victims) {
+    st.preempting.asked(v.row, j.job.row);
+    ++st.preemptions_asked;
+    caf::anon_send(st.workers.find(v.worker)->handle, preempt_attempt{v.row, v.token});
+    if (wants_events(st))
+      st.events.push_back(preempted_event(*st.attempts.find(v.row), *st.policy, preemptor,
+                                          j.effective_priority, now));
+  }
+}
+
+// After dispatching: waiting jobs at or above the threshold that no worker
+// has room for ask for slots, and held jobs whose preemptor no longer waits
+// for one are let go. At most this many preemptors are looked at per pass,
+// so a large urgent backlog doesn't cost a scan of every running attempt
+// for each of its jobs.
+constexpr size_t preemptors_per_pass = 16;
+
+void preempt(dispatcher_state& st, int64_t now) {
+  if (!st.cfg.scheduling.preemption)
+    return;
+  auto waiting = st.policy->preemptors(now);
+  std::unordered_set<int64_t> rows;
+  for (auto& j : waiting)
+    rows.insert(j.job.row);
+  resume_all(st, st.preempting.release_stale(rows), now);
+  size_t looked = 0;
+  for (auto& j : waiting) {
+    if (st.preempting.asking_for(j.job.row) || room_for(st, j))
+      continue;
+    if (++looked > preemptors_per_pass)
+      break;
+    preempt_for(st, j, now);
+  }
+}
+
+// Admission: the pressure for the picks that follow.
+void read_pressure(dispatcher_state& st) {
+  if (st.cfg.scheduling.admission)
+    st.policy->set_pressure(st.pressure ? st.pressure->read() : 0.0);
 }
 
 // After a worker came or went.
@@ -202,14 +327,17 @@ std::vector<storage::attempt_ref> claim_for(dispatcher_state& st, uint64_t worke
   });
   std::vector<storage::attempt_ref> claims;
   claims.reserve(rows.size());
-  for (auto row : rows)
+  for (auto row : rows) {
     claims.push_back({row, static_cast<int64_t>(st.rng() >> 1)});
+    st.preempting.started(row, true);  // a preemptor that got its slot
+  }
   return claims;
 }
 
 void dispatch(dispatcher_state& st) {
   auto now = st.cfg.clock->now_ms();
   st.policy->promote(now);
+  read_pressure(st);
   if (st.draining || now < st.hold_until || st.policy->ready_count() == 0) {
     publish_hunger(st);
     return;
@@ -230,6 +358,7 @@ void dispatch(dispatcher_state& st) {
     if (st.policy->ready_count() == 0)
       break;
   }
+  preempt(st, now);
   publish_hunger(st);
 }
 
@@ -256,7 +385,7 @@ void lose_attempts(dispatcher_state& st, std::vector<storage::attempt_ref> attem
 void worker_gone(dispatcher_state& st, uint64_t worker) {
   auto now = st.cfg.clock->now_ms();
   for (auto& key : st.attempts.worker_gone(worker))
-    add_pending(st, key, now);
+    ready_again(st, key, now);
   bool remote = st.remote.erase(worker) == 1;
   if (remote)
     lose_attempts(st, st.attempts.running_on(worker));
@@ -276,9 +405,12 @@ void free_returned(dispatcher_state& st, uint64_t worker,
   for (auto& a : returned) {
     if (st.attempts.find(a.row)) {
       if (auto freed = st.attempts.code_returned(a.row, a.token))
-        free_slot(st, *freed);
+        free_slot(st, a.row, *freed);
+      // A preemptor's work is done once its code returns: the jobs that
+      // yielded for it take the next slots, ahead of their priority's others.
+      resume_all(st, st.preempting.ended(a.row), now);
     } else if (auto key = st.attempts.unpark(a.row, a.token)) {
-      add_pending(st, *key, now);
+      ready_again(st, *key, now);
     } else {
       st.workers.returned_before_claim(worker, a.row, a.token);
     }
@@ -291,13 +423,17 @@ void start_attempt(dispatcher_state& st, uint64_t worker, const storage::claimed
                    const worker_registry::committed_claim& claim) {
   auto e = st.policy->entry_of(j.key);
   st.policy->remove(e);  // re-added by an update that raced the claim
-  if (claim.picked.count(j.key.row) == 0)
+  auto picked = claim.picked.find(j.key.row);
+  if (picked == claim.picked.end())
     st.policy->mark_running(e);  // its worker left and the pick was undone
+  st.policy->forget(j.key.row);  // no longer pending
   attempt_table::attempt a{worker,  j.token, j.expires_at, j.key.id,
                            e.type,  e.group, e.weight,     false,    j.key.recurring_id};
+  a.priority = picked != claim.picked.end() ? picked->second.effective_priority : e.priority;
+  a.started_at = j.started_at;
   a.code_returned = claim.returned_early.count({j.key.row, j.token}) == 1;
   if (a.code_returned)
-    free_slot(st, a);
+    free_slot(st, j.key.row, a);
   st.attempts.claimed(j.key.row, a);
   // Times are the claim's: this feed may be read a little later.
   st.policy->record_wait(std::max<int64_t>(0, j.started_at - j.key.run_at));
@@ -309,8 +445,10 @@ void start_attempt(dispatcher_state& st, uint64_t worker, const storage::claimed
 void on_claim(dispatcher_state& st, const claim_result& c,
               std::unordered_map<int64_t, picked_job>& picks) {
   auto claim = st.workers.claim_committed(c.worker_id, c.missed);
-  for (auto& job : claim.missed)
+  for (auto& job : claim.missed) {
     st.policy->unpick(job);
+    st.preempting.started(job.row, false);
+  }
   for (auto& j : c.claimed)
     start_attempt(st, c.worker_id, j, claim);
   if (st.lost_with_claim.erase(c.worker_id) == 1) {
@@ -330,11 +468,17 @@ void end_attempt(dispatcher_state& st, const storage::attempt_end& end, int64_t 
   auto w = run ? st.workers.find(run->worker) : nullptr;
   if (w && end.outcome == attempt_outcome::expired)
     caf::anon_send(w->handle, cancel_attempt{end.row, run->token, "expired"});
+  bool yielded = end.outcome == attempt_outcome::yielded;
+  if (yielded)
+    ++st.yields;
+  st.preempting.attempt_ended(end.row, yielded);
   auto effect = st.attempts.ended(end, w != nullptr);
   if (effect.freed)
-    free_slot(st, *effect.freed);
+    free_slot(st, end.row, *effect.freed);
   if (effect.ready)
-    add_pending(st, end.key, now);
+    ready_again(st, end.key, now);
+  // A preemptor ended: the jobs that yielded for it resume.
+  resume_all(st, st.preempting.ended(end.row), now);
 }
 
 // queue::cancel of a running job committed: tell its worker. A worker that
@@ -372,6 +516,8 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   for (auto& k : f.cancelled) {
     st.attempts.drop_parked(k.row);
     st.policy->remove(st.policy->entry_of(k));
+    st.policy->forget(k.row);
+    resume_all(st, st.preempting.ended(k.row), now);
   }
   for (auto& c : f.changed) {
     if (!st.attempts.update_parked(c.after)) {  // a parked retry still waits for its code
@@ -386,6 +532,8 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   for (auto& k : f.expired) {
     st.attempts.drop_parked(k.row);
     st.policy->remove(st.policy->entry_of(k));
+    st.policy->forget(k.row);
+    resume_all(st, st.preempting.ended(k.row), now);
   }
   std::unordered_map<int64_t, picked_job> picks;
   for (auto& c : f.claims)
@@ -396,7 +544,9 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   }
   for (auto& r : f.released) {
     if (auto freed = st.attempts.released(r.key.row, r.token))
-      free_slot(st, *freed);
+      free_slot(st, r.key.row, *freed);
+    st.preempting.attempt_ended(r.key.row, false);
+    st.preempting.started(r.key.row, false);
     add_pending(st, r.key, now);
   }
   for (auto& x : f.extended)
@@ -551,6 +701,7 @@ void on_report(dispatcher_ptr self, worker_report& r) {
   free_returned(st, r.worker_id, r.returned, now);
   if (credits && st.workers.credit(r.worker_id, r.capacity, r.received_weight)) {
     st.policy->promote(now);
+    read_pressure(st);
     emit_rebalance(st, now);  // picks follow shares that include new groups
     if (!st.draining && now >= st.hold_until)
       batch.claims = claim_for(st, r.worker_id, now);
@@ -610,6 +761,12 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.policy = std::make_unique<scheduling_policy>(st.cfg.scheduling);
+  if (auto& admission = st.cfg.scheduling.admission) {
+    if (!admission->sources.empty())
+      st.pressure = std::make_unique<pressure_gauge>(admission->sources);
+    if (admission->io_budget)
+      st.disk = std::make_unique<disk_throughput>(*admission->io_budget);
+  }
   auto now = st.cfg.clock->now_ms();
   for (auto& k : st.cfg.pending)
     add_submitted(st, k, now);
@@ -653,6 +810,14 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         auto& st = self->state;
         st.policy->fill_metrics(snap, st.cfg.clock->now_ms());
         st.runs.fill(snap);
+        snap.preemptions = st.preemptions_asked;
+        snap.yields = st.yields;
+        snap.resumptions = st.resumptions;
+        snap.preempted_waiting = static_cast<int64_t>(st.preempting.held());
+        if (st.pressure) {
+          snap.pressure_by_source = st.pressure->readings();
+          snap.pressure_errors = st.pressure->errors();
+        }
         auto remote = static_cast<int32_t>(st.remote.size());
         snap.remote_workers = remote;
         snap.local_workers = static_cast<int32_t>(st.workers.size()) - remote;

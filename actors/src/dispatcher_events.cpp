@@ -58,7 +58,9 @@ void add_end_events(std::vector<event>& out, const storage::attempt_end& end, in
   };
   if (end.outcome == attempt_outcome::expired)
     emit(event_kind::expired);
-  if (end.status == job_status::succeeded)
+  if (end.outcome == attempt_outcome::yielded && end.status == job_status::pending)
+    emit(event_kind::yielded);
+  else if (end.status == job_status::succeeded)
     emit(event_kind::succeeded);
   else if (end.status == job_status::pending)
     emit(event_kind::retried);
@@ -119,6 +121,22 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     out.push_back(std::move(ev));
   }
   return out;
+}
+
+event preempted_event(const attempt_table::attempt& a, const scheduling_policy& names,
+                      const job_id& preemptor, int32_t preemptor_priority, int64_t now) {
+  auto ev = make_event(event_kind::preempted, now, a.id, names.type_name(a.type),
+                       names.group_name(a.group), a.recurring_id);
+  ev.effective_priority = a.priority;
+  ev.message = "asked to yield for job " + preemptor.to_string() + " (effective priority "
+               + std::to_string(preemptor_priority) + ")";
+  return ev;
+}
+
+event resumed_event(const storage::job_key& k, int64_t now) {
+  auto ev = make_event(event_kind::resumed, now, k);
+  ev.base_priority = ev.effective_priority = k.priority;
+  return ev;
 }
 
 std::vector<event> allocation_events(const std::vector<allocation_change>& changes,

@@ -32,4 +32,12 @@ std::vector<event> too_heavy_events(const std::vector<pending_job>& jobs,
                                     const scheduling_policy& policy, uint32_t id_tag,
                                     int64_t now);
 
+/// The running attempt `a` was asked to yield for job `preemptor`, which
+/// waits at `preemptor_priority`.
+event preempted_event(const attempt_table::attempt& a, const scheduling_policy& names,
+                      const job_id& preemptor, int32_t preemptor_priority, int64_t now);
+
+/// A yielded job is ready again.
+event resumed_event(const storage::job_key& k, int64_t now);
+
 }  // namespace ergon::actors

@@ -31,6 +31,17 @@ std::vector<std::shared_ptr<running_attempt>> job_runner::take_waiting() {
   return out;
 }
 
+bool job_runner::take_waiting(int64_t token) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = std::find_if(waiting_.begin(), waiting_.end(),
+                        [&](const waiting_job& w) { return w.attempt->token() == token; });
+  if (i == waiting_.end())
+    return false;
+  waiting_weight_ -= i->attempt->weight();
+  waiting_.erase(i);
+  return true;
+}
+
 bool job_runner::cancel_waiting(int64_t token) {
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = std::find_if(waiting_.begin(), waiting_.end(),

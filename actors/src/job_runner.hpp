@@ -60,6 +60,9 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   void add(std::shared_ptr<running_attempt> attempt, code run);
   /// Removes every attempt that has not started (the worker is stopping).
   std::vector<std::shared_ptr<running_attempt>> take_waiting();
+  /// Removes the attempt with `token` if it has not started; false if it
+  /// started or isn't here. Its claim is the caller's to give back.
+  bool take_waiting(int64_t token);
   /// Removes the attempt with `token` if it has not started, and puts its
   /// outcome (report_kind::stopped) and return in the outbox without a
   /// poke: the caller reports. False if it started or isn't here.

@@ -60,6 +60,7 @@ void register_protocol(caf::actor_system_config& cfg) {
     .add_message_type<std::vector<job_assignment>>("ergon::job_assignments")
     .add_message_type<assign_jobs>("ergon::assign_jobs")
     .add_message_type<cancel_attempt>("ergon::cancel_attempt")
+    .add_message_type<preempt_attempt>("ergon::preempt_attempt")
     .add_message_type<storage::progress_report>("ergon::progress_report")
     .add_message_type<std::vector<storage::progress_report>>("ergon::progress_reports")
     .add_message_type<progress_batch>("ergon::progress_batch")
@@ -91,6 +92,9 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::progress: return "progress";
     case event_kind::requeued: return "requeued";
     case event_kind::swept: return "swept";
+    case event_kind::preempted: return "preempted";
+    case event_kind::yielded: return "yielded";
+    case event_kind::resumed: return "resumed";
   }
   return "unknown";
 }

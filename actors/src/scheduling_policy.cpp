@@ -112,6 +112,10 @@ pending_job scheduling_policy::entry_of(const storage::job_key& k) {
   e.weight = k.weight;
   e.type = type_id(k.type);
   e.group = group_id(k.group);
+  if (k.io_read > 0 || k.io_write > 0) {
+    e.flags |= pending_job::declares_io;
+    io_[k.row] = io_estimate{k.io_read, k.io_write};
+  }
   return e;
 }
 
@@ -139,6 +143,8 @@ void scheduling_policy::insert_ready(const pending_job& e) {
   if (!i->second.jobs.insert(e).second)
     return;
   ++ready_count_;
+  if (opts_.preemption && e.priority >= opts_.preemption->threshold)
+    ++high_ready_;
   if (g.ready++ == 0) {
     ready_groups_.insert(e.group);
     refresh_queues(e.group);
@@ -161,8 +167,12 @@ void scheduling_policy::refresh_queues(uint32_t gid) {
 bool scheduling_policy::remove(const pending_job& e) {
   auto& g = groups_[e.group];
   auto i = g.buckets.find(std::make_tuple(e.type, e.priority, e.weight));
-  if (i != g.buckets.end() && i->second.jobs.erase(e) == 1) {
+  auto other = e;  // the key with the other `resumed` flag
+  other.flags ^= pending_job::resumed;
+  if (i != g.buckets.end() && (i->second.jobs.erase(e) == 1 || i->second.jobs.erase(other) == 1)) {
     --ready_count_;
+    if (opts_.preemption && e.priority >= opts_.preemption->threshold)
+      --high_ready_;
     if (--g.ready == 0) {
       ready_groups_.erase(e.group);
       refresh_queues(e.group);
@@ -245,6 +255,9 @@ bool scheduling_policy::better(const candidate& a, const candidate& b) const {
     return a.effective > b.effective;
   const auto& ja = *a.from->jobs.begin();
   const auto& jb = *b.from->jobs.begin();
+  bool ra = (ja.flags & pending_job::resumed) != 0;
+  if (ra != ((jb.flags & pending_job::resumed) != 0))
+    return ra;
   if (ja.run_at != jb.run_at)
     return ja.run_at < jb.run_at;
   return ja.row < jb.row;
@@ -333,6 +346,8 @@ scheduling_policy::best_in(group_state& g, const std::vector<uint32_t>& types, i
         c.waited = aged_ms(g, types_[t], head.ready_since, now);
         c.effective = effective_priority(opts_.aging, head.priority, c.waited);
       }
+      if (!admitted(head, c.effective))
+        continue;
       if (!best || better(c, *best))
         best = c;
     }
@@ -387,6 +402,31 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
         urgent = option{gid, *c};
     }
   }
+  // Before all of these, with preemption: a job at or above the threshold
+  // takes any slot it fits, as the slot it preempted is meant for it.
+  // Starting within its group's share, it counts as the share's start.
+  if (preempting()) {
+    std::optional<option> high;
+    for (auto gid : ready_groups_) {
+      auto c = best_in(groups_[gid], types, room, now);
+      if (c && c->effective >= opts_.preemption->threshold && (!high || better(*c, high->c)))
+        high = option{gid, *c};
+    }
+    if (high) {
+      bool in_below = below && below->group == high->group;
+      bool in_turn = !below && turn && turn->group == high->group;
+      urgent.reset();
+      if (in_below) {
+        below = high;
+      } else if (in_turn) {
+        turn = high;
+      } else {
+        urgent = high;
+        below.reset();
+        turn.reset();
+      }
+    }
+  }
   // 3. Otherwise whatever can run (work conservation).
   std::optional<option> any;
   if (!urgent && !below && !turn) {
@@ -417,6 +457,9 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
   }
   b->jobs.erase(b->jobs.begin());
   --ready_count_;
+  if (opts_.preemption && p.job.priority >= opts_.preemption->threshold)
+    --high_ready_;
+  start_io(p.job);
   if (--g.ready == 0)
     ready_groups_.erase(gid);
   g.running += p.job.weight;
@@ -436,11 +479,40 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
   return p;
 }
 
-void scheduling_policy::unpick(const pending_job& e) {
-  finished(e.group, e.type, e.weight);
+void scheduling_policy::start_io(const pending_job& e) {
+  if (!(e.flags & pending_job::declares_io))
+    return;
+  auto i = io_.find(e.row);
+  if (i == io_.end())
+    return;
+  running_io_.read_bytes += i->second.read_bytes;
+  running_io_.write_bytes += i->second.write_bytes;
+  running_io_by_row_[e.row] = i->second;
+  io_.erase(i);
 }
 
-void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) {
+// Returns the I/O of a job that no longer runs; true if it had some.
+bool scheduling_policy::end_io(int64_t row, io_estimate* io) {
+  auto i = running_io_by_row_.find(row);
+  if (i == running_io_by_row_.end())
+    return false;
+  running_io_.read_bytes -= i->second.read_bytes;
+  running_io_.write_bytes -= i->second.write_bytes;
+  if (io)
+    *io = i->second;
+  running_io_by_row_.erase(i);
+  return true;
+}
+
+void scheduling_policy::unpick(const pending_job& e) {
+  io_estimate io;
+  if (end_io(e.row, &io))
+    io_[e.row] = io;  // pending again
+  finished(e.row, e.group, e.type, e.weight);
+}
+
+void scheduling_policy::finished(int64_t row, uint32_t group, uint32_t type, int32_t weight) {
+  end_io(row, nullptr);
   auto& g = groups_[group];
   g.running = std::max(0, g.running - weight);
   types_[type].running = std::max(0, types_[type].running - weight);
@@ -450,6 +522,7 @@ void scheduling_policy::finished(uint32_t group, uint32_t type, int32_t weight) 
 }
 
 void scheduling_policy::mark_running(const pending_job& e) {
+  start_io(e);
   groups_[e.group].running += e.weight;
   types_[e.type].running += e.weight;
   refresh_queues(e.group);
@@ -592,6 +665,105 @@ std::optional<int64_t> scheduling_policy::next_wake(int64_t now) const {
   return next;
 }
 
+// -- preemption --------------------------------------------------------------------------------
+
+bool scheduling_policy::preempting() const noexcept {
+  if (!opts_.preemption)
+    return false;
+  // Aging may lift any job to the threshold; otherwise only a base priority
+  // at or above it gets there.
+  return high_ready_ > 0
+         || (opts_.aging && opts_.aging->max_effective_priority >= opts_.preemption->threshold);
+}
+
+std::vector<picked_job> scheduling_policy::preemptors(int64_t now) {
+  std::vector<picked_job> out;
+  if (!preempting())
+    return out;
+  promote(now);
+  for (auto gid : ready_groups_) {
+    auto& g = groups_[gid];
+    if (g.pause.paused)
+      continue;
+    if (g.rate) {
+      g.rate->refill(now);
+      if (g.rate->tokens < 1.0)
+        continue;
+    }
+    for (auto& [key, b] : g.buckets) {
+      if (b.jobs.empty() || (g.cap && g.running + b.weight > *g.cap))
+        continue;
+      const auto& head = *b.jobs.begin();
+      picked_job p{head, head.priority, 0, false};
+      if (opts_.aging) {
+        p.waited_ms = aged_ms(g, types_[b.type], head.ready_since, now);
+        p.effective_priority = effective_priority(opts_.aging, head.priority, p.waited_ms);
+      }
+      if (p.effective_priority < opts_.preemption->threshold || too_heavy(b.type, b.weight)
+          || !type_open(types_[b.type], b.weight, now) || !admitted(head, p.effective_priority))
+        continue;
+      out.push_back(p);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const picked_job& a, const picked_job& b) {
+    if (a.effective_priority != b.effective_priority)
+      return a.effective_priority > b.effective_priority;
+    return a.job.row < b.job.row;
+  });
+  return out;
+}
+
+bool scheduling_policy::may_lose(uint32_t group, int32_t weight) const {
+  auto& g = groups_[group];
+  return g.running - weight >= g.min_slots;
+}
+
+// -- admission ---------------------------------------------------------------------------------
+
+void scheduling_policy::set_pressure(double pressure) {
+  pressure_ = pressure;
+  deferring_ = false;
+}
+
+void scheduling_policy::set_io_rates(double read_bytes_per_second,
+                                     double write_bytes_per_second) {
+  io_read_rate_ = read_bytes_per_second;
+  io_write_rate_ = write_bytes_per_second;
+}
+
+bool scheduling_policy::io_fits(const io_estimate& io) const {
+  if (running_io_.read_bytes <= 0 && running_io_.write_bytes <= 0)
+    return true;  // alone, any job runs: the window is an estimate
+  auto& budget = *opts_.admission->io_budget;
+  double window_s = static_cast<double>(budget.window.count()) / 1e3;
+  auto fits = [&](int64_t running, int64_t more, double rate) {
+    return more == 0
+           || static_cast<double>(running) + static_cast<double>(more)
+                <= budget.share * rate * window_s;
+  };
+  return fits(running_io_.read_bytes, io.read_bytes, io_read_rate_)
+         && fits(running_io_.write_bytes, io.write_bytes, io_write_rate_);
+}
+
+bool scheduling_policy::admitted(const pending_job& head, int32_t effective) {
+  if (!opts_.admission)
+    return true;
+  if (!opts_.admission->throttle.admits(pressure_, effective)) {
+    ++deferred_by_pressure_;
+    deferring_ = true;
+    return false;
+  }
+  if ((head.flags & pending_job::declares_io) && opts_.admission->io_budget) {
+    auto io = io_.find(head.row);
+    if (io != io_.end() && !io_fits(io->second)) {
+      ++deferred_by_io_;
+      deferring_ = true;
+      return false;
+    }
+  }
+  return true;
+}
+
 void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
   auto wait = wait_.snapshot();
   m.queue_wait_bounds_ms = std::move(wait.bounds);
@@ -621,6 +793,13 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
     if (too_heavy(e.type, e.weight))
       ++m.too_heavy_jobs;
   m.aging_promotions = promotions_;
+  m.pressure = pressure_;
+  m.deferred_by_pressure = deferred_by_pressure_;
+  m.deferred_by_io = deferred_by_io_;
+  m.io_read_bytes_per_second = io_read_rate_;
+  m.io_write_bytes_per_second = io_write_rate_;
+  m.io_running_read_bytes = running_io_.read_bytes;
+  m.io_running_write_bytes = running_io_.write_bytes;
   m.excess_slots_redistributed = excess_;
   m.capacity = capacity_;
   for (auto& g : groups_) {
@@ -651,3 +830,15 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
 }
 
 }  // namespace ergon::actors
+
+namespace ergon {
+
+bool throttle_policy::admits(double pressure, int32_t priority) const noexcept {
+  const throttle_step* decides = nullptr;
+  for (auto& step : steps)
+    if (pressure > step.above && (!decides || step.above > decides->above))
+      decides = &step;
+  return !decides || (decides->min_priority && priority >= *decides->min_priority);
+}
+
+}  // namespace ergon

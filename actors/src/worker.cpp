@@ -48,19 +48,50 @@ void running_attempt::request_cancel() noexcept {
   cancel();
 }
 
+void running_attempt::request_preempt() noexcept {
+  {
+    std::lock_guard<std::mutex> guard{cancel_mtx_};
+    preempted_.store(true, std::memory_order_release);
+  }
+  cancel_cv_.notify_all();
+}
+
 namespace {
+
 constexpr std::chrono::milliseconds max_wait = std::chrono::hours{24 * 365 * 200};
+
+// Waits on `cv` until `flagged` or `timeout`: 0 or less doesn't wait, max()
+// waits without limit.
+template <class Flagged>
+void wait_flag(std::condition_variable& cv, std::unique_lock<std::mutex>& guard,
+               std::chrono::milliseconds timeout, Flagged flagged) {
+  if (timeout == std::chrono::milliseconds::max())
+    cv.wait(guard, flagged);
+  else if (timeout > std::chrono::milliseconds::zero())
+    // steady_clock counts in ns, which overflow past 292 years.
+    cv.wait_for(guard, std::min<std::chrono::milliseconds>(timeout, max_wait), flagged);
+}
+
 }  // namespace
 
 bool running_attempt::wait_cancelled(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> guard{cancel_mtx_};
-  auto flagged = [this] { return cancelled(); };
-  if (timeout == std::chrono::milliseconds::max())
-    cancel_cv_.wait(guard, flagged);
-  else if (timeout > std::chrono::milliseconds::zero())
-    // steady_clock counts in ns, which overflow past 292 years.
-    cancel_cv_.wait_for(guard, std::min<std::chrono::milliseconds>(timeout, max_wait), flagged);
+  wait_flag(cancel_cv_, guard, timeout, [this] { return cancelled(); });
   return cancelled();
+}
+
+bool running_attempt::wait_preempted(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> guard{cancel_mtx_};
+  wait_flag(cancel_cv_, guard, timeout, [this] { return preempted() || cancelled(); });
+  return preempted();
+}
+
+status running_attempt::yield() {
+  if (!preempted())
+    return {error::invalid_argument,
+            "yield: the attempt was not asked to give up its slot (preempted() is false)",
+            "yield"};
+  return finish(storage::report_kind::yielded, {});
 }
 
 status running_attempt::finish(storage::report_kind kind, std::string text) {
@@ -411,6 +442,22 @@ void on_cancel(worker_ptr self, const cancel_attempt& c) {
     i->second->request_cancel();
 }
 
+// The dispatcher wants the slot: running code is asked to yield, and a
+// claim that has not started goes back unstarted (its try not spent).
+void on_preempt(worker_ptr self, const preempt_attempt& p) {
+  auto& st = self->state;
+  auto i = st.attempts.find(p.token);
+  if (i == st.attempts.end())
+    return;
+  if (st.runner->take_waiting(p.token)) {
+    st.to_release.push_back({i->second->row(), p.token});
+    st.attempts.erase(i);
+    report(self);
+    return;
+  }
+  i->second->request_preempt();
+}
+
 void arm_heartbeat(worker_ptr self) {
   auto& st = self->state;
   if (st.cfg.auto_heartbeat_ms <= 0 || !st.cfg.clock->follows_real_time())
@@ -559,6 +606,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     return {
       [self](assign_jobs& a) { on_assign(self, a); },
       [self](cancel_attempt& c) { on_cancel(self, c); },
+      [self](preempt_attempt& p) { on_preempt(self, p); },
       [self](outbox_atom) {
         report(self);
         finish_stop_if_idle(self);

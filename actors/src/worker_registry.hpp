@@ -150,6 +150,13 @@ class worker_registry {
   /// Registered workers, leaving ones included.
   size_t size() const noexcept { return workers_.size(); }
 
+  /// Calls `f` with every registered worker.
+  template <class F>
+  void each(F f) const {
+    for (auto& [id, w] : workers_)
+      f(w);
+  }
+
  private:
   // Clears the worker's claim at the writer; a leaving worker goes (true).
   bool end_claim(std::unordered_map<uint64_t, worker>::iterator i);

@@ -64,6 +64,15 @@ enum class event_kind : uint8_t {
   /// jobs or dropped expired results: jobs_deleted and results_dropped say
   /// how many. No job is named. Passes that change nothing send none.
   swept,
+  /// The dispatcher asked this running job to yield its slot to waiting
+  /// work of higher priority (preemption); `message` names that job and
+  /// `effective_priority` is this job's.
+  preempted,
+  /// The job's code yielded (job_context::yield): it is pending again with
+  /// its checkpoint and its try unspent, and waits for its preemptor.
+  yielded,
+  /// A yielded job is ready again: the work that preempted it ended.
+  resumed,
 };
 
 const char* to_string(event_kind k) noexcept;

@@ -92,6 +92,12 @@ struct job {
   /// becomes empty) and keeps the job's row. Empty: kept as long as the
   /// job (options::retention); 0: not stored at all.
   std::optional<int64_t> result_ttl_ms;
+  /// The disk I/O the job expects to do. Counted by the dispatcher's I/O
+  /// budget, which defers jobs while the declared I/O of running jobs would
+  /// pass its share of the disk's throughput (docs/scheduling.md). Empty:
+  /// none, as is {0, 0}: the budget never defers the job. Not carried by
+  /// recurring jobs.
+  std::optional<io_estimate> expected_io;
 };
 
 /// Changes to a pending job; empty fields stay as they are.

@@ -61,6 +61,10 @@ class job_builder {
   /// Default: as long as the job.
   job_builder& result_ttl(std::chrono::milliseconds ttl);
 
+  /// The disk I/O the job expects to do, in bytes (both >= 0; see
+  /// job::expected_io).
+  job_builder& expected_io(int64_t read_bytes, int64_t write_bytes);
+
   /// The job, or invalid_argument naming the first bad field.
   result<job> build() const;
 

@@ -4,6 +4,11 @@
 //     auto image = ergon::unpack<image_spec>(ctx.payload());  // msgpack.hpp
 //     for (auto& tile : tiles(*image)) {
 //       if (ctx.cancelled()) return;      // expired or shutting down
+//       if (ctx.preempted()) {            // urgent work waits for the slot
+//         ctx.checkpoint(progress_bytes);
+//         ctx.yield();
+//         return;
+//       }
 //       render(tile);
 //       ctx.heartbeat();                  // keeps a long job alive
 //     }
@@ -59,6 +64,25 @@ class job_context {
   /// promptly when asked, without polling. A timeout of 0 or less doesn't
   /// wait; milliseconds::max() waits without limit. Not an error either way.
   virtual bool wait_cancelled(std::chrono::milliseconds timeout) = 0;
+
+  /// True once the dispatcher asked this attempt to give its slot to
+  /// waiting work of higher priority (preemption, docs/scheduling.md). Job
+  /// code that can pause should checkpoint and call yield(); code that
+  /// ignores the request runs on, and keeps its slot.
+  virtual bool preempted() const = 0;
+
+  /// Waits until preempted() or cancelled() is true or `timeout` passes,
+  /// and returns preempted(). Timeouts as for wait_cancelled.
+  virtual bool wait_preempted(std::chrono::milliseconds timeout) = 0;
+
+  /// Ends the attempt as yielded, after preempted() turned true: the job
+  /// goes back to pending with its last checkpoint (job_info::yields counts
+  /// it), without spending a try, and resumes once the work that preempted
+  /// it has finished, ahead of other jobs of its priority. Returns once
+  /// committed; the code should then return. Errors: invalid_argument if
+  /// the attempt was not asked to yield (nothing is reported), and those of
+  /// complete. After a cancel request the job ends `cancelled` instead.
+  virtual status yield() = 0;
 
   /// Stores `payload` as what the next attempt receives if this one fails,
   /// and extends the expiry like a heartbeat. Returns once committed.

@@ -55,6 +55,11 @@ enum class attempt_outcome : uint8_t {
   /// fail_permanently, or a thrown ergon::permanent_failure): the job
   /// ended `failed` with retries left. The message says why.
   failed_permanently = 7,
+  /// The job code gave its slot to higher-priority work when asked
+  /// (job_context::yield): the job went back to pending with its checkpoint
+  /// and without spending a try. Never in the attempt history: the next
+  /// attempt has the same try number (job_info::yields counts them).
+  yielded = 8,
 };
 
 /// Returns "running", "succeeded", ...
@@ -91,6 +96,14 @@ struct backoff_policy {
 };
 
 /// A snapshot of a job.
+/// The disk I/O a job expects to do while it runs, in bytes: what the
+/// dispatcher's I/O budget counts (admission_options::io_budget). Both
+/// >= 0.
+struct io_estimate {
+  int64_t read_bytes = 0;
+  int64_t write_bytes = 0;
+};
+
 struct job_info {
   job_id id;
   std::string type;
@@ -146,6 +159,11 @@ struct job_info {
   std::optional<int64_t> cancel_requested_at_ms;
   /// The last progress report of the latest attempt, if any.
   std::optional<progress_info> progress;
+  /// Attempts that yielded their slot to higher-priority work (job_context::
+  /// yield); none of them spent a try.
+  int32_t yields = 0;
+  /// The I/O the job declared (job::expected_io).
+  std::optional<io_estimate> expected_io;
 };
 
 /// Number of jobs per status, indexed by `static_cast<size_t>(job_status)`.

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,6 +56,83 @@ struct rate_limit {
   int32_t burst = 1;
 };
 
+/// Preemption: when no worker has room for a ready job whose effective
+/// priority (after aging) is at or above `threshold`, the dispatcher asks
+/// running jobs of lower effective priority to yield their slots
+/// (job_context::preempted), the lowest first and only as many as the
+/// waiting job needs. It never asks a job of a group running at or below
+/// its min_slots. Code that ignores the request keeps its slot. See
+/// docs/scheduling.md.
+struct preemption_options {
+  int32_t threshold = 10;
+};
+
+/// A named measure of load for admission: `read` returns 0.0 (idle) to 1.0
+/// (saturated). It is called on the dispatcher's thread before each
+/// dispatch and on admission_options::recheck_interval while work is
+/// deferred, so it must be cheap (read a value kept current elsewhere).
+/// Values outside [0, 1] are clamped. A reading that throws or is NaN is
+/// skipped, counted in metrics_snapshot::pressure_errors and logged once.
+struct pressure_source {
+  std::string name;
+  std::function<double()> read;
+};
+
+/// One step of a throttle policy: while the pressure is above `above`, only
+/// jobs whose effective priority is at least `min_priority` start; with no
+/// min_priority, nothing new starts.
+struct throttle_step {
+  double above = 1.0;
+  std::optional<int32_t> min_priority;
+};
+
+/// Maps pressure and a job's effective priority to admit or defer. The
+/// highest step whose `above` the pressure exceeds decides; below every
+/// step, everything is admitted. The default: above 0.8 only jobs above the
+/// default priority (>= 1) start, above 0.95 nothing new starts.
+struct throttle_policy {
+  std::vector<throttle_step> steps{{0.8, 1}, {0.95, std::nullopt}};
+
+  /// Whether a job of effective priority `priority` may start at `pressure`.
+  bool admits(double pressure, int32_t priority) const noexcept;
+};
+
+/// Cumulative bytes the machine's disks have read and written since boot.
+struct io_totals {
+  int64_t read_bytes = 0;
+  int64_t write_bytes = 0;
+};
+
+/// The I/O budget (taskmill's rule): the disk's throughput is sampled every
+/// `sample_interval` and smoothed (EWMA with weight `smoothing` for the
+/// newest sample). A job that declared I/O (job::expected_io) is deferred
+/// while the declared I/O of running jobs plus its own would pass `share`
+/// of what the disk moves in `window`, for reads or for writes. With no
+/// declared I/O running, a job is always admitted, so a job larger than the
+/// window still runs, alone.
+struct io_budget_options {
+  std::chrono::milliseconds window{2'000};
+  double share = 0.8;
+  std::chrono::milliseconds sample_interval{1'000};
+  double smoothing = 0.3;
+  /// The disks' totals; empty: the whole disks in /proc/diskstats. Called
+  /// on the dispatcher's thread once per sample_interval. Returning nothing
+  /// skips the sample.
+  std::function<std::optional<io_totals>()> read_totals;
+};
+
+/// Admission under pressure: whether ready work may start now. Deferred
+/// jobs keep their place in the queue; pressure is read again before each
+/// dispatch and every `recheck_interval` (on the queue's clock) while work
+/// is deferred. See docs/scheduling.md.
+struct admission_options {
+  /// Combined by maximum. None: only the I/O budget applies.
+  std::vector<pressure_source> sources;
+  throttle_policy throttle;
+  std::optional<io_budget_options> io_budget;
+  std::chrono::milliseconds recheck_interval{1'000};
+};
+
 /// How the dispatcher shares capacity. Everything is opt-in: with the
 /// defaults, jobs run in priority order and groups share capacity equally.
 struct scheduling_options {
@@ -66,6 +144,10 @@ struct scheduling_options {
   std::map<std::string, rate_limit> type_rate_limits;
   /// Most weight units of a job type running at once.
   std::map<std::string, int32_t> type_max_running;
+  /// Off by default.
+  std::optional<preemption_options> preemption;
+  /// Off by default.
+  std::optional<admission_options> admission;
 };
 
 /// One group in a metrics snapshot.
@@ -91,6 +173,12 @@ struct histogram {
   std::vector<int64_t> counts;
   int64_t total = 0;
   int64_t sum = 0;
+};
+
+/// The last good reading of one pressure source.
+struct pressure_reading {
+  std::string source;
+  double value = 0;
 };
 
 /// A snapshot of scheduling metrics (`queue::metrics`).
@@ -150,6 +238,28 @@ struct metrics_snapshot {
   /// Workers registered now: in this process, and on other nodes.
   int32_t local_workers = 0;
   int32_t remote_workers = 0;
+  /// Preemption since the queue opened: running attempts asked to yield,
+  /// attempts that yielded, and yielded jobs made ready again (resumed).
+  /// `preempted_waiting` yielded jobs wait now for their preemptor to end.
+  int64_t preemptions = 0;
+  int64_t yields = 0;
+  int64_t resumptions = 0;
+  int64_t preempted_waiting = 0;
+  /// Admission: the combined pressure at the last dispatch (0 without
+  /// sources), each source's last good reading, readings that threw or were
+  /// NaN, and picks passed over because admission deferred the job (by the
+  /// throttle, or by the I/O budget).
+  double pressure = 0;
+  std::vector<pressure_reading> pressure_by_source;
+  int64_t pressure_errors = 0;
+  int64_t deferred_by_pressure = 0;
+  int64_t deferred_by_io = 0;
+  /// The I/O budget: the disk's smoothed throughput in bytes per second,
+  /// and the I/O running jobs declared, in bytes.
+  double io_read_bytes_per_second = 0;
+  double io_write_bytes_per_second = 0;
+  int64_t io_running_read_bytes = 0;
+  int64_t io_running_write_bytes = 0;
 };
 
 }  // namespace ergon

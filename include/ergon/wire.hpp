@@ -134,6 +134,11 @@ typename Inspector::result_type inspect(Inspector& f, backoff_policy& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, io_estimate& x) {
+  return f(caf::meta::type_name("ergon::io_estimate"), x.read_bytes, x.write_bytes);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job& x) {
   auto name = wire::optional(x.name);
   auto group = wire::optional(x.group);
@@ -141,10 +146,11 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
   auto ttl = wire::optional(x.ttl_ms);
   auto unique_key = wire::optional(x.unique_key);
   auto result_ttl = wire::optional(x.result_ttl_ms);
+  auto expected_io = wire::optional(x.expected_io);
   return f(caf::meta::type_name("ergon::job"), x.type, x.payload, name, group, x.priority,
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
-           result_ttl);
+           result_ttl, expected_io);
 }
 
 template <class Inspector>
@@ -189,12 +195,14 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   auto result_expires = wire::optional(x.result_expires_at_ms);
   auto cancel_requested = wire::optional(x.cancel_requested_at_ms);
   auto progress = wire::optional(x.progress);
+  auto expected_io = wire::optional(x.expected_io);
   return f(caf::meta::type_name("ergon::job_info"), x.id, x.type, name, group, x.status,
            x.priority, x.effective_priority, x.weight, x.too_heavy, x.run_at_ms,
            x.ready_since_ms, deadline, x.payload, checkpoint, result, result_expires, x.tries,
            x.tries_before_retry, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, x.added_at_ms, started, finished, expires, x.attempts,
-           recurring_id, scheduled_at, unique_key, cancel_requested, progress);
+           recurring_id, scheduled_at, unique_key, cancel_requested, progress, x.yields,
+           expected_io);
 }
 
 template <class Inspector>
@@ -270,14 +278,26 @@ typename Inspector::result_type inspect(Inspector& f, histogram& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pressure_reading& x) {
+  auto value = wire::float64(x.value);
+  return f(caf::meta::type_name("ergon::pressure_reading"), x.source, value);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
+  auto pressure = wire::float64(x.pressure);
+  auto io_read = wire::float64(x.io_read_bytes_per_second);
+  auto io_write = wire::float64(x.io_write_bytes_per_second);
   return f(caf::meta::type_name("ergon::metrics_snapshot"), x.queue_wait_bounds_ms,
            x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
            x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
            x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
            x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group,
            x.oldest_ready_ms, x.run_ms_by_type, x.attempts_by_outcome, x.writer_batch_requests,
-           x.commit_us, x.local_workers, x.remote_workers);
+           x.commit_us, x.local_workers, x.remote_workers, x.preemptions, x.yields,
+           x.resumptions, x.preempted_waiting, pressure, x.pressure_by_source,
+           x.pressure_errors, x.deferred_by_pressure, x.deferred_by_io, io_read, io_write,
+           x.io_running_read_bytes, x.io_running_write_bytes);
 }
 
 template <class Inspector>

@@ -22,7 +22,7 @@ struct inspector::impl {
 
   // Job rows of a file older than the job outcomes lack their columns.
   status check_job_reads() const {
-    if (version >= storage::outcomes_version)
+    if (version >= storage::pressure_version)
       return {};
     return {error::corrupt, path + ": schema version " + std::to_string(version)
                               + " predates this build's job rows; open it once with "

@@ -75,6 +75,11 @@ job_builder& job_builder::result_ttl(std::chrono::milliseconds ttl) {
   return *this;
 }
 
+job_builder& job_builder::expected_io(int64_t read_bytes, int64_t write_bytes) {
+  job_.expected_io = io_estimate{read_bytes, write_bytes};
+  return *this;
+}
+
 job_builder& job_builder::heartbeat_increment(std::chrono::milliseconds inc) {
   job_.heartbeat_increment_ms = inc.count();
   return *this;

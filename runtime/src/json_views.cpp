@@ -94,6 +94,10 @@ json of(const job_info& j, bool with_bytes) {
           {"unique_key", optional(j.unique_key)},
           {"cancel_requested_at_ms", optional(j.cancel_requested_at_ms)},
           {"progress", std::move(progress)},
+          {"yields", j.yields},
+          {"expected_io", j.expected_io ? json{{"read_bytes", j.expected_io->read_bytes},
+                                               {"write_bytes", j.expected_io->write_bytes}}
+                                        : json(nullptr)},
           {"attempts", std::move(attempts)}};
 }
 
@@ -142,6 +146,9 @@ json of(const metrics_snapshot& m) {
   json priorities = json::object();
   for (auto& [p, n] : m.effective_priorities)
     priorities[std::to_string(p)] = n;
+  json pressure = json::object();
+  for (auto& r : m.pressure_by_source)
+    pressure[r.source] = r.value;
   return {{"by_status", of(m.by_status)},
           {"by_type", std::move(by_type)},
           {"groups", std::move(groups)},
@@ -167,7 +174,20 @@ json of(const metrics_snapshot& m) {
           {"writer_batch_requests", of(m.writer_batch_requests)},
           {"commit_us", of(m.commit_us)},
           {"local_workers", m.local_workers},
-          {"remote_workers", m.remote_workers}};
+          {"remote_workers", m.remote_workers},
+          {"preemptions", m.preemptions},
+          {"yields", m.yields},
+          {"resumptions", m.resumptions},
+          {"preempted_waiting", m.preempted_waiting},
+          {"pressure", m.pressure},
+          {"pressure_by_source", std::move(pressure)},
+          {"pressure_errors", m.pressure_errors},
+          {"deferred_by_pressure", m.deferred_by_pressure},
+          {"deferred_by_io", m.deferred_by_io},
+          {"io_read_bytes_per_second", m.io_read_bytes_per_second},
+          {"io_write_bytes_per_second", m.io_write_bytes_per_second},
+          {"io_running_read_bytes", m.io_running_read_bytes},
+          {"io_running_write_bytes", m.io_running_write_bytes}};
 }
 
 json of(const recurring_info& r) {

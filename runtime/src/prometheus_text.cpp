@@ -169,6 +169,48 @@ std::string prometheus_text(const metrics_snapshot& m) {
   e.family("ergon_too_heavy_jobs", "gauge", "Pending jobs heavier than every worker of their type.");
   e.sample("ergon_too_heavy_jobs", "", static_cast<double>(m.too_heavy_jobs));
 
+  struct single {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const single singles[] = {
+    {"ergon_preemptions_total", "counter", "Running attempts asked to yield their slot.",
+     static_cast<double>(m.preemptions)},
+    {"ergon_yields_total", "counter", "Attempts that yielded their slot when asked.",
+     static_cast<double>(m.yields)},
+    {"ergon_resumptions_total", "counter", "Yielded jobs made ready again.",
+     static_cast<double>(m.resumptions)},
+    {"ergon_preempted_waiting_jobs", "gauge", "Yielded jobs waiting for their preemptor to end.",
+     static_cast<double>(m.preempted_waiting)},
+    {"ergon_pressure", "gauge", "Combined admission pressure at the last dispatch (0 to 1).",
+     m.pressure},
+    {"ergon_pressure_errors_total", "counter", "Pressure readings that threw or were NaN.",
+     static_cast<double>(m.pressure_errors)},
+    {"ergon_deferred_by_pressure_total", "counter",
+     "Times a ready job was passed over because the throttle deferred it.",
+     static_cast<double>(m.deferred_by_pressure)},
+    {"ergon_deferred_by_io_total", "counter",
+     "Times a ready job was passed over because its declared I/O did not fit the budget.",
+     static_cast<double>(m.deferred_by_io)},
+    {"ergon_io_running_read_bytes", "gauge", "Disk reads declared by running jobs.",
+     static_cast<double>(m.io_running_read_bytes)},
+    {"ergon_io_running_write_bytes", "gauge", "Disk writes declared by running jobs.",
+     static_cast<double>(m.io_running_write_bytes)},
+    {"ergon_disk_read_bytes_per_second", "gauge", "The disks' smoothed read throughput.",
+     m.io_read_bytes_per_second},
+    {"ergon_disk_write_bytes_per_second", "gauge", "The disks' smoothed write throughput.",
+     m.io_write_bytes_per_second},
+  };
+  for (auto& x : singles) {
+    e.family(x.name, x.type, x.help);
+    e.sample(x.name, "", x.value);
+  }
+  e.family("ergon_pressure_by_source", "gauge", "Each pressure source's last good reading.");
+  for (auto& r : m.pressure_by_source)
+    e.sample("ergon_pressure_by_source", label("source", r.source), r.value);
+
   e.family("ergon_writer_batch_requests", "histogram", "Requests per writer transaction.");
   e.histogram_samples("ergon_writer_batch_requests", "", m.writer_batch_requests, 1.0);
   e.family("ergon_commit_seconds", "histogram", "How long each COMMIT took (the disk's sync).");

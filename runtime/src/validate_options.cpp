@@ -1,5 +1,7 @@
 #include "validate_options.hpp"
 
+#include <set>
+
 #include "handshake.hpp"
 
 #include "ergon/job.hpp"
@@ -110,7 +112,59 @@ status validate_peer_timeout(const std::string& field, std::chrono::milliseconds
   return {};
 }
 
+namespace {
+
+// A fraction in [lo, 1] (lo_open: above lo), named in errors.
+status check_fraction(const std::string& field, double x, double lo, bool lo_open) {
+  if (!(x <= 1.0) || !(lo_open ? x > lo : x >= lo))
+    return invalid_field(field, std::string{"must be "} + (lo_open ? "above " : "at least ")
+                                  + std::to_string(lo) + " and at most 1, got "
+                                  + std::to_string(x));
+  return {};
+}
+
+status validate(const admission_options& a) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < a.sources.size(); ++i) {
+    auto field = "scheduling.admission.sources[" + std::to_string(i) + "]";
+    auto& source = a.sources[i];
+    if (source.name.empty())
+      return invalid_field(field + ".name", "is empty; metrics and logs name each source");
+    if (!names.insert(source.name).second)
+      return invalid_field(field + ".name", "'" + source.name + "' names two sources");
+    if (!source.read)
+      return invalid_field(field + ".read", "is empty for source '" + source.name + "'");
+  }
+  for (size_t i = 0; i < a.throttle.steps.size(); ++i)
+    if (auto st = check_fraction(
+          "scheduling.admission.throttle.steps[" + std::to_string(i) + "].above",
+          a.throttle.steps[i].above, 0.0, false);
+        !st)
+      return st;
+  if (auto st = check_positive_ms("scheduling.admission.recheck_interval",
+                                  a.recheck_interval.count());
+      !st)
+    return st;
+  if (!a.io_budget)
+    return {};
+  auto& b = *a.io_budget;
+  if (auto st = check_positive_ms("scheduling.admission.io_budget.window", b.window.count()); !st)
+    return st;
+  if (auto st = check_positive_ms("scheduling.admission.io_budget.sample_interval",
+                                  b.sample_interval.count());
+      !st)
+    return st;
+  if (auto st = check_fraction("scheduling.admission.io_budget.share", b.share, 0.0, true); !st)
+    return st;
+  return check_fraction("scheduling.admission.io_budget.smoothing", b.smoothing, 0.0, true);
+}
+
+}  // namespace
+
 status validate(const scheduling_options& s) {
+  if (s.admission)
+    if (auto st = validate(*s.admission); !st)
+      return st;
   if (s.aging) {
     if (auto st = check_not_negative_ms("scheduling.aging.grace_period",
                                         s.aging->grace_period.count());

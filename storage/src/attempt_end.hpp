@@ -29,6 +29,14 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
                                                retry_timing timing, double random,
                                                int64_t now_ms);
 
+/// Puts the running attempt `token` of `row` back to pending as yielded:
+/// the try is not spent (the next attempt has the same try number), the
+/// checkpoint stays, `yields` counts it, and the deadline is dropped (the job
+/// did start in time). After a cancel request the job ends `cancelled`
+/// instead. Returns nothing if that attempt is not running.
+result<std::optional<attempt_end>> yield_attempt(db& d, int64_t row, int64_t token,
+                                                 int64_t now_ms);
+
 /// Ends `count` attempts, the i-th as `end_one(i)` (an end_attempt call)
 /// does, and collects the ones that changed. The first error stops it; the
 /// caller's transaction rolls back.

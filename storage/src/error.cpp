@@ -68,6 +68,7 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::worker_lost: return "worker_lost";
     case attempt_outcome::cancelled: return "cancelled";
     case attempt_outcome::failed_permanently: return "failed_permanently";
+    case attempt_outcome::yielded: return "yielded";
   }
   return "unknown";
 }

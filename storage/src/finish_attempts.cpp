@@ -91,7 +91,10 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       continue;
     }
     double u = i < args.randoms.size() ? args.randoms[i] : 0.0;
-    auto ended = end_attempt(d, r.row, r.token, failure_of(r), retry_timing::backoff, u, now_ms);
+    auto ended = r.kind == report_kind::yielded
+                   ? yield_attempt(d, r.row, r.token, now_ms)
+                   : end_attempt(d, r.row, r.token, failure_of(r), retry_timing::backoff, u,
+                                 now_ms);
     if (!ended)
       return ended.error();
     if (!*ended) {

@@ -20,9 +20,10 @@ constexpr const char* select_job_state =
 
 constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
-  "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, status) "
+  "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
+  "io_read_bytes, io_write_bytes, status) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, 0)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = 4, finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = 0";
@@ -75,6 +76,10 @@ job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row) {
   // A deadline that saturates at never is no deadline.
   if (j.ttl_ms && add_ms(k.run_at, *j.ttl_ms) != never_ms)
     k.deadline = add_ms(k.run_at, *j.ttl_ms);
+  if (j.expected_io) {
+    k.io_read = j.expected_io->read_bytes;
+    k.io_write = j.expected_io->write_bytes;
+  }
   return k;
 }
 
@@ -103,6 +108,13 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   else
     s.bind_null(22);
   s.bind(23, j.result_ttl_ms);
+  if (j.expected_io) {
+    s.bind(24, j.expected_io->read_bytes);
+    s.bind(25, j.expected_io->write_bytes);
+  } else {
+    s.bind_null(24);
+    s.bind_null(25);
+  }
   return d.run(s);
 }
 
@@ -134,6 +146,8 @@ job_key read_key(const stmt& s, int first) {
   k.id = column_id(s, first + 8);
   k.ready_since = s.column_int(first + 9);
   k.recurring_id = s.column_text(first + 10);
+  k.io_read = s.column_int(first + 11);
+  k.io_write = s.column_int(first + 12);
   return k;
 }
 
@@ -182,6 +196,9 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
     p.eta_ms = s.column_opt_int(37);
     j.progress = std::move(p);
   }
+  j.yields = static_cast<int32_t>(s.column_int(38));
+  if (!s.column_is_null(39) || !s.column_is_null(40))
+    j.expected_io = io_estimate{s.column_int(39), s.column_int(40)};
   j.effective_priority = j.priority;
   return j;
 }

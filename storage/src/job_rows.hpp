@@ -9,10 +9,10 @@ namespace ergon::storage::rows {
 /// Columns read into a job_key, in the order `read_key` expects.
 #define ERGON_JOB_KEY_COLUMNS \
   "id, type, group_key, priority, run_at, weight, added_at, deadline, external_id, " \
-  "ready_since, recurring_id"
+  "ready_since, recurring_id, io_read_bytes, io_write_bytes"
 
 /// How many columns ERGON_JOB_KEY_COLUMNS has.
-inline constexpr int key_column_count = 11;
+inline constexpr int key_column_count = 13;
 
 /// Reads ERGON_JOB_KEY_COLUMNS starting at column `first`.
 job_key read_key(const stmt& s, int first = 0);
@@ -25,7 +25,7 @@ job_key read_key(const stmt& s, int first = 0);
   "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at, "     \
   "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key, "   \
   "result_expires_at, try_base, cancel_requested_at, progress_done, progress_total, "   \
-  "progress_message, progress_at, progress_eta"
+  "progress_message, progress_at, progress_eta, yields, io_read_bytes, io_write_bytes"
 
 /// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
 struct latest_attempt {

@@ -172,7 +172,19 @@ CREATE INDEX jobs_by_result_expiry ON jobs(result_expires_at)
   WHERE result_expires_at IS NOT NULL;
 )sql";
 
-constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4};
+// Dispatch under pressure (docs/scheduling.md).
+//  - yields: attempts that gave their slot to higher-priority work
+//    (preemption) and put the job back without spending a try.
+//  - io_read_bytes / io_write_bytes: the I/O a job expects to do, for the
+//    dispatcher's I/O budget; NULL: none declared.
+constexpr const char* migration_5 = R"sql(
+ALTER TABLE jobs ADD COLUMN yields INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN io_read_bytes INTEGER;
+ALTER TABLE jobs ADD COLUMN io_write_bytes INTEGER;
+)sql";
+
+constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                      migration_5};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

@@ -97,6 +97,16 @@ status validate(const job& j, size_t max_payload_bytes) {
     },
     [&] {
       return j.result_ttl_ms ? check_not_negative("result_ttl", *j.result_ttl_ms) : status{};
+    },
+    [&] {
+      return j.expected_io ? check_not_negative("expected_io.read_bytes",
+                                                j.expected_io->read_bytes)
+                           : status{};
+    },
+    [&] {
+      return j.expected_io ? check_not_negative("expected_io.write_bytes",
+                                                j.expected_io->write_bytes)
+                           : status{};
     });
 }
 

@@ -6,13 +6,17 @@
 //   outcome <payload> <code>    what complete() returned (mode late)
 //   progressed <payload>        three progress reports made (mode progress)
 //   returned <payload> <flag>   code returned; flag: ctx.cancelled() (hold, progress)
+//   yielded <payload> <status>  what yield() returned (mode yield)
+//   resumed <payload> <try>     started from its checkpoint (mode yield)
 //   stopped <status>            after SIGTERM
 //
 // Modes: complete (complete "done:<payload>" at once); hold (wait until the
 // attempt is cancelled, then return without an outcome); late (wait until
 // cancelled, then complete anyway: a late result that must be fenced);
 // progress (report 1/3 "one", 2/3 "two", 3/3 "three" at once, then hold);
-// fail (fail for good with "boom:<payload>").
+// fail (fail for good with "boom:<payload>"); yield (a payload starting with
+// "now" completes at once; others wait until asked to yield, checkpoint
+// "resumed:<payload>" and yield, and complete when resumed from it).
 #include <cstdlib>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -86,6 +90,21 @@ int main(int argc, char** argv) {
     }
     if (mode == "fail") {
       ctx.fail_permanently("boom:" + ctx.payload());
+      return;
+    }
+    if (mode == "yield") {
+      if (ctx.payload().rfind("now", 0) == 0)
+        return;
+      if (ctx.payload().rfind("resumed:", 0) == 0) {
+        say("resumed " + ctx.payload() + " " + std::to_string(ctx.try_number()));
+        return;
+      }
+      say("started " + ctx.payload());
+      if (ctx.wait_preempted(std::chrono::milliseconds::max())) {
+        if (auto st = ctx.checkpoint("resumed:" + ctx.payload()); !st)
+          say("error " + st.to_string());
+        say("yielded " + ctx.payload() + " " + ergon::to_string(ctx.yield().code()));
+      }
       return;
     }
     say("started " + ctx.payload());

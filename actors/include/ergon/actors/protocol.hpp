@@ -7,6 +7,7 @@
 //                               db_writer  ──assign_jobs────────► worker
 //   worker ──heartbeat_request► db_writer  ──heartbeat_reply──────► worker
 //                               dispatcher ──cancel_attempt─────► worker
+//                               dispatcher ──preempt_attempt────► worker
 //   worker ──progress_batch───► db_writer
 //
 // A report carries everything a worker has to say since its last one: the
@@ -138,6 +139,14 @@ struct cancel_attempt {
   bool requested = false;
 };
 
+/// The dispatcher wants the attempt's slot for waiting work of higher
+/// priority (preemption): running code sees job_context::preempted(), and a
+/// claim that has not started is given back unstarted.
+struct preempt_attempt {
+  int64_t row = 0;
+  int64_t token = 0;
+};
+
 /// Progress reports of a worker's attempts, throttled by the worker. Not
 /// answered: the writer stores them in its next transaction.
 struct progress_batch {
@@ -221,6 +230,11 @@ typename Inspector::result_type inspect(Inspector& f, job_assignment& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, assign_jobs& x) {
   return f(caf::meta::type_name("ergon::assign_jobs"), x.jobs, x.acks, x.answers_report);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preempt_attempt& x) {
+  return f(caf::meta::type_name("ergon::preempt_attempt"), x.row, x.token);
 }
 
 template <class Inspector>

@@ -21,8 +21,13 @@
 
 namespace ergon::actors {
 
-/// What the policy keeps per pending job: 48 bytes.
+/// What the policy keeps per pending job: 56 bytes.
 struct pending_job {
+  /// Flags: a yielded job made ready again goes ahead of its priority's
+  /// other jobs; a job that declared I/O has it in the policy's I/O table.
+  static constexpr uint32_t resumed = 1;
+  static constexpr uint32_t declares_io = 2;
+
   int64_t row = 0;
   int64_t run_at = 0;
   int64_t ready_since = 0;  ///< aging clock start
@@ -31,6 +36,7 @@ struct pending_job {
   int32_t weight = 1;
   uint32_t type = 0;
   uint32_t group = 0;
+  uint32_t flags = 0;
 };
 
 /// A job chosen for a worker.
@@ -60,15 +66,19 @@ class scheduling_policy {
   const std::string& type_name(uint32_t id) const { return types_[id].name; }
   const std::string& group_name(uint32_t id) const { return groups_[id].name; }
 
-  /// The in-memory key of a stored job.
+  /// The in-memory key of a stored job. Records the I/O it declared.
   pending_job entry_of(const storage::job_key& k);
 
   // -- pending jobs ----------------------------------------------------------------------
 
   /// Adds a pending job: ready if due at `now`, else waiting for its run_at.
   void add(const pending_job& e, int64_t now);
-  /// Removes a pending job by its exact key; false if it is not here.
+  /// Removes a pending job by its key (resumed or not); false if it is not
+  /// here.
   bool remove(const pending_job& e);
+  /// A job is no longer pending (cancelled, expired, or its claim
+  /// committed): drops the pending copy of the I/O it declared.
+  void forget(int64_t row) { io_.erase(row); }
   /// Moves jobs due at `now` from waiting to ready.
   void promote(int64_t now);
   size_t ready_count() const noexcept { return ready_count_; }
@@ -81,8 +91,8 @@ class scheduling_policy {
   /// A picked job was not claimed after all (cancelled meanwhile, or the
   /// write failed): it no longer counts as running.
   void unpick(const pending_job& e);
-  /// An attempt ended.
-  void finished(uint32_t group, uint32_t type, int32_t weight);
+  /// The attempt of job `row` ended (its slot and declared I/O are free).
+  void finished(int64_t row, uint32_t group, uint32_t type, int32_t weight);
   /// Counts a job as running that was not picked through pick() (its pick
   /// was undone, but the claim committed anyway).
   void mark_running(const pending_job& e);
@@ -136,6 +146,27 @@ class scheduling_policy {
   /// Fills the scheduling parts of a metrics snapshot.
   void fill_metrics(metrics_snapshot& m, int64_t now) const;
 
+  // -- preemption ---------------------------------------------------------------------------
+
+  /// Ready jobs at or above the preemption threshold that could start now
+  /// but for a free slot (not paused, capped, rate-limited or deferred), the
+  /// head of each line, highest effective priority first. Empty without
+  /// preemption.
+  std::vector<picked_job> preemptors(int64_t now);
+  /// Whether a running job of `group` and `weight` may be asked to yield:
+  /// the group keeps at least its min_slots running without it.
+  bool may_lose(uint32_t group, int32_t weight) const;
+
+  // -- admission ------------------------------------------------------------------------------
+
+  /// The combined pressure for the next picks; clears deferring().
+  void set_pressure(double pressure);
+  /// The disk's smoothed throughput, for the I/O budget.
+  void set_io_rates(double read_bytes_per_second, double write_bytes_per_second);
+  /// Whether a pick since set_pressure passed over a job that admission
+  /// deferred (the dispatcher then checks again on a timer).
+  bool deferring() const noexcept { return deferring_; }
+
   /// Records a job's queue wait for the histogram.
   void record_wait(int64_t wait_ms);
 
@@ -143,6 +174,10 @@ class scheduling_policy {
   struct bucket_order {
     bool by_aging = false;
     bool operator()(const pending_job& a, const pending_job& b) const noexcept {
+      bool ra = (a.flags & pending_job::resumed) != 0;
+      bool rb = (b.flags & pending_job::resumed) != 0;
+      if (ra != rb)
+        return ra;
       auto ka = by_aging ? a.ready_since : a.run_at;
       auto kb = by_aging ? b.ready_since : b.run_at;
       if (ka != kb)
@@ -213,6 +248,12 @@ class scheduling_policy {
   };
 
   bool better(const candidate& a, const candidate& b) const;
+  /// Admission: whether `head` may start now at `effective` priority.
+  bool admitted(const pending_job& head, int32_t effective);
+  bool io_fits(const io_estimate& io) const;
+  void start_io(const pending_job& e);
+  bool end_io(int64_t row, io_estimate* io);
+  bool preempting() const noexcept;
   std::optional<candidate> best_in(group_state& g, const std::vector<uint32_t>& types,
                                    int32_t room, int64_t now);
   void insert_ready(const pending_job& e);
@@ -249,6 +290,19 @@ class scheduling_policy {
   histogram_counter wait_{{1, 5, 10, 50, 100, 500, 1'000, 5'000, 10'000, 60'000}};
   int64_t promotions_ = 0;
   int64_t excess_ = 0;
+  // preemption: ready jobs whose base priority is at or above the threshold
+  int64_t high_ready_ = 0;
+  // admission
+  double pressure_ = 0;
+  bool deferring_ = false;
+  int64_t deferred_by_pressure_ = 0;
+  int64_t deferred_by_io_ = 0;
+  // Declared I/O of pending jobs, and of running ones with their total.
+  std::unordered_map<int64_t, io_estimate> io_;
+  std::unordered_map<int64_t, io_estimate> running_io_by_row_;
+  io_estimate running_io_;
+  double io_read_rate_ = 0;
+  double io_write_rate_ = 0;
 };
 
 }  // namespace ergon::actors

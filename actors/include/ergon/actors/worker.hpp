@@ -65,6 +65,12 @@ class running_attempt final : public job_context {
     return cancel_requested_.load(std::memory_order_acquire);
   }
 
+  bool preempted() const override { return preempted_.load(std::memory_order_acquire); }
+  bool wait_preempted(std::chrono::milliseconds timeout) override;
+  /// The dispatcher asked for the slot: preempted() turns true.
+  void request_preempt() noexcept;
+  status yield() override;
+
   /// True once complete or fail was called (or the runner returned).
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
   /// Marks the outcome reported; true for the first call only.
@@ -98,11 +104,12 @@ class running_attempt final : public job_context {
   std::shared_ptr<ergon::clock> clock_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> cancel_requested_{false};
+  std::atomic<bool> preempted_{false};
   std::mutex progress_mtx_;  ///< guards the three below
   eta_estimate eta_;
   std::optional<storage::progress_report> unsent_progress_;
   bool worker_told_ = false;  ///< the worker knows a report waits
-  std::mutex cancel_mtx_;  ///< with cancel_cv_, wakes wait_cancelled
+  std::mutex cancel_mtx_;  ///< with cancel_cv_, wakes wait_cancelled and wait_preempted
   std::condition_variable cancel_cv_;
   std::atomic<bool> finished_{false};
 };
@@ -175,6 +182,7 @@ using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using worker_actor = caf::typed_actor<
   caf::reacts_to<assign_jobs>,
   caf::reacts_to<cancel_attempt>,
+  caf::reacts_to<preempt_attempt>,
   caf::reacts_to<outbox_atom>,
   caf::reacts_to<heartbeat_call>,
   caf::reacts_to<progress_atom, int64_t>,

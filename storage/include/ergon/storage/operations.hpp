@@ -35,6 +35,8 @@ struct job_key {
   int64_t ready_since = 0;  ///< start of the aging clock (kept across retries)
   std::optional<int64_t> deadline;
   std::string recurring_id;  ///< empty: not an instance of a recurring job
+  int64_t io_read = 0;   ///< declared I/O in bytes (job::expected_io); 0: none
+  int64_t io_write = 0;
 };
 
 /// One attempt of a job: its row and the token chosen when it was claimed.
@@ -213,6 +215,9 @@ enum class report_kind : uint8_t {
   failed = 1,              ///< fail() or a throw: retried if tries are left
   failed_permanently = 2,  ///< fail_permanently(): the job fails at once
   stopped = 3,             ///< the code returned after a cancel request
+  /// job_context::yield() after the dispatcher asked the attempt to make
+  /// room (preemption): the job goes back to pending without spending a try
+  yielded = 4,
 };
 
 /// One outcome reported by a worker: success with an optional result, or a

@@ -24,6 +24,10 @@ inline constexpr int recurring_version = 3;
 /// and the listing indexes (and their columns in jobs).
 inline constexpr int outcomes_version = 4;
 
+/// The schema version that added yields and declared I/O (their columns in
+/// jobs). Job rows of older files lack columns this build reads.
+inline constexpr int pressure_version = 5;
+
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;
 
