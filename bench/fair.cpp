@@ -225,7 +225,7 @@ line pick_cost(bool urgent, int32_t slots) {
   auto t = steady::now();
   for (int i = 0; i < picks; ++i) {
     auto done = running[static_cast<size_t>(i) % running.size()];
-    p.finished(done.group, done.type, done.weight);
+    p.finished(done.row, done.group, done.type, done.weight);
     p.rebalance();
     auto j = p.pick(types, 1, ++now);
     if (!j)

@@ -235,12 +235,19 @@ BOOST_FIXTURE_TEST_CASE(the_io_budget_defers_a_job_until_running_io_drops, queue
   admission_options a;
   a.throttle.steps.clear();
   io_budget_options b;
+  b.smoothing = 1.0;  // the newest sample only: the rate does not depend on earlier ones
   b.read_totals = [&]() -> std::optional<io_totals> { return io_totals{read_total.load(), 0}; };
   a.io_budget = b;
   reopen(admitting(a));
+  // metrics() before and after each step: the dispatcher has started (and
+  // subscribed to the clock's advances) and then taken each tick, with its
+  // sample, before it answers.
+  BOOST_REQUIRE(q->metrics().has_value());
   advance(1'000ms);  // first sample
+  BOOST_REQUIRE(q->metrics().has_value());
   read_total = 1'000;
   advance(1'000ms);  // a rate of 1,000 B/s
+  BOOST_REQUIRE(q->metrics().has_value());
   gate hold;
   worker_options w;
   w.max_concurrency = 4;

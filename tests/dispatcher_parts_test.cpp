@@ -674,8 +674,10 @@ BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
   p.asked(2, 100);
   BOOST_TEST(p.asking_for(100));
   BOOST_TEST(p.asked(1));
-  p.attempt_ended(1, true);   // yielded
-  p.attempt_ended(2, false);  // ignored the request and finished
+  p.attempt_ended(1, true, false);  // yielded; its code has not returned yet
+  BOOST_TEST(p.asking_for(100));    // no room before it does
+  p.slot_freed(1);
+  p.attempt_ended(2, false, true);  // ignored the request and finished
   BOOST_TEST(!p.asking_for(100));
   bool resumed = false;
   BOOST_TEST(p.hold(key_of(1), resumed));
@@ -695,7 +697,7 @@ BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
 BOOST_AUTO_TEST_CASE(held_jobs_are_let_go_when_their_preemptor_stops_waiting) {
   preemptions p;
   p.asked(1, 100);
-  p.attempt_ended(1, true);
+  p.attempt_ended(1, true, true);
   bool resumed = false;
   BOOST_TEST(p.hold(key_of(1), resumed));
   BOOST_TEST(p.release_stale({100}).empty());  // still waiting for a slot
@@ -704,7 +706,7 @@ BOOST_AUTO_TEST_CASE(held_jobs_are_let_go_when_their_preemptor_stops_waiting) {
   BOOST_TEST(p.held() == 0u);
   // A preemptor that ended before the yield committed holds nothing.
   p.asked(2, 200);
-  p.attempt_ended(2, true);
+  p.attempt_ended(2, true, true);
   BOOST_TEST(p.ended(200).empty());
   BOOST_TEST(!p.hold(key_of(2), resumed));
   BOOST_TEST(resumed);

@@ -242,11 +242,11 @@ BOOST_AUTO_TEST_CASE(an_idle_groups_share_is_lent_and_taken_back) {
   p.rebalance();  // b has work again: 2 and 2
   // As a's jobs finish, freed slots go to b until it has its share.
   auto a = p.type_id("t");
-  p.finished(p.group_id("a"), a, 1);
-  p.finished(p.group_id("a"), a, 1);
+  p.finished(0, p.group_id("a"), a, 1);
+  p.finished(0, p.group_id("a"), a, 1);
   auto next = fill(p, 2);
   BOOST_TEST(next["b"] == 2);
-  p.finished(p.group_id("a"), a, 1);
+  p.finished(0, p.group_id("a"), a, 1);
   BOOST_TEST(p.group_name(p.pick({a}, 1, now)->job.group) == "a");  // b has its 2
 }
 
@@ -295,7 +295,7 @@ BOOST_AUTO_TEST_CASE(groups_whose_share_is_under_one_slot_take_turns) {
   }
   for (int i = 0; i < 484; ++i) {  // 500 starts in all: 5 per group
     auto k = static_cast<size_t>(i) % running.size();
-    p.finished(running[k].group, running[k].type, running[k].weight);
+    p.finished(running[k].row, running[k].group, running[k].type, running[k].weight);
     running[k] = p.pick({p.type_id("t")}, 1, now)->job;
     ++starts[p.group_name(running[k].group)];
   }
@@ -323,7 +323,7 @@ BOOST_AUTO_TEST_CASE(a_fraction_of_a_slot_is_served_in_proportion_over_time) {
   for (int i = 0; i < rounds; ++i) {  // the oldest job ends, one starts
     auto done = running.front();
     running.pop_front();
-    p.finished(done.group, done.type, done.weight);
+    p.finished(done.row, done.group, done.type, done.weight);
     running.push_back(p.pick({p.type_id("t")}, 1, now)->job);
     for (auto& j : running)
       a_slots += p.group_name(j.group) == "a";
@@ -349,7 +349,7 @@ BOOST_AUTO_TEST_CASE(when_every_backlog_is_urgent_a_group_borrows_at_most_one_sl
   // Jobs of both groups finish in turn; a's older rows win every tie.
   for (int round = 0; round < 100; ++round) {
     auto k = static_cast<size_t>(round) % running.size();
-    p.finished(running[k].group, running[k].type, running[k].weight);
+    p.finished(running[k].row, running[k].group, running[k].type, running[k].weight);
     running[k] = p.pick({p.type_id("t")}, 1, now)->job;
     std::map<std::string, int> per_group;
     for (auto& j : running)

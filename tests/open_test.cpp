@@ -404,11 +404,11 @@ BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write
   // Both run now (past any backoff): the group's counts follow claims and ends,
   // and the emptied group is dropped.
   advance(60'000ms);
-  worker_options w;
-  w.runners["work"] = [](job_context&) {};
-  auto wk = start(std::move(w));
+  worker_options again;
+  again.runners["work"] = [](job_context&) {};
+  auto rerun = start(std::move(again));
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 2));
-  BOOST_REQUIRE(wk.stop().ok());
+  BOOST_REQUIRE(rerun.stop().ok());
   require_group_counts_match_jobs(*q, path);
   BOOST_TEST(q->metrics()->by_group.empty());
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -26,19 +27,47 @@ options preempting(int32_t threshold = 10) {
   return o;
 }
 
+// Counts job code entering, for the test to wait on: a claim alone is only
+// `started`, and a request reaching it before its code runs gives it back
+// unstarted.
+struct latch {
+  std::mutex mtx;
+  std::condition_variable cv;
+  int hits = 0;
+  void hit() {
+    std::lock_guard<std::mutex> guard{mtx};
+    ++hits;
+    cv.notify_all();
+  }
+  bool wait(int n) {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_for(guard, hang_guard, [&] { return hits >= n; });
+  }
+};
+
 // LOW jobs: what they saw (the payload and try of each start, the most
 // running at once), and when they may finish.
 struct low_jobs {
   std::mutex mtx;
+  std::condition_variable cv;
   std::vector<std::pair<std::string, int32_t>> starts;  // payload, try
   int running = 0;
   int most_running = 0;
   std::atomic<bool> release{false};
+  std::vector<std::string> problems;
 
   void started(job_context& ctx) {
     std::lock_guard<std::mutex> guard{mtx};
     starts.emplace_back(ctx.payload(), ctx.try_number());
     most_running = std::max(most_running, ++running);
+    cv.notify_all();
+  }
+
+  // Waits until `n` LOW jobs run code (a claim alone is only `started`: a
+  // request reaching it before its code runs gives it back unstarted).
+  bool wait_running(int n) {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_for(guard, hang_guard, [&] { return running >= n; });
   }
   void returned() {
     std::lock_guard<std::mutex> guard{mtx};
@@ -55,9 +84,13 @@ struct low_jobs {
       bool resumed = ctx.payload() == "resumed";
       while (!release.load()) {
         if (ctx.wait_preempted(5ms) && !resumed) {
-          BOOST_REQUIRE(ctx.checkpoint("resumed").ok());
-          auto st = ctx.yield();
-          BOOST_REQUIRE_MESSAGE(st.ok(), st.to_string());
+          auto saved = ctx.checkpoint("resumed");
+          auto yielded = ctx.yield();
+          std::lock_guard<std::mutex> guard{mtx};
+          // Checked by the test thread: Boost.Test's checks are not for job threads.
+          for (auto* st : {&saved, &yielded})
+            if (!st->ok())
+              problems.push_back(st->to_string());
           break;
         }
       }
@@ -65,6 +98,15 @@ struct low_jobs {
     };
   }
 };
+
+// A worker with two slots: `lows` runs the LOW jobs, HIGH jobs return at once.
+worker_options two_slots(low_jobs& lows) {
+  worker_options w;
+  w.max_concurrency = 2;
+  w.runners["low"] = lows.handler();
+  w.runners["high"] = [](job_context&) {};
+  return w;
+}
 
 std::vector<job_id> started_order(event_log& log) {
   std::vector<job_id> out;
@@ -87,7 +129,7 @@ BOOST_FIXTURE_TEST_CASE(a_high_job_at_full_capacity_makes_exactly_one_low_job_yi
   auto a = submit(*job_of("low").payload("start").build());
   auto b = submit(*job_of("low").payload("start").build());
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 2));
+  BOOST_REQUIRE(lows.wait_running(2));
   // A third LOW job waits behind both: the resumed one must go before it.
   auto c = submit(*job_of("low").payload("start").build());
   auto high = submit(*job_of("high").priority(10).build());
@@ -142,6 +184,7 @@ BOOST_FIXTURE_TEST_CASE(a_high_job_at_full_capacity_makes_exactly_one_low_job_yi
   BOOST_TEST(std::count_if(lows.starts.begin(), lows.starts.end(),
                            [](auto& s) { return s.second != 1; }) == 0);
   BOOST_TEST(lows.most_running <= 2);
+  BOOST_TEST(lows.problems.empty());
   m = q->metrics();
   BOOST_TEST(m->resumptions == 1);
   BOOST_TEST(m->preempted_waiting == 0);
@@ -161,8 +204,10 @@ BOOST_FIXTURE_TEST_CASE(a_job_that_ignores_the_request_keeps_its_slot, queue_fix
     while (now > seen && !most.compare_exchange_weak(seen, now)) {
     }
   };
+  latch entered;
   w.runners["low"] = [&](job_context& ctx) {
     count();
+    entered.hit();
     saw_request = ctx.wait_preempted(std::chrono::milliseconds(hang_guard));
     low_hold.pass();  // ignores it
     --running;
@@ -173,7 +218,7 @@ BOOST_FIXTURE_TEST_CASE(a_job_that_ignores_the_request_keeps_its_slot, queue_fix
   };
   auto low = submit(*job_of("low").build());
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, low));
+  BOOST_REQUIRE(entered.wait(1));
   auto high = submit(*job_of("high").priority(20).build());
   BOOST_REQUIRE(log->wait_for(event_kind::preempted, 1, low));
   BOOST_REQUIRE(low_hold.wait_for_waiting(1));
@@ -202,14 +247,11 @@ BOOST_FIXTURE_TEST_CASE(preemption_never_takes_a_slot_a_group_needs_for_its_mini
   opts.scheduling.groups["kept"].min_slots = 1;
   reopen(opts);
   low_jobs lows;
-  worker_options w;
-  w.max_concurrency = 2;
-  w.runners["low"] = lows.handler();
-  w.runners["high"] = [&](job_context&) {};
+  auto w = two_slots(lows);
   auto kept = submit(*job_of("low").group("kept").priority(0).build());
   auto other = submit(*job_of("low").group("other").priority(5).build());
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 2));
+  BOOST_REQUIRE(lows.wait_running(2));
   auto high = submit(*job_of("high").group("other").priority(10).build());
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, high));
   auto preempted = log->of(event_kind::preempted);
@@ -227,14 +269,11 @@ BOOST_FIXTURE_TEST_CASE(groups_at_their_minimum_are_never_asked, queue_fixture) 
   opts.scheduling.groups["b"].min_slots = 1;
   reopen(opts);
   low_jobs lows;
-  worker_options w;
-  w.max_concurrency = 2;
-  w.runners["low"] = lows.handler();
-  w.runners["high"] = [&](job_context&) {};
+  auto w = two_slots(lows);
   auto a = submit(*job_of("low").group("a").build());
   auto b = submit(*job_of("low").group("b").build());
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 2));
+  BOOST_REQUIRE(lows.wait_running(2));
   auto high = submit(*job_of("high").group("c").priority(10).build());
   advance(1'000ms);  // another dispatch pass
   BOOST_TEST(q->metrics()->preemptions == 0);
@@ -282,7 +321,9 @@ BOOST_FIXTURE_TEST_CASE(a_job_cancelled_while_asked_to_yield_ends_cancelled, que
   status yielded;
   worker_options w;
   w.max_concurrency = 1;
+  latch entered;
   w.runners["low"] = [&](job_context& ctx) {
+    entered.hit();
     ctx.wait_preempted(std::chrono::milliseconds(hang_guard));
     hold.pass();
     yielded = ctx.yield();
@@ -290,7 +331,7 @@ BOOST_FIXTURE_TEST_CASE(a_job_cancelled_while_asked_to_yield_ends_cancelled, que
   w.runners["high"] = [&](job_context&) {};
   auto low = submit(*job_of("low").build());
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, low));
+  BOOST_REQUIRE(entered.wait(1));
   auto high = submit(*job_of("high").priority(10).build());
   BOOST_REQUIRE(log->wait_for(event_kind::preempted, 1, low));
   BOOST_REQUIRE(hold.wait_for_waiting(1));

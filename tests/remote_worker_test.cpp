@@ -131,11 +131,12 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_yields_its_slot_to_an_urgent_job_and_resume
   auto urgent = submit_with_priority(client, "now", 10);
   BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "yielded low ok");
   BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "resumed resumed:low 1");
-  bool preempted = false, resumed = false, urgent_done = false;
+  // Resumed once the urgent job's code returned, which is after it started.
+  bool preempted = false, resumed = false, urgent_started = false;
   BOOST_REQUIRE(client.until([&](const event& e) {
     preempted |= e.kind == event_kind::preempted && e.id == low;
-    urgent_done |= e.kind == event_kind::succeeded && e.id == urgent;
-    resumed |= e.kind == event_kind::resumed && e.id == low && urgent_done;
+    urgent_started |= e.kind == event_kind::started && e.id == urgent;
+    resumed |= e.kind == event_kind::resumed && e.id == low && urgent_started;
     return e.kind == event_kind::succeeded && e.id == low;
   }));
   BOOST_TEST(preempted);

@@ -482,13 +482,13 @@ BOOST_AUTO_TEST_CASE(a_delta_upserts_each_changed_finished_pair_and_skips_the_re
   };
   count_delta delta;
   delta.add("a", job_status::pending, 2);
-  delta.move("a", job_status::pending, job_status::running);
+  delta.move("a", "", job_status::pending, job_status::running);
   delta.add("b", job_status::succeeded, 0);
   BOOST_REQUIRE(in_transaction(*d, delta).ok());
   BOOST_TEST(listing() == "");  // unfinished changes and zeros write nothing
   delta.clear();
-  delta.move("a", job_status::running, job_status::succeeded);
-  delta.move("a", job_status::pending, job_status::cancelled);
+  delta.move("a", "", job_status::running, job_status::succeeded);
+  delta.move("a", "", job_status::pending, job_status::cancelled);
   delta.add("b", job_status::failed, 3);
   BOOST_REQUIRE(in_transaction(*d, delta).ok());
   BOOST_TEST(listing() == "a2=1 a4=1 b3=3");

@@ -403,6 +403,7 @@ void worker_gone(dispatcher_state& st, uint64_t worker) {
 void free_returned(dispatcher_state& st, uint64_t worker,
                    const std::vector<storage::attempt_ref>& returned, int64_t now) {
   for (auto& a : returned) {
+    st.preempting.slot_freed(a.row);
     if (st.attempts.find(a.row)) {
       if (auto freed = st.attempts.code_returned(a.row, a.token))
         free_slot(st, a.row, *freed);
@@ -471,7 +472,12 @@ void end_attempt(dispatcher_state& st, const storage::attempt_end& end, int64_t 
   bool yielded = end.outcome == attempt_outcome::yielded;
   if (yielded)
     ++st.yields;
-  st.preempting.attempt_ended(end.row, yielded);
+  // An outcome the code reported itself: the code still runs until it
+  // returns, and its worker has no room before that.
+  bool reported = end.outcome != attempt_outcome::expired
+                  && end.outcome != attempt_outcome::worker_lost
+                  && end.outcome != attempt_outcome::process_restart;
+  st.preempting.attempt_ended(end.row, yielded, !(run && !run->code_returned && w && reported));
   auto effect = st.attempts.ended(end, w != nullptr);
   if (effect.freed)
     free_slot(st, end.row, *effect.freed);
@@ -545,7 +551,7 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   for (auto& r : f.released) {
     if (auto freed = st.attempts.released(r.key.row, r.token))
       free_slot(st, r.key.row, *freed);
-    st.preempting.attempt_ended(r.key.row, false);
+    st.preempting.attempt_ended(r.key.row, false, true);
     st.preempting.started(r.key.row, false);
     add_pending(st, r.key, now);
   }

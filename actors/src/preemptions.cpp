@@ -41,16 +41,23 @@ bool preemptions::asking_for(int64_t preemptor) const {
   return p != preemptors_.end() && p->second.asks > 0;
 }
 
-void preemptions::attempt_ended(int64_t row, bool yielded) {
+void preemptions::attempt_ended(int64_t row, bool yielded, bool slot_free) {
   auto a = asks_.find(row);
   if (a == asks_.end())
     return;
-  auto preemptor = a->second;
-  asks_.erase(a);
-  if (auto p = preemptors_.find(preemptor); p != preemptors_.end())
-    --p->second.asks;
   if (yielded)
-    yielded_[row] = preemptor;
+    yielded_[row] = a->second;
+  if (slot_free)
+    slot_freed(row);
+}
+
+void preemptions::slot_freed(int64_t row) {
+  auto a = asks_.find(row);
+  if (a == asks_.end())
+    return;
+  if (auto p = preemptors_.find(a->second); p != preemptors_.end())
+    --p->second.asks;
+  asks_.erase(a);
 }
 
 bool preemptions::hold(const storage::job_key& key, bool& resumed) {

@@ -54,9 +54,13 @@ class preemptions {
   /// Whether the attempt of `row` was asked and has not ended.
   bool asked(int64_t row) const { return asks_.count(row) == 1; }
 
-  /// The attempt of `row` ended; `yielded` if it yielded. A yielded job is
-  /// then waiting to be ready (see ready()).
-  void attempt_ended(int64_t row, bool yielded);
+  /// The attempt of `row` ended; `yielded` if it yielded (its job then
+  /// waits for hold()). `slot_free`: its code is not running any more (or
+  /// never will report back); otherwise the request stays outstanding until
+  /// slot_freed(), as the worker has no room until the code returns.
+  void attempt_ended(int64_t row, bool yielded, bool slot_free);
+  /// The code of the attempt of `row` returned: its request is answered.
+  void slot_freed(int64_t row);
 
   /// The job of `row` is ready to run again. Returns true if it yielded and
   /// must be held until its preemptor ends (it is kept with `key`); false if

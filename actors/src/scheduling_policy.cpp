@@ -732,12 +732,11 @@ void scheduling_policy::set_io_rates(double read_bytes_per_second,
 }
 
 bool scheduling_policy::io_fits(const io_estimate& io) const {
-  if (running_io_.read_bytes <= 0 && running_io_.write_bytes <= 0)
-    return true;  // alone, any job runs: the window is an estimate
   auto& budget = *opts_.admission->io_budget;
   double window_s = static_cast<double>(budget.window.count()) / 1e3;
+  // Per kind of I/O; alone on a kind, any job runs: the window is an estimate.
   auto fits = [&](int64_t running, int64_t more, double rate) {
-    return more == 0
+    return more == 0 || running <= 0
            || static_cast<double>(running) + static_cast<double>(more)
                 <= budget.share * rate * window_s;
   };

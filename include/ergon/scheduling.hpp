@@ -107,9 +107,9 @@ struct io_totals {
 /// `sample_interval` and smoothed (EWMA with weight `smoothing` for the
 /// newest sample). A job that declared I/O (job::expected_io) is deferred
 /// while the declared I/O of running jobs plus its own would pass `share`
-/// of what the disk moves in `window`, for reads or for writes. With no
-/// declared I/O running, a job is always admitted, so a job larger than the
-/// window still runs, alone.
+/// of what the disk moves in `window`, for reads or for writes. A kind of
+/// I/O that no running job declared admits any amount, so a job larger than
+/// the window still runs, alone.
 struct io_budget_options {
   std::chrono::milliseconds window{2'000};
   double share = 0.8;

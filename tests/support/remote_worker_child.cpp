@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
       if (ctx.wait_preempted(std::chrono::milliseconds::max())) {
         if (auto st = ctx.checkpoint("resumed:" + ctx.payload()); !st)
           say("error " + st.to_string());
-        say("yielded " + ctx.payload() + " " + ergon::to_string(ctx.yield().code()));
+        auto st = ctx.yield();
+        say("yielded " + ctx.payload() + " " + (st.ok() ? std::string{"ok"} : st.to_string()));
       }
       return;
     }

@@ -42,14 +42,19 @@ class temp_dir {
 };
 
 // SQL that turns a file of the current schema into one of schema `version`
-// (1 to 3) as an older ergon left it, jobs included.
+// (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
-  std::string sql =
-    "DROP INDEX jobs_unsuccessful; DROP INDEX jobs_by_result_expiry; ";
-  for (auto column : {"cancel_requested_at", "try_base", "result_ttl_ms", "result_expires_at",
-                      "progress_done", "progress_total", "progress_message", "progress_at",
-                      "progress_eta"})
-    sql += std::string{"ALTER TABLE jobs DROP COLUMN "} + column + "; ";
+  std::string sql;
+  if (version < 5)
+    for (auto column : {"yields", "io_read_bytes", "io_write_bytes"})
+      sql += std::string{"ALTER TABLE jobs DROP COLUMN "} + column + "; ";
+  if (version < 4) {
+    sql += "DROP INDEX jobs_unsuccessful; DROP INDEX jobs_by_result_expiry; ";
+    for (auto column : {"cancel_requested_at", "try_base", "result_ttl_ms", "result_expires_at",
+                        "progress_done", "progress_total", "progress_message", "progress_at",
+                        "progress_eta"})
+      sql += std::string{"ALTER TABLE jobs DROP COLUMN "} + column + "; ";
+  }
   if (version < 3)
     sql +=
       "DROP INDEX jobs_one_unfinished_instance; DROP TABLE recurring_jobs; "
