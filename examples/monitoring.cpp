@@ -3,14 +3,17 @@
 // groups. Open the printed address in a browser, point Prometheus at
 // /metrics, or run `ergonctl --db monitoring.db stats` beside it.
 //
-//   ./monitoring [DB] [--serve]     --serve: keep serving until Ctrl-C
+//   ./monitoring [DB] [--serve]     --serve: keep serving until Ctrl-C, with
+//                                   a steady stream of 1-3 s jobs to watch
 #include <ergon/job_builder.hpp>
 #include <ergon/queue.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <iostream>
 #include <pthread.h>
+#include <thread>
 
 int main(int argc, char** argv) {
   std::string path = argc > 1 ? argv[1] : "monitoring.db";
@@ -29,13 +32,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "dashboard: http://127.0.0.1:" << *q->http_port() << "/\n"
-            << "metrics:   http://127.0.0.1:" << *q->http_port() << "/metrics\n";
+            << "metrics:   http://127.0.0.1:" << *q->http_port() << "/metrics" << std::endl;
 
   ergon::worker_options w;
   w.max_concurrency = 4;
   w.runners["resize"] = [](ergon::job_context& ctx) {
     if (ctx.payload() == "corrupt.png")
       ctx.fail_permanently("not an image");
+  };
+  // --serve's stream: a render takes 1 to 3 s and reports its progress.
+  w.runners["render"] = [](ergon::job_context& ctx) {
+    int seconds = 1 + static_cast<int>(ctx.payload().size() % 3);
+    for (int tenth = 1; tenth <= 10 * seconds && !ctx.cancelled(); ++tenth) {
+      ctx.wait_cancelled(std::chrono::milliseconds(100));
+      ctx.progress(tenth, 10 * seconds);
+    }
   };
   auto worker = q->start_worker(std::move(w));
   if (!worker) {
@@ -62,9 +73,23 @@ int main(int argc, char** argv) {
                  ergon::attempt_outcome::failed_permanently)]
             << '\n';
   if (serve) {
-    std::cout << "serving; Ctrl-C stops\n";
+    std::cout << "serving; Ctrl-C stops" << std::endl;
+    std::atomic<bool> stopping{false};
+    std::thread stream{[&] {
+      const char* groups[] = {"free", "paid", "paid", "batch"};
+      for (int i = 0; !stopping; ++i) {
+        q->submit(*ergon::job_builder("render")
+                     .payload(std::string(static_cast<size_t>(i % 7), 'x'))
+                     .group(groups[i % 4])
+                     .priority(i % 4 == 3 ? 0 : 5)
+                     .build());
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      }
+    }};
     int sig = 0;
     sigwait(&stop, &sig);
+    stopping = true;
+    stream.join();
   }
   return q->close().ok() ? 0 : 1;
 }

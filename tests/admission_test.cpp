@@ -12,9 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 #include "disk_throughput.hpp"
+#include "ergon/recurring.hpp"
 #include "pressure_gauge.hpp"
 #include "support/queue_fixture.hpp"
 
@@ -248,35 +250,51 @@ BOOST_FIXTURE_TEST_CASE(the_io_budget_defers_a_job_until_running_io_drops, queue
   read_total = 1'000;
   advance(1'000ms);  // a rate of 1,000 B/s
   BOOST_REQUIRE(q->metrics().has_value());
-  gate hold;
+  // One gate per job (its payload), made before any job thread reads the map.
+  std::map<std::string, gate> hold;
+  for (auto name : {"big", "next", "writer", "huge"})
+    hold[name];
   worker_options w;
   w.max_concurrency = 4;
-  w.runners["io"] = [&](job_context&) { hold.pass(); };
+  w.runners["io"] = [&](job_context& ctx) { hold.find(ctx.payload())->second.pass(); };
   w.runners["cpu"] = [](job_context&) {};
+  auto io_job = [](const std::string& name, int64_t read, int64_t write, int32_t priority = 0) {
+    return *job_of("io").payload(name).priority(priority).expected_io(read, write).build();
+  };
   // Alone, a job larger than the whole window runs.
-  auto big = submit(*job_of("io").expected_io(10'000, 0).build());
+  auto big = submit(io_job("big", 10'000, 0));
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, big));
-  BOOST_REQUIRE(hold.wait_for_waiting(1));
+  BOOST_REQUIRE(hold.at("big").wait_for_waiting(1));
   auto m = q->metrics();
   BOOST_TEST(m->io_read_bytes_per_second == 1'000.0);
   BOOST_TEST(m->io_running_read_bytes == 10'000);
   // With it running, another I/O job waits; work without declared I/O runs.
-  auto next = submit(*job_of("io").expected_io(1'000, 0).build());
+  auto next = submit(io_job("next", 1'000, 0));
   auto cpu = submit(*job_of("cpu").build());
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, cpu));
   advance(1'000ms);
   BOOST_TEST(status_of(*q, next) == job_status::pending);
   BOOST_TEST(q->metrics()->deferred_by_io > 0);
   // Writes do not count against reads: a write-only job is admitted.
-  auto writer = submit(*job_of("io").priority(1).expected_io(0, 5'000).build());
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, writer));
-  hold.release(1);  // `big` or `writer` ends; running reads drop to 0 only with `big`
-  hold.release(1);
+  // (Another line than `next`'s, which it would not overtake.)
+  auto writer = submit(io_job("writer", 0, 5'000, 1));
+  BOOST_REQUIRE(hold.at("writer").wait_for_waiting(1));
+  // `big` ends: running reads drop to 0 and `next` starts.
+  hold.at("big").open();
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, big));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, next));
-  hold.open();
+  BOOST_REQUIRE(hold.at("next").wait_for_waiting(1));
+  // A job larger than the whole window waits while `next` reads, and starts
+  // once it ends.
+  auto huge = submit(io_job("huge", 20'000, 0));
+  advance(1'000ms);
+  BOOST_TEST(status_of(*q, huge) == job_status::pending);
+  hold.at("next").open();
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, next));
+  BOOST_REQUIRE(hold.at("huge").wait_for_waiting(1));
+  hold.at("huge").open();
+  hold.at("writer").open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, huge));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, writer));
   BOOST_TEST(q->metrics()->io_running_read_bytes == 0);
   BOOST_TEST(q->metrics()->io_running_write_bytes == 0);
 }
@@ -292,12 +310,14 @@ BOOST_AUTO_TEST_CASE(declared_io_is_stored_and_negative_io_is_named) {
   BOOST_TEST(bad.error().field() == "expected_io.read_bytes");
   auto bad_write = job_builder{"io"}.expected_io(0, std::numeric_limits<int64_t>::min()).build();
   BOOST_TEST(bad_write.error().field() == "expected_io.write_bytes");
+  auto too_big = job_builder{"io"}.expected_io((int64_t{1} << 40) + 1, 0).build();
+  BOOST_TEST(too_big.error().field() == "expected_io.read_bytes");
   temp_dir dir;
   job_id id;
   {
     auto q = queue::open(dir.file("q.db"));
     BOOST_REQUIRE(q.has_value());
-    id = *q->submit(*job_builder{"io"}.expected_io(std::numeric_limits<int64_t>::max(), 7).build());
+    id = *q->submit(*job_builder{"io"}.expected_io(int64_t{1} << 40, 7).build());
     BOOST_TEST(!q->job_info(*q->submit(*job_builder{"plain"}.build()))->expected_io.has_value());
   }
   auto q = queue::open(dir.file("q.db"));
@@ -305,8 +325,22 @@ BOOST_AUTO_TEST_CASE(declared_io_is_stored_and_negative_io_is_named) {
   auto i = q->job_info(id);
   BOOST_REQUIRE(i.has_value());
   BOOST_REQUIRE(i->expected_io.has_value());
-  BOOST_TEST(i->expected_io->read_bytes == std::numeric_limits<int64_t>::max());
+  BOOST_TEST(i->expected_io->read_bytes == int64_t{1} << 40);
   BOOST_TEST(i->expected_io->write_bytes == 7);
+}
+
+BOOST_AUTO_TEST_CASE(recurring_jobs_refuse_declared_io) {
+  temp_dir dir;
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE(q.has_value());
+  recurring_job r;
+  r.id = "nightly-copy";
+  r.schedule = "0 3 * * *";
+  r.job = *job_builder{"copy"}.expected_io(1'000, 1'000).build();
+  auto id = q->upsert_recurring(r);
+  BOOST_REQUIRE(!id.has_value());
+  BOOST_TEST(id.error().code() == error::invalid_argument);
+  BOOST_TEST(id.error().field() == "job.expected_io");
 }
 
 BOOST_AUTO_TEST_CASE(bad_admission_options_are_named_and_create_nothing) {
@@ -323,6 +357,8 @@ BOOST_AUTO_TEST_CASE(bad_admission_options_are_named_and_create_nothing) {
      "scheduling.admission.sources[0].read"},
     {[](admission_options& a) { a.throttle.steps = {{1.5, 1}}; },
      "scheduling.admission.throttle.steps[0].above"},
+    {[](admission_options& a) { a.throttle.steps = {{0.5, 1}, {1.0, std::nullopt}}; },
+     "scheduling.admission.throttle.steps[1].above"},
     {[](admission_options& a) { a.throttle.steps = {{std::nan(""), 1}}; },
      "scheduling.admission.throttle.steps[0].above"},
     {[](admission_options& a) { a.recheck_interval = 0ms; },

@@ -670,15 +670,21 @@ BOOST_AUTO_TEST_CASE(victims_come_from_one_worker_and_never_below_a_groups_minim
 
 BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
   preemptions p;
-  p.asked(1, 100);
-  p.asked(2, 100);
+  p.asked(running(1, 1, 0, 0, 7), 100);  // token 10
+  p.asked(running(2, 1, 0, 0, 7), 100);  // token 20
   BOOST_TEST(p.asking_for(100));
   BOOST_TEST(p.asked(1));
-  p.attempt_ended(1, true, false);  // yielded; its code has not returned yet
-  BOOST_TEST(p.asking_for(100));    // no room before it does
-  p.slot_freed(1);
-  p.attempt_ended(2, false, true);  // ignored the request and finished
+  BOOST_TEST(p.losing(7) == 2);
+  p.attempt_ended(1, 11, true, true);  // another attempt's token: nothing
+  BOOST_TEST(p.asked(1));
+  p.attempt_ended(1, 10, true, false);  // yielded; its code has not returned yet
+  BOOST_TEST(p.asking_for(100));       // no room before it does
+  p.slot_freed(1, 99);                 // a stale return: nothing
+  BOOST_TEST(p.losing(7) == 2);
+  p.slot_freed(1, 10);
+  p.attempt_ended(2, 20, false, true);  // ignored the request and finished
   BOOST_TEST(!p.asking_for(100));
+  BOOST_TEST(p.losing(7) == 0);
   bool resumed = false;
   BOOST_TEST(p.hold(key_of(1), resumed));
   BOOST_TEST(resumed);
@@ -687,17 +693,22 @@ BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
   BOOST_TEST(p.held() == 1u);
   p.started(100, true);
   BOOST_TEST(p.release_stale({}).empty());  // it runs: keep holding
+  auto updated = key_of(1);
+  updated.priority = 9;
+  BOOST_TEST(p.update_held(updated));
+  BOOST_TEST(!p.update_held(key_of(3)));
   auto released = p.ended(100);
   BOOST_REQUIRE_EQUAL(released.size(), 1u);
   BOOST_TEST(released[0].row == 1);
+  BOOST_TEST(released[0].priority == 9);
   BOOST_TEST(p.held() == 0u);
   BOOST_TEST(p.ended(100).empty());
 }
 
 BOOST_AUTO_TEST_CASE(held_jobs_are_let_go_when_their_preemptor_stops_waiting) {
   preemptions p;
-  p.asked(1, 100);
-  p.attempt_ended(1, true, true);
+  p.asked(running(1, 1, 0, 0), 100);
+  p.attempt_ended(1, 10, true, true);
   bool resumed = false;
   BOOST_TEST(p.hold(key_of(1), resumed));
   BOOST_TEST(p.release_stale({100}).empty());  // still waiting for a slot
@@ -705,11 +716,30 @@ BOOST_AUTO_TEST_CASE(held_jobs_are_let_go_when_their_preemptor_stops_waiting) {
   BOOST_REQUIRE_EQUAL(released.size(), 1u);
   BOOST_TEST(p.held() == 0u);
   // A preemptor that ended before the yield committed holds nothing.
-  p.asked(2, 200);
-  p.attempt_ended(2, true, true);
+  p.asked(running(2, 1, 0, 0), 200);
+  p.attempt_ended(2, 20, true, true);
   BOOST_TEST(p.ended(200).empty());
   BOOST_TEST(!p.hold(key_of(2), resumed));
   BOOST_TEST(resumed);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_that_leaves_the_queue_is_forgotten_not_resumed) {
+  preemptions p;
+  p.asked(running(1, 1, 0, 0, 3), 100);
+  p.asked(running(2, 2, 0, 0, 3), 100);
+  p.attempt_ended(1, 10, true, true);
+  bool resumed = false;
+  BOOST_TEST(p.hold(key_of(1), resumed));
+  p.forget(1);  // the held job was cancelled
+  p.forget(2);  // the asked one's worker died and its job expired, say
+  BOOST_TEST(p.held() == 0u);
+  BOOST_TEST(!p.asking_for(100));
+  BOOST_TEST(p.losing(3) == 0);
+  BOOST_TEST(p.ended(100).empty());
+  // A gone worker answers the request whatever the attempt's token.
+  p.asked(running(4, 1, 0, 0), 300);
+  p.slot_freed(4, std::nullopt);
+  BOOST_TEST(!p.asking_for(300));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -186,7 +186,7 @@ void add_submitted(dispatcher_state& st, const storage::job_key& k, int64_t now)
 // Returns picked jobs that were not claimed to the index.
 void restore_picks(dispatcher_state& st, const std::vector<picked_job>& picks, int64_t now) {
   for (auto& p : picks) {
-    st.policy->unpick(p.job);
+    st.policy->unpick(p.job, true);
     st.policy->add(p.job, now);
     st.preempting.started(p.job.row, false);
   }
@@ -226,11 +226,12 @@ void ready_again(dispatcher_state& st, const storage::job_key& k, int64_t now) {
     add_pending(st, k, now);
 }
 
-// Whether some worker has room for `j` now or once jobs on their way arrive.
-bool room_for(const dispatcher_state& st, const picked_job& j) {
+// Whether a worker that is not leaving runs `j`'s type, is large enough for
+// its weight, and has at least `room` units free (counting jobs on their way).
+bool worker_for(const dispatcher_state& st, const picked_job& j, int32_t room) {
   bool found = false;
   st.workers.each([&](const worker_registry::worker& w) {
-    if (!w.leaving && w.wanted() >= j.job.weight
+    if (!w.leaving && w.max_capacity >= j.job.weight && w.wanted() >= room
         && std::find(w.types.begin(), w.types.end(), j.job.type) != w.types.end())
       found = true;
   });
@@ -255,10 +256,12 @@ void preempt_for(dispatcher_state& st, const picked_job& j, int64_t now) {
       auto w = st.workers.find(wid);
       return w ? w->wanted() : 0;
     },
-    [&](uint32_t group, int32_t weight) { return st.policy->may_lose(group, weight); });
+    [&](uint32_t group, int32_t weight) {
+      return st.policy->may_lose(group, weight + st.preempting.losing(group));
+    });
   auto preemptor = storage::make_job_id(j.job.added_at, st.cfg.id_tag, j.job.row);
   for (auto& v : victims) {
-    st.preempting.asked(v.row, j.job.row);
+    st.preempting.asked(v, j.job.row);
     ++st.preemptions_asked;
     caf::anon_send(st.workers.find(v.worker)->handle, preempt_attempt{v.row, v.token});
     if (wants_events(st))
@@ -277,14 +280,19 @@ constexpr size_t preemptors_per_pass = 16;
 void preempt(dispatcher_state& st, int64_t now) {
   if (!st.cfg.scheduling.preemption)
     return;
+  // A preemptor no worker can run does not wait for a slot: what yielded
+  // for it need not wait either.
   auto waiting = st.policy->preemptors(now);
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [&](const picked_job& j) { return !worker_for(st, j, 0); }),
+                waiting.end());
   std::unordered_set<int64_t> rows;
   for (auto& j : waiting)
     rows.insert(j.job.row);
   resume_all(st, st.preempting.release_stale(rows), now);
   size_t looked = 0;
   for (auto& j : waiting) {
-    if (st.preempting.asking_for(j.job.row) || room_for(st, j))
+    if (st.preempting.asking_for(j.job.row) || worker_for(st, j, j.job.weight))
       continue;
     if (++looked > preemptors_per_pass)
       break;
@@ -384,8 +392,10 @@ void lose_attempts(dispatcher_state& st, std::vector<storage::attempt_ref> attem
 // A gone worker runs no more code: its parked retries are free to go.
 void worker_gone(dispatcher_state& st, uint64_t worker) {
   auto now = st.cfg.clock->now_ms();
-  for (auto& key : st.attempts.worker_gone(worker))
+  for (auto& key : st.attempts.worker_gone(worker)) {
+    st.preempting.slot_freed(key.row, std::nullopt);  // its code runs no more
     ready_again(st, key, now);
+  }
   bool remote = st.remote.erase(worker) == 1;
   if (remote)
     lose_attempts(st, st.attempts.running_on(worker));
@@ -403,7 +413,7 @@ void worker_gone(dispatcher_state& st, uint64_t worker) {
 void free_returned(dispatcher_state& st, uint64_t worker,
                    const std::vector<storage::attempt_ref>& returned, int64_t now) {
   for (auto& a : returned) {
-    st.preempting.slot_freed(a.row);
+    st.preempting.slot_freed(a.row, a.token);
     if (st.attempts.find(a.row)) {
       if (auto freed = st.attempts.code_returned(a.row, a.token))
         free_slot(st, a.row, *freed);
@@ -447,7 +457,7 @@ void on_claim(dispatcher_state& st, const claim_result& c,
               std::unordered_map<int64_t, picked_job>& picks) {
   auto claim = st.workers.claim_committed(c.worker_id, c.missed);
   for (auto& job : claim.missed) {
-    st.policy->unpick(job);
+    st.policy->unpick(job, false);
     st.preempting.started(job.row, false);
   }
   for (auto& j : c.claimed)
@@ -477,7 +487,9 @@ void end_attempt(dispatcher_state& st, const storage::attempt_end& end, int64_t 
   bool reported = end.outcome != attempt_outcome::expired
                   && end.outcome != attempt_outcome::worker_lost
                   && end.outcome != attempt_outcome::process_restart;
-  st.preempting.attempt_ended(end.row, yielded, !(run && !run->code_returned && w && reported));
+  if (run)
+    st.preempting.attempt_ended(end.row, run->token, yielded,
+                                !(!run->code_returned && w && reported));
   auto effect = st.attempts.ended(end, w != nullptr);
   if (effect.freed)
     free_slot(st, end.row, *effect.freed);
@@ -513,20 +525,30 @@ void tell_waiters(final_watch& watch, const commit_feed& f) {
       watch.finished(end.row);
 }
 
+// A pending job was cancelled or passed its deadline: gone from the index,
+// from the parked retries and from preemption, and what yielded for it runs.
+void left_queue(dispatcher_state& st, const storage::job_key& k, int64_t now) {
+  st.attempts.drop_parked(k.row);
+  st.policy->remove(st.policy->entry_of(k));
+  st.policy->forget(k.row);
+  st.preempting.forget(k.row);
+  resume_all(st, st.preempting.ended(k.row), now);
+}
+
 void on_feed(dispatcher_state& st, const commit_feed& f) {
   auto now = st.cfg.clock->now_ms();
+  // Events of this feed's commit go before those its handling caused (a
+  // resumed job after the end of its preemptor).
+  auto caused_from = st.events.size();
   for (auto& k : f.added)
     add_submitted(st, k, now);
   for (auto& k : f.requeued)
     add_submitted(st, k, now);
-  for (auto& k : f.cancelled) {
-    st.attempts.drop_parked(k.row);
-    st.policy->remove(st.policy->entry_of(k));
-    st.policy->forget(k.row);
-    resume_all(st, st.preempting.ended(k.row), now);
-  }
+  for (auto& k : f.cancelled)
+    left_queue(st, k, now);
   for (auto& c : f.changed) {
-    if (!st.attempts.update_parked(c.after)) {  // a parked retry still waits for its code
+    // A parked retry still waits for its code; a held job for its preemptor.
+    if (!st.attempts.update_parked(c.after) && !st.preempting.update_held(c.after)) {
       st.policy->remove(st.policy->entry_of(c.before));
       add_pending(st, c.after, now);
     }
@@ -535,12 +557,8 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
     if (c.after.deadline && c.after.deadline != c.before.deadline)
       st.deadlines.emplace(*c.after.deadline, c.after.row);
   }
-  for (auto& k : f.expired) {
-    st.attempts.drop_parked(k.row);
-    st.policy->remove(st.policy->entry_of(k));
-    st.policy->forget(k.row);
-    resume_all(st, st.preempting.ended(k.row), now);
-  }
+  for (auto& k : f.expired)
+    left_queue(st, k, now);
   std::unordered_map<int64_t, picked_job> picks;
   for (auto& c : f.claims)
     on_claim(st, c, picks);
@@ -551,7 +569,7 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   for (auto& r : f.released) {
     if (auto freed = st.attempts.released(r.key.row, r.token))
       free_slot(st, r.key.row, *freed);
-    st.preempting.attempt_ended(r.key.row, false, true);
+    st.preempting.attempt_ended(r.key.row, r.token, false, true);
     st.preempting.started(r.key.row, false);
     add_pending(st, r.key, now);
   }
@@ -560,8 +578,12 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   for (auto& c : f.cancel_requests)
     ask_to_stop(st, c.attempt);
   tell_waiters(*st.cfg.watch, f);
-  if (wants_events(st))
-    add_events(st, feed_events(f, now, picks, st.attempts, *st.policy));
+  if (wants_events(st)) {
+    auto committed = feed_events(f, now, picks, st.attempts, *st.policy);
+    st.events.insert(st.events.begin() + static_cast<std::ptrdiff_t>(caused_from),
+                     std::make_move_iterator(committed.begin()),
+                     std::make_move_iterator(committed.end()));
+  }
 }
 
 void on_write_failed(dispatcher_state& st, const write_failed& w) {

@@ -1,6 +1,7 @@
 #include "preemptions.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 namespace ergon::actors {
@@ -31,8 +32,9 @@ std::vector<preemptions::candidate> preemptions::choose(std::vector<candidate> c
   return {};
 }
 
-void preemptions::asked(int64_t victim, int64_t preemptor) {
-  asks_[victim] = preemptor;
+void preemptions::asked(const candidate& victim, int64_t preemptor) {
+  asks_[victim.row] = {preemptor, victim.token, victim.group, victim.weight};
+  losing_[victim.group] += victim.weight;
   ++preemptors_[preemptor].asks;
 }
 
@@ -41,22 +43,29 @@ bool preemptions::asking_for(int64_t preemptor) const {
   return p != preemptors_.end() && p->second.asks > 0;
 }
 
-void preemptions::attempt_ended(int64_t row, bool yielded, bool slot_free) {
-  auto a = asks_.find(row);
-  if (a == asks_.end())
-    return;
-  if (yielded)
-    yielded_[row] = a->second;
-  if (slot_free)
-    slot_freed(row);
+int32_t preemptions::losing(uint32_t group) const {
+  auto l = losing_.find(group);
+  return l == losing_.end() ? 0 : l->second;
 }
 
-void preemptions::slot_freed(int64_t row) {
+void preemptions::attempt_ended(int64_t row, int64_t token, bool yielded, bool slot_free) {
   auto a = asks_.find(row);
-  if (a == asks_.end())
+  if (a == asks_.end() || a->second.token != token)
     return;
-  if (auto p = preemptors_.find(a->second); p != preemptors_.end())
+  if (yielded)
+    yielded_[row] = a->second.preemptor;
+  if (slot_free)
+    slot_freed(row, token);
+}
+
+void preemptions::slot_freed(int64_t row, std::optional<int64_t> token) {
+  auto a = asks_.find(row);
+  if (a == asks_.end() || (token && a->second.token != *token))
+    return;
+  if (auto p = preemptors_.find(a->second.preemptor); p != preemptors_.end())
     --p->second.asks;
+  if (auto l = losing_.find(a->second.group); l != losing_.end() && (l->second -= a->second.weight) <= 0)
+    losing_.erase(l);
   asks_.erase(a);
 }
 
@@ -70,8 +79,8 @@ bool preemptions::hold(const storage::job_key& key, bool& resumed) {
   auto p = preemptors_.find(preemptor);
   if (p == preemptors_.end())
     return false;  // it ended already
-  p->second.held.push_back(key);
-  ++held_count_;
+  p->second.held[key.row] = key;
+  held_by_[key.row] = preemptor;
   return true;
 }
 
@@ -80,14 +89,22 @@ void preemptions::started(int64_t preemptor, bool yes) {
     p->second.started = yes;
 }
 
+std::vector<storage::job_key> preemptions::release(
+  std::unordered_map<int64_t, preemptor_state>::iterator p) {
+  std::vector<storage::job_key> out;
+  for (auto& [row, key] : p->second.held) {
+    held_by_.erase(row);
+    out.push_back(std::move(key));
+  }
+  preemptors_.erase(p);
+  return out;
+}
+
 std::vector<storage::job_key> preemptions::ended(int64_t row) {
   auto p = preemptors_.find(row);
   if (p == preemptors_.end())
     return {};
-  auto held = std::move(p->second.held);
-  held_count_ -= held.size();
-  preemptors_.erase(p);
-  return held;
+  return release(p);
 }
 
 std::vector<storage::job_key> preemptions::release_stale(
@@ -99,11 +116,31 @@ std::vector<storage::job_key> preemptions::release_stale(
       ++p;
       continue;
     }
-    held_count_ -= st.held.size();
-    out.insert(out.end(), st.held.begin(), st.held.end());
-    p = preemptors_.erase(p);
+    auto next = std::next(p);
+    auto keys = release(p);
+    out.insert(out.end(), std::make_move_iterator(keys.begin()),
+               std::make_move_iterator(keys.end()));
+    p = next;
   }
   return out;
+}
+
+void preemptions::forget(int64_t row) {
+  slot_freed(row, std::nullopt);
+  yielded_.erase(row);
+  if (auto h = held_by_.find(row); h != held_by_.end()) {
+    if (auto p = preemptors_.find(h->second); p != preemptors_.end())
+      p->second.held.erase(row);
+    held_by_.erase(h);
+  }
+}
+
+bool preemptions::update_held(const storage::job_key& after) {
+  auto h = held_by_.find(after.row);
+  if (h == held_by_.end())
+    return false;
+  preemptors_.at(h->second).held[after.row] = after;
+  return true;
 }
 
 }  // namespace ergon::actors

@@ -48,19 +48,31 @@ class preemptions {
                                        const room_of& room, const may_lose& lose);
 
   /// Records that `victim` was asked to yield for `preemptor`.
-  void asked(int64_t victim, int64_t preemptor);
-  /// Whether attempts asked for `preemptor` have not all ended.
+  void asked(const candidate& victim, int64_t preemptor);
+  /// Whether attempts asked for `preemptor` have not all freed their slots.
   bool asking_for(int64_t preemptor) const;
-  /// Whether the attempt of `row` was asked and has not ended.
+  /// Whether the attempt of `row` was asked and has not freed its slot.
   bool asked(int64_t row) const { return asks_.count(row) == 1; }
+  /// Weight of `group`'s running attempts asked to yield that still run:
+  /// what it is about to lose (min_slots count it).
+  int32_t losing(uint32_t group) const;
 
-  /// The attempt of `row` ended; `yielded` if it yielded (its job then
+  /// The attempt (row, token) ended; `yielded` if it yielded (its job then
   /// waits for hold()). `slot_free`: its code is not running any more (or
   /// never will report back); otherwise the request stays outstanding until
-  /// slot_freed(), as the worker has no room until the code returns.
-  void attempt_ended(int64_t row, bool yielded, bool slot_free);
-  /// The code of the attempt of `row` returned: its request is answered.
-  void slot_freed(int64_t row);
+  /// slot_freed(), as the worker has no room until the code returns. A
+  /// token that is not the asked attempt's changes nothing.
+  void attempt_ended(int64_t row, int64_t token, bool yielded, bool slot_free);
+  /// The code of attempt (row, token) returned, or its worker is gone (no
+  /// token: whichever attempt was asked): its request is answered.
+  void slot_freed(int64_t row, std::optional<int64_t> token);
+
+  /// The job of `row` left the queue (cancelled, expired): nothing of it is
+  /// kept, and a held key is dropped rather than resumed.
+  void forget(int64_t row);
+  /// A held job was updated: keeps `after` as its key. False if it is not
+  /// held (the caller moves it in the index instead).
+  bool update_held(const storage::job_key& after);
 
   /// The job of `row` is ready to run again. Returns true if it yielded and
   /// must be held until its preemptor ends (it is kept with `key`); false if
@@ -79,19 +91,30 @@ class preemptions {
   std::vector<storage::job_key> release_stale(const std::unordered_set<int64_t>& waiting);
 
   /// Yielded jobs held now.
-  size_t held() const noexcept { return held_count_; }
+  size_t held() const noexcept { return held_by_.size(); }
 
  private:
+  struct ask {
+    int64_t preemptor = 0;
+    int64_t token = 0;
+    uint32_t group = 0;
+    int32_t weight = 1;
+  };
   struct preemptor_state {
-    int32_t asks = 0;  ///< asked attempts that have not ended
+    int32_t asks = 0;  ///< asked attempts that have not freed their slots
     bool started = false;
-    std::vector<storage::job_key> held;
+    std::unordered_map<int64_t, storage::job_key> held;  // by row
   };
 
-  std::unordered_map<int64_t, int64_t> asks_;     // victim row -> preemptor row
+  std::unordered_map<int64_t, ask> asks_;         // by victim row
+  std::unordered_map<uint32_t, int32_t> losing_;  // by group
   std::unordered_map<int64_t, int64_t> yielded_;  // yielded row -> preemptor row
+  std::unordered_map<int64_t, int64_t> held_by_;  // held row -> preemptor row
   std::unordered_map<int64_t, preemptor_state> preemptors_;
-  size_t held_count_ = 0;
+
+  // Drops preemptor `p`, returning the keys held for it.
+  std::vector<storage::job_key> release(
+    std::unordered_map<int64_t, preemptor_state>::iterator p);
 };
 
 }  // namespace ergon::actors

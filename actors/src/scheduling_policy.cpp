@@ -360,6 +360,15 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
   promote(now);
   if (ready_count_ == 0)
     return std::nullopt;
+  // Deferrals count once per pick, however many passes looked at the job.
+  deferred_pressure_now_ = deferred_io_now_ = false;
+  struct count_deferrals {
+    scheduling_policy& p;
+    ~count_deferrals() {
+      p.deferred_by_pressure_ += p.deferred_pressure_now_ ? 1 : 0;
+      p.deferred_by_io_ += p.deferred_io_now_ ? 1 : 0;
+    }
+  } counting{*this};
   struct option {
     uint32_t group;
     candidate c;
@@ -504,10 +513,10 @@ bool scheduling_policy::end_io(int64_t row, io_estimate* io) {
   return true;
 }
 
-void scheduling_policy::unpick(const pending_job& e) {
+void scheduling_policy::unpick(const pending_job& e, bool pending_again) {
   io_estimate io;
-  if (end_io(e.row, &io))
-    io_[e.row] = io;  // pending again
+  if (end_io(e.row, &io) && pending_again)
+    io_[e.row] = io;
   finished(e.row, e.group, e.type, e.weight);
 }
 
@@ -748,15 +757,13 @@ bool scheduling_policy::admitted(const pending_job& head, int32_t effective) {
   if (!opts_.admission)
     return true;
   if (!opts_.admission->throttle.admits(pressure_, effective)) {
-    ++deferred_by_pressure_;
-    deferring_ = true;
+    deferred_pressure_now_ = deferring_ = true;
     return false;
   }
   if ((head.flags & pending_job::declares_io) && opts_.admission->io_budget) {
     auto io = io_.find(head.row);
     if (io != io_.end() && !io_fits(io->second)) {
-      ++deferred_by_io_;
-      deferring_ = true;
+      deferred_io_now_ = deferring_ = true;
       return false;
     }
   }

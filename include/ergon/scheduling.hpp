@@ -78,9 +78,9 @@ struct pressure_source {
   std::function<double()> read;
 };
 
-/// One step of a throttle policy: while the pressure is above `above`, only
-/// jobs whose effective priority is at least `min_priority` start; with no
-/// min_priority, nothing new starts.
+/// One step of a throttle policy: while the pressure is above `above` (0 to
+/// below 1), only jobs whose effective priority is at least `min_priority`
+/// start; with no min_priority, nothing new starts.
 struct throttle_step {
   double above = 1.0;
   std::optional<int32_t> min_priority;
@@ -247,8 +247,8 @@ struct metrics_snapshot {
   int64_t preempted_waiting = 0;
   /// Admission: the combined pressure at the last dispatch (0 without
   /// sources), each source's last good reading, readings that threw or were
-  /// NaN, and picks passed over because admission deferred the job (by the
-  /// throttle, or by the I/O budget).
+  /// NaN, and picks that passed over a job because admission deferred it
+  /// (by the throttle, or by the I/O budget), once per pick.
   double pressure = 0;
   std::vector<pressure_reading> pressure_by_source;
   int64_t pressure_errors = 0;

@@ -114,12 +114,10 @@ status validate_peer_timeout(const std::string& field, std::chrono::milliseconds
 
 namespace {
 
-// A fraction in [lo, 1] (lo_open: above lo), named in errors.
-status check_fraction(const std::string& field, double x, double lo, bool lo_open) {
-  if (!(x <= 1.0) || !(lo_open ? x > lo : x >= lo))
-    return invalid_field(field, std::string{"must be "} + (lo_open ? "above " : "at least ")
-                                  + std::to_string(lo) + " and at most 1, got "
-                                  + std::to_string(x));
+// A fraction in (0, 1], named in errors.
+status check_fraction(const std::string& field, double x) {
+  if (!(x > 0.0 && x <= 1.0))
+    return invalid_field(field, "must be above 0 and at most 1, got " + std::to_string(x));
   return {};
 }
 
@@ -135,12 +133,14 @@ status validate(const admission_options& a) {
     if (!source.read)
       return invalid_field(field + ".read", "is empty for source '" + source.name + "'");
   }
-  for (size_t i = 0; i < a.throttle.steps.size(); ++i)
-    if (auto st = check_fraction(
-          "scheduling.admission.throttle.steps[" + std::to_string(i) + "].above",
-          a.throttle.steps[i].above, 0.0, false);
-        !st)
-      return st;
+  // Pressure is at most 1, so a step must start below it to ever apply.
+  for (size_t i = 0; i < a.throttle.steps.size(); ++i) {
+    auto above = a.throttle.steps[i].above;
+    if (!(above >= 0.0 && above < 1.0))
+      return invalid_field("scheduling.admission.throttle.steps[" + std::to_string(i) + "].above",
+                           "must be at least 0 and below 1 (pressure never passes 1), got "
+                             + std::to_string(above));
+  }
   if (auto st = check_positive_ms("scheduling.admission.recheck_interval",
                                   a.recheck_interval.count());
       !st)
@@ -154,9 +154,9 @@ status validate(const admission_options& a) {
                                   b.sample_interval.count());
       !st)
     return st;
-  if (auto st = check_fraction("scheduling.admission.io_budget.share", b.share, 0.0, true); !st)
+  if (auto st = check_fraction("scheduling.admission.io_budget.share", b.share); !st)
     return st;
-  return check_fraction("scheduling.admission.io_budget.smoothing", b.smoothing, 0.0, true);
+  return check_fraction("scheduling.admission.io_budget.smoothing", b.smoothing);
 }
 
 }  // namespace

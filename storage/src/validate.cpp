@@ -62,6 +62,16 @@ status in_template(const status& st) {
 
 }  // namespace
 
+// Declared I/O: 0 to 1 TiB, so that the running total of millions of jobs
+// cannot overflow.
+status check_io(const char* field, int64_t bytes) {
+  constexpr int64_t max_io = int64_t{1} << 40;
+  if (bytes < 0 || bytes > max_io)
+    return invalid_field(field, "must be 0 to " + std::to_string(max_io) + " bytes (1 TiB), got "
+                                  + std::to_string(bytes));
+  return {};
+}
+
 status validate(const job& j, size_t max_payload_bytes) {
   return first_failure(
     [&] { return check_label("type", j.type); },
@@ -99,13 +109,11 @@ status validate(const job& j, size_t max_payload_bytes) {
       return j.result_ttl_ms ? check_not_negative("result_ttl", *j.result_ttl_ms) : status{};
     },
     [&] {
-      return j.expected_io ? check_not_negative("expected_io.read_bytes",
-                                                j.expected_io->read_bytes)
+      return j.expected_io ? check_io("expected_io.read_bytes", j.expected_io->read_bytes)
                            : status{};
     },
     [&] {
-      return j.expected_io ? check_not_negative("expected_io.write_bytes",
-                                                j.expected_io->write_bytes)
+      return j.expected_io ? check_io("expected_io.write_bytes", j.expected_io->write_bytes)
                            : status{};
     });
 }
@@ -155,6 +163,12 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
       return r.job.unique_key
                ? invalid_field("job.unique_key", "must be unset: a recurring job has one "
                                                  "unfinished instance at a time anyway")
+               : status{};
+    },
+    [&] {
+      return r.job.expected_io
+               ? invalid_field("job.expected_io", "is not kept for recurring jobs: leave it "
+                                                  "unset")
                : status{};
     },
     [&] {

@@ -89,8 +89,9 @@ class scheduling_policy {
   /// free, or nothing. The job leaves the index and counts as running.
   std::optional<picked_job> pick(const std::vector<uint32_t>& types, int32_t room, int64_t now);
   /// A picked job was not claimed after all (cancelled meanwhile, or the
-  /// write failed): it no longer counts as running.
-  void unpick(const pending_job& e);
+  /// write failed): it no longer counts as running. `pending_again`: the
+  /// caller adds it back (its declared I/O is kept for that).
+  void unpick(const pending_job& e, bool pending_again);
   /// The attempt of job `row` ended (its slot and declared I/O are free).
   void finished(int64_t row, uint32_t group, uint32_t type, int32_t weight);
   /// Counts a job as running that was not picked through pick() (its pick
@@ -295,6 +296,8 @@ class scheduling_policy {
   // admission
   double pressure_ = 0;
   bool deferring_ = false;
+  bool deferred_pressure_now_ = false;  // within one pick
+  bool deferred_io_now_ = false;
   int64_t deferred_by_pressure_ = 0;
   int64_t deferred_by_io_ = 0;
   // Declared I/O of pending jobs, and of running ones with their total.
