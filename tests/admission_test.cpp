@@ -13,6 +13,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include "disk_throughput.hpp"
@@ -26,11 +27,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A pressure source the test sets.
+// A pressure source the test sets. The source shares the value: the queue
+// (a fixture member) reads it until it closes, after the test body ends.
 struct dial {
-  std::atomic<double> value{0.0};
+  std::shared_ptr<std::atomic<double>> value = std::make_shared<std::atomic<double>>(0.0);
+  void set(double x) { value->store(x); }
   pressure_source source(const std::string& name = "dial") {
-    return {name, [this] { return value.load(); }};
+    return {name, [v = value] { return v->load(); }};
   }
 };
 
@@ -171,7 +174,7 @@ BOOST_AUTO_TEST_SUITE(through_workers)
 
 BOOST_FIXTURE_TEST_CASE(pressure_at_0_9_defers_low_work_and_admits_high_work, queue_fixture) {
   dial d;
-  d.value = 0.9;
+  d.set(0.9);
   admission_options a;
   a.sources = {d.source()};
   a.recheck_interval = 500ms;
@@ -195,7 +198,7 @@ BOOST_FIXTURE_TEST_CASE(pressure_at_0_9_defers_low_work_and_admits_high_work, qu
   BOOST_REQUIRE_EQUAL(m->pressure_by_source.size(), 1u);
   BOOST_TEST(m->pressure_by_source[0].source == "dial");
   // The pressure drops; nothing else happens but the recheck timer.
-  d.value = 0.2;
+  d.set(0.2);
   advance(500ms);
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, low));
   BOOST_TEST(q->metrics()->pressure == 0.2);
@@ -203,7 +206,7 @@ BOOST_FIXTURE_TEST_CASE(pressure_at_0_9_defers_low_work_and_admits_high_work, qu
 
 BOOST_FIXTURE_TEST_CASE(above_0_95_nothing_new_starts, queue_fixture) {
   dial d;
-  d.value = 0.99;
+  d.set(0.99);
   admission_options a;
   a.sources = {d.source(), {"calm", [] { return 0.0; }}};
   reopen(admitting(a));
@@ -214,7 +217,7 @@ BOOST_FIXTURE_TEST_CASE(above_0_95_nothing_new_starts, queue_fixture) {
   advance(1'000ms);
   advance(1'000ms);
   BOOST_TEST(status_of(*q, high) == job_status::pending);
-  d.value = 0.5;
+  d.set(0.5);
   advance(1'000ms);
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, high));
 }
@@ -233,12 +236,15 @@ BOOST_FIXTURE_TEST_CASE(a_throwing_source_is_skipped_and_counted, queue_fixture)
 
 // Disk reads of 1,000 B/s make a window of 0.8 * 1,000 * 2 = 1,600 bytes.
 BOOST_FIXTURE_TEST_CASE(the_io_budget_defers_a_job_until_running_io_drops, queue_fixture) {
-  std::atomic<int64_t> read_total{0};
+  // Shared with the reader, which the queue calls until it closes.
+  auto read_total = std::make_shared<std::atomic<int64_t>>(0);
   admission_options a;
   a.throttle.steps.clear();
   io_budget_options b;
   b.smoothing = 1.0;  // the newest sample only: the rate does not depend on earlier ones
-  b.read_totals = [&]() -> std::optional<io_totals> { return io_totals{read_total.load(), 0}; };
+  b.read_totals = [read_total]() -> std::optional<io_totals> {
+    return io_totals{read_total->load(), 0};
+  };
   a.io_budget = b;
   reopen(admitting(a));
   // metrics() before and after each step: the dispatcher has started (and
@@ -247,7 +253,7 @@ BOOST_FIXTURE_TEST_CASE(the_io_budget_defers_a_job_until_running_io_drops, queue
   BOOST_REQUIRE(q->metrics().has_value());
   advance(1'000ms);  // first sample
   BOOST_REQUIRE(q->metrics().has_value());
-  read_total = 1'000;
+  read_total->store(1'000);
   advance(1'000ms);  // a rate of 1,000 B/s
   BOOST_REQUIRE(q->metrics().has_value());
   // One gate per job (its payload), made before any job thread reads the map.

@@ -73,6 +73,7 @@ struct preemption_options {
 /// deferred, so it must be cheap (read a value kept current elsewhere).
 /// Values outside [0, 1] are clamped. A reading that throws or is NaN is
 /// skipped, counted in metrics_snapshot::pressure_errors and logged once.
+/// It is called until the queue closes: what it refers to must live as long.
 struct pressure_source {
   std::string name;
   std::function<double()> read;
@@ -116,8 +117,8 @@ struct io_budget_options {
   std::chrono::milliseconds sample_interval{1'000};
   double smoothing = 0.3;
   /// The disks' totals; empty: the whole disks in /proc/diskstats. Called
-  /// on the dispatcher's thread once per sample_interval. Returning nothing
-  /// skips the sample.
+  /// on the dispatcher's thread once per sample_interval, until the queue
+  /// closes. Returning nothing (or throwing) skips the sample.
   std::function<std::optional<io_totals>()> read_totals;
 };
 
