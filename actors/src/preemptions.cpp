@@ -33,7 +33,7 @@ std::vector<preemptions::candidate> preemptions::choose(std::vector<candidate> c
 }
 
 void preemptions::asked(const candidate& victim, int64_t preemptor) {
-  asks_[victim.row] = {preemptor, victim.token, victim.group, victim.weight};
+  asks_[victim.row] = {preemptor, victim};
   losing_[victim.group] += victim.weight;
   ++preemptors_[preemptor].asks;
 }
@@ -50,7 +50,7 @@ int32_t preemptions::losing(uint32_t group) const {
 
 void preemptions::attempt_ended(int64_t row, int64_t token, bool yielded, bool slot_free) {
   auto a = asks_.find(row);
-  if (a == asks_.end() || a->second.token != token)
+  if (a == asks_.end() || a->second.victim.token != token)
     return;
   if (yielded)
     yielded_[row] = a->second.preemptor;
@@ -60,11 +60,12 @@ void preemptions::attempt_ended(int64_t row, int64_t token, bool yielded, bool s
 
 void preemptions::slot_freed(int64_t row, std::optional<int64_t> token) {
   auto a = asks_.find(row);
-  if (a == asks_.end() || (token && a->second.token != *token))
+  if (a == asks_.end() || (token && a->second.victim.token != *token))
     return;
   if (auto p = preemptors_.find(a->second.preemptor); p != preemptors_.end())
     --p->second.asks;
-  if (auto l = losing_.find(a->second.group); l != losing_.end() && (l->second -= a->second.weight) <= 0)
+  if (auto l = losing_.find(a->second.victim.group);
+      l != losing_.end() && (l->second -= a->second.victim.weight) <= 0)
     losing_.erase(l);
   asks_.erase(a);
 }

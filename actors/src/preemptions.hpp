@@ -96,9 +96,7 @@ class preemptions {
  private:
   struct ask {
     int64_t preemptor = 0;
-    int64_t token = 0;
-    uint32_t group = 0;
-    int32_t weight = 1;
+    candidate victim;
   };
   struct preemptor_state {
     int32_t asks = 0;  ///< asked attempts that have not freed their slots
