@@ -4,12 +4,15 @@
 //   ergon-server --db jobs.db [--bind 127.0.0.1] [--port 4780]
 //                [--secret-file FILE] [--tls-cert F --tls-key F --tls-ca F]
 //                [--http-port 4781 [--http-bind 127.0.0.1]]
+//   ergon-server --make-secret FILE
 //
 // Prints "ergon-server listening on <bind>:<port>" once it takes requests
 // (with --port 0 the port is the one the system chose), then, with
-// --http-port, "ergon-server http on <bind>:<port>" (metrics, dashboard). SIGINT or SIGTERM
-// closes the queue like queue::close (running jobs get 30 s) and exits 0.
-// See docs/distribution.md for the secret and TLS.
+// --http-port, "ergon-server http on <bind>:<port>" (metrics, dashboard).
+// Exit status: 0 after SIGINT or SIGTERM, which close the queue like
+// queue::close (running jobs get 30 s); 1 if it can't start (or its close
+// failed); 3 once a client closed the queue (close_atom), so a supervisor
+// sees it gone. See docs/distribution.md for the secret and TLS.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -20,25 +23,61 @@
 #include <ergon/queue.hpp>
 #include <ergon/queue_actor.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <optional>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <pthread.h>
 #include <cstdlib>
+#include <thread>
+
+namespace {
+
+using signal_atom = caf::atom_constant<caf::atom("ergsignal")>;
+
+// Writes a new secret to `path`, which must not exist yet, readable by its
+// owner only.
+int make_secret_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    std::cerr << "ergon-server: --make-secret " << path << ": " << std::strerror(errno) << '\n';
+    return 1;
+  }
+  auto line = ergon::make_secret() + "\n";
+  bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  written = ::close(fd) == 0 && written;
+  if (!written) {
+    std::cerr << "ergon-server: --make-secret " << path << ": " << std::strerror(errno) << '\n';
+    return 1;
+  }
+  std::cout << "ergon-server: wrote a new secret to " << path << " (mode 0600)" << std::endl;
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ergon-server: a durable job queue on a port"};
   std::string db;
   std::string bind = "127.0.0.1";
   uint16_t port = 4780;
-  app.add_option("--db", db, "the database file (created if missing)")->required();
+  auto db_option = app.add_option("--db", db, "the database file (created if missing)");
+  std::string new_secret;
+  app.add_option("--make-secret", new_secret,
+                 "write a new secret (32 random bytes as 64 hex digits) to this file, which "
+                 "must not exist, readable by its owner only; then exit")
+    ->excludes(db_option);
   app.add_option("--bind", bind, "the address to listen on")->capture_default_str();
   app.add_option("--port", port, "the port to listen on; 0 picks a free one")->capture_default_str();
   std::string secret_file;
   app.add_option("--secret-file", secret_file,
-                 "a file holding the shared secret (one line, at least 16 bytes); only nodes "
-                 "that prove it reach the queue")
+                 "a file holding the shared secret (one line: 64+ hex digits, as --make-secret "
+                 "writes); only nodes that prove it reach the queue")
     ->check(CLI::ExistingFile);
   ergon::tls_options tls;
   std::string passphrase_file;
@@ -47,6 +86,17 @@ int main(int argc, char** argv) {
   auto ca = app.add_option("--tls-ca", tls.ca_file, "the CAs a client certificate must chain to");
   app.add_option("--tls-passphrase-file", passphrase_file, "a file holding the key's passphrase")
     ->check(CLI::ExistingFile);
+  app.add_option("--tls-peer-name", tls.peer_name,
+                 "the name every client certificate must carry (DNS name or IP address); "
+                 "unset: any certificate the CA signed");
+  bool allow_open_files = false;
+  app.add_flag("--allow-open-files", allow_open_files,
+               "accept a secret, key or passphrase file that its group or others may read "
+               "(with a warning); refused otherwise, as ssh does");
+  size_t max_message_bytes = ergon::default_message_limit;
+  app.add_option("--max-message-bytes", max_message_bytes,
+                 "the largest message a connection may send; a larger one closes it")
+    ->capture_default_str();
   int64_t peer_timeout_ms = 0;
   app.add_option("--peer-timeout-ms", peer_timeout_ms,
                  "drop a node silent for this long and retry its jobs at once (worker lost); "
@@ -68,13 +118,21 @@ int main(int argc, char** argv) {
   key->needs(cert, ca);
   ca->needs(cert, key);
   CLI11_PARSE(app, argc, argv);
+  if (!new_secret.empty())
+    return make_secret_file(new_secret);
+  if (db.empty()) {
+    std::cerr << "ergon-server: --db is required\n" << app.help();
+    return 1;
+  }
+  auto access = allow_open_files ? ergon::file_access::any : ergon::file_access::owner_only;
+  tls.key_access = access;
 
   ergon::credentials creds;
   for (auto [file, slot] : {std::pair{&secret_file, &creds.secret},
                             std::pair{&passphrase_file, &tls.passphrase}}) {
     if (file->empty())
       continue;
-    auto text = ergon::read_secret_file(*file);
+    auto text = ergon::read_secret_file(*file, access);
     if (!text) {
       std::cerr << "ergon-server: " << text.error() << '\n';
       return 1;
@@ -94,6 +152,10 @@ int main(int argc, char** argv) {
   cfg.load<caf::io::middleman>();
   if (auto st = ergon::set_peer_timeout(cfg, std::chrono::milliseconds{peer_timeout_ms}); !st) {
     std::cerr << "ergon-server: --peer-timeout-ms: " << st << '\n';
+    return 1;
+  }
+  if (auto st = ergon::set_max_message_size(cfg, max_message_bytes); !st) {
+    std::cerr << "ergon-server: --max-message-bytes: " << st << '\n';
     return 1;
   }
   if (!tls.certificate.empty()) {
@@ -125,11 +187,26 @@ int main(int argc, char** argv) {
   if (http_port)
     std::cout << "ergon-server http on " << http_bind << ":" << *ergon::http_port(*q) << std::endl;
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  std::cout << "ergon-server: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", closing"
-            << std::endl;
+  // Either a signal, or the queue closes by itself: a client sent close.
   caf::scoped_actor self{sys};
+  self->monitor(*q);
+  std::thread{[stop_signals, me = caf::actor{self}] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    caf::send_as(me, me, signal_atom::value, sig);
+  }}.detach();
+  bool signalled = false;
+  self->receive(
+    [&](signal_atom, int sig) {
+      signalled = true;
+      std::cout << "ergon-server: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", closing"
+                << std::endl;
+    },
+    [&](caf::down_msg&) {});
+  if (!signalled) {
+    std::cerr << "ergon-server: a client closed the queue; exiting with status 3" << std::endl;
+    return 3;
+  }
   int rc = 0;
   self->request(*q, caf::infinite, ergon::close_atom::value)
     .receive([](ergon::ok_atom) {},

@@ -74,7 +74,11 @@ struct certificates {
   }
 
   tls_options node(const std::string& name, const std::string& ca = "ca") const {
-    return {dir.file(name + ".pem"), dir.file(name + ".key"), "", dir.file(ca + ".pem")};
+    tls_options tls;
+    tls.certificate = dir.file(name + ".pem");
+    tls.key = dir.file(name + ".key");
+    tls.ca_file = dir.file(ca + ".pem");
+    return tls;
   }
 
   std::vector<std::string> server_args() const {

@@ -197,7 +197,9 @@ BOOST_AUTO_TEST_CASE(bad_listen_options_are_named_and_open_nothing) {
   refused(short_secret, "secret");
   options missing_cert;
   missing_cert.listen = listen_options{};
-  missing_cert.listen->tls = {dir.file("none.pem"), dir.file("none.key"), "", dir.file("ca.pem")};
+  missing_cert.listen->tls.certificate = dir.file("none.pem");
+  missing_cert.listen->tls.key = dir.file("none.key");
+  missing_cert.listen->tls.ca_file = dir.file("ca.pem");
   refused(missing_cert, "certificate");
   BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
 

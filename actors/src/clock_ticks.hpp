@@ -8,6 +8,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/clock.hpp"
 
@@ -19,7 +20,7 @@ void tick_on_advance(Self* self, const std::shared_ptr<ergon::clock>& clock) {
   caf::actor_addr addr = self->address();
   auto handle = clock->subscribe([addr] {
     if (auto hdl = caf::actor_cast<caf::actor>(addr))
-      caf::anon_send(hdl, tick_atom::value);
+      tell(hdl, tick_atom::value);
   });
   self->attach_functor([clock, handle] { clock->unsubscribe(handle); });
 }

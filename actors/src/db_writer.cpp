@@ -85,6 +85,7 @@ class writer {
       : cfg_(std::move(cfg)), rng_(std::random_device{}()) {}
 
   void run(caf::blocking_actor* self) {
+    me_ = caf::actor_cast<caf::actor>(self);
     bool stopping = false;
     std::vector<reply_to<status>> on_closed;
     caf::behavior bhvr{
@@ -133,7 +134,7 @@ class writer {
         stopping = true;
         on_closed.push_back(std::move(c.reply));
         if (cfg_.listener && cfg_.feeds->ring_waiting())
-          caf::anon_send(cfg_.listener, feed_ready_atom::value);
+          caf::send_as(me_, cfg_.listener, feed_ready_atom::value);
       },
       [&](caf::exit_msg&) { stopping = true; },
     };
@@ -164,7 +165,7 @@ class writer {
     for (unsigned i = 0; self->mailbox().empty(); ++i) {
       if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) {
         if (cfg_.listener && cfg_.feeds->ring_waiting())
-          caf::anon_send(cfg_.listener, feed_ready_atom::value);
+          caf::send_as(me_, cfg_.listener, feed_ready_atom::value);
         return;  // receive() sleeps until mail arrives
       }
     }
@@ -237,7 +238,7 @@ class writer {
         if (!out.answers_report)
           continue;
       }
-      caf::anon_send(worker, std::move(out));
+      caf::send_as(me_, worker, std::move(out));
     }
     assigns_.clear();
   }
@@ -699,7 +700,7 @@ class writer {
     }
     // Ringing after the replies keeps the send off callers' latency.
     if (ring)
-      caf::anon_send(cfg_.listener, feed_ready_atom::value);
+      caf::send_as(me_, cfg_.listener, feed_ready_atom::value);
     counts_.clear();
     feed_ = commit_feed{};
     open_ = false;
@@ -709,6 +710,9 @@ class writer {
   }
 
   db_writer_config cfg_;
+  // What it sends carries it as the sender: gated actors, and the
+  // transport's rules on remote workers, refuse messages without one.
+  caf::actor me_;
   std::mt19937_64 rng_;
   bool open_ = false;  // a transaction is open
   // Next free row id within the open transaction (0: unknown). Only valid

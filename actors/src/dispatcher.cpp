@@ -39,6 +39,9 @@ constexpr int64_t storage_retry_ms = 1'000;
 
 struct dispatcher_state {
   dispatcher_config cfg;
+  // The sender of what it sends: gated actors, and the transport's rules
+  // on remote workers, refuse messages without one.
+  caf::actor me;
   // Pending jobs, kept current by the commit feeds.
   std::unique_ptr<scheduling_policy> policy;
   std::multimap<int64_t, int64_t> deadlines;  // at -> row
@@ -161,14 +164,14 @@ void on_timer(dispatcher_state& st) {
   for (auto& a : st.attempts.due(now))
     expiring.attempts.push_back({a.row, a.token, 0.0});
   if (!expiring.attempts.empty())
-    caf::anon_send(st.cfg.writer, std::move(expiring));
+    caf::send_as(st.me, st.cfg.writer, std::move(expiring));
   expire_pending_batch overdue;
   while (!st.deadlines.empty() && st.deadlines.begin()->first < now) {
     overdue.rows.push_back(st.deadlines.begin()->second);
     st.deadlines.erase(st.deadlines.begin());
   }
   if (!overdue.rows.empty())
-    caf::anon_send(st.cfg.writer, std::move(overdue));
+    caf::send_as(st.me, st.cfg.writer, std::move(overdue));
 }
 
 // -- pending jobs and slots -------------------------------------------------------------
@@ -263,7 +266,7 @@ void preempt_for(dispatcher_state& st, const picked_job& j, int64_t now) {
   for (auto& v : victims) {
     st.preempting.asked(v, j.job.row);
     ++st.preemptions_asked;
-    caf::anon_send(st.workers.find(v.worker)->handle, preempt_attempt{v.row, v.token});
+    caf::send_as(st.me, st.workers.find(v.worker)->handle, preempt_attempt{v.row, v.token});
     if (wants_events(st))
       st.events.push_back(preempted_event(*st.attempts.find(v.row), *st.policy, preemptor,
                                           j.effective_priority, now));
@@ -324,7 +327,7 @@ void publish_hunger(dispatcher_state& st) {
 // Claims and outcomes go ahead of submissions waiting in the writer's
 // mailbox: a worker's next job must not wait behind bulk inserts.
 void send_batch(dispatcher_state& st, worker_batch batch) {
-  caf::anon_send<caf::message_priority::high>(st.cfg.writer, std::move(batch));
+  caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(batch));
 }
 
 // Picks jobs for the worker's room, each with a new attempt token.
@@ -385,7 +388,7 @@ void answer_unregister(dispatcher_state& st, uint64_t worker) {
 // gone, or cut off and fenced from now on.
 void lose_attempts(dispatcher_state& st, std::vector<storage::attempt_ref> attempts) {
   if (!attempts.empty())
-    caf::anon_send<caf::message_priority::high>(st.cfg.writer,
+    caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer,
                                                 lose_batch{{std::move(attempts)}});
 }
 
@@ -478,7 +481,7 @@ void end_attempt(dispatcher_state& st, const storage::attempt_end& end, int64_t 
   auto run = st.attempts.find(end.row);
   auto w = run ? st.workers.find(run->worker) : nullptr;
   if (w && end.outcome == attempt_outcome::expired)
-    caf::anon_send(w->handle, cancel_attempt{end.row, run->token, "expired"});
+    caf::send_as(st.me, w->handle, cancel_attempt{end.row, run->token, "expired"});
   bool yielded = end.outcome == attempt_outcome::yielded;
   if (yielded)
     ++st.yields;
@@ -507,7 +510,7 @@ void ask_to_stop(dispatcher_state& st, const storage::attempt_ref& attempt) {
   if (!run || run->token != attempt.token)
     return;  // it ended in the meantime
   if (auto w = st.workers.find(run->worker))
-    caf::anon_send(w->handle,
+    caf::send_as(st.me, w->handle,
                    cancel_attempt{attempt.row, attempt.token, "cancel requested", true});
 }
 
@@ -788,6 +791,7 @@ void on_down(dispatcher_ptr self, const caf::down_msg& down) {
 void start(dispatcher_ptr self, dispatcher_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
+  st.me = caf::actor_cast<caf::actor>(self);
   st.policy = std::make_unique<scheduling_policy>(st.cfg.scheduling);
   if (auto& admission = st.cfg.scheduling.admission) {
     if (!admission->sources.empty())

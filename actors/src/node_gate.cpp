@@ -1,20 +1,79 @@
 #include "ergon/actors/node_gate.hpp"
 
+#include <caf/exit_reason.hpp>
 #include <caf/message.hpp>
+#include <caf/system_messages.hpp>
+
+#include <iostream>
 
 #include "ergon/error.hpp"
 
 namespace ergon::actors {
+namespace {
 
-status node_gate::lock_with(const std::string& secret) {
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (!secret_.empty() && secret_ != secret)
-      return {error::invalid_argument,
-              "the queue is already published with a different secret", "secret"};
-    secret_ = secret;
-  }
-  close();
+// CAF sends a down message without a sender when the actor that ended has
+// no strong reference left, and bounces failed requests without one.
+bool answer_or_down(const caf::mailbox_element& what) {
+  auto& content = what.content();
+  if (content.size() != 1)
+    return false;
+  if (what.mid.is_response())
+    return content.match_element<caf::error>(0);
+  return content.match_element<caf::down_msg>(0);
+}
+
+// A down or exit message about its own sender: CAF makes these when a
+// connection ends, after its admission is gone, and they speak only for
+// their sender.
+bool about_itself(const caf::mailbox_element& what) {
+  auto& content = what.content();
+  if (content.size() != 1)
+    return false;
+  auto source = caf::actor_cast<caf::actor_addr>(what.sender);
+  if (content.match_element<caf::down_msg>(0))
+    return content.get_as<caf::down_msg>(0).source == source;
+  if (content.match_element<caf::exit_msg>(0))
+    return content.get_as<caf::exit_msg>(0).source == source;
+  return false;
+}
+
+std::string brief(const caf::type_erased_tuple& content) {
+  auto text = content.stringify();
+  return text.size() <= 120 ? text : text.substr(0, 120) + "...";
+}
+
+}  // namespace
+
+admissions& admissions::of_process() {
+  static admissions table;
+  return table;
+}
+
+void admissions::add(const caf::node_id& node, const std::string& realm) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++live_[{node, realm}];
+}
+
+void admissions::remove(const caf::node_id& node, const std::string& realm) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = live_.find({node, realm});
+  if (i != live_.end() && --i->second <= 0)
+    live_.erase(i);
+}
+
+bool admissions::admitted(const caf::node_id& node, const std::string& realm) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return live_.count({node, realm}) > 0;
+}
+
+status node_gate::face_network(const std::string& realm, const std::string& secret) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (faces_network() && (realm_ != realm || secret_ != secret))
+    return {error::invalid_argument,
+            "the queue already faces the network with other credentials", "secret"};
+  realm_ = realm;
+  secret_ = secret;
+  faces_network_.store(true, std::memory_order_release);
   return {};
 }
 
@@ -23,30 +82,45 @@ std::string node_gate::secret() const {
   return secret_;
 }
 
-void node_gate::admit(const caf::node_id& node) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  admitted_.insert(node);
+bool node_gate::admits(const caf::mailbox_element& what, const caf::node_id& local) const {
+  if (!faces_network())
+    return true;
+  auto& sender = what.sender;
+  if (!sender)
+    return answer_or_down(what);
+  if (sender->node() == local)
+    return true;
+  if (!what.stages.empty())
+    return false;
+  std::string realm;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    realm = realm_;
+  }
+  return realm.empty() || admissions::of_process().admitted(sender->node(), realm)
+         || about_itself(what);
 }
 
-void node_gate::forget(const caf::node_id& node) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  admitted_.erase(node);
-}
-
-bool node_gate::admitted(const caf::node_id& node) const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return admitted_.count(node) > 0;
-}
-
-bool is_handshake(const caf::type_erased_tuple& content) {
-  return !content.empty()
-         && (content.match_element<hello_atom>(0) || content.match_element<prove_atom>(0));
-}
-
-caf::message refusal(const caf::node_id& node) {
+caf::message refusal(const caf::strong_actor_ptr& sender) {
   return caf::make_message(to_caf_error(
-    {error::unauthenticated, "node " + caf::to_string(node)
-                               + " has not authenticated: connect with the queue's secret"}));
+    {error::unauthenticated, "node " + caf::to_string(sender->node())
+                               + " has not authenticated: connect with the queue's credentials"}));
+}
+
+void log_refused(const caf::mailbox_element& what, const char* actor, int64_t count) {
+  if (count != 1 && count % 1000 != 0)
+    return;
+  std::cerr << "ergon: " << actor << " refused a message "
+            << (what.sender ? "from node " + caf::to_string(what.sender->node())
+                            : std::string{"without a sender"})
+            << " (" << brief(what.content()) << "); "
+            << count << " refused so far\n";
+}
+
+void tell_exit(const caf::actor& to, caf::error reason) {
+  if (to)
+    to->enqueue(caf::actor_cast<caf::strong_actor_ptr>(to), caf::make_message_id(),
+                caf::make_message(caf::exit_msg{to.address(), std::move(reason)}), nullptr);
 }
 
 }  // namespace ergon::actors

@@ -119,17 +119,17 @@ status running_attempt::progress(int64_t done, int64_t total, std::string messag
     return {error::job_finished, "this attempt already reported its outcome"};
   if (auto st = storage::check_progress(done, total, message); !st)
     return st;
-  bool tell = false;
+  bool notify = false;
   {
     std::lock_guard<std::mutex> guard{progress_mtx_};
     auto now = clock_->now_ms();
     auto eta = eta_.add(now, done, total);
     unsent_progress_ = storage::progress_report{row_, token_, done, total, std::move(message),
                                                 now, eta};
-    tell = !std::exchange(worker_told_, true);
+    notify = !std::exchange(worker_told_, true);
   }
-  if (tell)
-    caf::anon_send(worker_, progress_atom::value, token_);
+  if (notify)
+    tell(worker_, progress_atom::value, token_);
   return {};
 }
 
@@ -143,7 +143,7 @@ status running_attempt::extend(std::optional<std::string> checkpoint) {
   if (finished())
     return {error::job_finished, "this attempt already reported its outcome"};
   auto [to, from] = make_reply<status>();
-  caf::anon_send(worker_, heartbeat_call{token_, std::move(checkpoint), std::move(to)});
+  tell(worker_, heartbeat_call{token_, std::move(checkpoint), std::move(to)});
   return from.wait();
 }
 
@@ -593,7 +593,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
     caf::actor_addr addr = self->address();
     auto poke = [addr] {
       if (auto hdl = caf::actor_cast<caf::actor>(addr))
-        caf::anon_send(hdl, outbox_atom::value);
+        tell(hdl, outbox_atom::value);
     };
     st.runner = std::make_shared<job_runner>(st.cfg.max_capacity, poke, st.cfg.counters);
     st.next_auto_heartbeat = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.auto_heartbeat_ms);

@@ -1,11 +1,13 @@
-// credentials: how the nodes of one queue prove who they are. See
-// docs/distribution.md for what each mode protects against.
+// credentials: how the nodes of one queue prove who they are. Every
+// connection opens with ergon's handshake, before CAF reads a byte of it;
+// see docs/distribution.md for what each mode protects against.
 //
 //   caf::actor_system_config cfg;
 //   cfg.load<caf::io::middleman>();
 //   ergon::use_tls(cfg, {"node.pem", "node.key", "", "ca.pem"});  // mutual TLS
 //   ...
-//   ergon::connect(sys, "10.0.0.5", 4780, {secret});              // and/or a secret
+//   auto secret = ergon::read_secret_file("secret");              // and/or a secret
+//   ergon::connect(sys, "10.0.0.5", 4780, {*secret});
 #pragma once
 
 #include <string>
@@ -16,37 +18,60 @@
 
 namespace ergon {
 
+/// How a file that holds a secret (a shared secret, a TLS key, a
+/// passphrase) may be shared, as ssh checks its keys.
+enum class file_access {
+  owner_only,  ///< refuse a file its group or others may read (the default)
+  any,         ///< accept it, with a warning on stderr
+};
+
 /// Certificates for mutual TLS. Every file is PEM.
 struct tls_options {
   std::string certificate;  ///< this node's certificate (chain)
   std::string key;          ///< its private key
   std::string passphrase;   ///< the key's passphrase; empty if it has none
   std::string ca_file;      ///< CAs that a peer's certificate must chain to
+  /// The name the peer's certificate must carry (a DNS name or an IP
+  /// address, in its subject alternative names or common name): on a
+  /// client, the server's; on a server, every client's. Empty: any
+  /// certificate the CA file's CAs signed.
+  std::string peer_name;
+  /// Whether `key` may be a file its group or others can read.
+  file_access key_access = file_access::owner_only;
 };
 
-/// Loads caf-openssl into `cfg`, set up with `tls`, so that every
-/// connection of the actor system built from `cfg` is TLS and both sides
-/// must present a certificate that chains to a CA of `ca_file`; a peer
-/// without one is refused by the handshake and reaches nothing. Call it
-/// after loading caf::io::middleman and before building the system.
+/// Stores `tls` in `cfg`, so that every connection ergon makes or takes in
+/// the actor system built from `cfg` is TLS 1.2 or later, with
+/// forward-secret ciphers only, and both sides must present a certificate
+/// that chains to a CA of `ca_file` (and carries `peer_name`, if set); a
+/// peer without one is refused before any of its messages is read. Call it
+/// before building the system.
 /// Errors: invalid_argument naming the field (certificate, key, ca_file)
-/// when a file is missing, unreadable or not PEM, or when the key does not
-/// match the certificate or its passphrase is wrong. Nothing is loaded then.
+/// when a file is missing, unreadable or not PEM, when the key does not
+/// match the certificate or its passphrase is wrong, or when others may
+/// read the key file (unless key_access is any). Nothing is stored then.
 status use_tls(caf::actor_system_config& cfg, const tls_options& tls);
 
 /// What a client or worker proves to a queue, and a queue to them.
 struct credentials {
-  /// A secret shared by the queue and everyone who may use it, at least 16
-  /// bytes (32 random bytes recommended). Each side proves it by a
-  /// challenge and response over fresh nonces and both node ids, so it
+  /// A secret shared by the queue and everyone who may use it: at least 32
+  /// random bytes, written as 64 or more hex digits (make_secret) or 43 or
+  /// more base64 characters. The client proves it first, then the queue,
+  /// each by an HMAC over fresh nonces and the TLS channel (if any), so it
   /// never crosses the wire. Empty: no secret.
   std::string secret;
 };
 
+/// 32 random bytes from OpenSSL, as 64 hex digits: a secret for
+/// credentials. Throws std::runtime_error if OpenSSL has no randomness.
+std::string make_secret();
+
 /// The first line of a secret or passphrase file, without its line break
 /// (LF or CRLF), as ergon-server's --secret-file reads it. Errors: io_error
 /// naming the file (missing or unreadable), invalid_argument ("path": the
-/// first line is empty).
-result<std::string> read_secret_file(const std::string& path);
+/// first line is empty, or its group or others may read the file and
+/// `access` is owner_only).
+result<std::string> read_secret_file(const std::string& path,
+                                     file_access access = file_access::owner_only);
 
 }  // namespace ergon

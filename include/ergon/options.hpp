@@ -23,6 +23,12 @@ enum class recovery_mode : uint8_t {
   retry_immediately,
 };
 
+/// The largest message a connection takes by default (64 MiB), and the
+/// range listen_options::max_message_bytes and set_max_message_size take.
+inline constexpr size_t default_message_limit = size_t{64} << 20;
+inline constexpr size_t min_message_limit = size_t{64} << 10;
+inline constexpr size_t max_message_limit = size_t{1} << 30;
+
 /// Where a queue takes connections from workers and clients in other
 /// processes (see docs/distribution.md). They reach it with `connect`.
 struct listen_options {
@@ -43,6 +49,13 @@ struct listen_options {
   /// closes it. Only for a queue that owns its actor system; with your own,
   /// call set_peer_timeout on its config.
   std::chrono::milliseconds peer_timeout{0};
+  /// The largest message a connection may send, in bytes, checked before
+  /// anything is allocated for it (see set_max_message_size in
+  /// queue_actor.hpp). A larger one closes that connection. Bigger values
+  /// let a batch or a page of jobs with large payloads through, at the
+  /// cost of memory per connection. Only for a queue that owns its actor
+  /// system; with your own, call set_max_message_size on its config.
+  size_t max_message_bytes = default_message_limit;
 };
 
 /// The queue's HTTP endpoint (docs/operations.md): Prometheus metrics at

@@ -102,9 +102,7 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<close_atom>::with<ok_atom>,
-  caf::replies_to<join_atom>::with<caf::actor>,
-  caf::replies_to<hello_atom, std::string>::with<std::string, std::string>,
-  caf::replies_to<prove_atom, std::string>::with<ok_atom>>;
+  caf::replies_to<join_atom>::with<caf::actor>>;
 
 /// Opens the database at `path` as queue::open(sys, path, opts) does, and
 /// returns the queue as an actor in `sys`. The actor owns the queue: it
@@ -152,6 +150,16 @@ result<uint16_t> http_port(const queue_actor& q);
 /// for that long. Error: invalid_argument ("timeout" negative, or between
 /// 0 and 100 ms, or over a day).
 status set_peer_timeout(caf::actor_system_config& cfg, std::chrono::milliseconds timeout);
+
+/// The largest message, in bytes, that a connection of the actor system
+/// built from `cfg` may send it (default_message_limit if unset). The
+/// length each message announces is checked before anything is allocated
+/// for it; a connection that announces more is closed (and counted in
+/// metrics_snapshot::refused_connections on a queue). Give every node of a
+/// queue the same limit, large enough for its biggest batch or page of
+/// jobs. Error: invalid_argument ("bytes" outside min_message_limit to
+/// max_message_limit).
+status set_max_message_size(caf::actor_system_config& cfg, size_t bytes);
 
 /// The queue published at `host`:`port` (by ergon-server or `publish`), as
 /// a queue_actor in `sys`: a local actor that forwards each request over

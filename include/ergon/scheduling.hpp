@@ -205,11 +205,18 @@ struct metrics_snapshot {
   int64_t too_heavy_jobs = 0;
   /// Exceptions thrown by subscriber callbacks (event_kind::subscriber_failed).
   int64_t subscriber_errors = 0;
-  /// Messages from nodes that had not proved the secret, dropped or answered
-  /// `unauthenticated` (publish with credentials).
+  /// Messages the actors that face the network dropped or answered
+  /// `unauthenticated`: from a node without a connection that proved the
+  /// queue's credentials, or without a sender (publish).
   int64_t refused_messages = 0;
-  /// Secret handshakes that failed: a wrong secret, or none.
+  /// Handshakes that failed: a wrong secret, none, or a TLS handshake (no
+  /// certificate, or one the CA file does not vouch for).
   int64_t failed_handshakes = 0;
+  /// Connections closed for breaking the transport's rules: bytes that are
+  /// not ergon's handshake, a handshake that took too long or was crowded
+  /// out, a message over the size limit, a routed or anonymous message
+  /// (docs/distribution.md). Each is also logged to stderr.
+  int64_t refused_connections = 0;
   /// Worker protocol messages rejected as malformed or out of range (a
   /// registration that breaks worker_options' rules, a report of more room
   /// than the worker has), each also logged to stderr.

@@ -40,12 +40,6 @@ caf::error to_caf_error(const status& st);
 /// as the message.
 status to_status(const caf::error& e);
 
-/// The secret handshake that connect() runs before anything else (see
-/// docs/distribution.md): hello carries the client's nonce and is answered
-/// with the queue's nonce and proof; prove carries the client's proof.
-using hello_atom = caf::atom_constant<caf::atom("erghello")>;
-using prove_atom = caf::atom_constant<caf::atom("ergprove")>;
-
 namespace wire {
 
 // An optional field as a flag and a value.
@@ -292,7 +286,7 @@ typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
            x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
            x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
            x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
-           x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group,
+           x.refused_connections, x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group,
            x.oldest_ready_ms, x.run_ms_by_type, x.attempts_by_outcome, x.writer_batch_requests,
            x.commit_us, x.local_workers, x.remote_workers, x.preemptions, x.yields,
            x.resumptions, x.preempted_waiting, pressure, x.pressure_by_source,

@@ -98,7 +98,7 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
   p->dispatcher = actors::spawn_dispatcher(sys, std::move(dcfg));
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.
-  caf::anon_send(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
+  actors::tell(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
   p->reads = std::make_unique<read_pool>(path, db_opts, opts.read_connections);
   p->opts = std::move(opts);
   if (p->opts.http) {
@@ -130,6 +130,11 @@ result<std::unique_ptr<queue::impl>> bootstrap(caf::actor_system& sys, const std
                   "TLS for a queue in your actor system is set on its config: call use_tls "
                   "on it, and leave listen.tls empty",
                   "listen.tls"};
+  if (opts.listen && opts.listen->max_message_bytes != default_message_limit)
+    return status{error::invalid_argument,
+                  "the message limit of a queue in your actor system is set on its config: "
+                  "call set_max_message_size on it, and leave listen.max_message_bytes as it is",
+                  "listen.max_message_bytes"};
   if (opts.listen && !sys.has_middleman())
     return status{error::invalid_argument,
                   "a queue that listens needs the network layer: load caf::io::middleman in "
@@ -154,6 +159,8 @@ result<std::unique_ptr<queue::impl>> bootstrap(const std::string& path, options 
   if (opts.listen) {
     cfg->load<caf::io::middleman>();
     if (auto st = set_peer_timeout(*cfg, opts.listen->peer_timeout); !st)
+      return st;
+    if (auto st = set_max_message_size(*cfg, opts.listen->max_message_bytes); !st)
       return st;
     if (!opts.listen->tls.certificate.empty())
       if (auto st = use_tls(*cfg, opts.listen->tls); !st)

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "blocking_calls.hpp"
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/queue_actor.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/times.hpp"
@@ -69,7 +70,7 @@ struct waits_state {
   static inline const char* name = "ergon.waits";
 };
 
-using waits_ptr = caf::stateful_actor<waits_state>*;
+using waits_ptr = actors::gated<caf::stateful_actor<waits_state>>*;
 
 void finish(waits_ptr self, uint64_t h, caf::error e, job_info info = {}) {
   auto& st = self->state;
@@ -96,7 +97,7 @@ void watch_for(waits_ptr self, uint64_t h, pending_wait& w) {
   caf::actor_addr addr = self->address();
   w.watch_handle = self->state.watch->add(*storage::row_of(w.id), [addr, h] {
     if (auto hdl = caf::actor_cast<caf::actor>(addr))
-      caf::anon_send(hdl, fired_atom::value, h);
+      actors::tell(hdl, fired_atom::value, h);
   });
 }
 
@@ -198,6 +199,8 @@ caf::actor job_waits(const std::shared_ptr<queue::impl>& q) {
   if (!q->waits) {
     q->waits_calls = spawn_blocking_calls(*q->sys, q);
     q->waits = q->sys->spawn(run, q->watch, q->waits_calls);
+    // Its handle crosses the wire with every answer.
+    actors::set_gate<std::remove_pointer_t<waits_ptr>>(q->waits, q->gate);
   }
   return q->waits;
 }

@@ -165,6 +165,7 @@ json of(const metrics_snapshot& m) {
           {"subscriber_errors", m.subscriber_errors},
           {"refused_messages", m.refused_messages},
           {"failed_handshakes", m.failed_handshakes},
+          {"refused_connections", m.refused_connections},
           {"rejected_messages", m.rejected_messages},
           {"waits", m.waits},
           {"by_group", std::move(by_group)},

@@ -229,9 +229,14 @@ std::string prometheus_text(const metrics_snapshot& m) {
   for (auto& c : {counter{"ergon_subscriber_errors_total", "Exceptions thrown by subscriber callbacks.",
                           m.subscriber_errors},
                   counter{"ergon_refused_messages_total",
-                          "Messages from nodes that had not proved the secret.", m.refused_messages},
-                  counter{"ergon_failed_handshakes_total", "Secret handshakes that failed.",
+                          "Messages refused by the actors that face the network.",
+                          m.refused_messages},
+                  counter{"ergon_failed_handshakes_total",
+                          "Handshakes that failed: a wrong secret, none, or a TLS handshake.",
                           m.failed_handshakes},
+                  counter{"ergon_refused_connections_total",
+                          "Connections closed for breaking the transport's rules.",
+                          m.refused_connections},
                   counter{"ergon_rejected_messages_total", "Malformed worker protocol messages.",
                           m.rejected_messages}}) {
     e.family(c.name, "counter", c.help);

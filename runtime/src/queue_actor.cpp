@@ -3,8 +3,6 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
-#include <caf/openssl/publish.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
@@ -16,7 +14,10 @@
 
 #include "blocking_calls.hpp"
 #include "bootstrap.hpp"
-#include "handshake.hpp"
+#include "private_files.hpp"
+#include "transport/acceptor.hpp"
+#include "transport/settings.hpp"
+#include "transport/tls_context.hpp"
 #include "job_waits.hpp"
 #include "listen.hpp"
 #include "queue_impl.hpp"
@@ -38,23 +39,12 @@ spawned_queues& spawned() {
   return s;
 }
 
-// A handshake a node started with hello and has yet to finish with prove.
-struct challenge {
-  std::string client_nonce;
-  std::string queue_nonce;
-};
-
-// Nodes halfway through the handshake, at most this many; the oldest goes.
-constexpr size_t max_challenges = 256;
-
 struct queue_actor_state {
   std::shared_ptr<queue::impl> q;
   caf::actor calls;  // runs the calls that wait; see blocking_calls.hpp
   bool closing = false;
   std::vector<caf::response_promise> close_requests;  // answered once closed
   std::map<caf::actor_addr, uint64_t> subscribers;  // actor -> subscription
-  std::map<caf::node_id, challenge> challenges;
-  std::vector<caf::node_id> challenge_order;  // oldest first
 
   caf::actor_addr self;
 
@@ -69,7 +59,7 @@ struct queue_actor_state {
       q->subs->remove(handle);
     // Killed before it could close: the queue closes in the background.
     if (!closing && calls)
-      caf::anon_send(calls, close_atom::value);
+      actors::tell(calls, close_atom::value);
   }
 
   static inline const char* name = "ergon.queue";
@@ -119,7 +109,12 @@ caf::result<ok_atom> subscribe(queue_ptr self, const caf::actor& subscriber) {
     return to_caf_error({error::invalid_argument, "the subscriber is an invalid actor handle",
                          "subscriber"});
   if (st.subscribers.count(subscriber.address()) == 0) {
-    auto handle = st.q->subs->add([subscriber](const event& e) { caf::anon_send(subscriber, e); });
+    // From the queue actor: a remote subscriber's node refuses messages
+    // without a sender.
+    auto handle = st.q->subs->add([subscriber, me = self->address()](const event& e) {
+      if (auto from = caf::actor_cast<caf::actor>(me))
+        caf::send_as(from, subscriber, e);
+    });
     st.subscribers.emplace(subscriber.address(), handle);
     self->monitor(subscriber);
   }
@@ -133,63 +128,6 @@ void unsubscribe(queue_ptr self, const caf::actor_addr& subscriber) {
     return;
   st.q->subs->remove(i->second);
   st.subscribers.erase(i);
-}
-
-// Answers a node's hello: the queue's nonce and its proof of the secret.
-// Without a secret the proof is empty, and a client with one refuses it.
-caf::result<std::string, std::string> hello(queue_ptr self, const std::string& client_nonce) {
-  auto& st = self->state;
-  auto sender = self->current_sender();
-  if (!sender || !runtime::is_nonce(client_nonce))
-    return to_caf_error({error::invalid_argument, "hello needs a nonce of 64 hex digits",
-                         "nonce"});
-  auto node = sender->node();
-  challenge c{client_nonce, runtime::make_nonce()};
-  auto secret = st.q->gate->secret();
-  auto proof = secret.empty() ? std::string{}
-                              : runtime::handshake_proof(secret, "queue", c.client_nonce,
-                                                         c.queue_nonce, node, self->node());
-  if (st.challenges.count(node) == 0) {
-    if (st.challenge_order.size() >= max_challenges) {
-      st.challenges.erase(st.challenge_order.front());
-      st.challenge_order.erase(st.challenge_order.begin());
-    }
-    st.challenge_order.push_back(node);
-  }
-  auto queue_nonce = c.queue_nonce;
-  st.challenges[node] = std::move(c);
-  return caf::result<std::string, std::string>(std::move(queue_nonce), std::move(proof));
-}
-
-// Admits the node if its proof matches the challenge it was given.
-caf::result<ok_atom> prove(queue_ptr self, const std::string& client_proof) {
-  auto& st = self->state;
-  auto sender = self->current_sender();
-  if (!sender)
-    return to_caf_error({error::invalid_argument, "prove needs a sender", "sender"});
-  auto node = sender->node();
-  auto i = st.challenges.find(node);
-  if (i == st.challenges.end())
-    return to_caf_error({error::unauthenticated, "prove without a hello first"});
-  auto c = std::move(i->second);
-  st.challenges.erase(i);
-  st.challenge_order.erase(
-    std::find(st.challenge_order.begin(), st.challenge_order.end(), node));
-  auto secret = st.q->gate->secret();
-  if (secret.empty()) {  // nothing to prove: everyone gets in
-    st.q->gate->admit(node);
-    return ok_atom::value;
-  }
-  auto expected = runtime::handshake_proof(secret, "client", c.client_nonce, c.queue_nonce,
-                                           node, self->node());
-  if (!runtime::same_proof(expected, client_proof)) {
-    st.q->gate->count_failed_handshake();
-    std::cerr << "ergon: refused node " << caf::to_string(node)
-              << ": it did not prove the queue's secret\n";
-    return to_caf_error({error::unauthenticated, "the secret does not match the queue's"});
-  }
-  st.q->gate->admit(node);
-  return ok_atom::value;
 }
 
 // Unpublishes and stops the queue, answers every close request, then quits
@@ -331,8 +269,6 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> open
         return to_caf_error(actors::queue_closed());
       return caf::actor_cast<caf::actor>(q.dispatcher);
     },
-    [self](hello_atom, const std::string& client_nonce) { return hello(self, client_nonce); },
-    [self](prove_atom, const std::string& proof) { return prove(self, proof); },
     [self](close_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise();
       self->state.close_requests.push_back(rp);
@@ -374,34 +310,45 @@ result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
   auto& sys = q->home_system();
   if (!sys.has_middleman())
     return no_middleman();
-  if (!creds.secret.empty()) {
+  if (!creds.secret.empty())
     if (auto st = runtime::validate_secret(creds.secret); !st)
       return st;
-    // Locked before the port opens: no node gets in ahead of the secret.
-    if (auto st = impl.gate->lock_with(creds.secret); !st)
-      return st;
+  transport::listener_terms terms;
+  auto tls = transport::tls_of(sys);
+  if (!tls.certificate.empty()) {
+    auto ctx = transport::tls_context::make(tls, true);
+    if (!ctx)
+      return ctx.error();
+    terms.tls = std::move(*ctx);
   }
+  terms.bind = bind;
+  terms.port = port;
+  terms.secret = creds.secret;
+  terms.realm = transport::realm_of(creds.secret, tls);
+  terms.max_message_bytes = transport::max_message_bytes_of(sys);
+  terms.gate = impl.gate;
+  // Before the port opens: no node gets in ahead of the credentials.
+  if (auto st = impl.gate->face_network(terms.realm, creds.secret); !st)
+    return st;
   // Held across the publish, so that a concurrent stop() either sees this
   // port or finds the queue closed and closes it here.
   std::lock_guard<std::mutex> guard{impl.ports_mtx};
   if (impl.closed.load(std::memory_order_acquire))
     return actors::queue_closed();
-  // caf-openssl's publish speaks TLS; its manager is there only if use_tls
-  // loaded it.
-  auto bound = sys.has_openssl_manager()
-                 ? caf::openssl::publish(q, port, bind.c_str(), true)
-                 : sys.middleman().publish(q, port, bind.c_str(), true);
-  if (!bound)
-    return status{error::io_error, "cannot listen on " + bind + ":" + std::to_string(port) + ": "
-                                     + sys.render(bound.error())};
-  impl.ports.push_back(*bound);
+  auto listener = transport::acceptor::open(sys, std::move(terms),
+                                            caf::actor_cast<caf::strong_actor_ptr>(q),
+                                            sys.message_types<queue_actor>());
+  if (!listener)
+    return listener.error();
+  auto bound = (*listener)->port();
+  impl.listeners.push_back(std::move(*listener));
   // Tools find the owner's port here (find_owner); a queue that can't say
   // so still listens.
-  if (auto st = impl.owner->record_listener(bind, *bound, !creds.secret.empty(),
-                                            sys.has_openssl_manager());
+  if (auto st = impl.owner->record_listener(bind, bound, !creds.secret.empty(),
+                                            !tls.certificate.empty());
       !st)
     std::cerr << "ergon: " << st << '\n';
-  return *bound;
+  return bound;
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 #include "queue_impl.hpp"
 
 #include "http_endpoint.hpp"
+#include "transport/acceptor.hpp"
 
 #include "ergon/queue_actor.hpp"
 
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <algorithm>
@@ -31,7 +31,7 @@ status queue::impl::fill_pending_views(std::vector<ergon::job_info*> infos) {
     return {};
   auto [to, from] = actors::make_reply<result<std::vector<actors::pending_view>>>();
   req.reply = std::move(to);
-  caf::anon_send(dispatcher, std::move(req));
+  actors::tell(dispatcher, std::move(req));
   auto views = from.wait();
   if (!views)
     return views.error();
@@ -50,7 +50,7 @@ status queue::impl::control(actors::scheduling_control c) {
   // Waits until the dispatcher applied it, so a pause holds from the return on.
   auto [to, from] = actors::make_reply<status>();
   c.reply = std::move(to);
-  caf::anon_send(dispatcher, std::move(c));
+  actors::tell(dispatcher, std::move(c));
   return from.wait();
 }
 
@@ -170,8 +170,8 @@ result<metrics_snapshot> queue::impl::metrics() {
   // Through the writer: the snapshot then includes every commit so far, even
   // claims whose jobs already run but whose feed was not yet taken.
   actors::metrics_request request{std::move(to)};
-  caf::anon_send(writer, actors::after_writes{[d = dispatcher, m = std::move(request)] {
-    caf::anon_send(d, m);
+  actors::tell(writer, actors::after_writes{[d = dispatcher, m = std::move(request)] {
+    actors::tell(d, m);
   }});
   auto snap = from.wait();
   if (!snap)
@@ -180,6 +180,7 @@ result<metrics_snapshot> queue::impl::metrics() {
   snap->subscriber_errors = subs->errors();
   snap->refused_messages = gate->refused();
   snap->failed_handshakes = gate->failed_handshakes();
+  snap->refused_connections = gate->refused_connections();
   snap->rejected_messages = gate->rejected();
   snap->waits = static_cast<int64_t>(watch->size());
   writer_stats->fill(*snap);
@@ -202,28 +203,11 @@ result<uint16_t> queue::impl::listening_port() {
   if (closed.load(std::memory_order_acquire))
     return actors::queue_closed();
   std::lock_guard<std::mutex> guard{ports_mtx};
-  if (ports.empty())
+  if (listeners.empty())
     return status{error::invalid_argument,
                   "the queue does not listen: set options::listen, or publish its actor"};
-  return ports.front();
+  return listeners.front()->port();
 }
-
-namespace {
-
-// Closes the ports the queue's actor was published on, so no node connects
-// to a closed queue; waits until the network layer did.
-void close_ports(caf::actor_system& sys, std::vector<uint16_t> ports) {
-  if (ports.empty() || !sys.has_middleman())
-    return;
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
-                                      : sys.middleman().actor_handle();
-  caf::scoped_actor self{sys, true};
-  for (auto port : ports)
-    self->request(mm, caf::infinite, caf::close_atom::value, port)
-      .receive([] {}, [](caf::error&) {});
-}
-
-}  // namespace
 
 status queue::impl::stop(std::chrono::milliseconds timeout) {
   if (closed.exchange(true))
@@ -232,17 +216,18 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   if (http)
     http->stop();
   {
-    std::vector<uint16_t> open;
+    // No node connects to a closed queue.
+    std::vector<std::unique_ptr<transport::acceptor>> open;
     {
       std::lock_guard<std::mutex> guard{ports_mtx};
-      open.swap(ports);
+      open.swap(listeners);
     }
-    close_ports(*sys, std::move(open));
+    open.clear();
     if (auto a = caf::actor_cast<caf::actor>(actor))
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      actors::tell_exit(a, caf::exit_reason::user_shutdown);
   }
   auto deadline = storage::steady_deadline(timeout);
-  caf::anon_send(dispatcher, actors::drain_atom::value);
+  actors::tell(dispatcher, actors::drain_atom::value);
   std::vector<std::shared_ptr<worker::impl>> running;
   {
     std::lock_guard<std::mutex> guard{workers_mtx};
@@ -261,18 +246,18 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   }
   caf::anon_send_exit(sweeper, caf::exit_reason::user_shutdown);
   auto [to, from] = actors::make_reply<status>();
-  caf::anon_send(writer, actors::close_call{{}, std::move(to)});
+  actors::tell(writer, actors::close_call{{}, std::move(to)});
   auto closed_writer = from.wait();
   if (result && !closed_writer)
     result = closed_writer;
-  caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
+  actors::tell_exit(caf::actor_cast<caf::actor>(dispatcher), caf::exit_reason::user_shutdown);
   caf::anon_send_exit(events, caf::exit_reason::user_shutdown);
   {
     std::lock_guard<std::mutex> guard{waits_mtx};
     if (waits) {
-      caf::anon_send_exit(waits, caf::exit_reason::user_shutdown);
+      actors::tell_exit(waits, caf::exit_reason::user_shutdown);
       // Ends its thread; the queue is closed already, so that is all it does.
-      caf::anon_send(waits_calls, close_atom::value);
+      actors::tell(waits_calls, close_atom::value);
     }
   }
   reads->clear();

@@ -18,10 +18,12 @@
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/retention_sweeper.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/storage/ownership.hpp"
 #include "read_pool.hpp"
+#include "transport/acceptor.hpp"
 #include "worker_impl.hpp"
 
 namespace ergon {
@@ -49,8 +51,7 @@ struct queue::impl {
   std::mutex waits_mtx;
   caf::actor waits;
   caf::actor waits_calls;  // its reads
-  // Which nodes reach the actors that face the network; closed by a
-  // publish with a secret.
+  // Which messages reach the actors that face the network; set by publish.
   std::shared_ptr<actors::node_gate> gate = std::make_shared<actors::node_gate>();
   std::shared_ptr<actors::writer_stats> writer_stats = std::make_shared<actors::writer_stats>();
   std::unique_ptr<runtime::read_pool> reads;
@@ -58,11 +59,11 @@ struct queue::impl {
   std::vector<std::weak_ptr<worker::impl>> workers;
   std::atomic<bool> closed{false};
   // The queue actor over this queue, if one was spawned (spawn_queue, or
-  // options::listen), and the ports it was published on, oldest first.
-  // stop() closes the ports and tells the actor to exit.
+  // options::listen), and where it was published, oldest first. stop()
+  // closes the ports and tells the actor to exit.
   caf::actor_addr actor;
   std::mutex ports_mtx;
-  std::vector<uint16_t> ports;
+  std::vector<std::unique_ptr<transport::acceptor>> listeners;
   // Released last, once every connection of ours is closed.
   std::unique_ptr<storage::ownership> owner;
 
@@ -74,7 +75,7 @@ struct queue::impl {
     auto [to, from] = actors::make_reply<V>();
     // Move the only sending end into the message: if the writer drops it,
     // the waiter is woken with `closed` instead of hanging.
-    caf::anon_send(writer, actors::local_call<Args, V>{std::move(args), std::move(to)});
+    actors::tell(writer, actors::local_call<Args, V>{std::move(args), std::move(to)});
     return from.wait();
   }
 

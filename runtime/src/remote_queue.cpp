@@ -3,7 +3,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
+#include <caf/blocking_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -18,7 +18,9 @@
 
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/reply.hpp"
-#include "handshake.hpp"
+#include "transport/dialer.hpp"
+#include "transport/tls_context.hpp"
+#include "transport/settings.hpp"
 #include "worker_impl.hpp"
 
 namespace ergon::runtime {
@@ -26,9 +28,6 @@ namespace {
 
 constexpr std::chrono::milliseconds first_backoff{100};
 constexpr std::chrono::milliseconds last_backoff{5'000};
-// A queue that takes longer than this to answer a handshake step is
-// treated as unreachable (the connection may have dropped meanwhile).
-constexpr std::chrono::seconds handshake_timeout{10};
 
 // The fronts of this process and their remote queues, so start_worker can
 // tell one.
@@ -54,11 +53,9 @@ status unreachable(const remote_target& t, const std::string& why) {
 struct remote_queue_state {
   remote_target target;
   credentials creds;
-  // Only the queue's node reaches this connection's workers, once it proved
-  // the secret; it reaches this actor as soon as it answers (its answers
-  // are the handshake).
+  // Only nodes connected with these credentials (the queue's) reach this
+  // actor and the workers of this connection.
   std::shared_ptr<actors::node_gate> gate;
-  std::shared_ptr<actors::node_gate> own_gate;
   queue_actor remote;  // empty while disconnected
   // Callers of connect waiting for the first connection.
   std::vector<caf::typed_response_promise<ok_atom>> dialers;
@@ -170,61 +167,17 @@ void connected(remote_ptr self, queue_actor q) {
   answer_rejoining(self);
 }
 
-// Both sides prove the secret (or that neither has one) before the queue's
-// node may reach this connection's workers. The client proves even when the
-// queue's proof failed, so the queue counts and logs the mismatch too.
-void authenticate(remote_ptr self, queue_actor q) {
-  auto& st = self->state;
-  auto node = q.node();
-  st.own_gate->admit(node);  // its answers must get through
-  auto refused = [self, node](status why) {
-    self->state.own_gate->forget(node);
-    attempt_failed(self, std::move(why));
-  };
-  auto nonce = runtime::make_nonce();
-  self->request(q, handshake_timeout, hello_atom::value, nonce)
-    .then(
-      [self, q, node, nonce, refused](std::string& queue_nonce, std::string& queue_proof) {
-        auto& st = self->state;
-        auto& secret = st.creds.secret;
-        auto me = self->home_system().node();
-        bool queue_proved = queue_proof.empty() == secret.empty()
-                            && (secret.empty()
-                                || runtime::same_proof(queue_proof,
-                                                       runtime::handshake_proof(
-                                                         secret, "queue", nonce, queue_nonce,
-                                                         me, node)));
-        auto mine = secret.empty() ? std::string{}
-                                   : runtime::handshake_proof(secret, "client", nonce,
-                                                              queue_nonce, me, node);
-        self->request(q, handshake_timeout, prove_atom::value, std::move(mine))
-          .then(
-            [self, q, node, queue_proved, refused](ok_atom) {
-              auto& st = self->state;
-              if (!queue_proved) {
-                refused({error::unauthenticated,
-                         "the queue at " + where(st.target)
-                           + " did not prove the secret: it has another one, or none"});
-                return;
-              }
-              st.gate->admit(node);
-              connected(self, q);
-            },
-            [self, refused](caf::error& e) {
-              auto st = to_status(e);
-              auto& target = self->state.target;
-              if (st.code() == error::unauthenticated && self->state.creds.secret.empty())
-                refused({error::unauthenticated,
-                         "the queue at " + where(target) + " requires a secret, and none "
-                                                          "was given"});
-              else if (st.code() == error::unauthenticated)
-                refused({error::unauthenticated,
-                         "the queue at " + where(target) + " refused: " + st.message()});
-              else
-                refused({error::unreachable, st.message()});
-            });
-      },
-      [refused](caf::error& e) { refused({error::unreachable, to_status(e).message()}); });
+// Connects and runs the handshakes on a thread of its own (they block),
+// then answers as CAF's remote_actor does.
+void run_dialer(caf::blocking_actor* self, remote_target target, credentials creds) {
+  self->receive(
+    [&](dial_atom) -> caf::result<caf::node_id, caf::strong_actor_ptr, std::set<std::string>> {
+      auto dialed = transport::dial(self->home_system(), target.host, target.port, creds,
+                                    transport::handshake_timeout);
+      if (!dialed)
+        return to_caf_error(dialed.error());
+      return {std::move(dialed->node), std::move(dialed->actor), std::move(dialed->ifs)};
+    });
 }
 
 void try_connect(remote_ptr self) {
@@ -232,11 +185,8 @@ void try_connect(remote_ptr self) {
   if (st.remote || st.connecting)
     return;
   st.connecting = true;
-  auto& sys = self->home_system();
-  // caf-openssl's middleman speaks TLS; it is there only if use_tls loaded it.
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
-                                      : sys.middleman().actor_handle();
-  self->request(mm, caf::infinite, caf::connect_atom::value, st.target.host, st.target.port)
+  auto dialer = self->home_system().spawn(run_dialer, st.target, st.creds);
+  self->request(dialer, caf::infinite, dial_atom::value)
     .then(
       [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
         auto expected = self->home_system().message_types<queue_actor>();
@@ -245,11 +195,9 @@ void try_connect(remote_ptr self) {
                                                  + " is not an ergon queue of this version"});
           return;
         }
-        authenticate(self, caf::actor_cast<queue_actor>(ptr));
+        connected(self, caf::actor_cast<queue_actor>(ptr));
       },
-      [self](caf::error& e) {
-        attempt_failed(self, {error::unreachable, self->home_system().render(e)});
-      });
+      [self](caf::error& e) { attempt_failed(self, to_status(e)); });
 }
 
 // The connection dropped (or the queue closed): nothing in flight will be
@@ -299,20 +247,13 @@ caf::result<Out> forward(remote_ptr self, Ts... xs) {
 
 using ms = std::chrono::milliseconds;
 
-caf::error handshaking_itself() {
-  return to_caf_error({error::invalid_argument,
-                       "a connection runs the handshake itself, with connect's credentials"});
-}
-
 remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
                                       credentials creds,
-                                      std::shared_ptr<actors::node_gate> gate,
-                                      std::shared_ptr<actors::node_gate> own_gate) {
+                                      std::shared_ptr<actors::node_gate> gate) {
   auto& st = self->state;
   st.target = std::move(target);
   st.creds = std::move(creds);
   st.gate = std::move(gate);
-  st.own_gate = std::move(own_gate);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
   return {
     [self](submit_atom a, job& j) { return forward<job_id>(self, a, std::move(j)); },
@@ -394,10 +335,6 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     },
     [self](close_atom a) { return forward<ok_atom>(self, a); },
     [self](join_atom a) { return forward<caf::actor>(self, a); },
-    [](hello_atom, const std::string&) -> caf::result<std::string, std::string> {
-      return handshaking_itself();
-    },
-    [](prove_atom, const std::string&) -> caf::result<ok_atom> { return handshaking_itself(); },
     [self](rejoin_atom) -> caf::result<caf::actor> {
       auto& st = self->state;
       // Before the promise: making it takes the sender out of the message.
@@ -463,11 +400,11 @@ caf::behavior run_front(caf::stateful_actor<front_state>* self, caf::actor link)
 result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target,
                                    const credentials& creds) {
   auto gate = std::make_shared<actors::node_gate>();
-  gate->close();
-  auto own_gate = std::make_shared<actors::node_gate>();
-  own_gate->close();
-  auto link = sys.spawn(run, target, creds, gate, own_gate);
-  actors::set_gate<std::remove_pointer_t<remote_ptr>>(link, own_gate);
+  if (auto st = gate->face_network(transport::realm_of(creds.secret, transport::tls_of(sys)));
+      !st)
+    return st;
+  auto link = sys.spawn(run, target, creds, gate);
+  actors::set_gate<std::remove_pointer_t<remote_ptr>>(link, gate);
   status dialed;
   caf::scoped_actor self{sys};
   self->request(link, caf::infinite, dial_atom::value)
@@ -479,7 +416,7 @@ result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& 
   std::lock_guard<std::mutex> guard{known().mtx};
   auto front = sys.spawn(run_front, caf::actor_cast<caf::actor>(link));
   known().by_front.emplace(front.address(), std::make_pair(link.address(), gate));
-  caf::anon_send(link, hold_atom::value, front);
+  actors::tell(link, hold_atom::value, front);
   return caf::actor_cast<queue_actor>(front);
 }
 
@@ -502,7 +439,7 @@ result<worker> start_remote_worker(const remote_connection& q, worker_options op
     return dispatcher.error();
   auto w = worker::impl::spawn(sys, std::move(opts), default_clock(), std::move(*dispatcher),
                                q.gate, caf::actor_cast<caf::actor>(q.link));
-  caf::anon_send(q.link, hold_atom::value, caf::actor_cast<caf::actor>(w->actor));
+  actors::tell(q.link, hold_atom::value, caf::actor_cast<caf::actor>(w->actor));
   return worker{std::move(w)};
 }
 

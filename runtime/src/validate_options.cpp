@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "handshake.hpp"
+#include "private_files.hpp"
 
 #include "ergon/job.hpp"
 #include "ergon/storage/field_rules.hpp"
@@ -74,6 +74,12 @@ status validate(const options& o) {
         return st;
     if (auto st = validate_peer_timeout("listen.peer_timeout", o.listen->peer_timeout); !st)
       return st;
+    auto limit = o.listen->max_message_bytes;
+    if (limit < min_message_limit || limit > max_message_limit)
+      return invalid_field("listen.max_message_bytes",
+                           "must be " + std::to_string(min_message_limit) + " to "
+                             + std::to_string(max_message_limit) + " bytes, got "
+                             + std::to_string(limit));
   }
   if (auto st = validate(o.retention); !st)
     return st;

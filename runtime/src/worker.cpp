@@ -37,11 +37,11 @@ status worker::impl::stop(std::chrono::milliseconds timeout) {
     return {};
   stopped = true;
   auto [to, from] = actors::make_reply<status>();
-  caf::anon_send(actor, actors::stop_worker{std::move(to)});
+  actors::tell(actor, actors::stop_worker{std::move(to)});
   auto done = from.wait_for(timeout);
   if (done)
     return *done;
-  caf::anon_send(actor, actors::abandon_atom::value);
+  actors::tell(actor, actors::abandon_atom::value);
   return {error::timeout, "running jobs did not finish within "
                             + std::to_string(timeout.count()) + " ms"};
 }

@@ -1,24 +1,25 @@
-// Which nodes may message an actor that faces the network.
+// Which messages may reach an actor that faces the network.
 //
+// The transport (runtime/src/transport) is the boundary: a connection
+// reaches CAF only after ergon's handshake, and carries only messages
+// between its two ends. The gate is the second line, in each actor that
+// faces the network: it checks the sender as the message is enqueued,
+// before any handler, exit or down handler, or response handler sees it.
 // CAF 0.17 delivers a message from any connected node to any actor whose
-// handle ever crossed the wire (its registry is global and actor ids are
-// small integers), so a check in one gateway actor is no boundary. Each
-// actor that faces the network is a gated<...> instead: it checks the
-// sender's node as the message is enqueued, before any handler, exit or
-// down handler, or response handler sees it.
+// handle ever crossed the wire, so a check in one gateway actor would not do.
 #pragma once
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_control_block.hpp>
-#include <caf/type_erased_tuple.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/make_message.hpp>
 #include <caf/node_id.hpp>
+#include <caf/send.hpp>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "ergon/error.hpp"
@@ -26,69 +27,85 @@
 
 namespace ergon::actors {
 
-/// Open (the default) it lets every node through. Closed, it lets through
-/// only this process and the nodes admitted since: those that proved the
-/// queue's secret, or the queue node a connection authenticated.
-/// Thread-safe.
+/// The nodes that have a live connection which passed ergon's handshake,
+/// by realm: a name for the credentials the handshake checked ("" for
+/// none; runtime/src/transport names the others).
+/// The transport adds a node when a connection's BASP handshake names it,
+/// and removes it when that connection ends. One per process; thread-safe.
+class admissions {
+ public:
+  static admissions& of_process();
+
+  void add(const caf::node_id& node, const std::string& realm);
+  void remove(const caf::node_id& node, const std::string& realm);
+  bool admitted(const caf::node_id& node, const std::string& realm) const;
+
+ private:
+  mutable std::mutex mtx_;
+  std::map<std::pair<caf::node_id, std::string>, int> live_;  // connections
+};
+
+/// Unlocked (the default) it lets everything through: the actor does not
+/// face the network. Once it faces the network, it refuses messages
+/// without a sender (but answers: CAF bounces failed requests without one)
+/// and with a forwarding stack from another node, and lets in only this
+/// process and, unless its realm is "" (no credentials), the nodes with a
+/// live connection of its realm. Thread-safe.
 class node_gate {
  public:
   node_gate() = default;
   node_gate(const node_gate&) = delete;
   node_gate& operator=(const node_gate&) = delete;
 
-  /// From now on only this process and admitted nodes get through.
-  void close() { closed_.store(true, std::memory_order_release); }
+  /// From now on the gate admits only what its realm admits. `secret` is
+  /// kept for the HTTP endpoint. Errors: invalid_argument ("secret") if
+  /// the gate faces the network with other credentials already.
+  status face_network(const std::string& realm, const std::string& secret = {});
 
-  bool closed() const { return closed_.load(std::memory_order_acquire); }
+  bool faces_network() const { return faces_network_.load(std::memory_order_acquire); }
 
-  /// Closes the gate with `secret` as the key nodes must prove. Errors:
-  /// invalid_argument if a different secret was set before.
-  status lock_with(const std::string& secret);
-
-  /// The key set by lock_with; empty if none.
+  /// The secret given to face_network; empty if none.
   std::string secret() const;
 
-  void admit(const caf::node_id& node);
-  void forget(const caf::node_id& node);
-  bool admitted(const caf::node_id& node) const;
-
-  /// True if a message from `sender` may pass: the gate is open, there is
-  /// no sender or it runs in this process (`local`), or its node was
-  /// admitted.
-  bool admits(const caf::strong_actor_ptr& sender, const caf::node_id& local) const {
-    if (!closed() || !sender || sender->node() == local)
-      return true;
-    return admitted(sender->node());
-  }
+  /// True if `what` may pass; `local` is this process's node.
+  bool admits(const caf::mailbox_element& what, const caf::node_id& local) const;
 
   void count_refused() { refused_.fetch_add(1, std::memory_order_relaxed); }
   void count_failed_handshake() { failed_handshakes_.fetch_add(1, std::memory_order_relaxed); }
   void count_rejected() { rejected_.fetch_add(1, std::memory_order_relaxed); }
-  /// Messages dropped because their node had not authenticated.
+  void count_refused_connection() {
+    refused_connections_.fetch_add(1, std::memory_order_relaxed);
+  }
+  /// Messages a gate dropped.
   int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
-  /// Handshakes that proved a wrong secret (or none).
+  /// Handshakes that proved a wrong secret, none, or no certificate.
   int64_t failed_handshakes() const {
     return failed_handshakes_.load(std::memory_order_relaxed);
   }
   /// Protocol messages rejected as malformed or out of range.
   int64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
+  /// Connections the transport closed for breaking its rules.
+  int64_t refused_connections() const {
+    return refused_connections_.load(std::memory_order_relaxed);
+  }
 
  private:
-  std::atomic<bool> closed_{false};
+  std::atomic<bool> faces_network_{false};
   mutable std::mutex mtx_;
+  std::string realm_;
   std::string secret_;
-  std::set<caf::node_id> admitted_;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> failed_handshakes_{0};
   std::atomic<int64_t> rejected_{0};
+  std::atomic<int64_t> refused_connections_{0};
 };
 
-/// True for the handshake messages (hello, prove), which pass every gate:
-/// they are how a node gets admitted.
-bool is_handshake(const caf::type_erased_tuple& content);
-
 /// The answer to a request refused by a gate.
-caf::message refusal(const caf::node_id& node);
+caf::message refusal(const caf::strong_actor_ptr& sender);
+
+/// Logs a message a gate refused: the first one of each gate, then one in a
+/// thousand, so a flood can't fill the log.
+void log_refused(const caf::mailbox_element& what, const char* actor, int64_t count);
 
 /// `Base` (a CAF actor type) whose mailbox takes only what its gate
 /// admits; a refused request is answered `unauthenticated`, anything else
@@ -110,13 +127,15 @@ class gated : public Base {
   // terminated actor after a queue's own system was destroyed.
   void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* eu) override {
     auto gate = gate_.load(std::memory_order_acquire);
-    if (gate && !gate->admits(what->sender, local_)
-        && !is_handshake(what->content())) {
+    if (gate && !gate->admits(*what, local_)) {
       gate->count_refused();
-      auto& to = what->stages.empty() ? what->sender : what->stages.back();
-      if (what->mid.is_request() && to)
+      log_refused(*what, this->name(), gate->refused());
+      // Only to the sender itself: a forwarding stack names whoever the
+      // peer liked.
+      auto& to = what->sender;
+      if (what->mid.is_request() && to && what->stages.empty())
         to->enqueue(caf::strong_actor_ptr{this->ctrl()}, what->mid.response_id(),
-                    refusal(what->sender->node()), eu);
+                    refusal(to), eu);
       return;
     }
     Base::enqueue(std::move(what), eu);
@@ -134,5 +153,16 @@ void set_gate(const Handle& handle, std::shared_ptr<node_gate> gate) {
   if (gate)
     static_cast<Impl*>(caf::actor_cast<caf::abstract_actor*>(handle))->set_gate(std::move(gate));
 }
+
+/// Sends `xs` to `to` from this process's own code that is not an actor (a
+/// job's thread, the blocking API): gated actors refuse messages without a
+/// sender, so these carry the receiver as theirs. Nothing answers them.
+template <class Handle, class... Ts>
+void tell(const Handle& to, Ts&&... xs) {
+  caf::send_as(to, to, std::forward<Ts>(xs)...);
+}
+
+/// Asks `to` to exit with `reason`, as tell() sends: with a sender.
+void tell_exit(const caf::actor& to, caf::error reason);
 
 }  // namespace ergon::actors

@@ -1,0 +1,73 @@
+// A connected TCP socket, with a TLS session on it or not, while ergon's
+// handshake runs: the acceptor drives it without blocking, the dialer
+// blocks on it with a deadline. The scribe takes it over afterwards.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "ergon/error.hpp"
+
+namespace ergon::transport {
+
+/// What a non-blocking step did.
+enum class progress {
+  done,        ///< finished what was asked
+  want_read,   ///< waits until the socket is readable
+  want_write,  ///< waits until the socket is writable
+  closed,      ///< the peer closed, or the socket or TLS failed
+};
+
+class connection {
+ public:
+  /// Owns `fd` (non-blocking) and `ssl` (may be null: no TLS).
+  connection(int fd, SSL* ssl);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  int fd() const { return fd_; }
+  SSL* ssl() const { return ssl_; }
+
+  /// Puts a TLS session on the socket, owned from now on.
+  void set_ssl(SSL* ssl) { ssl_ = ssl; }
+
+  /// One step of the TLS handshake, as the accepting (`server`) or
+  /// connecting side.
+  progress tls_handshake(bool server);
+
+  /// Reads until `into` holds `want` bytes; never more.
+  progress read_into(std::string& into, size_t want);
+
+  /// Writes `out`, erasing what was written.
+  progress write_from(std::string& out);
+
+  /// The TLS channel's exported key (RFC 5705), 32 bytes; empty without TLS.
+  std::string channel_binding() const;
+
+  /// Why the last step failed, for a log line.
+  const std::string& failure() const { return failure_; }
+
+  /// "address:port" of the peer.
+  std::string peer() const;
+
+  /// Gives up the socket and session to the caller.
+  std::pair<int, SSL*> release();
+
+ private:
+  progress ssl_result(int ret);
+
+  int fd_;
+  SSL* ssl_;
+  std::string failure_;
+};
+
+/// Waits until `c` can make `p` (want_read or want_write) progress, or the
+/// deadline passes (false).
+bool wait_for(const connection& c, progress p, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace ergon::transport

@@ -1,0 +1,243 @@
+#include "transport/handshake.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+namespace ergon::transport {
+namespace {
+
+constexpr char magic[] = "ergon";
+constexpr size_t magic_bytes = sizeof(magic) - 1;
+// magic, version, flags, nonce
+constexpr size_t hello_bytes = magic_bytes + 2 + nonce_bytes;
+constexpr uint8_t has_secret = 0x01;
+
+constexpr char hello_type = 'H';
+constexpr char proof_type = 'P';
+constexpr char accepted_type = 'A';
+constexpr char refused_type = 'R';
+
+std::string frame(char type, const std::string& body) {
+  std::string out;
+  out.reserve(2 + body.size());
+  out += type;
+  out += static_cast<char>(body.size());
+  out += body;
+  return out;
+}
+
+// magic, version, flags, nonce: the start of a hello and of a proof.
+std::string preamble(uint8_t flags, const std::string& nonce) {
+  std::string out{magic, magic_bytes};
+  out += static_cast<char>(protocol_version);
+  out += static_cast<char>(flags);
+  out += nonce;
+  return out;
+}
+
+bool has_magic(const std::string& body) {
+  return body.size() >= hello_bytes && body.compare(0, magic_bytes, magic) == 0;
+}
+
+uint8_t version_of(const std::string& body) {
+  return static_cast<uint8_t>(body[magic_bytes]);
+}
+
+uint8_t flags_of(const std::string& body) {
+  return static_cast<uint8_t>(body[magic_bytes + 1]);
+}
+
+std::string nonce_of(const std::string& body) {
+  return body.substr(magic_bytes + 2, nonce_bytes);
+}
+
+step refuse(refusal why, std::string send = {}) {
+  step s;
+  s.send = std::move(send);
+  s.refused = why;
+  return s;
+}
+
+step read(size_t n, std::string send = {}) {
+  step s;
+  s.send = std::move(send);
+  s.want = n;
+  return s;
+}
+
+step admit(std::string send = {}) {
+  step s;
+  s.send = std::move(send);
+  s.admitted = true;
+  return s;
+}
+
+bool same(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+std::string handshake_proof(const handshake_keys& keys, const char* role,
+                            const std::string& queue_nonce, const std::string& client_nonce) {
+  std::string transcript = "ergon-transport-1";
+  transcript += '\0';
+  transcript += role;
+  transcript += '\0';
+  transcript += queue_nonce;
+  transcript += client_nonce;
+  transcript += keys.channel_binding;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), keys.secret.data(), static_cast<int>(keys.secret.size()),
+       reinterpret_cast<const unsigned char*>(transcript.data()), transcript.size(), mac, &len);
+  return std::string{reinterpret_cast<const char*>(mac), len};
+}
+
+server_handshake::server_handshake(handshake_keys keys,
+                                   const std::array<uint8_t, nonce_bytes>& nonce)
+    : keys_(std::move(keys)), nonce_(nonce.begin(), nonce.end()) {}
+
+step server_handshake::start() {
+  state_ = frame;
+  return read(2, transport::frame(hello_type, preamble(keys_.secret.empty() ? 0 : has_secret,
+                                                       nonce_)));
+}
+
+step server_handshake::feed(const std::string& bytes) {
+  switch (state_) {
+    case frame: {
+      auto len = bytes.size() == 2 ? static_cast<uint8_t>(bytes[1]) : 0;
+      if (bytes.size() != 2 || bytes[0] != proof_type
+          || (len != hello_bytes && len != hello_bytes + proof_bytes))
+        break;
+      state_ = body;
+      return read(len);
+    }
+    case body:
+      state_ = done;
+      return on_body(bytes);
+    default:
+      break;
+  }
+  state_ = done;
+  return refuse(refusal::not_ergon);
+}
+
+step server_handshake::on_body(const std::string& body) {
+  auto refused = [](refusal why) {
+    return refuse(why, transport::frame(refused_type, std::string(1, static_cast<char>(why))));
+  };
+  if (!has_magic(body))
+    return refuse(refusal::not_ergon);
+  if (version_of(body) != protocol_version)
+    return refused(refusal::unsupported_version);
+  bool proved = (flags_of(body) & has_secret) != 0;
+  if (proved != (body.size() == hello_bytes + proof_bytes))
+    return refuse(refusal::not_ergon);
+  if (keys_.secret.empty())
+    return admit(transport::frame(accepted_type, {}));
+  if (!proved)
+    return refused(refusal::secret_required);
+  auto client_nonce = nonce_of(body);
+  if (!same(body.substr(hello_bytes), handshake_proof(keys_, "client", nonce_, client_nonce)))
+    return refused(refusal::wrong_secret);
+  return admit(transport::frame(accepted_type, handshake_proof(keys_, "queue", nonce_, client_nonce)));
+}
+
+client_handshake::client_handshake(handshake_keys keys,
+                                   const std::array<uint8_t, nonce_bytes>& nonce)
+    : keys_(std::move(keys)), nonce_(nonce.begin(), nonce.end()) {}
+
+step client_handshake::start() {
+  state_ = hello_frame;
+  return read(2);
+}
+
+step client_handshake::feed(const std::string& bytes) {
+  auto len = bytes.size() == 2 ? static_cast<uint8_t>(bytes[1]) : 0;
+  switch (state_) {
+    case hello_frame:
+      if (bytes.size() != 2 || bytes[0] != hello_type || len != hello_bytes)
+        break;
+      state_ = hello_body;
+      return read(len);
+    case hello_body:
+      return on_hello(bytes);
+    case answer_frame: {
+      bool fits = bytes.size() == 2
+                  && ((bytes[0] == accepted_type && (len == 0 || len == proof_bytes))
+                      || (bytes[0] == refused_type && len == 1));
+      if (!fits)
+        break;
+      answer_type_ = bytes[0];
+      if (len == 0)
+        return on_answer({});
+      state_ = answer_body;
+      return read(len);
+    }
+    case answer_body:
+      return on_answer(bytes);
+    default:
+      break;
+  }
+  state_ = done;
+  return refuse(refusal::not_ergon);
+}
+
+step client_handshake::on_hello(const std::string& body) {
+  state_ = done;
+  if (!has_magic(body) || body.size() != hello_bytes)
+    return refuse(refusal::not_ergon);
+  if (version_of(body) != protocol_version)
+    return refuse(refusal::unsupported_version);
+  bool queue_has_secret = (flags_of(body) & has_secret) != 0;
+  // Nothing goes to a queue that can't prove the secret this client has.
+  if (!keys_.secret.empty() && !queue_has_secret)
+    return refuse(refusal::queue_without_secret);
+  queue_nonce_ = nonce_of(body);
+  auto proof = preamble(keys_.secret.empty() ? 0 : has_secret, nonce_);
+  if (!keys_.secret.empty())
+    proof += handshake_proof(keys_, "client", queue_nonce_, nonce_);
+  state_ = answer_frame;
+  return read(2, frame(proof_type, proof));
+}
+
+step client_handshake::on_answer(const std::string& body) {
+  state_ = done;
+  if (answer_type_ == refused_type) {
+    auto why = static_cast<refusal>(body[0]);
+    if (why == refusal::wrong_secret || why == refusal::secret_required
+        || why == refusal::unsupported_version)
+      return refuse(why);
+    return refuse(refusal::not_ergon);
+  }
+  if (keys_.secret.empty())
+    return body.empty() ? admit() : refuse(refusal::not_ergon);
+  if (!same(body, handshake_proof(keys_, "queue", queue_nonce_, nonce_)))
+    return refuse(refusal::queue_proof_wrong);
+  return admit();
+}
+
+std::string describe(refusal why) {
+  switch (why) {
+    case refusal::none:
+      return "admitted";
+    case refusal::wrong_secret:
+      return "the secret does not match the queue's";
+    case refusal::secret_required:
+      return "the queue requires a secret, and none was given";
+    case refusal::unsupported_version:
+      return "the peer speaks another version of ergon's handshake";
+    case refusal::not_ergon:
+      return "the peer does not speak ergon's handshake";
+    case refusal::queue_without_secret:
+      return "the queue did not prove the secret: it has none";
+    case refusal::queue_proof_wrong:
+      return "the queue did not prove the secret: it has another one";
+  }
+  return "refused";
+}
+
+}  // namespace ergon::transport
