@@ -124,6 +124,12 @@ int main(int argc, char** argv) {
               ->check(CLI::ExistingFile);
   app.add_option("--tls-passphrase-file", passphrase_file, "a file holding the key's passphrase")
     ->check(CLI::ExistingFile);
+  app.add_option("--tls-peer-name", tls.peer_name,
+                 "the name the owner's certificate must carry (DNS name or IP address)");
+  bool allow_open_files = false;
+  app.add_flag("--allow-open-files", allow_open_files,
+               "accept a secret, key or passphrase file that its group or others may read "
+               "(with a warning); refused otherwise, as ssh does");
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -213,12 +219,14 @@ int main(int argc, char** argv) {
   reach_options reach;
   reach.db = db;
   reach.tls = !tls.certificate.empty();
+  auto access = allow_open_files ? file_access::any : file_access::owner_only;
+  tls.key_access = access;
   for (auto [file, slot, flag] :
        {std::tuple{&secret_file, &reach.creds.secret, "--secret-file"},
         std::tuple{&passphrase_file, &tls.passphrase, "--tls-passphrase-file"}}) {
     if (file->empty())
       continue;
-    auto text = read_secret_file(*file);
+    auto text = read_secret_file(*file, access);
     if (!text)
       return context{reach, tls, json, std::cout, std::cerr}.fail(
         {error::invalid_argument, std::string{flag} + ": " + text.error().message(), flag});

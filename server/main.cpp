@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-open-files", allow_open_files,
                "accept a secret, key or passphrase file that its group or others may read "
                "(with a warning); refused otherwise, as ssh does");
+  int64_t handshake_timeout_ms = 10'000;
+  app.add_option("--handshake-timeout-ms", handshake_timeout_ms,
+                 "close a connection that has not passed its handshake (TLS and ergon's) "
+                 "within this long")
+    ->capture_default_str();
   size_t max_message_bytes = ergon::default_message_limit;
   app.add_option("--max-message-bytes", max_message_bytes,
                  "the largest message a connection may send; a larger one closes it")
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
   opts.listen->address = bind;
   opts.listen->port = port;
   opts.listen->creds = creds;
+  opts.listen->handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
   if (http_port)
     opts.http = ergon::http_options{http_bind, *http_port};
   if (preempt_at)

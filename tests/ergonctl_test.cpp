@@ -233,7 +233,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
     {{"frobnicate"}, "frobnicate"},
   };
   auto empty_secret = f.dir.file("empty-secret");
-  std::ofstream{empty_secret} << "\nsecret on line two\n";
+  test::write_private_file(empty_secret, "\nsecret on line two");
   cases.push_back({{"--secret-file", empty_secret, "list"}, "--secret-file: "});
   for (auto& c : cases) {
     auto r = f.ctl(c.args);
@@ -319,13 +319,13 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
 BOOST_AUTO_TEST_CASE(an_owner_with_a_secret_needs_it) {
   filled_file f;
   auto secret_file = f.dir.file("secret");
-  std::ofstream{secret_file} << "a secret of the ergonctl test, 32 bytes\n";
+  test::write_private_file(secret_file, test::test_secret);
   server_process server{f.db, 0, {"--secret-file", secret_file}};
   auto without = f.ctl({"retry", "--all"});
   BOOST_TEST(without.code == 1);
   BOOST_TEST(without.err.find("--secret-file") != std::string::npos, without.err);
   auto wrong_file = f.dir.file("wrong");
-  std::ofstream{wrong_file} << "not the secret, but as long as one\n";
+  test::write_private_file(wrong_file, std::string(64, 'a'));
   auto wrong = f.ctl({"--secret-file", wrong_file, "retry", "--all"});
   BOOST_TEST(wrong.code == 1);
   BOOST_TEST(wrong.err.find("unauthenticated") != std::string::npos, wrong.err);

@@ -267,7 +267,7 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
 }
 
 BOOST_AUTO_TEST_CASE(writes_need_the_secret_when_the_queue_has_one) {
-  const std::string secret = "an http test secret of 32 bytes!";
+  const std::string secret = test::test_secret;
   served_queue s{secret};
   auto ids = s.run({"bad"});
   auto c = s.client();

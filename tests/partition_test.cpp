@@ -29,7 +29,7 @@ namespace {
 
 constexpr auto bound = std::chrono::seconds(60);
 constexpr int peer_timeout_ms = 1'000;
-const std::string secret = "the partition test's secret, 32 bytes";
+const std::string secret = test::test_secret;
 
 // Runs a shell command; its exit status.
 int sh(const std::string& cmd) {
@@ -123,9 +123,7 @@ BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result
                      *boost::unit_test::precondition(can_make_namespaces)) {
   hosts h;
   temp_dir dir;
-  {
-    std::ofstream{dir.file("secret")} << secret << '\n';
-  }
+  test::write_private_file(dir.file("secret"), secret);
   ::setenv("ERGON_TEST_SECRET", secret.c_str(), 1);
   ::setenv("ERGON_TEST_PEER_TIMEOUT_MS", std::to_string(peer_timeout_ms).c_str(), 1);
   child_process server{h.in(h.server, {ERGON_SERVER, "--db", dir.file("q.db"), "--bind",

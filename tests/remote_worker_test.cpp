@@ -302,7 +302,7 @@ BOOST_AUTO_TEST_CASE(a_stuck_worker_holds_only_its_credit) {
 
 BOOST_AUTO_TEST_CASE(a_queue_opened_with_listen_takes_remote_workers_until_it_closes) {
   temp_dir dir;
-  const std::string secret = "a secret of the listen test, 32 bytes";
+  const std::string secret = test::test_secret;
   options opts;
   opts.listen = listen_options{};
   opts.listen->creds.secret = secret;

@@ -3,7 +3,7 @@
 # A shell starts both and waits for each, so neither writes into a pipe
 # that the other closed by exiting first (execute_process would chain them).
 file(REMOVE "${DB}" "${DB}-wal" "${DB}-shm")
-set(ENV{ERGON_SECRET} "example secret of the distributed example run")
+set(ENV{ERGON_SECRET} "6c3e0b8f1a9d4e7c2f5b8a0d3c6e9f1b4a7d0c3e6f9b2a5d8c1e4f7a0b3d6c9e")
 set(script [=[
 "$1" "$3" "$4" 20 &
 server=$!

@@ -56,6 +56,12 @@ struct listen_options {
   /// cost of memory per connection. Only for a queue that owns its actor
   /// system; with your own, call set_max_message_size on its config.
   size_t max_message_bytes = default_message_limit;
+  /// How long a connection may take from its accept to a passed handshake
+  /// (TLS's and ergon's) before it is closed and counted in
+  /// refused_connections: a silent or slow peer holds its slot no longer.
+  /// Shorter frees slots sooner under a flood; too short refuses clients
+  /// on a slow network. 100 ms to 10 min.
+  std::chrono::milliseconds handshake_timeout{10'000};
 };
 
 /// The queue's HTTP endpoint (docs/operations.md): Prometheus metrics at

@@ -306,7 +306,8 @@ std::shared_ptr<queue::impl> spawned_queue(const queue_actor& q) {
 }
 
 result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
-                         const std::string& bind, const credentials& creds) {
+                         const std::string& bind, const credentials& creds,
+                         std::chrono::milliseconds handshake_timeout) {
   auto& sys = q->home_system();
   if (!sys.has_middleman())
     return no_middleman();
@@ -326,6 +327,7 @@ result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
   terms.secret = creds.secret;
   terms.realm = transport::realm_of(creds.secret, tls);
   terms.max_message_bytes = transport::max_message_bytes_of(sys);
+  terms.handshake_timeout = handshake_timeout;
   terms.gate = impl.gate;
   // Before the port opens: no node gets in ahead of the credentials.
   if (auto st = impl.gate->face_network(terms.realm, creds.secret); !st)
@@ -357,7 +359,8 @@ namespace runtime {
 
 status listen(const std::shared_ptr<queue::impl>& q, const listen_options& where) {
   auto actor = spawn_actor(*q->sys, q);
-  auto bound = publish(actor, *q, where.port, where.address, where.creds);
+  auto bound = publish(actor, *q, where.port, where.address, where.creds,
+                       where.handshake_timeout);
   if (!bound) {
     q->stop(std::chrono::seconds(30));
     return bound.error();
@@ -376,7 +379,9 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
   auto actor = spawn_actor(sys, q);
   if (q->opts.listen) {
     auto& where = *q->opts.listen;
-    if (auto bound = publish(actor, *q, where.port, where.address, where.creds); !bound) {
+    if (auto bound = publish(actor, *q, where.port, where.address, where.creds,
+                             where.handshake_timeout);
+        !bound) {
       // Closes the queue and releases the file before the error is returned.
       caf::scoped_actor self{sys};
       self->request(actor, caf::infinite, close_atom::value)
@@ -395,7 +400,7 @@ result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string&
   if (!impl)
     return status{error::invalid_argument,
                   "only a queue spawned in this process can be published", "q"};
-  return publish(q, *impl, port, bind, creds);
+  return publish(q, *impl, port, bind, creds, transport::handshake_timeout);
 }
 
 result<uint16_t> listening_port(const queue_actor& q) {

@@ -74,6 +74,11 @@ status validate(const options& o) {
         return st;
     if (auto st = validate_peer_timeout("listen.peer_timeout", o.listen->peer_timeout); !st)
       return st;
+    auto handshake = o.listen->handshake_timeout;
+    if (handshake < std::chrono::milliseconds{100} || handshake > std::chrono::minutes{10})
+      return invalid_field("listen.handshake_timeout",
+                           "must be 100 ms to 10 min, got "
+                             + std::to_string(handshake.count()) + " ms");
     auto limit = o.listen->max_message_bytes;
     if (limit < min_message_limit || limit > max_message_limit)
       return invalid_field("listen.max_message_bytes",

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,20 @@ class temp_dir {
  private:
   std::filesystem::path path_;
 };
+
+/// A secret as ergon requires one (32 random bytes as 64 hex digits), fixed
+/// so that a child process can be given the same.
+inline const std::string test_secret =
+  "9f1c4e7a2b8d06f35e91a4c7d2083b6f5a1e9c04d7b2f8631e5a9c0d4b7f2e18";
+
+/// Writes `text` and a line break to `path`, readable by its owner only, as
+/// secret, key and passphrase files must be.
+inline std::string write_private_file(const std::string& path, const std::string& text) {
+  std::ofstream{path} << text << '\n';
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read
+                                       | std::filesystem::perms::owner_write);
+  return path;
+}
 
 // SQL that turns a file of the current schema into one of schema `version`
 // (1 to 4) as an older ergon left it, jobs included.

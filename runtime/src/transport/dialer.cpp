@@ -93,6 +93,8 @@ status refused(refusal why, const std::string& target) {
     case refusal::queue_without_secret:
     case refusal::queue_proof_wrong:
       return {error::unauthenticated, "the queue at " + target + ": " + describe(why)};
+    case refusal::speaks_tls:
+      return {error::unreachable, "the queue at " + target + " is unreachable: " + describe(why)};
     default:
       return {error::closed, "the peer at " + target + " is not an ergon queue of this version: "
                                + describe(why)};

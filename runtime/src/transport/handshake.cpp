@@ -11,8 +11,14 @@ constexpr char magic[] = "ergon";
 constexpr size_t magic_bytes = sizeof(magic) - 1;
 // magic, version, flags, nonce
 constexpr size_t hello_bytes = magic_bytes + 2 + nonce_bytes;
+// magic, version
+constexpr size_t client_hello_bytes = magic_bytes + 1;
+// TLS's record types for an alert and a handshake: a TLS peer's first byte.
+constexpr char tls_alert = 0x15;
+constexpr char tls_handshake = 0x16;
 constexpr uint8_t has_secret = 0x01;
 
+constexpr char client_hello_type = 'C';
 constexpr char hello_type = 'H';
 constexpr char proof_type = 'P';
 constexpr char accepted_type = 'A';
@@ -100,22 +106,36 @@ server_handshake::server_handshake(handshake_keys keys,
     : keys_(std::move(keys)), nonce_(nonce.begin(), nonce.end()) {}
 
 step server_handshake::start() {
-  state_ = frame;
-  return read(2, transport::frame(hello_type, preamble(keys_.secret.empty() ? 0 : has_secret,
-                                                       nonce_)));
+  state_ = hello_frame;
+  return read(2, frame(hello_type, preamble(keys_.secret.empty() ? 0 : has_secret, nonce_)));
 }
 
 step server_handshake::feed(const std::string& bytes) {
+  auto len = bytes.size() == 2 ? static_cast<uint8_t>(bytes[1]) : 0;
   switch (state_) {
-    case frame: {
-      auto len = bytes.size() == 2 ? static_cast<uint8_t>(bytes[1]) : 0;
+    case hello_frame:
+      if (bytes.size() != 2 || bytes[0] != client_hello_type || len != client_hello_bytes)
+        break;
+      state_ = hello_body;
+      return read(len);
+    case hello_body:
+      if (bytes.compare(0, magic_bytes, magic) != 0)
+        break;
+      if (static_cast<uint8_t>(bytes[magic_bytes]) != protocol_version) {
+        state_ = done;
+        return refuse(refusal::unsupported_version,
+                      frame(refused_type, std::string(1, static_cast<char>(
+                                                            refusal::unsupported_version))));
+      }
+      state_ = proof_frame;
+      return read(2);
+    case proof_frame:
       if (bytes.size() != 2 || bytes[0] != proof_type
           || (len != hello_bytes && len != hello_bytes + proof_bytes))
         break;
-      state_ = body;
+      state_ = proof_body;
       return read(len);
-    }
-    case body:
+    case proof_body:
       state_ = done;
       return on_body(bytes);
     default:
@@ -127,7 +147,7 @@ step server_handshake::feed(const std::string& bytes) {
 
 step server_handshake::on_body(const std::string& body) {
   auto refused = [](refusal why) {
-    return refuse(why, transport::frame(refused_type, std::string(1, static_cast<char>(why))));
+    return refuse(why, frame(refused_type, std::string(1, static_cast<char>(why))));
   };
   if (!has_magic(body))
     return refuse(refusal::not_ergon);
@@ -137,13 +157,13 @@ step server_handshake::on_body(const std::string& body) {
   if (proved != (body.size() == hello_bytes + proof_bytes))
     return refuse(refusal::not_ergon);
   if (keys_.secret.empty())
-    return admit(transport::frame(accepted_type, {}));
+    return admit(frame(accepted_type, {}));
   if (!proved)
     return refused(refusal::secret_required);
   auto client_nonce = nonce_of(body);
   if (!same(body.substr(hello_bytes), handshake_proof(keys_, "client", nonce_, client_nonce)))
     return refused(refusal::wrong_secret);
-  return admit(transport::frame(accepted_type, handshake_proof(keys_, "queue", nonce_, client_nonce)));
+  return admit(frame(accepted_type, handshake_proof(keys_, "queue", nonce_, client_nonce)));
 }
 
 client_handshake::client_handshake(handshake_keys keys,
@@ -152,13 +172,19 @@ client_handshake::client_handshake(handshake_keys keys,
 
 step client_handshake::start() {
   state_ = hello_frame;
-  return read(2);
+  std::string hello{magic, magic_bytes};
+  hello += static_cast<char>(protocol_version);
+  return read(2, frame(client_hello_type, hello));
 }
 
 step client_handshake::feed(const std::string& bytes) {
   auto len = bytes.size() == 2 ? static_cast<uint8_t>(bytes[1]) : 0;
   switch (state_) {
     case hello_frame:
+      if (!bytes.empty() && (bytes[0] == tls_alert || bytes[0] == tls_handshake)) {
+        state_ = done;
+        return refuse(refusal::speaks_tls);
+      }
       if (bytes.size() != 2 || bytes[0] != hello_type || len != hello_bytes)
         break;
       state_ = hello_body;
@@ -236,6 +262,8 @@ std::string describe(refusal why) {
       return "the queue did not prove the secret: it has none";
     case refusal::queue_proof_wrong:
       return "the queue did not prove the secret: it has another one";
+    case refusal::speaks_tls:
+      return "the queue speaks TLS: load certificates with use_tls";
   }
   return "refused";
 }

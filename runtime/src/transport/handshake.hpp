@@ -4,13 +4,17 @@
 // whether the peer is admitted. The acceptor and the dialer do the I/O.
 //
 //   queue                                   client
-//     hello: "ergon", version, flags,  ───►
+//                                      ◄───  hello: "ergon", version
+//     hello: "ergon", version, flags,  ───►  (both at once, on connect)
 //            the queue's nonce
 //                                      ◄───  proof: "ergon", version, flags,
 //                                              the client's nonce, and its
 //                                              proof (with a secret)
 //     accepted: the queue's proof      ───►  (or refused: a reason code)
 //
+// The client's hello lets a TLS server fail a plain client at once (TLS
+// waits for the client to speak first), and a queue refuse what is not
+// ergon after three bytes.
 // The client proves first, so the queue gives nothing to guess from before
 // the client proved the secret, and it proves nothing to a client that
 // failed. A proof is HMAC-SHA256, keyed with the secret, over the role, both
@@ -40,6 +44,7 @@ enum class refusal : uint8_t {
   not_ergon = 4,            ///< bytes that are not this handshake
   queue_without_secret = 5,  ///< the client has a secret; the queue proved none
   queue_proof_wrong = 6,    ///< the queue's proof does not match the client's secret
+  speaks_tls = 7,           ///< the client's side: the queue answered with TLS
 };
 
 /// What to do after a step: write `send` (if any), then read exactly
@@ -65,7 +70,7 @@ class server_handshake {
  public:
   server_handshake(handshake_keys keys, const std::array<uint8_t, nonce_bytes>& nonce);
 
-  /// The hello to send first, and how much of the client's reply to read.
+  /// The hello to send first, and how much of the client's hello to read.
   step start();
 
   /// The bytes last asked for.
@@ -76,7 +81,7 @@ class server_handshake {
 
   handshake_keys keys_;
   std::string nonce_;
-  enum { hello, frame, body, done } state_ = hello;
+  enum { hello_frame, hello_body, proof_frame, proof_body, done } state_ = hello_frame;
 };
 
 /// The client's side. Feed it exactly the bytes each step wants.
@@ -84,7 +89,7 @@ class client_handshake {
  public:
   client_handshake(handshake_keys keys, const std::array<uint8_t, nonce_bytes>& nonce);
 
-  /// How much of the queue's hello to read.
+  /// The hello to send first, and how much of the queue's hello to read.
   step start();
 
   /// The bytes last asked for.

@@ -1,5 +1,7 @@
 #include "transport/scribe.hpp"
 
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/stream_impl.hpp>
@@ -14,6 +16,34 @@
 #include <mutex>
 
 #include "transport/basp_rules.hpp"
+
+namespace ergon::transport {
+namespace {
+
+// A node's admission in a realm, for as long as this lives.
+class admission {
+ public:
+  admission(caf::node_id node, std::string realm) : node_(std::move(node)), realm_(std::move(realm)) {
+    actors::admissions::of_process().add(node_, realm_);
+  }
+  ~admission() { actors::admissions::of_process().remove(node_, realm_); }
+  admission(const admission&) = delete;
+  admission& operator=(const admission&) = delete;
+
+ private:
+  caf::node_id node_;
+  std::string realm_;
+};
+
+// Carries an admission through BASP's delivery queue (see detach_from).
+struct admission_release {
+  std::shared_ptr<admission> held;
+};
+
+}  // namespace
+}  // namespace ergon::transport
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::transport::admission_release)
 
 namespace ergon::transport {
 namespace {
@@ -93,10 +123,6 @@ class guarded_scribe : public caf::io::scribe {
         rules_(terms.accepted, terms.max_message_bytes, std::move(local)),
         terms_(std::move(terms)) {}
 
-  ~guarded_scribe() override {
-    if (rules_.peer())
-      actors::admissions::of_process().remove(rules_.peer(), terms_.realm);
-  }
 
   void configure_read(caf::io::receive_policy::config config) override {
     stream_.configure_read(config);
@@ -120,7 +146,7 @@ class guarded_scribe : public caf::io::scribe {
     // Admitted before BASP sees the handshake, so the messages after it
     // pass the gates.
     if (rules_.take_new_peer())
-      actors::admissions::of_process().add(rules_.peer(), terms_.realm);
+      admission_ = std::make_shared<admission>(rules_.peer(), terms_.realm);
     return scribe::consume(ctx, buf, size);
   }
 
@@ -148,11 +174,27 @@ class guarded_scribe : public caf::io::scribe {
   void add_to_loop() override { stream_.activate(this); }
   void remove_from_loop() override { stream_.passivate(); }
 
+ protected:
+  // The connection ends. Messages it brought may still be on their way
+  // through BASP's delivery queue, which hands them over in the order they
+  // were read: the admission goes through it too, after them, and ends
+  // when the queue drops it.
+  void detach_from(caf::io::abstract_broker* broker) override {
+    scribe::detach_from(broker);
+    if (!admission_)
+      return;
+    auto& queue = static_cast<caf::io::basp_broker*>(broker)->instance.queue();
+    queue.push(nullptr, queue.new_id(), nullptr,
+               caf::make_mailbox_element(nullptr, caf::make_message_id(), {},
+                                         admission_release{std::move(admission_)}));
+  }
+
  private:
   bool launched_ = false;
   caf::io::network::stream_impl<socket_policy> stream_;
   basp_rules rules_;
   connection_terms terms_;
+  std::shared_ptr<admission> admission_;
 };
 
 }  // namespace
@@ -187,7 +229,7 @@ void log_refused_connection(const std::string& peer, const std::string& why) {
   }
   std::cerr << "ergon: closed the connection of " << peer << ": " << why;
   if (quiet > 0)
-    std::cerr << " (and " << quiet << " more like it in the last minute)";
+    std::cerr << " (and " << quiet << " more like it since the last such line)";
   std::cerr << '\n';
 }
 
