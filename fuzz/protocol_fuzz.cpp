@@ -5,6 +5,16 @@
 // type-erased caf::message as the network layer reads it. The first input byte
 // picks the type. Properties: no crash, throw or UB; a value that deserializes
 // serializes to bytes that deserialize to the same value (same bytes again).
+//
+// Two more selectors reach the transport (runtime/src/transport), the first
+// bytes every connection meets:
+// - handshake_selector feeds the bytes to both sides of ergon's handshake, as
+//   each asks for them, and as BASP chunks to the connection rules.
+//   Properties: no step asks for more than a frame of 255 bytes, and no
+//   header announcing more than the limit passes.
+// - raw_socket_selector writes the bytes to a real acceptor on 127.0.0.1 (one
+//   with a secret, one without), then closes its side. Property: the queue
+//   closes the connection too, at once, whatever it was sent.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/binary_deserializer.hpp>
@@ -20,8 +30,20 @@
 #include <string>
 #include <vector>
 
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "ergon/actors/protocol.hpp"
 #include "ergon/queue.hpp"
+#include "transport/acceptor.hpp"
+#include "transport/basp_rules.hpp"
+#include "transport/handshake.hpp"
 #include "ergon/queue_actor.hpp"
 #include "ergon/wire.hpp"
 #include "fuzz_target.hpp"
@@ -245,6 +267,135 @@ ergon::job_filter public_filter() {
   return f;
 }
 
+// -- the transport -------------------------------------------------------------
+
+constexpr uint8_t handshake_selector = 253;
+constexpr uint8_t raw_socket_selector = 254;
+
+std::string transport_seed(uint8_t selector) {
+  std::string out(1, static_cast<char>(selector));
+  out += std::string{"C\x06" "ergon\x01", 8};
+  out += std::string{"P\x27" "ergon\x01\x00", 9} + std::string(32, '\x07');
+  out += std::string{"\x01\x00\x00\x00\x00\x00\x00\x10", 8} + std::string(24, '\0');
+  return out;
+}
+
+const std::string fuzz_secret = std::string(64, 'f');
+
+// Feeds `data` to one side of the handshake, as it asks for bytes.
+template <class Side>
+void drive(Side& side, const char* data, size_t size) {
+  auto s = side.start();
+  size_t at = 0;
+  while (!s.finished()) {
+    auto want = s.want;
+    require(want > 0 && want <= 255, "a handshake step asked for " + std::to_string(want)
+                                       + " bytes");
+    if (size - at < want)
+      return;
+    s = side.feed(std::string{data + at, want});
+    at += want;
+  }
+}
+
+void check_transport(const char* data, size_t size) {
+  std::array<uint8_t, ergon::transport::nonce_bytes> nonce{};
+  for (auto secret : {std::string{}, fuzz_secret}) {
+    ergon::transport::server_handshake queue{{secret, {}}, nonce};
+    ergon::transport::client_handshake client{{secret, {}}, nonce};
+    drive(queue, data, size);
+    drive(client, data, size);
+  }
+  // As BASP chunks: a header, then the payload it announces, and so on.
+  constexpr size_t limit = 1 << 16;
+  ergon::transport::basp_rules rules{size % 2 == 0, limit, node().node()};
+  size_t at = 0;
+  bool want_payload = false;
+  uint32_t announced = 0;
+  while (at < size) {
+    size_t chunk = want_payload ? announced : ergon::transport::basp_header_bytes;
+    chunk = std::min(chunk, size - at);
+    if (!want_payload && chunk == ergon::transport::basp_header_bytes) {
+      announced = 0;
+      for (size_t i = 4; i < 8; ++i)
+        announced = (announced << 8) | static_cast<uint8_t>(data[at + i]);
+    }
+    auto why = rules.check(data + at, chunk);
+    if (!why.empty())
+      return;
+    if (!want_payload)
+      require(announced <= std::max(limit, ergon::transport::max_handshake_bytes),
+              "a header announcing " + std::to_string(announced) + " bytes passed");
+    at += chunk;
+    want_payload = !want_payload && announced > 0;
+  }
+}
+
+// Acceptors on 127.0.0.1, with and without a secret, in a system of their own.
+struct listening {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::actor published;
+  std::unique_ptr<ergon::transport::acceptor> plain;
+  std::unique_ptr<ergon::transport::acceptor> with_secret;
+
+  listening() {
+    cfg.load<caf::io::middleman>();
+    ergon::queue::register_types(cfg);
+    cfg.set("scheduler.max-threads", 1);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    published = sys->spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+    for (auto* slot : {&plain, &with_secret}) {
+      ergon::transport::listener_terms terms;
+      terms.secret = slot == &plain ? std::string{} : fuzz_secret;
+      terms.realm = terms.secret.empty() ? "" : "fuzz";
+      terms.handshake_timeout = std::chrono::milliseconds{500};
+      terms.gate = std::make_shared<ergon::actors::node_gate>();
+      auto opened = ergon::transport::acceptor::open(
+        *sys, std::move(terms), caf::actor_cast<caf::strong_actor_ptr>(published), {});
+      require(opened.has_value(), "cannot listen for the raw-socket mode");
+      *slot = std::move(*opened);
+    }
+  }
+};
+
+listening& acceptors() {
+  static auto* l = new listening;  // kept until exit, like node()
+  return *l;
+}
+
+void check_raw_socket(const char* data, size_t size) {
+  auto& l = acceptors();
+  auto port = (size % 2 == 0 ? l.plain : l.with_secret)->port();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  require(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0,
+          "cannot connect to the acceptor");
+  for (size_t at = 0; at < size;) {
+    auto n = ::send(fd, data + at, size - at, MSG_NOSIGNAL);
+    if (n <= 0)
+      break;  // closed already
+    at += static_cast<size_t>(n);
+  }
+  ::shutdown(fd, SHUT_WR);
+  // Whatever it was sent, the queue ends the connection once its peer is
+  // done: at the first bad byte, at the end of the bytes, or (a connection
+  // handed to CAF) when CAF sees the end.
+  bool closed = false;
+  for (int waited = 0; waited < 50 && !closed; ++waited) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0)
+      continue;
+    char buf[4096];
+    closed = ::recv(fd, buf, sizeof(buf), 0) <= 0;
+  }
+  ::close(fd);
+  require(closed, "the queue kept a connection open for 5 s after its peer finished");
+}
+
 std::vector<std::string> seeds() {
   wire_status st{1, "field 'weight': must be >= 1", "weight"};
   ergon::storage::progress_report progress{7, 42, 30, 100, "rows", 1'700'000'000'000,
@@ -279,13 +430,10 @@ std::vector<std::string> seeds() {
           seed(message_selector, caf::make_message(req)),
           seed(message_selector, caf::make_message(assign_jobs{{job}, {}, false})),
           seed(message_selector, caf::make_message(ext, st)),
-          // The secret handshake (queue_actor.hpp): a hello with a nonce, a
-          // prove with a proof, and the hello's answer.
-          seed(message_selector,
-               caf::make_message(ergon::hello_atom::value, std::string(64, 'a'))),
-          seed(message_selector,
-               caf::make_message(ergon::prove_atom::value, std::string(64, 'b'))),
           seed(message_selector, caf::make_message(std::string(64, 'c'), std::string(64, 'd'))),
+          // A client's first bytes without a secret: its hello and proof
+          // frames, then the start of a BASP client handshake.
+          transport_seed(handshake_selector), transport_seed(raw_socket_selector),
           infinite_float_message(),
           seed(17, public_job()),
           seed(17, infinite_backoff_job()),
@@ -325,6 +473,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0)
     return 0;
   auto bytes = reinterpret_cast<const char*>(data);
-  checkers[data[0] % checkers.size()](bytes + 1, size - 1);
+  if (data[0] == handshake_selector)
+    check_transport(bytes + 1, size - 1);
+  else if (data[0] == raw_socket_selector)
+    check_raw_socket(bytes + 1, size - 1);
+  else
+    checkers[data[0] % checkers.size()](bytes + 1, size - 1);
   return 0;
 }

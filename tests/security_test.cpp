@@ -451,6 +451,24 @@ BOOST_AUTO_TEST_CASE(an_oversized_message_closes_only_its_own_connection) {
   }
 }
 
+// Finding 9 of reliability.md: a byte sequence inside a message that claims
+// 4 GiB. Every length inside a payload is checked against the bytes left
+// before CAF reads it.
+BOOST_AUTO_TEST_CASE(a_length_inside_a_message_can_t_claim_more_than_the_message) {
+  for (auto m : {mode::plain, mode::secret}) {
+    BOOST_TEST_CONTEXT(name_of(m)) {
+      served s{shared_certs(), m};
+      auto baseline = rss_kib(s.server.proc.pid());
+      child_process attacker{s.attack({"charbuf", m == mode::secret ? secret : std::string{}})};
+      BOOST_TEST(attacker.read_line() == "closed");
+      BOOST_TEST(rss_kib(s.server.proc.pid()) - baseline < few_mb_kib);
+      s.still_serves_promptly();
+      BOOST_TEST(metrics_of(s.honest, s.q).refused_connections == 1);
+      BOOST_TEST(s.server.stop(SIGTERM));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_remote_close_ends_the_server_with_status_3) {
   served s{shared_certs(), mode::secret};
   // Its answer may or may not beat the connection's end.

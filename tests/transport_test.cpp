@@ -14,6 +14,7 @@
 
 #include "support/test_support.hpp"
 #include "transport/basp_rules.hpp"
+#include "transport/bounded_reader.hpp"
 #include "transport/handshake.hpp"
 
 using namespace ergon::transport;
@@ -202,8 +203,6 @@ BOOST_AUTO_TEST_CASE(the_client_speaks_first_so_tls_fails_a_plain_client_at_once
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(rules)
-
 namespace {
 
 // Without the network layer, CAF 0.17 gives a system no node id.
@@ -267,6 +266,8 @@ basp_rules after_handshake(nodes& n, size_t limit = 1 << 20) {
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_SUITE(rules)
 
 BOOST_AUTO_TEST_CASE(the_handshake_names_the_peer_once) {
   nodes n;
@@ -366,6 +367,79 @@ BOOST_AUTO_TEST_CASE(a_payload_of_another_length_than_announced_is_refused) {
   auto r = after_handshake(n);
   BOOST_TEST(check(r, header(2, 10, request, 5, 1)).empty());
   BOOST_TEST(!check(r, std::string(9, 'x')).empty());
+}
+
+BOOST_AUTO_TEST_CASE(payloads_go_to_the_length_check) {
+  nodes n;
+  std::vector<payload_kind> seen;
+  basp_rules r{true, 1 << 20, n.local, [&](payload_kind kind, const char*, size_t) {
+                 seen.push_back(kind);
+                 return kind == payload_kind::down_message ? std::string{"too long"}
+                                                           : std::string{};
+               }};
+  auto hs = payload(n.sys, n.peer);
+  BOOST_REQUIRE(check(r, header(1, static_cast<uint32_t>(hs.size()))).empty());
+  BOOST_REQUIRE(check(r, hs).empty());
+  BOOST_TEST(check(r, header(2, 3, request, 5, 1)).empty());
+  BOOST_TEST(check(r, "abc").empty());
+  auto body = payload(n.sys, n.peer, n.local);
+  BOOST_TEST(check(r, header(5, static_cast<uint32_t>(body.size()), 0, 7)).empty());
+  BOOST_TEST(check(r, body) == "too long");
+  BOOST_TEST(seen.size() == 2u);  // not the handshake
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(lengths)
+
+namespace {
+
+// A message payload (no forwarding stack) whose last element is a byte
+// sequence of 3 bytes, its length prefix replaced by `prefix`.
+std::string charbuf_payload(caf::actor_system& sys, const std::string& prefix) {
+  std::vector<caf::strong_actor_ptr> stages;
+  auto msg = caf::make_message(std::string{"x"}, std::vector<char>{'a', 'b', 'c'});
+  auto bytes = payload(sys, stages, msg);
+  BOOST_REQUIRE(bytes.size() > 4);
+  BOOST_REQUIRE(bytes[bytes.size() - 4] == '\x03');  // varbyte 3, then "abc"
+  return bytes.substr(0, bytes.size() - 4) + prefix + "abc";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_sequence_longer_than_the_bytes_left_is_refused_unread) {
+  nodes n;
+  auto fine = charbuf_payload(n.sys, "\x03");
+  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, fine.data(), fine.size()).empty());
+  // 0xFFFFFFFF as a varbyte: CAF 0.17 would zero-fill 4 GiB for it.
+  auto bomb = charbuf_payload(n.sys, "\xff\xff\xff\xff\x0f");
+  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, bomb.data(), bomb.size())
+               .find("longer than the bytes left")
+             != std::string::npos);
+  auto four = charbuf_payload(n.sys, "\x04");
+  BOOST_TEST(!check_lengths(n.sys, payload_kind::direct_message, four.data(), four.size()).empty());
+}
+
+BOOST_AUTO_TEST_CASE(actor_handles_are_read_without_making_proxies) {
+  nodes n;
+  // A handle on another node, as a peer would name one.
+  std::vector<char> buf;
+  caf::binary_serializer sink{n.sys, buf};
+  std::vector<caf::strong_actor_ptr> stages;
+  caf::actor_id aid = 7;
+  auto msg = caf::make_message(std::string{"x"});
+  BOOST_REQUIRE(!sink(stages));
+  BOOST_REQUIRE(!sink(msg));
+  std::string bytes{buf.begin(), buf.end()};
+  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, bytes.data(), bytes.size()).empty());
+  auto handle = payload(n.sys, aid, n.peer);
+  auto with_stage = std::string{"\x01"} + handle + bytes.substr(1);  // one stage: that handle
+  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, with_stage.data(),
+                           with_stage.size())
+               .empty());
+  auto garbage = std::string(8, '\xff');
+  BOOST_TEST(!check_lengths(n.sys, payload_kind::direct_message, garbage.data(), garbage.size())
+                .empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

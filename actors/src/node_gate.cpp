@@ -50,27 +50,51 @@ admissions& admissions::of_process() {
 }
 
 void admissions::add(const caf::node_id& node, const std::string& realm) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  ++live_[{node, realm}];
+  std::unique_lock<std::shared_mutex> guard{mtx_};
+  auto& realms = live_[node];
+  for (auto& [name, count] : realms)
+    if (name == realm) {
+      ++count;
+      return;
+    }
+  realms.emplace_back(realm, 1);
 }
 
 void admissions::remove(const caf::node_id& node, const std::string& realm) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  auto i = live_.find({node, realm});
-  if (i != live_.end() && --i->second <= 0)
+  std::unique_lock<std::shared_mutex> guard{mtx_};
+  auto i = live_.find(node);
+  if (i == live_.end())
+    return;
+  auto& realms = i->second;
+  for (auto j = realms.begin(); j != realms.end(); ++j)
+    if (j->first == realm) {
+      if (--j->second <= 0)
+        realms.erase(j);
+      break;
+    }
+  if (realms.empty())
     live_.erase(i);
 }
 
 bool admissions::admitted(const caf::node_id& node, const std::string& realm) const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return live_.count({node, realm}) > 0;
+  std::shared_lock<std::shared_mutex> guard{mtx_};
+  auto i = live_.find(node);
+  if (i == live_.end())
+    return false;
+  for (auto& entry : i->second)
+    if (entry.first == realm)
+      return true;
+  return false;
 }
 
 status node_gate::face_network(const std::string& realm, const std::string& secret) {
   std::lock_guard<std::mutex> guard{mtx_};
-  if (faces_network() && (realm_ != realm || secret_ != secret))
-    return {error::invalid_argument,
-            "the queue already faces the network with other credentials", "secret"};
+  if (faces_network()) {
+    if (realm_ != realm || secret_ != secret)
+      return {error::invalid_argument,
+              "the queue already faces the network with other credentials", "secret"};
+    return {};
+  }
   realm_ = realm;
   secret_ = secret;
   faces_network_.store(true, std::memory_order_release);
@@ -92,12 +116,7 @@ bool node_gate::admits(const caf::mailbox_element& what, const caf::node_id& loc
     return true;
   if (!what.stages.empty())
     return false;
-  std::string realm;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    realm = realm_;
-  }
-  return realm.empty() || admissions::of_process().admitted(sender->node(), realm)
+  return realm_.empty() || admissions::of_process().admitted(sender->node(), realm_)
          || about_itself(what);
 }
 

@@ -114,17 +114,19 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
                                 options opts = {});
 
 /// Makes `q`, a queue spawned in this process, reachable from other
-/// processes at `bind`:`port` (0: a free port) and returns the port.
-/// Without a secret or TLS, every node that can connect reaches every
-/// message of queue_actor: keep to loopback (the default) or a trusted
-/// network. With `creds.secret`, only nodes that prove it reach the queue,
-/// its dispatcher and its writer, on every port it is published on; others
-/// get `unauthenticated`, counted in metrics. With use_tls on `q`'s actor
-/// system, connections are mutual TLS. Needs caf::io::middleman loaded.
+/// processes at `bind`:`port` (0: a free port) and returns the port. Every
+/// connection first passes ergon's handshake (docs/distribution.md): TLS
+/// when use_tls was called on `q`'s actor system, then the proof of
+/// `creds.secret` if set; CAF reads nothing from a peer before. Without a
+/// secret or TLS, every node that can connect reaches every message of
+/// queue_actor: keep to loopback (the default) or a trusted network.
+/// Refused connections are counted in metrics (failed_handshakes,
+/// refused_connections). Needs caf::io::middleman loaded.
 /// Errors: invalid_argument (no middleman; `q` is not a queue of this
-/// process; a secret shorter than 16 bytes or other than the one it was
-/// published with before), io_error (the port can't be bound, naming it),
-/// closed (`q` is an invalid handle, or its queue has closed).
+/// process; a secret that is not 32 random bytes in hex or base64, or other
+/// credentials than it was published with before; TLS files that no longer
+/// load), io_error (the port can't be bound, naming it), closed (`q` is an
+/// invalid handle, or its queue has closed).
 result<uint16_t> publish(const queue_actor& q, uint16_t port,
                          const std::string& bind = "127.0.0.1", const credentials& creds = {});
 
@@ -170,16 +172,18 @@ status set_max_message_size(caf::actor_system_config& cfg, size_t bytes);
 /// keeps open through a silent partition counts as dropped only after the
 /// peer timeout (set_peer_timeout); without one, only when TCP gives up
 /// (about 15 minutes on Linux). A queue that closed answers `closed` while
-/// it closes, and is `unreachable` after. With `creds.secret`, each
-/// connection first proves the secret to the queue and checks that the
-/// queue proves it too. Only that queue's node reaches the actors this
-/// connection creates. With use_tls on `sys`, the connection is mutual
-/// TLS. Needs caf::io::middleman loaded and queue::register_types called
-/// on `sys`'s config. Errors: invalid_argument (no middleman; a secret
-/// shorter than 16 bytes), unreachable (nothing answers there, or the TLS
-/// handshake failed; naming host and port), unauthenticated (the queue
-/// refused the secret, or could not prove it), closed (it is not an ergon
-/// queue of this version).
+/// it closes, and is `unreachable` after. Each connection runs ergon's
+/// handshake first, on a thread of its own with 10 s per step: TLS when
+/// use_tls was called on `sys`'s config, then, with `creds.secret`, the
+/// proof of the secret, first this side's, then the queue's. Only nodes
+/// connected with these credentials reach the actors this connection
+/// creates. Needs caf::io::middleman loaded and queue::register_types
+/// called on `sys`'s config. Errors: invalid_argument (no middleman; a
+/// secret that is not 32 random bytes in hex or base64), unreachable
+/// (nothing answers there, the TLS handshake failed, or a handshake step
+/// took too long; naming host and port), unauthenticated (the queue
+/// refused the secret, requires one, or could not prove it), closed (it is
+/// not an ergon queue of this version).
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
                             const credentials& creds = {});
 

@@ -14,6 +14,10 @@
 //       queue a close in a routed message naming the queue's own node as
 //       its source, or a counts request with no sender and its own actor
 //       as the forwarding stage. Prints "closed" or "open".
+//   ergon-test-attacker HOST PORT charbuf [SECRET]
+//       once both handshakes passed, a request of 40 bytes holding a byte
+//       sequence that claims 4 GiB (CAF 0.17 zero-fills what it claims).
+//       Prints "closed" or "open".
 //   ergon-test-attacker HOST PORT huge LEN [SECRET]
 //       a BASP header announcing LEN bytes: as its first bytes, or (with
 //       SECRET) once both handshakes passed. Prints "closed" or "open".
@@ -316,6 +320,22 @@ int huge(caf::actor_system& sys, int fd, uint32_t len, const std::string& secret
   return say(closed_by_peer(fd, 5s));
 }
 
+// A request whose last element is a byte sequence of 3 bytes that claims
+// 0xFFFFFFFF.
+int charbuf(caf::actor_system& sys, int fd, const std::string& secret) {
+  basp_peer queue;
+  if (!ergon_handshake(fd, secret) || !basp_handshakes(sys, fd, queue)) {
+    std::cout << "handshake failed" << std::endl;
+    return 1;
+  }
+  std::vector<caf::strong_actor_ptr> none;
+  auto msg = caf::make_message(std::string{"x"}, std::vector<char>{'a', 'b', 'c'});
+  auto bytes = serialized(sys, none, msg);
+  bytes = bytes.substr(0, bytes.size() - 4) + std::string{"\xff\xff\xff\xff\x0f", 5} + "abc";
+  send_all(fd, frame(direct_message, bytes, request_id(1), 1, queue.published));
+  return say(closed_by_peer(fd, 5s));
+}
+
 int random_bytes(int fd, size_t n) {
   std::mt19937_64 rng{42};
   std::string bytes(n, '\0');
@@ -544,6 +564,8 @@ int main(int argc, char** argv) {
     return authenticated_attack(sys, fd, mode, arg);
   if (mode == "huge")
     return huge(sys, fd, static_cast<uint32_t>(std::stoul(arg)), arg2);
+  if (mode == "charbuf")
+    return charbuf(sys, fd, arg);
   if (mode == "random")
     return random_bytes(fd, std::stoul(arg));
   if (mode == "plain-caf")

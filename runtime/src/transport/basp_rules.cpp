@@ -4,6 +4,8 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/message_id.hpp>
 
+#include <utility>
+
 namespace ergon::transport {
 namespace {
 
@@ -30,8 +32,12 @@ uint64_t big_endian(const char* p, size_t n) {
 
 }  // namespace
 
-basp_rules::basp_rules(bool accepted, size_t max_message_bytes, caf::node_id local)
-    : accepted_(accepted), max_message_bytes_(max_message_bytes), local_(std::move(local)) {}
+basp_rules::basp_rules(bool accepted, size_t max_message_bytes, caf::node_id local,
+                       payload_check check_payload)
+    : accepted_(accepted),
+      max_message_bytes_(max_message_bytes),
+      local_(std::move(local)),
+      check_payload_(std::move(check_payload)) {}
 
 std::string basp_rules::check(const char* data, size_t size) {
   if (!want_payload_)
@@ -86,6 +92,9 @@ std::string basp_rules::check_header(const char* h) {
 }
 
 std::string basp_rules::check_payload(const char* data, size_t size) {
+  if (operation_ == direct_message)
+    return check_payload_ ? check_payload_(payload_kind::direct_message, data, size)
+                          : std::string{};
   if (operation_ != client_handshake && operation_ != server_handshake
       && operation_ != monitor_message && operation_ != down_message)
     return {};
@@ -93,15 +102,19 @@ std::string basp_rules::check_payload(const char* data, size_t size) {
   // then name the destination node.
   caf::binary_deserializer source{nullptr, data, size};
   caf::node_id first;
-  if (auto err = source(first))
+  if (auto err = inspect(source, first))
     return "a payload that does not start with a node id";
   if (operation_ == monitor_message || operation_ == down_message) {
     caf::node_id second;
-    if (auto err = source(second))
+    if (auto err = inspect(source, second))
       return "a monitor or down message without its destination node";
     if (first != peer_ || second != local_)
       return "a monitor or down message between other nodes";
-    return {};
+    if (!check_payload_)
+      return {};
+    return check_payload_(operation_ == monitor_message ? payload_kind::monitor_message
+                                                         : payload_kind::down_message,
+                          data, size);
   }
   if (!first || first == local_)
     return "a handshake naming " + (first ? std::string{"this node"} : std::string{"no node"});

@@ -13,14 +13,19 @@
 //   and no message to an actor by name but CAF's spawn server (which CAF
 //   asks for its config server on every new connection);
 // - a message without a sender is only an answer (CAF bounces failed
-//   requests without one).
+//   requests without one);
+// - no sequence inside a payload is longer than the bytes left (checked by
+//   the payload check it is given: bounded_reader.hpp).
 #pragma once
 
 #include <caf/node_id.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include "transport/bounded_reader.hpp"
 
 namespace ergon::transport {
 
@@ -32,9 +37,14 @@ inline constexpr size_t max_handshake_bytes = 64 * 1024;
 
 class basp_rules {
  public:
+  /// Checks the payload of a message, a monitor or a down message that
+  /// passed the other rules; empty if it may pass.
+  using payload_check = std::function<std::string(payload_kind, const char*, size_t)>;
+
   /// `accepted`: the peer dialed us and sends client handshakes; otherwise
   /// it sends the server handshake.
-  basp_rules(bool accepted, size_t max_message_bytes, caf::node_id local);
+  basp_rules(bool accepted, size_t max_message_bytes, caf::node_id local,
+             payload_check check_payload = nullptr);
 
   /// Checks the next chunk CAF reads: a header, or the payload the last
   /// header announced. Empty: it may pass; otherwise why the connection
@@ -54,6 +64,7 @@ class basp_rules {
   bool accepted_;
   size_t max_message_bytes_;
   caf::node_id local_;
+  payload_check check_payload_;
   caf::node_id peer_;
   bool new_peer_ = false;
   // The header whose payload comes next.

@@ -116,11 +116,14 @@ class socket_policy {
 
 class guarded_scribe : public caf::io::scribe {
  public:
-  guarded_scribe(caf::io::network::default_multiplexer& mpx, int fd, SSL* ssl,
-                 connection_terms terms, caf::node_id local)
+  guarded_scribe(caf::actor_system& sys, caf::io::network::default_multiplexer& mpx, int fd,
+                 SSL* ssl, connection_terms terms)
       : scribe(caf::io::network::conn_hdl_from_socket(fd)),
         stream_(mpx, fd, socket_policy{ssl}),
-        rules_(terms.accepted, terms.max_message_bytes, std::move(local)),
+        rules_(terms.accepted, terms.max_message_bytes, sys.node(),
+               [&sys](payload_kind kind, const char* data, size_t size) {
+                 return check_lengths(sys, kind, data, size);
+               }),
         terms_(std::move(terms)) {}
 
 
@@ -203,7 +206,7 @@ caf::io::scribe_ptr make_scribe(caf::actor_system& sys, std::unique_ptr<connecti
                                 connection_terms terms) {
   auto& mpx = static_cast<caf::io::network::default_multiplexer&>(sys.middleman().backend());
   auto [fd, ssl] = conn->release();
-  return caf::make_counted<guarded_scribe>(mpx, fd, ssl, std::move(terms), sys.node());
+  return caf::make_counted<guarded_scribe>(sys, mpx, fd, ssl, std::move(terms));
 }
 
 void log_refused_connection(const std::string& peer, const std::string& why) {

@@ -20,7 +20,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ergon/error.hpp"
 #include "ergon/wire.hpp"
@@ -41,8 +44,10 @@ class admissions {
   bool admitted(const caf::node_id& node, const std::string& realm) const;
 
  private:
-  mutable std::mutex mtx_;
-  std::map<std::pair<caf::node_id, std::string>, int> live_;  // connections
+  // Read for every message from another node; written per connection.
+  mutable std::shared_mutex mtx_;
+  // node -> (realm, live connections), a short list each.
+  std::map<caf::node_id, std::vector<std::pair<std::string, int>>> live_;
 };
 
 /// Unlocked (the default) it lets everything through: the actor does not
@@ -92,6 +97,7 @@ class node_gate {
  private:
   std::atomic<bool> faces_network_{false};
   mutable std::mutex mtx_;
+  // Written once, before faces_network_ is set; read without the lock after.
   std::string realm_;
   std::string secret_;
   std::atomic<int64_t> refused_{0};
