@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/basp_bytes.hpp"
 #include "support/test_support.hpp"
 #include "transport/basp_rules.hpp"
 #include "transport/bounded_reader.hpp"
@@ -222,30 +223,14 @@ struct nodes {
   }
 };
 
-void put_be(std::string& out, uint64_t x, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i)
-    out += static_cast<char>((x >> (8 * i)) & 0xff);
-}
-
 std::string header(uint8_t op, uint32_t len, uint64_t op_data = 0, uint64_t src = 0,
                    uint64_t dst = 0, uint8_t flags = 0) {
-  std::string h;
-  h += static_cast<char>(op);
-  h += std::string(2, '\0');
-  h += static_cast<char>(flags);
-  put_be(h, len, 4);
-  put_be(h, op_data, 8);
-  put_be(h, src, 8);
-  put_be(h, dst, 8);
-  return h;
+  return ergon::test::basp_header(op, len, op_data, src, dst, flags);
 }
 
 template <class... Ts>
-std::string payload(caf::actor_system& sys, Ts... xs) {
-  std::vector<char> buf;
-  caf::binary_serializer sink{sys, buf};
-  BOOST_REQUIRE(!sink(xs...));
-  return {buf.begin(), buf.end()};
+std::string payload(caf::actor_system& sys, const Ts&... xs) {
+  return ergon::test::serialized(sys, xs...);
 }
 
 std::string check(basp_rules& r, const std::string& chunk) {

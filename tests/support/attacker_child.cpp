@@ -67,11 +67,14 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
+#include "support/basp_bytes.hpp"
 #include "transport/handshake.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using ergon::test::basp_header;
+using ergon::test::serialized;
 
 struct config : caf::actor_system_config {
   config() {
@@ -167,32 +170,6 @@ bool ergon_handshake(int fd, const std::string& secret) {
 }
 
 enum : uint8_t { server_handshake = 0, client_handshake = 1, direct_message = 2, routed_message = 3 };
-
-void put_be(std::string& out, uint64_t x, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i)
-    out += static_cast<char>((x >> (8 * i)) & 0xff);
-}
-
-std::string basp_header(uint8_t op, uint32_t payload_len, uint64_t op_data, uint64_t source,
-                        uint64_t dest) {
-  std::string h;
-  h += static_cast<char>(op);
-  h += std::string(3, '\0');  // padding, padding, flags
-  put_be(h, payload_len, 4);
-  put_be(h, op_data, 8);
-  put_be(h, source, 8);
-  put_be(h, dest, 8);
-  return h;
-}
-
-template <class... Ts>
-std::string serialized(caf::actor_system& sys, Ts&... xs) {
-  std::vector<char> buf;
-  caf::binary_serializer sink{sys, buf};
-  if (auto err = sink(xs...))
-    throw std::runtime_error("cannot serialize: " + sys.render(err));
-  return {buf.begin(), buf.end()};
-}
 
 std::string frame(uint8_t op, const std::string& payload, uint64_t op_data, uint64_t source,
                   uint64_t dest) {
