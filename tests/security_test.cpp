@@ -451,6 +451,24 @@ BOOST_AUTO_TEST_CASE(an_oversized_message_closes_only_its_own_connection) {
   }
 }
 
+// --max-message-bytes holds for honest peers too: a submit larger than it
+// loses its connection (the client sees `unreachable`), and nothing else.
+BOOST_AUTO_TEST_CASE(the_message_limit_is_the_operator_s_to_set) {
+  served s{shared_certs(), mode::secret, {"--max-message-bytes", "65536"}};
+  auto big = s.honest.ask<job_id>(
+    s.q, submit_atom::value, *job_builder("job").payload(std::string(100'000, 'x')).build());
+  BOOST_REQUIRE(!big.has_value());
+  BOOST_TEST(big.error().code() == error::unreachable);
+  client fresh;
+  auto q = connect(fresh.sys, "127.0.0.1", s.server.port, s.creds());
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto m = metrics_of(fresh, *q);
+  BOOST_TEST(m.refused_connections == 1);
+  BOOST_TEST(m.by_status.total() == 0);
+  BOOST_TEST(submit(fresh, *q).has_value());  // a small one passes
+  BOOST_TEST(s.server.stop(SIGTERM));
+}
+
 // Finding 9 of reliability.md: a byte sequence inside a message that claims
 // 4 GiB. Every length inside a payload is checked against the bytes left
 // before CAF reads it.
@@ -492,8 +510,9 @@ struct mixed_system : network_config {};
 
 // A node that reached the process through that plain port is not admitted
 // by the queue's actors: every one answers it `unauthenticated`, the job
-// waits actor too, and none handles a request. Their ids are in CAF's
-// registry because an honest client used them over ergon's port.
+// waits actor too, none handles a request, and none takes its exit
+// messages. Their ids are in CAF's registry because an honest client used
+// them over ergon's port.
 BOOST_AUTO_TEST_CASE(nodes_of_another_port_reach_no_actor_of_the_queue) {
   temp_dir dir;
   mixed_system cfg;

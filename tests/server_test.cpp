@@ -201,7 +201,23 @@ BOOST_AUTO_TEST_CASE(bad_listen_options_are_named_and_open_nothing) {
   missing_cert.listen->tls.key = dir.file("none.key");
   missing_cert.listen->tls.ca_file = dir.file("ca.pem");
   refused(missing_cert, "certificate");
+  for (auto bytes : {min_message_limit - 1, max_message_limit + 1, size_t{0}}) {
+    options limit;
+    limit.listen = listen_options{};
+    limit.listen->max_message_bytes = bytes;
+    refused(limit, "listen.max_message_bytes");
+  }
+  for (auto ms : {99, 600'001, 0, -1}) {
+    options timeout;
+    timeout.listen = listen_options{};
+    timeout.listen->handshake_timeout = std::chrono::milliseconds{ms};
+    refused(timeout, "listen.handshake_timeout");
+  }
   BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
+  caf::actor_system_config limits;
+  for (auto bytes : {min_message_limit - 1, max_message_limit + 1})
+    BOOST_TEST(set_max_message_size(limits, bytes).field() == "bytes");
+  BOOST_TEST(set_max_message_size(limits, min_message_limit).ok());
 
   // With your own actor system: it needs the network layer, and TLS is set
   // on its config.
@@ -219,6 +235,11 @@ BOOST_AUTO_TEST_CASE(bad_listen_options_are_named_and_open_nothing) {
   auto tls_here = queue::open(c.sys, dir.file("q.db"), tls);
   BOOST_REQUIRE(!tls_here.has_value());
   BOOST_TEST(tls_here.error().field() == "listen.tls");
+  options limit_here = listen;
+  limit_here.listen->max_message_bytes = min_message_limit;
+  auto limited = queue::open(c.sys, dir.file("q.db"), limit_here);
+  BOOST_REQUIRE(!limited.has_value());
+  BOOST_TEST(limited.error().field() == "listen.max_message_bytes");
   BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
 }
 

@@ -22,19 +22,15 @@ bool answer_or_down(const caf::mailbox_element& what) {
   return content.match_element<caf::down_msg>(0);
 }
 
-// A down or exit message about its own sender: CAF makes these when a
-// connection ends, after its admission is gone, and they speak only for
-// their sender.
-bool about_itself(const caf::mailbox_element& what) {
+// A down message about its own sender: CAF makes one for each monitor of a
+// proxy when a connection ends, after its admission is gone, and it speaks
+// only for its sender. (No gated actor links to a remote one, so no exit
+// message needs the same.)
+bool down_of_itself(const caf::mailbox_element& what) {
   auto& content = what.content();
-  if (content.size() != 1)
-    return false;
-  auto source = caf::actor_cast<caf::actor_addr>(what.sender);
-  if (content.match_element<caf::down_msg>(0))
-    return content.get_as<caf::down_msg>(0).source == source;
-  if (content.match_element<caf::exit_msg>(0))
-    return content.get_as<caf::exit_msg>(0).source == source;
-  return false;
+  return content.size() == 1 && content.match_element<caf::down_msg>(0)
+         && content.get_as<caf::down_msg>(0).source
+              == caf::actor_cast<caf::actor_addr>(what.sender);
 }
 
 std::string brief(const caf::type_erased_tuple& content) {
@@ -117,7 +113,7 @@ bool node_gate::admits(const caf::mailbox_element& what, const caf::node_id& loc
   if (!what.stages.empty())
     return false;
   return realm_.empty() || admissions::of_process().admitted(sender->node(), realm_)
-         || about_itself(what);
+         || down_of_itself(what);
 }
 
 caf::message refusal(const caf::strong_actor_ptr& sender) {

@@ -144,12 +144,14 @@ struct options {
 
   /// Set: the queue listens for workers and clients of other processes,
   /// from the moment it opens until it closes, as `publish` would. Errors
-  /// at open: invalid_argument ("listen.address" empty; "secret" shorter
-  /// than 16 bytes; "certificate", "key" or "ca_file" for listen.tls files
-  /// as use_tls names them; "listen.peer_timeout" out of set_peer_timeout's
-  /// range; "listen.tls" or "listen.peer_timeout" set with your own actor
-  /// system; "sys" without caf::io::middleman), io_error (the port can't be
-  /// bound). The queue does not open then.
+  /// at open: invalid_argument ("listen.address" empty; "secret" not 32
+  /// random bytes in hex or base64; "certificate", "key" or "ca_file" for
+  /// listen.tls files as use_tls names them; "listen.peer_timeout" out of
+  /// set_peer_timeout's range; "listen.max_message_bytes" or
+  /// "listen.handshake_timeout" out of range; "listen.tls",
+  /// "listen.peer_timeout" or "listen.max_message_bytes" set with your own
+  /// actor system; "sys" without caf::io::middleman), io_error (the port
+  /// can't be bound). The queue does not open then.
   std::optional<listen_options> listen;
 
   /// Set: the queue serves HTTP (http_options) from the moment it opens

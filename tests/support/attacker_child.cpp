@@ -41,8 +41,9 @@
 //   ergon-test-attacker HOST PORT plain-caf JOB_ID
 //       CAF's BASP on a port the queue's process published with plain CAF:
 //       asks every actor id 1 to 400, with a sender, to wait for JOB_ID and
-//       for its job_info. Prints "processed N refused M": the answers that
-//       an ergon actor handled, and those refused as unauthenticated.
+//       for its job_info, then sends each an exit message about its own
+//       actor. Prints "processed N refused M": the answers that an ergon
+//       actor handled, and those refused as unauthenticated.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/binary_deserializer.hpp>
@@ -476,6 +477,12 @@ int plain_caf(caf::actor_system& sys, int fd, const std::string& job) {
     out += frame(direct_message, serialized(sys, none, wait), request_id(++asked), 1, aid);
     out += frame(direct_message, serialized(sys, none, info), request_id(++asked), 1, aid);
   }
+  // Then an exit message about its own actor to each: CAF sends such
+  // messages about a peer's actors when the peer's connection ends.
+  auto me = sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+  auto exit = caf::make_message(caf::exit_msg{me.address(), caf::exit_reason::user_shutdown});
+  for (uint64_t aid = 1; aid <= 400; ++aid)
+    out += frame(direct_message, serialized(sys, none, exit), 0x1000000000000000ull, me.id(), aid);
   send_all(fd, out);
   int processed = 0;
   int refused = 0;
@@ -502,6 +509,7 @@ int plain_caf(caf::actor_system& sys, int fd, const std::string& job) {
     }
   }
   std::cout << "processed " << processed << " refused " << refused << std::endl;
+  caf::anon_send_exit(me, caf::exit_reason::user_shutdown);
   return 0;
 }
 
