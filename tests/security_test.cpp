@@ -432,7 +432,7 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_before_authentication_are_closed_unread) {
   }
 }
 
-// After both handshakes, the message limit (64 MiB by default) holds before
+// After both handshakes, the message limit (16 MiB by default) holds before
 // CAF allocates: the peer that announces 512 MiB loses its connection, and
 // nobody else notices.
 BOOST_AUTO_TEST_CASE(an_oversized_message_closes_only_its_own_connection) {
@@ -556,6 +556,74 @@ BOOST_AUTO_TEST_CASE(nodes_of_another_port_reach_no_actor_of_the_queue) {
   BOOST_TEST(m.by_status.total() == 1);
   self->send_exit(own, caf::exit_reason::user_shutdown);
   self->request(*q, caf::infinite, close_atom::value).receive([](ok_atom) {}, [](caf::error&) {});
+}
+
+namespace {
+
+// Two queues in one process, one with a secret and one without, each on
+// its own port.
+struct two_realms {
+  temp_dir dir;
+  mixed_system cfg;
+  caf::actor_system sys{cfg};
+  queue_actor with_secret;
+  queue_actor without;
+  uint16_t secret_port = 0;
+  uint16_t open_port = 0;
+
+  two_realms() {
+    options a;
+    a.listen = listen_options{};
+    a.listen->creds.secret = secret;
+    auto qa = spawn_queue(sys, dir.file("a.db"), a);
+    BOOST_REQUIRE(qa.has_value());
+    with_secret = *qa;
+    options b;
+    b.listen = listen_options{};
+    auto qb = spawn_queue(sys, dir.file("b.db"), b);
+    BOOST_REQUIRE(qb.has_value());
+    without = *qb;
+    secret_port = *listening_port(with_secret);
+    open_port = *listening_port(without);
+  }
+
+  ~two_realms() {
+    caf::scoped_actor self{sys};
+    for (auto& q : {with_secret, without})
+      self->request(q, caf::infinite, close_atom::value).receive([](ok_atom) {}, [](caf::error&) {});
+  }
+};
+
+}  // namespace
+
+// A node id is the peer's to choose. A peer that passed the handshake of
+// the queue without a secret can't name the node of a client connected to
+// the queue with one: CAF would take its messages as that client's.
+BOOST_AUTO_TEST_CASE(a_peer_can_t_claim_the_node_of_a_client_with_other_credentials) {
+  two_realms process;
+  client honest;
+  auto q = connect(honest.sys, "127.0.0.1", process.secret_port, {secret});
+  BOOST_REQUIRE(q.has_value());
+  BOOST_REQUIRE(submit(honest, *q).has_value());
+  child_process attacker{{ERGON_TEST_ATTACKER, "127.0.0.1", std::to_string(process.open_port),
+                          "claim", caf::to_string(honest.sys.node())}};
+  BOOST_TEST(attacker.read_line() == "closed");
+  BOOST_TEST(submit(honest, *q).has_value());  // the honest one is untouched
+}
+
+// CAF keeps one connection per pair of processes: a second connect to the
+// same process with other credentials would share the first one's, so it
+// is refused by name.
+BOOST_AUTO_TEST_CASE(one_process_reaches_another_with_one_set_of_credentials) {
+  two_realms process;
+  client c;
+  auto first = connect(c.sys, "127.0.0.1", process.secret_port, {secret});
+  BOOST_REQUIRE(first.has_value());
+  auto second = connect(c.sys, "127.0.0.1", process.open_port);
+  BOOST_REQUIRE(!second.has_value());
+  BOOST_TEST(second.error().code() == error::invalid_argument);
+  BOOST_TEST(second.error().field() == "creds");
+  BOOST_TEST(submit(c, *first).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

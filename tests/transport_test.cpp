@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ergon/actors/node_gate.hpp"
 #include "support/basp_bytes.hpp"
 #include "support/test_support.hpp"
 #include "transport/basp_rules.hpp"
@@ -395,14 +396,14 @@ std::string charbuf_payload(caf::actor_system& sys, const std::string& prefix) {
 BOOST_AUTO_TEST_CASE(a_sequence_longer_than_the_bytes_left_is_refused_unread) {
   nodes n;
   auto fine = charbuf_payload(n.sys, "\x03");
-  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, fine.data(), fine.size()).empty());
+  BOOST_TEST(check_payload_bytes(n.sys, payload_kind::direct_message, fine.data(), fine.size()).empty());
   // 0xFFFFFFFF as a varbyte: CAF 0.17 would zero-fill 4 GiB for it.
   auto bomb = charbuf_payload(n.sys, "\xff\xff\xff\xff\x0f");
-  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, bomb.data(), bomb.size())
+  BOOST_TEST(check_payload_bytes(n.sys, payload_kind::direct_message, bomb.data(), bomb.size())
                .find("longer than the bytes left")
              != std::string::npos);
   auto four = charbuf_payload(n.sys, "\x04");
-  BOOST_TEST(!check_lengths(n.sys, payload_kind::direct_message, four.data(), four.size()).empty());
+  BOOST_TEST(!check_payload_bytes(n.sys, payload_kind::direct_message, four.data(), four.size()).empty());
 }
 
 BOOST_AUTO_TEST_CASE(actor_handles_are_read_without_making_proxies) {
@@ -416,15 +417,47 @@ BOOST_AUTO_TEST_CASE(actor_handles_are_read_without_making_proxies) {
   BOOST_REQUIRE(!sink(stages));
   BOOST_REQUIRE(!sink(msg));
   std::string bytes{buf.begin(), buf.end()};
-  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, bytes.data(), bytes.size()).empty());
+  BOOST_TEST(check_payload_bytes(n.sys, payload_kind::direct_message, bytes.data(), bytes.size()).empty());
   auto handle = payload(n.sys, aid, n.peer);
   auto with_stage = std::string{"\x01"} + handle + bytes.substr(1);  // one stage: that handle
-  BOOST_TEST(check_lengths(n.sys, payload_kind::direct_message, with_stage.data(),
+  BOOST_TEST(check_payload_bytes(n.sys, payload_kind::direct_message, with_stage.data(),
                            with_stage.size())
                .empty());
   auto garbage = std::string(8, '\xff');
-  BOOST_TEST(!check_lengths(n.sys, payload_kind::direct_message, garbage.data(), garbage.size())
+  BOOST_TEST(!check_payload_bytes(n.sys, payload_kind::direct_message, garbage.data(), garbage.size())
                 .empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_remote_link_request_is_refused) {
+  nodes n;
+  std::vector<caf::strong_actor_ptr> stages;
+  for (auto what : {caf::atom_value{caf::link_atom::value}, caf::atom_value{caf::unlink_atom::value}}) {
+    auto msg = caf::make_message(what, caf::strong_actor_ptr{});
+    auto bytes = payload(n.sys, stages, msg);
+    BOOST_TEST(check_payload_bytes(n.sys, payload_kind::direct_message, bytes.data(), bytes.size())
+                 .find("link") != std::string::npos);
+  }
+  auto other = caf::make_message(caf::atom("ergclose"), caf::strong_actor_ptr{});
+  auto bytes = payload(n.sys, stages, other);
+  BOOST_TEST(check_payload_bytes(n.sys, payload_kind::direct_message, bytes.data(), bytes.size())
+               .empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+
+// The process-wide admissions: a node is admitted in one realm at a time.
+BOOST_AUTO_TEST_CASE(a_node_live_in_one_realm_is_refused_in_another) {
+  nodes n;
+  auto& table = ergon::actors::admissions::of_process();
+  auto node = n.another(77);
+  BOOST_TEST(table.add(node, "a"));
+  BOOST_TEST(table.add(node, "a"));  // a second connection, same credentials
+  BOOST_TEST(!table.add(node, "b"));
+  BOOST_TEST(!table.admitted(node, "b"));
+  table.remove(node, "a");
+  BOOST_TEST(table.admitted(node, "a"));
+  table.remove(node, "a");
+  BOOST_TEST(!table.admitted(node, "a"));
+  BOOST_TEST(table.add(node, "b"));  // once it left, another realm may have it
+  table.remove(node, "b");
+}

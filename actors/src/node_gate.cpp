@@ -45,15 +45,17 @@ admissions& admissions::of_process() {
   return table;
 }
 
-void admissions::add(const caf::node_id& node, const std::string& realm) {
+bool admissions::add(const caf::node_id& node, const std::string& realm) {
   std::unique_lock<std::shared_mutex> guard{mtx_};
   auto& realms = live_[node];
-  for (auto& [name, count] : realms)
-    if (name == realm) {
-      ++count;
-      return;
-    }
+  for (auto& [name, count] : realms) {
+    if (name != realm)
+      return false;
+    ++count;
+    return true;
+  }
   realms.emplace_back(realm, 1);
+  return true;
 }
 
 void admissions::remove(const caf::node_id& node, const std::string& realm) {

@@ -23,9 +23,11 @@ enum class recovery_mode : uint8_t {
   retry_immediately,
 };
 
-/// The largest message a connection takes by default (64 MiB), and the
+/// The largest message a connection takes by default (16 MiB), and the
 /// range listen_options::max_message_bytes and set_max_message_size take.
-inline constexpr size_t default_message_limit = size_t{64} << 20;
+/// Reading a message can take more memory than its size: up to about 32
+/// times, for a message of many tiny elements.
+inline constexpr size_t default_message_limit = size_t{16} << 20;
 inline constexpr size_t min_message_limit = size_t{64} << 10;
 inline constexpr size_t max_message_limit = size_t{1} << 30;
 

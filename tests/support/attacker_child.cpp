@@ -18,6 +18,10 @@
 //       once both handshakes passed, a request of 40 bytes holding a byte
 //       sequence that claims 4 GiB (CAF 0.17 zero-fills what it claims).
 //       Prints "closed" or "open".
+//   ergon-test-attacker HOST PORT claim NODE [SECRET]
+//       passes ergon's handshake (with SECRET, if given), then names NODE
+//       (another process's node id) in CAF's handshake. Prints "closed" or
+//       "open".
 //   ergon-test-attacker HOST PORT huge LEN [SECRET]
 //       a BASP header announcing LEN bytes: as its first bytes, or (with
 //       SECRET) once both handshakes passed. Prints "closed" or "open".
@@ -298,6 +302,18 @@ int huge(caf::actor_system& sys, int fd, uint32_t len, const std::string& secret
   return say(closed_by_peer(fd, 5s));
 }
 
+int claim(caf::actor_system& sys, int fd, const std::string& node, const std::string& secret) {
+  caf::node_id claimed;
+  basp_in in;
+  if (caf::parse(node, claimed) || !ergon_handshake(fd, secret) || !read_basp(fd, in)
+      || in.op != server_handshake) {
+    std::cout << "handshake failed" << std::endl;
+    return 1;
+  }
+  send_all(fd, frame(client_handshake, serialized(sys, claimed), 0, 0, 0));
+  return say(closed_by_peer(fd, 5s));
+}
+
 // A request whose last element is a byte sequence of 3 bytes that claims
 // 0xFFFFFFFF.
 int charbuf(caf::actor_system& sys, int fd, const std::string& secret) {
@@ -549,6 +565,8 @@ int main(int argc, char** argv) {
     return authenticated_attack(sys, fd, mode, arg);
   if (mode == "huge")
     return huge(sys, fd, static_cast<uint32_t>(std::stoul(arg)), arg2);
+  if (mode == "claim")
+    return claim(sys, fd, arg, arg2);
   if (mode == "charbuf")
     return charbuf(sys, fd, arg);
   if (mode == "random")

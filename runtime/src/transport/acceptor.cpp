@@ -43,6 +43,7 @@ struct pending {
   bool admitted = false;
   refusal refused = refusal::none;
   progress waits = progress::want_read;
+  bool crowded_out = false;  // closed to make room for a newer TLS handshake
 };
 
 enum class outcome { waiting, passed, closed };
@@ -105,13 +106,13 @@ uint16_t local_port(int fd) {
 class acceptor::impl {
  public:
   impl(caf::actor_system& sys, listener_terms terms, caf::strong_actor_ptr whom,
-       std::set<std::string> ifs, int listen_fd)
+       std::set<std::string> ifs, int listen_fd, int wake_fd)
       : sys_(sys),
         terms_(std::move(terms)),
         whom_(std::move(whom)),
         ifs_(std::move(ifs)),
         listen_fd_(listen_fd),
-        wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        wake_fd_(wake_fd),
         port_(local_port(listen_fd)),
         basp_(sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"))) {
     thread_ = std::thread{[this] { run(); }};
@@ -137,13 +138,16 @@ class acceptor::impl {
     for (;;) {
       fds.clear();
       fds.push_back({wake_fd_, POLLIN, 0});
-      fds.push_back({listen_fd_, POLLIN, 0});
+      // Out of file descriptors: the listening socket stays readable, so it
+      // waits a moment rather than spin.
+      auto accepting = clock_type::now() >= accept_paused_until_;
+      fds.push_back({listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0});
       for (auto& p : pending_)
         fds.push_back({p.conn->fd(),
                        static_cast<short>(p.waits == progress::want_write ? POLLOUT : POLLIN), 0});
       auto timeout = -1;
-      if (!pending_.empty()) {
-        auto first = pending_.front().deadline;
+      if (!pending_.empty() || !accepting) {
+        auto first = accepting ? clock_type::time_point::max() : accept_paused_until_;
         for (auto& p : pending_)
           first = std::min(first, p.deadline);
         auto left = std::chrono::ceil<std::chrono::milliseconds>(first - clock_type::now());
@@ -156,8 +160,11 @@ class acceptor::impl {
       // Connections accepted below are polled from the next round on.
       size_t i = 2;
       for (auto p = pending_.begin(); p != pending_.end(); ++i) {
-        auto ready = fds[i].revents != 0;
+        auto ready = fds[i].revents != 0 && !p->crowded_out;
         auto result = ready ? advance(*p) : outcome::waiting;
+        if (p->crowded_out)
+          result = refuse(*p, "closed to make room: " + std::to_string(terms_.max_tls_pending)
+                                + " connections were in their TLS handshake");
         if (result == outcome::waiting && clock_type::now() >= p->deadline) {
           refuse(*p, "the handshake took longer than "
                        + std::to_string(terms_.handshake_timeout.count()) + " ms");
@@ -173,8 +180,14 @@ class acceptor::impl {
   void accept_all() {
     for (int taken = 0; taken < 64; ++taken) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0)
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          accept_paused_until_ = clock_type::now() + std::chrono::milliseconds{100};
+          log_refused_connection("the listening socket",
+                                 std::string{"accept failed: "} + std::strerror(errno));
+        }
         return;
+      }
       int on = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
       if (pending_.size() >= terms_.max_pending) {
@@ -214,6 +227,7 @@ class acceptor::impl {
   outcome advance(pending& p) {
     if (!p.tls_done) {
       if (!p.conn->ssl()) {
+        crowd_out_tls_handshakes();
         auto ssl = terms_.tls->session(p.conn->fd());
         if (!ssl)
           return refuse(p, "OpenSSL cannot make a TLS session");
@@ -256,6 +270,21 @@ class acceptor::impl {
     }
   }
 
+  // Makes room for one more TLS handshake: past the limit, the oldest one
+  // in progress is closed on the next round.
+  void crowd_out_tls_handshakes() {
+    size_t in_tls = 0;
+    pending* oldest = nullptr;
+    for (auto& q : pending_)
+      if (!q.tls_done && q.conn && q.conn->ssl() && !q.crowded_out) {
+        ++in_tls;
+        if (!oldest)
+          oldest = &q;
+      }
+    if (oldest && in_tls >= terms_.max_tls_pending)
+      oldest->crowded_out = true;
+  }
+
   // A peer that proved the wrong secret, none, or no certificate.
   outcome fail(pending& p, const std::string& why) {
     if (terms_.gate)
@@ -275,7 +304,7 @@ class acceptor::impl {
   void pass(pending& p) {
     auto peer = p.conn->peer();
     auto scribe = make_scribe(sys_, std::move(p.conn),
-                              {true, terms_.max_message_bytes, terms_.realm, peer, terms_.gate});
+                              {true, terms_.max_message_bytes, terms_.realm, peer, terms_.gate, nullptr});
     caf::anon_send(basp_, caf::publish_atom::value, std::move(scribe), port_, whom_, ifs_);
   }
 
@@ -288,6 +317,7 @@ class acceptor::impl {
   uint16_t port_;
   caf::actor basp_;
   std::list<pending> pending_;  // oldest first
+  clock_type::time_point accept_paused_until_{};
   std::thread thread_;
 };
 
@@ -297,7 +327,15 @@ result<std::unique_ptr<acceptor>> acceptor::open(caf::actor_system& sys, listene
   auto fd = listen_on(terms.bind, terms.port);
   if (!fd)
     return fd.error();
-  auto p = std::make_unique<impl>(sys, std::move(terms), std::move(whom), std::move(ifs), *fd);
+  int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake < 0) {
+    auto why = std::string{std::strerror(errno)};
+    ::close(*fd);
+    return status{error::io_error, "cannot listen on " + where(terms.bind, terms.port)
+                                     + ": no eventfd: " + why};
+  }
+  auto p = std::make_unique<impl>(sys, std::move(terms), std::move(whom), std::move(ifs), *fd,
+                                  wake);
   return std::unique_ptr<acceptor>{new acceptor(std::move(p))};
 }
 

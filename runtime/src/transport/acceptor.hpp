@@ -16,6 +16,7 @@
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/credentials.hpp"
 #include "ergon/error.hpp"
+#include "ergon/options.hpp"
 #include "transport/tls_context.hpp"
 
 namespace ergon::transport {
@@ -27,12 +28,16 @@ struct listener_terms {
   /// Mutual TLS before the handshake; null: none.
   std::shared_ptr<tls_context> tls;
   std::string realm;
-  size_t max_message_bytes = 64 << 20;
+  size_t max_message_bytes = default_message_limit;
   /// How long a connection may take from accept to a passed handshake.
   std::chrono::milliseconds handshake_timeout{10'000};
   /// Connections between accept and a passed handshake; past it the oldest
   /// is closed, so a flood can't keep a prompt client out.
   size_t max_pending = 512;
+  /// Of those, connections in their TLS handshake: OpenSSL may hold up to
+  /// about 130 KiB for each (it sizes its buffer by the length a ClientHello
+  /// declares). Past it the oldest of them is closed.
+  size_t max_tls_pending = 128;
   /// Counts failed handshakes and refused connections.
   std::shared_ptr<actors::node_gate> gate;
 };

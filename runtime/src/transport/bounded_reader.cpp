@@ -1,6 +1,7 @@
 #include "transport/bounded_reader.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/deserializer.hpp>
 #include <caf/execution_unit.hpp>
@@ -71,7 +72,7 @@ class scan_unit final : public caf::execution_unit {
 
 }  // namespace
 
-std::string check_lengths(caf::actor_system& sys, payload_kind kind, const char* data,
+std::string check_payload_bytes(caf::actor_system& sys, payload_kind kind, const char* data,
                           size_t size) {
   no_proxies backend;
   caf::proxy_registry proxies{sys, backend};
@@ -89,6 +90,11 @@ std::string check_lengths(caf::actor_system& sys, payload_kind kind, const char*
       err = source.apply(stages);
       if (!err)
         err = inspect(source, msg);
+      if (!err && msg.match_elements<caf::atom_value, caf::strong_actor_ptr>()) {
+        auto what = msg.get_as<caf::atom_value>(0);
+        if (what == caf::link_atom::value || what == caf::unlink_atom::value)
+          return "a remote link request: ergon links no remote actor";
+      }
       break;
     }
     case payload_kind::monitor_message:

@@ -21,10 +21,12 @@ enum class payload_kind {
   down_message,     ///< source node, destination node, error
 };
 
-/// Empty if every sequence length in `data` fits in the bytes left where it
-/// is read, and `data` reads as `kind`; otherwise why not. Creates no proxy
+/// Empty if `data` reads as `kind`, every sequence length in it fits in the
+/// bytes left where it is read, and (a message) it is not a link or unlink
+/// request, which CAF 0.17 carries out as it reads the message, past every
+/// gate; ergon links no remote actor. Otherwise why not. Creates no proxy
 /// for the actors it names. `sys` knows the message types.
-std::string check_lengths(caf::actor_system& sys, payload_kind kind, const char* data,
+std::string check_payload_bytes(caf::actor_system& sys, payload_kind kind, const char* data,
                           size_t size);
 
 }  // namespace ergon::transport

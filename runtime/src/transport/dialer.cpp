@@ -152,9 +152,10 @@ result<dialed> dial(caf::actor_system& sys, const std::string& host, uint16_t po
                                + conn->failure() + ")");
     s = handshake.feed(in);
   }
+  auto note = std::make_shared<closing_note>();
   auto scribe = make_scribe(sys, std::move(conn),
                             {false, max_message_bytes_of(sys), realm_of(creds.secret, tls_opts),
-                             target, nullptr});
+                             target, nullptr, note});
   auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   result<dialed> out = unreachable("CAF's handshake was not answered");
   caf::scoped_actor self{sys, true};
@@ -163,7 +164,19 @@ result<dialed> dial(caf::actor_system& sys, const std::string& host, uint16_t po
       [&](caf::node_id& node, caf::strong_actor_ptr& actor, std::set<std::string>& ifs) {
         out = dialed{std::move(node), std::move(actor), std::move(ifs)};
       },
-      [&](caf::error& e) { out = unreachable(sys.render(e)); });
+      [&](caf::error& e) {
+        std::lock_guard<std::mutex> guard{note->mtx};
+        // CAF keeps one connection per pair of processes: the actors of a
+        // process reached already with other credentials would see those.
+        if (note->other_credentials)
+          out = status{error::invalid_argument,
+                       "this process reaches the process at " + target
+                         + " with other credentials already; CAF keeps one connection per pair "
+                           "of processes, so use the same credentials for all its queues",
+                       "creds"};
+        else
+          out = unreachable(note->why.empty() ? sys.render(e) : note->why);
+      });
   return out;
 }
 

@@ -23,14 +23,20 @@ namespace {
 // A node's admission in a realm, for as long as this lives.
 class admission {
  public:
-  admission(caf::node_id node, std::string realm) : node_(std::move(node)), realm_(std::move(realm)) {
-    actors::admissions::of_process().add(node_, realm_);
+  // Null if the node is live in another realm.
+  static std::shared_ptr<admission> claim(caf::node_id node, std::string realm) {
+    if (!actors::admissions::of_process().add(node, realm))
+      return nullptr;
+    return std::shared_ptr<admission>{new admission(std::move(node), std::move(realm))};
   }
   ~admission() { actors::admissions::of_process().remove(node_, realm_); }
   admission(const admission&) = delete;
   admission& operator=(const admission&) = delete;
 
  private:
+  admission(caf::node_id node, std::string realm)
+      : node_(std::move(node)), realm_(std::move(realm)) {}
+
   caf::node_id node_;
   std::string realm_;
 };
@@ -122,7 +128,7 @@ class guarded_scribe : public caf::io::scribe {
         stream_(mpx, fd, socket_policy{ssl}),
         rules_(terms.accepted, terms.max_message_bytes, sys.node(),
                [&sys](payload_kind kind, const char* data, size_t size) {
-                 return check_lengths(sys, kind, data, size);
+                 return check_payload_bytes(sys, kind, data, size);
                }),
         terms_(std::move(terms)) {}
 
@@ -139,17 +145,28 @@ class guarded_scribe : public caf::io::scribe {
     if (detached())
       return false;
     auto why = rules_.check(static_cast<const char*>(buf), size);
+    // Admitted before BASP sees the handshake, so the messages after it
+    // pass the gates.
+    bool other_credentials = false;
+    if (why.empty() && rules_.take_new_peer()) {
+      admission_ = admission::claim(rules_.peer(), terms_.realm);
+      other_credentials = !admission_;
+      if (other_credentials)
+        why = "a handshake naming node " + caf::to_string(rules_.peer())
+              + ", which is connected with other credentials";
+    }
     if (!why.empty()) {
+      if (terms_.note) {
+        std::lock_guard<std::mutex> guard{terms_.note->mtx};
+        terms_.note->why = why;
+        terms_.note->other_credentials = other_credentials;
+      }
       if (terms_.gate)
         terms_.gate->count_refused_connection();
       log_refused_connection(terms_.peer, why);
       io_failure(ctx, caf::io::network::operation::read);
       return false;
     }
-    // Admitted before BASP sees the handshake, so the messages after it
-    // pass the gates.
-    if (rules_.take_new_peer())
-      admission_ = std::make_shared<admission>(rules_.peer(), terms_.realm);
     return scribe::consume(ctx, buf, size);
   }
 
@@ -184,9 +201,14 @@ class guarded_scribe : public caf::io::scribe {
   // when the queue drops it.
   void detach_from(caf::io::abstract_broker* broker) override {
     scribe::detach_from(broker);
-    if (!admission_)
+    auto basp = static_cast<caf::io::basp_broker*>(broker);
+    // A broker on its way out (closing every connection) has destroyed
+    // its BASP instance already, and delivers nothing more.
+    if (!admission_ || !basp->alive()) {
+      admission_.reset();
       return;
-    auto& queue = static_cast<caf::io::basp_broker*>(broker)->instance.queue();
+    }
+    auto& queue = basp->instance.queue();
     queue.push(nullptr, queue.new_id(), nullptr,
                caf::make_mailbox_element(nullptr, caf::make_message_id(), {},
                                          admission_release{std::move(admission_)}));

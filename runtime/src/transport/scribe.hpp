@@ -9,12 +9,20 @@
 #include <caf/io/fwd.hpp>
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ergon/actors/node_gate.hpp"
 #include "transport/connection.hpp"
 
 namespace ergon::transport {
+
+/// Why the scribe closed a connection, for the dialer that waits on it.
+struct closing_note {
+  std::mutex mtx;
+  std::string why;
+  bool other_credentials = false;  ///< the peer's node is live in another realm
+};
 
 /// What a connection may do once CAF has it.
 struct connection_terms {
@@ -24,6 +32,8 @@ struct connection_terms {
   std::string peer;              ///< "address:port", for log lines
   /// Counts connections closed for breaking the rules; may be null.
   std::shared_ptr<actors::node_gate> gate;
+  /// Told why the connection was closed, if it was; may be null.
+  std::shared_ptr<closing_note> note;
 };
 
 /// A scribe for `sys`'s BASP broker over `conn`, which it owns from now on.

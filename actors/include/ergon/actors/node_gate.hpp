@@ -39,7 +39,11 @@ class admissions {
  public:
   static admissions& of_process();
 
-  void add(const caf::node_id& node, const std::string& realm);
+  /// Admits `node` in `realm`, unless it is live in another realm: a node id
+  /// is the peer's to choose, and CAF would take a second connection naming
+  /// a connected node as another route to it. False then, and nothing
+  /// changes.
+  bool add(const caf::node_id& node, const std::string& realm);
   void remove(const caf::node_id& node, const std::string& realm);
   bool admitted(const caf::node_id& node, const std::string& realm) const;
 
