@@ -34,6 +34,7 @@ constexpr auto prompt = 100ms;
 // How much the server's memory may grow while hostile peers hold it.
 constexpr int64_t few_mb_kib = 8 * 1024;
 
+
 result<job_id> submit(client& c, const queue_actor& q) {
   return c.ask<job_id>(q, submit_atom::value, *job_builder("job").payload("p").build());
 }
@@ -62,6 +63,24 @@ int64_t rss_kib(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0)
       return std::stoll(line.substr(6));
   return -1;
+}
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+// A sanitizer's shadow memory and quarantine multiply what each allocation
+// costs (+14 MB under TSan where the Release build grows by 1.2 MB): the
+// bound is checked in the Release build, which CI runs.
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+
+// The server grew by at most a few MB since `baseline`.
+void stays_small(pid_t server, int64_t baseline) {
+  auto grown = rss_kib(server) - baseline;
+  if (sanitized)
+    BOOST_TEST_MESSAGE("the server grew by " << grown << " KiB (not checked under a sanitizer)");
+  else
+    BOOST_TEST(grown < few_mb_kib, "the server grew by " << grown << " KiB");
 }
 
 // The time a counts request takes there and back.
@@ -393,10 +412,9 @@ BOOST_AUTO_TEST_CASE(crowds_of_unfinished_handshakes_cost_little_and_delay_no_on
         }
         for (int i = 0; i < 5; ++i)
           s.still_serves_promptly();
-        auto grown = rss_kib(s.server.proc.pid()) - baseline;
-        BOOST_TEST(grown < few_mb_kib, "the server grew by " << grown << " KiB");
+        stays_small(s.server.proc.pid(), baseline);
         BOOST_TEST_MESSAGE(name_of(m) << ": " << held << " unfinished handshakes: RSS +"
-                                      << grown << " KiB");
+                                      << rss_kib(s.server.proc.pid()) - baseline << " KiB");
         for (size_t i = 0; i < attackers.size(); ++i) {
           BOOST_TEST(attackers[i]->read_line()
                      == "closed " + std::to_string(phase[i].size));
@@ -424,8 +442,7 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_before_authentication_are_closed_unread) {
         BOOST_TEST(attacker.wait() == 0);
         s.still_serves_promptly();
       }
-      auto grown = rss_kib(s.server.proc.pid()) - baseline;
-      BOOST_TEST(grown < few_mb_kib, "the server grew by " << grown << " KiB");
+      stays_small(s.server.proc.pid(), baseline);
       BOOST_TEST(s.turned_away() - before == 3);
       BOOST_TEST(s.server.stop(SIGTERM));
     }
@@ -443,7 +460,7 @@ BOOST_AUTO_TEST_CASE(an_oversized_message_closes_only_its_own_connection) {
       child_process attacker{
         s.attack({"huge", "536870912", m == mode::secret ? secret : std::string{}})};
       BOOST_TEST(attacker.read_line() == "closed");
-      BOOST_TEST(rss_kib(s.server.proc.pid()) - baseline < few_mb_kib);
+      stays_small(s.server.proc.pid(), baseline);
       s.still_serves_promptly();
       BOOST_TEST(metrics_of(s.honest, s.q).refused_connections == 1);
       BOOST_TEST(s.server.stop(SIGTERM));
@@ -479,7 +496,7 @@ BOOST_AUTO_TEST_CASE(a_length_inside_a_message_can_t_claim_more_than_the_message
       auto baseline = rss_kib(s.server.proc.pid());
       child_process attacker{s.attack({"charbuf", m == mode::secret ? secret : std::string{}})};
       BOOST_TEST(attacker.read_line() == "closed");
-      BOOST_TEST(rss_kib(s.server.proc.pid()) - baseline < few_mb_kib);
+      stays_small(s.server.proc.pid(), baseline);
       s.still_serves_promptly();
       BOOST_TEST(metrics_of(s.honest, s.q).refused_connections == 1);
       BOOST_TEST(s.server.stop(SIGTERM));

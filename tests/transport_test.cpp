@@ -12,11 +12,15 @@
 #include <string>
 #include <vector>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "ergon/actors/node_gate.hpp"
 #include "support/basp_bytes.hpp"
 #include "support/test_support.hpp"
 #include "transport/basp_rules.hpp"
 #include "transport/bounded_reader.hpp"
+#include "transport/connection.hpp"
 #include "transport/handshake.hpp"
 
 using namespace ergon::transport;
@@ -460,4 +464,23 @@ BOOST_AUTO_TEST_CASE(a_node_live_in_one_realm_is_refused_in_another) {
   BOOST_TEST(!table.admitted(node, "a"));
   BOOST_TEST(table.add(node, "b"));  // once it left, another realm may have it
   table.remove(node, "b");
+}
+
+// OpenSSL writes with send(2) and no MSG_NOSIGNAL: a write to a peer that
+// left raises SIGPIPE, which kills the process. The guard the transport
+// puts around every OpenSSL call keeps it from the process, in any thread.
+BOOST_AUTO_TEST_CASE(a_write_to_a_peer_that_left_raises_no_sigpipe) {
+  int fds[2];
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  ::close(fds[1]);
+  {
+    ergon::transport::no_sigpipe guard;
+    char byte = 'x';
+    BOOST_TEST(::write(fds[0], &byte, 1) == -1);  // without the guard: SIGPIPE
+    BOOST_TEST(errno == EPIPE);
+  }
+  sigset_t pending;
+  sigpending(&pending);
+  BOOST_TEST(!sigismember(&pending, SIGPIPE));  // dropped, not left for later
+  ::close(fds[0]);
 }

@@ -64,11 +64,15 @@ struct server_process {
     return out;
   }
 
-  // Stops it with `sig`; true if it exited 0.
+  // Stops it with `sig`; true if it exited 0 (otherwise it says how it ended).
   bool stop(int sig) {
     proc.signal(sig);
     int st = proc.wait();
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      return true;
+    BOOST_TEST_MESSAGE("ergon-server " << (WIFEXITED(st) ? "exited with status " : "died of signal ")
+                                       << (WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st)));
+    return false;
   }
 };
 

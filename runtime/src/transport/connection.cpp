@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,11 +16,26 @@
 
 namespace ergon::transport {
 
+no_sigpipe::no_sigpipe() {
+  sigemptyset(&pipe_);
+  sigaddset(&pipe_, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_, &saved_);
+}
+
+no_sigpipe::~no_sigpipe() {
+  timespec now{};
+  while (sigtimedwait(&pipe_, nullptr, &now) == SIGPIPE)
+    continue;
+  pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+}
+
 connection::connection(int fd, SSL* ssl) : fd_(fd), ssl_(ssl) {}
 
 connection::~connection() {
-  if (ssl_)
+  if (ssl_) {
+    no_sigpipe guard;  // SSL_free may send an alert
     SSL_free(ssl_);
+  }
   if (fd_ >= 0)
     ::close(fd_);
 }
@@ -51,6 +67,7 @@ progress connection::ssl_result(int ret) {
 }
 
 progress connection::tls_handshake(bool server) {
+  no_sigpipe guard;
   ERR_clear_error();
   auto ret = server ? SSL_accept(ssl_) : SSL_connect(ssl_);
   if (ret == 1)
@@ -67,6 +84,7 @@ progress connection::read_into(std::string& into, size_t want) {
     char buf[512];
     auto n = std::min(sizeof(buf), want - into.size());
     if (ssl_) {
+      no_sigpipe guard;
       ERR_clear_error();
       auto got = SSL_read(ssl_, buf, static_cast<int>(n));
       if (got <= 0)
@@ -93,6 +111,7 @@ progress connection::read_into(std::string& into, size_t want) {
 progress connection::write_from(std::string& out) {
   while (!out.empty()) {
     if (ssl_) {
+      no_sigpipe guard;
       ERR_clear_error();
       auto put = SSL_write(ssl_, out.data(), static_cast<int>(out.size()));
       if (put <= 0)

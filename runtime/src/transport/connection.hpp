@@ -5,6 +5,8 @@
 
 #include <openssl/ssl.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -13,6 +15,22 @@
 #include "ergon/error.hpp"
 
 namespace ergon::transport {
+
+/// Blocks SIGPIPE in this thread while it lives, and drops one raised
+/// meanwhile. OpenSSL writes to its socket with send(2) and no
+/// MSG_NOSIGNAL, so a peer that closed would kill the process; a library
+/// must not change the process's signal handling.
+class no_sigpipe {
+ public:
+  no_sigpipe();
+  ~no_sigpipe();
+  no_sigpipe(const no_sigpipe&) = delete;
+  no_sigpipe& operator=(const no_sigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t saved_;
+};
 
 /// What a non-blocking step did.
 enum class progress {

@@ -63,8 +63,10 @@ class socket_policy {
   socket_policy(socket_policy&& other) noexcept : ssl_(std::exchange(other.ssl_, nullptr)) {}
   socket_policy(const socket_policy&) = delete;
   ~socket_policy() {
-    if (ssl_)
+    if (ssl_) {
+      no_sigpipe guard;
       SSL_free(ssl_);
+    }
   }
 
   rw_state read_some(size_t& result, caf::io::network::native_socket fd, void* buf, size_t len) {
@@ -73,6 +75,7 @@ class socket_policy {
     result = 0;
     if (len == 0)
       return rw_state::indeterminate;
+    no_sigpipe guard;
     ERR_clear_error();
     auto got = SSL_read(ssl_, buf, static_cast<int>(len));
     if (got > 0) {
@@ -89,6 +92,7 @@ class socket_policy {
     result = 0;
     if (len == 0)
       return rw_state::indeterminate;
+    no_sigpipe guard;
     ERR_clear_error();
     auto put = SSL_write(ssl_, buf, static_cast<int>(len));
     if (put > 0) {
