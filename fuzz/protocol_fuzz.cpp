@@ -47,6 +47,7 @@
 #include "ergon/queue_actor.hpp"
 #include "ergon/wire.hpp"
 #include "fuzz_target.hpp"
+#include "support/basp_bytes.hpp"
 
 namespace {
 
@@ -344,7 +345,7 @@ struct listening {
     ergon::queue::register_types(cfg);
     cfg.set("scheduler.max-threads", 1);
     sys = std::make_unique<caf::actor_system>(cfg);
-    published = sys->spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+    published = sys->spawn<ergon::test::sink_actor>();
     for (auto* slot : {&plain, &with_secret}) {
       ergon::transport::listener_terms terms;
       terms.secret = slot == &plain ? std::string{} : fuzz_secret;

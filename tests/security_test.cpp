@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "ergon/job_builder.hpp"
+#include "support/basp_bytes.hpp"
 #include "support/server_process.hpp"
 
 using namespace ergon;
@@ -555,7 +556,7 @@ BOOST_AUTO_TEST_CASE(nodes_of_another_port_reach_no_actor_of_the_queue) {
     BOOST_REQUIRE(worker.has_value());
     BOOST_REQUIRE(worker->stop(std::chrono::seconds(5)).ok());
   }
-  auto own = sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+  auto own = sys.spawn<sink_actor>();
   auto plain_port = sys.middleman().publish(own, 0, "127.0.0.1");
   BOOST_REQUIRE(static_cast<bool>(plain_port));
   child_process attacker{{ERGON_TEST_ATTACKER, "127.0.0.1", std::to_string(*plain_port),

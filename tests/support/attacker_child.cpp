@@ -245,7 +245,7 @@ int say(bool closed) {
 
 int raw_basp(caf::actor_system& sys, int fd, const std::string& what) {
   auto me = caf::actor_cast<caf::strong_actor_ptr>(
-    sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; }));
+    sys.spawn<ergon::test::sink_actor>());
   std::vector<caf::strong_actor_ptr> stages{me};
   auto msg = content(what);
   auto node = sys.node();
@@ -266,7 +266,7 @@ int authenticated_attack(caf::actor_system& sys, int fd, const std::string& mode
     return 1;
   }
   auto me = caf::actor_cast<caf::strong_actor_ptr>(
-    sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; }));
+    sys.spawn<ergon::test::sink_actor>());
   std::vector<caf::strong_actor_ptr> stages{me};
   std::string out;
   if (mode == "routed") {
@@ -495,7 +495,7 @@ int plain_caf(caf::actor_system& sys, int fd, const std::string& job) {
   }
   // Then an exit message about its own actor to each: CAF sends such
   // messages about a peer's actors when the peer's connection ends.
-  auto me = sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+  auto me = sys.spawn<ergon::test::sink_actor>();
   auto exit = caf::make_message(caf::exit_msg{me.address(), caf::exit_reason::user_shutdown});
   for (uint64_t aid = 1; aid <= 400; ++aid)
     out += frame(direct_message, serialized(sys, none, exit), 0x1000000000000000ull, me.id(), aid);
