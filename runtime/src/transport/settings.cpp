@@ -15,7 +15,7 @@ namespace ergon {
 namespace transport {
 namespace {
 
-constexpr const char* max_message_key = "ergon.max-message-bytes";
+constexpr caf::string_view max_message_key = "ergon.max-message-bytes";
 
 std::string sha256_hex(const std::string& text) {
   unsigned char digest[EVP_MAX_MD_SIZE];

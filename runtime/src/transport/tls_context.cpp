@@ -40,9 +40,9 @@ bool is_ip(const std::string& name) {
 }
 
 // The settings use_tls stores; under "ergon.tls".
-constexpr const char* keys[] = {"ergon.tls.certificate", "ergon.tls.key",
-                                "ergon.tls.passphrase", "ergon.tls.ca-file",
-                                "ergon.tls.peer-name"};
+constexpr caf::string_view keys[] = {"ergon.tls.certificate", "ergon.tls.key",
+                                     "ergon.tls.passphrase", "ergon.tls.ca-file",
+                                     "ergon.tls.peer-name"};
 
 }  // namespace
 
