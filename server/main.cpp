@@ -3,7 +3,8 @@
 //
 //   ergon-server --db jobs.db [--bind 127.0.0.1] [--port 4780]
 //                [--secret-file FILE] [--tls-cert F --tls-key F --tls-ca F]
-//                [--http-port 4781 [--http-bind 127.0.0.1]]
+//                [--http-port 4781 [--http-bind 127.0.0.1]
+//                 [--http-cert F --http-key F [--http-ca F]] [--http-insecure-plaintext]]
 //   ergon-server --make-secret FILE
 //
 // Prints "ergon-server listening on <bind>:<port>" once it takes requests
@@ -112,8 +113,25 @@ int main(int argc, char** argv) {
   app.add_option("--http-port", http_port,
                  "serve Prometheus metrics, the JSON API and the dashboard on this port; 0 picks "
                  "a free one (docs/operations.md)");
-  app.add_option("--http-bind", http_bind, "the address the HTTP endpoint listens on")
+  app.add_option("--http-bind", http_bind,
+                 "the address the HTTP endpoint listens on; beyond loopback it needs "
+                 "--http-cert and --http-key, or --http-insecure-plaintext")
     ->capture_default_str()
+    ->needs("--http-port");
+  ergon::tls_options http_tls;
+  auto http_cert = app.add_option("--http-cert", http_tls.certificate,
+                                  "serve HTTPS only, with this PEM certificate")
+                     ->needs("--http-port");
+  auto http_key = app.add_option("--http-key", http_tls.key, "the HTTPS certificate's PEM key");
+  app.add_option("--http-ca", http_tls.ca_file,
+                 "HTTPS clients must present a certificate that chains to these CAs")
+    ->needs(http_cert);
+  http_cert->needs(http_key);
+  http_key->needs(http_cert);
+  bool http_insecure = false;
+  app.add_flag("--http-insecure-plaintext", http_insecure,
+               "serve plain HTTP on an address beyond loopback: the secret and job data cross "
+               "the network in clear text")
     ->needs("--http-port");
   std::optional<int32_t> preempt_at;
   app.add_option("--preempt-at", preempt_at,
@@ -131,6 +149,7 @@ int main(int argc, char** argv) {
   }
   auto access = allow_open_files ? ergon::file_access::any : ergon::file_access::owner_only;
   tls.key_access = access;
+  http_tls.key_access = access;
 
   ergon::credentials creds;
   for (auto [file, slot] : {std::pair{&secret_file, &creds.secret},
@@ -179,8 +198,14 @@ int main(int argc, char** argv) {
   opts.listen->port = port;
   opts.listen->creds = creds;
   opts.listen->handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
-  if (http_port)
-    opts.http = ergon::http_options{http_bind, *http_port};
+  if (http_port) {
+    opts.http = ergon::http_options{};
+    opts.http->address = http_bind;
+    opts.http->port = *http_port;
+    if (!http_tls.certificate.empty())
+      opts.http->tls = http_tls;
+    opts.http->insecure_plaintext = http_insecure;
+  }
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   auto q = ergon::spawn_queue(sys, db, opts);

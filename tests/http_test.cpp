@@ -291,12 +291,14 @@ BOOST_AUTO_TEST_CASE(writes_need_the_secret_when_the_queue_has_one) {
 BOOST_AUTO_TEST_CASE(bad_http_options_are_named_and_open_nothing) {
   temp_dir dir;
   options o;
-  o.http = http_options{"", 0};
+  o.http = http_options{};
+  o.http->address = "";
   auto empty = queue::open(dir.file("q.db"), o);
   BOOST_REQUIRE(!empty.has_value());
   BOOST_TEST(empty.error().field() == "http.address");
   served_queue taken;
-  o.http = http_options{"127.0.0.1", taken.port};
+  o.http->address = "127.0.0.1";
+  o.http->port = taken.port;
   auto clash = queue::open(dir.file("q.db"), o);
   BOOST_REQUIRE(!clash.has_value());
   BOOST_TEST(clash.error().code() == error::io_error);

@@ -71,12 +71,27 @@ struct listen_options {
 /// Requests that change jobs (retry, cancel, pause, resume) need the
 /// queue's shared secret, when it has one (listen.creds, publish), as
 /// "Authorization: Bearer <secret>"; without one they are taken only from
-/// this machine (a loopback address).
+/// this machine (a loopback address). An endpoint bound to a loopback
+/// address answers only requests whose Host is a loopback name, so a web
+/// page can't reach it by rebinding its own name.
+///
+/// Each request must arrive whole within 5 s of its connection, with
+/// headers up to 16 KiB and a body up to 4 KiB (else 408, 431 or 413,
+/// before the rest is read); each connection carries one request.
 struct http_options {
   /// The address to bind; the default takes only this machine's requests.
   std::string address = "127.0.0.1";
   /// The TCP port; 0 picks a free one, which `http_port` tells.
   uint16_t port = 0;
+  /// Set: the endpoint serves HTTPS only (TLS 1.2 or later, forward-secret
+  /// ciphers), with `certificate` and `key` (and `passphrase`,
+  /// `key_access`). With `ca_file` too, clients must present a certificate
+  /// that chains to it (and carries `peer_name`, if set).
+  std::optional<tls_options> tls;
+  /// Binding an address other than loopback without `tls` is refused, since
+  /// the secret and job data would cross the network in clear text; true
+  /// allows it (a trusted network, or TLS ended in front of ergon).
+  bool insecure_plaintext = false;
 };
 
 /// How long finished jobs are kept. A background sweeper deletes jobs (with
@@ -158,8 +173,10 @@ struct options {
 
   /// Set: the queue serves HTTP (http_options) from the moment it opens
   /// until it closes. Errors at open: invalid_argument ("http.address"
-  /// empty), io_error (the address or port can't be bound). The queue does
-  /// not open then.
+  /// empty; "http.tls" when a non-loopback address has neither tls nor
+  /// insecure_plaintext; "certificate", "key" or "ca_file" for tls's files,
+  /// as use_tls names them), io_error (the address or port can't be
+  /// bound). The queue does not open then.
   std::optional<http_options> http;
 
   // -- performance ------------------------------------------------------------------

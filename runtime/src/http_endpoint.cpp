@@ -2,15 +2,17 @@
 
 #include <httplib.h>
 #include <openssl/crypto.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <regex>
 
 #include "dashboard_page.hpp"
+#include "http/front.hpp"
+#include "http/request_head.hpp"
 #include "json_views.hpp"
 #include "prometheus_text.hpp"
 #include "queue_impl.hpp"
@@ -111,25 +113,60 @@ status read_listing(const httplib::Request& req, job_filter& f, page_request& pa
       return id.error();
     page.after = *id;
   }
-  page.newest_first = req.get_param_value("newest_first") == "1";
+  if (req.has_param("newest_first")) {
+    auto v = req.get_param_value("newest_first");
+    if (v != "1" && v != "true" && v != "0" && v != "false")
+      return bad_param("newest_first", "'" + v + "' is not true, false, 1 or 0");
+    page.newest_first = v == "1" || v == "true";
+  }
   return {};
 }
 
-bool loopback(const std::string& addr) {
-  return addr.rfind("127.", 0) == 0 || addr == "::1" || addr.rfind("::ffff:127.", 0) == 0;
-}
+// What the host check needs to know of the endpoint.
+struct endpoint_name {
+  std::string bound;
+  std::shared_ptr<std::atomic<uint16_t>> port;  // set once bound
+  bool tls = false;
+};
 
 // A loopback endpoint answers only requests addressed to a loopback name:
 // a web page that rebinds its own host name to 127.0.0.1 gets nothing.
-bool host_allowed(const std::string& bound, const httplib::Request& req) {
-  if (!loopback(bound) && bound != "localhost")
+bool host_allowed(const endpoint_name& e, const httplib::Request& req) {
+  if (!http::loopback_address(e.bound) && e.bound != "localhost")
     return true;
-  auto host = req.get_header_value("Host");
-  if (!host.empty() && host.front() == '[')  // [::1]:port
-    host = host.substr(1, host.find(']') == std::string::npos ? 0 : host.find(']') - 1);
-  else
-    host = host.substr(0, host.rfind(':'));
-  return loopback(host) || host == "localhost";
+  return http::loopback_host(req.get_header_value("Host"), e.port->load(), e.tls);
+}
+
+// The methods each path takes; another method on it is answered 405.
+const std::vector<std::pair<std::regex, const char*>>& methods_by_path() {
+  static const std::vector<std::pair<std::regex, const char*>> all{
+    {std::regex{"/|/healthz|/metrics|/api/stats|/api/jobs|/api/jobs/[0-9a-fA-F-]{36}|"
+                "/api/recurring"},
+     "GET, HEAD"},
+    {std::regex{"/api/jobs/[0-9a-fA-F-]{36}/(retry|cancel)|"
+                "/api/(groups|types)/[^/]{1,256}/(pause|resume)"},
+     "POST"}};
+  return all;
+}
+
+// The methods `path` takes, or null if no route has it.
+const char* allowed_methods(const std::string& path) {
+  for (auto& [pattern, methods] : methods_by_path())
+    if (std::regex_match(path, pattern))
+      return methods;
+  return nullptr;
+}
+
+const char* error_code_of(int status) {
+  switch (status) {
+    case 400: return "bad_request";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 413: return "body_too_large";
+    case 414: return "uri_too_long";
+    case 416: return "range_not_satisfiable";
+    default: return "http_error";
+  }
 }
 
 // The secret the queue's nodes prove: locked by publish, or given to the
@@ -151,7 +188,7 @@ status may_write(queue::impl& q, const httplib::Request& req, httplib::Response&
             "a request that changes jobs must carry the header 'X-Ergon: 1'"};
   auto secret = secret_of(q);
   if (secret.empty())
-    return loopback(req.remote_addr)
+    return http::loopback_address(req.remote_addr)
              ? status{}
              : status{error::unauthenticated,
                       "writes from other hosts need the queue's shared secret; it has none"};
@@ -167,13 +204,24 @@ status may_write(queue::impl& q, const httplib::Request& req, httplib::Response&
   return {};
 }
 
-void routes(httplib::Server& s, queue::impl& q, const std::string& bound) {
-  s.set_pre_routing_handler([bound](const httplib::Request& req, httplib::Response& res) {
-    if (host_allowed(bound, req))
+void routes(httplib::Server& s, queue::impl& q, const endpoint_name& name) {
+  s.set_pre_routing_handler([name](const httplib::Request& req, httplib::Response& res) {
+    if (!host_allowed(name, req)) {
+      reply_json(res, {{"error", "host_not_allowed"},
+                       {"message", "this endpoint answers requests addressed to localhost, "
+                                   "127.0.0.1 or [::1] with its port only; Host was '"
+                                     + req.get_header_value("Host") + "'"}},
+                 403);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    auto methods = allowed_methods(req.path);
+    if (!methods || std::strstr(methods, req.method.c_str()) != nullptr)
       return httplib::Server::HandlerResponse::Unhandled;
-    reply_json(res, {{"error", "unauthenticated"},
-                     {"message", "this endpoint answers requests to a loopback host name only"}},
-               403);
+    res.set_header("Allow", methods);
+    reply_json(res, {{"error", "method_not_allowed"},
+                     {"message", req.method + " is not taken here; " + req.path + " takes "
+                                   + methods}},
+               405);
     return httplib::Server::HandlerResponse::Handled;
   });
   s.Get("/healthz", [&q](const httplib::Request&, httplib::Response& res) {
@@ -262,8 +310,12 @@ void routes(httplib::Server& s, queue::impl& q, const std::string& bound) {
     });
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty())
-      reply_json(res, {{"error", "not_found"}, {"message", "no such page: " + req.path}}, 404);
+    if (!res.body.empty())
+      return;
+    auto message = res.status == 404 ? "no such page: " + req.path
+                                     : std::string{"the request can't be taken: HTTP "}
+                                         + std::to_string(res.status);
+    reply_json(res, {{"error", error_code_of(res.status)}, {"message", message}}, res.status);
   });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
@@ -277,46 +329,96 @@ void routes(httplib::Server& s, queue::impl& q, const std::string& bound) {
   });
 }
 
+// A complete request as received, read by httplib as if from its socket;
+// what httplib writes is the answer.
+class memory_stream final : public httplib::Stream {
+ public:
+  memory_stream(std::string request, const http::peer_address& from)
+      : in_(std::move(request)), from_(from) {}
+
+  bool is_readable() const override { return at_ < in_.size(); }
+  bool is_writable() const override { return true; }
+
+  ssize_t read(char* ptr, size_t size) override {
+    auto n = std::min(size, in_.size() - at_);
+    std::memcpy(ptr, in_.data() + at_, n);
+    at_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    out_.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = from_.ip;
+    port = from_.port;
+  }
+
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = from_.local_ip;
+    port = from_.local_port;
+  }
+
+  socket_t socket() const override { return INVALID_SOCKET; }
+
+  std::string take_answer() { return std::move(out_); }
+
+ private:
+  std::string in_;
+  size_t at_ = 0;
+  const http::peer_address& from_;
+  std::string out_;
+};
+
 }  // namespace
+
+// httplib's parsing and routing, for a request the front has read whole.
+class routed_server : public httplib::Server {
+ public:
+  std::string answer(std::string request, const http::peer_address& from) {
+    try {
+      memory_stream s{std::move(request), from};
+      bool closed = true;
+      process_request(s, true, closed, {});
+      return s.take_answer();
+    } catch (const std::exception& e) {
+      return http::response_bytes({500, "internal", e.what()});
+    }
+  }
+};
 
 result<std::unique_ptr<http_endpoint>> http_endpoint::start(queue::impl& q,
                                                             const http_options& where) {
   std::unique_ptr<http_endpoint> e{new http_endpoint};
-  e->server_ = std::make_unique<httplib::Server>();
-  auto& s = *e->server_;
-  // Requests are short, but idle keep-alive connections hold a thread each.
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  s.set_keep_alive_timeout(1);
-  // Not httplib's SO_REUSEPORT: a second queue must not share the port.
-  s.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  routes(s, q, where.address);
-  int port = where.port == 0 ? s.bind_to_any_port(where.address)
-                             : (s.bind_to_port(where.address, where.port) ? where.port : -1);
-  if (port <= 0)
-    return status{error::io_error, "cannot serve HTTP on " + where.address + ":"
-                                     + std::to_string(where.port)
-                                     + ": the address is not this host's, or the port is taken"};
-  e->port_ = static_cast<uint16_t>(port);
-  auto returned = std::make_shared<std::atomic<bool>>(false);
-  e->thread_ = std::thread{[&s, returned] {
-    s.listen_after_bind();
-    returned->store(true);
-  }};
-  // stop() is lost on a server that is not running yet.
-  while (!s.is_running() && !returned->load())
-    std::this_thread::yield();
+  http::front_terms terms;
+  terms.address = where.address;
+  terms.port = where.port;
+  if (where.tls) {
+    auto tls = transport::tls_context::make(*where.tls, true, false);
+    if (!tls)
+      return tls.error();
+    terms.tls = *tls;
+  }
+  endpoint_name name{where.address, std::make_shared<std::atomic<uint16_t>>(0),
+                     where.tls.has_value()};
+  e->server_ = std::make_unique<routed_server>();
+  routes(*e->server_, q, name);
+  auto* server = e->server_.get();
+  auto front = http::front::open(std::move(terms),
+                                 [server](std::string request, const http::peer_address& from) {
+                                   return server->answer(std::move(request), from);
+                                 });
+  if (!front)
+    return status{error::io_error, "cannot serve HTTP: " + front.error().message()};
+  e->front_ = std::move(*front);
+  e->port_ = e->front_->port();
+  name.port->store(e->port_);
   return e;
 }
 
-void http_endpoint::stop() {
-  if (server_)
-    server_->stop();
-  if (thread_.joinable())
-    thread_.join();
-}
+void http_endpoint::stop() { front_.reset(); }
 
 http_endpoint::~http_endpoint() { stop(); }
 

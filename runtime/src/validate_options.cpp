@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "http/request_head.hpp"
 #include "private_files.hpp"
 
 #include "ergon/job.hpp"
@@ -65,6 +66,12 @@ status validate(const options& o) {
     return st;
   if (o.http && o.http->address.empty())
     return invalid_field("http.address", "is empty; 127.0.0.1 takes this machine's requests");
+  if (o.http && !o.http->tls && !o.http->insecure_plaintext
+      && !http::loopback_address(o.http->address) && o.http->address != "localhost")
+    return invalid_field("http.tls", "is not set, and " + o.http->address
+                                       + " is not a loopback address: the secret and job data "
+                                         "would cross the network in clear text; set tls, or "
+                                         "insecure_plaintext on a trusted network");
   if (o.listen) {
     if (o.listen->address.empty())
       return invalid_field("listen.address", "is empty; 127.0.0.1 takes this machine's "

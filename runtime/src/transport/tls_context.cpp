@@ -56,16 +56,23 @@ std::string openssl_reason() {
   return out.empty() ? "not PEM" : out;
 }
 
-result<std::shared_ptr<tls_context>> tls_context::make(const tls_options& tls, bool server) {
+result<std::shared_ptr<tls_context>> tls_context::make(const tls_options& tls, bool server,
+                                                      bool peer_must_prove) {
   struct named {
     const char* field;
     const std::string& path;
   };
+  bool mutual = peer_must_prove || !tls.ca_file.empty();
   for (auto f : {named{"certificate", tls.certificate}, named{"key", tls.key},
                  named{"ca_file", tls.ca_file}}) {
+    if (f.path.empty() && !mutual && std::string{f.field} == "ca_file")
+      continue;
     if (f.path.empty())
-      return status{error::invalid_argument, std::string{f.field} + " is empty: mutual TLS "
-                                               "needs a certificate, its key and the CA file",
+      return status{error::invalid_argument,
+                    std::string{f.field}
+                      + (peer_must_prove
+                           ? " is empty: mutual TLS needs a certificate, its key and the CA file"
+                           : " is empty: TLS needs a certificate and its key"),
                     f.field};
     if (!std::ifstream{f.path})
       return bad(f.field, f.path, "cannot be read");
@@ -88,7 +95,7 @@ result<std::shared_ptr<tls_context>> tls_context::make(const tls_options& tls, b
     return bad("key", tls.key, "not a PEM key, or the passphrase is wrong: " + openssl_reason());
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
     return bad("key", tls.key, "does not match the certificate " + tls.certificate);
-  if (SSL_CTX_load_verify_locations(ctx.get(), tls.ca_file.c_str(), nullptr) != 1)
+  if (mutual && SSL_CTX_load_verify_locations(ctx.get(), tls.ca_file.c_str(), nullptr) != 1)
     return bad("ca_file", tls.ca_file, openssl_reason());
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   if (SSL_CTX_set_cipher_list(ctx.get(), tls12_ciphers) != 1)
@@ -101,7 +108,9 @@ result<std::shared_ptr<tls_context>> tls_context::make(const tls_options& tls, b
   // keep no 16 KiB read buffers.
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE
                                 | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
-  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  SSL_CTX_set_verify(ctx.get(),
+                     mutual ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_NONE,
+                     nullptr);
   // A peer's chain is a few KiB; OpenSSL's default takes 100 KiB from anyone.
   SSL_CTX_set_max_cert_list(ctx.get(), 32 * 1024);
   return std::shared_ptr<tls_context>{new tls_context(ctx.release(), tls, server)};

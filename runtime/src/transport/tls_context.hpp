@@ -16,15 +16,18 @@
 namespace ergon::transport {
 
 /// An SSL_CTX for one side: TLS 1.2 at least, forward-secret AEAD ciphers
-/// only, no renegotiation, tickets or compression, and a certificate that
-/// chains to the CA file required of the peer (and, with `peer_name`, that
-/// names it).
+/// only, no renegotiation, tickets or compression, and (with a CA file) a
+/// certificate that chains to it required of the peer (and, with
+/// `peer_name`, that names it).
 class tls_context {
  public:
-  /// Loads `tls`'s files. Errors: invalid_argument naming the field
-  /// (certificate, key, ca_file) that is missing, unreadable, not PEM, does
-  /// not match, or (the key) may be read by others; nothing is loaded.
-  static result<std::shared_ptr<tls_context>> make(const tls_options& tls, bool server);
+  /// Loads `tls`'s files. Without `peer_must_prove` (the HTTP endpoint),
+  /// the CA file may be empty, and then the peer shows no certificate.
+  /// Errors: invalid_argument naming the field (certificate, key, ca_file)
+  /// that is missing, unreadable, not PEM, does not match, or (the key) may
+  /// be read by others; nothing is loaded.
+  static result<std::shared_ptr<tls_context>> make(const tls_options& tls, bool server,
+                                                   bool peer_must_prove = true);
 
   ~tls_context();
   tls_context(const tls_context&) = delete;
