@@ -9,9 +9,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -20,6 +23,7 @@
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
+#include "http/request_head.hpp"
 #include "prometheus_text.hpp"
 #include "support/child_process.hpp"
 #include "support/test_support.hpp"
@@ -111,6 +115,68 @@ json body_of(const httplib::Result& r) {
   auto doc = json::parse(r->body, nullptr, false);
   BOOST_REQUIRE_MESSAGE(!doc.is_discarded(), r->body);
   return doc;
+}
+
+// A TCP connection to 127.0.0.1:port; -1 if refused.
+int connect_to(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything the peer sends on `fd` until it closes, or until `wait` passes
+// with nothing new (then what came so far).
+std::string read_until_closed(int fd, std::chrono::milliseconds wait = 10s) {
+  std::string got;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0)
+      return got;
+    char buf[4096];
+    auto n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0)
+      return got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Sends `request` on a new connection and returns the whole answer.
+std::string ask_raw(uint16_t port, const std::string& request) {
+  int fd = connect_to(port);
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL)
+                == static_cast<ssize_t>(request.size()));
+  auto answer = read_until_closed(fd);
+  ::close(fd);
+  return answer;
+}
+
+int status_of(const std::string& answer) {
+  return answer.rfind("HTTP/1.1 ", 0) == 0 ? std::stoi(answer.substr(9, 3)) : 0;
+}
+
+json json_of(const std::string& answer) {
+  auto body = answer.find("\r\n\r\n");
+  BOOST_REQUIRE_MESSAGE(body != std::string::npos, answer);
+  auto doc = json::parse(answer.substr(body + 4), nullptr, false);
+  BOOST_REQUIRE_MESSAGE(!doc.is_discarded(), answer);
+  return doc;
+}
+
+bool paused(queue& q, const std::string& group) {
+  auto m = q.metrics();
+  BOOST_REQUIRE(m.has_value());
+  auto& groups = m->groups;
+  auto g = std::find_if(groups.begin(), groups.end(),
+                        [&](const group_metrics& x) { return x.group == group; });
+  return g != groups.end() && g->paused;
 }
 
 // The sample lines of an exposition, as "name{labels}" -> value.
@@ -373,3 +439,264 @@ BOOST_AUTO_TEST_CASE(a_real_prometheus_scrapes_the_endpoint) {
   marker.stop();
   marker_thread.join();
 }
+
+BOOST_AUTO_TEST_SUITE(front)
+
+// The forms a DNS-rebinding page or a sloppy check lets through, and the
+// ones a local client sends.
+BOOST_AUTO_TEST_CASE(the_host_must_be_exactly_a_loopback_name_with_the_port) {
+  for (auto host : {"127.0.0.1:4781", "localhost:4781", "LocalHost:4781", "[::1]:4781",
+                    "127.9.8.7:4781", "[::ffff:127.0.0.1]:4781", "[0:0:0:0:0:0:0:1]:4781"})
+    BOOST_TEST(http::loopback_host(host, 4781, false), host);
+  for (auto host : {"127.rebind.attacker.example:4781", "[::1].attacker.example:4781",
+                    "localhost.evil.example:4781", "0x7f000001:4781", "2130706433:4781",
+                    "127.1:4781", "0127.0.0.1:4781", "127.0.0.1.:4781", "attacker.example:4781",
+                    "", ":4781", "127.0.0.1:4782", "127.0.0.1:04781x", "127.0.0.1:",
+                    "127.0.0.1:4781:4781", "localhost", "127.0.0.1", "[::1]", "[::1:4781",
+                    "[::2]:4781", "10.0.0.1:4781", "localhost :4781", "127.0.0.1:+4781"})
+    BOOST_TEST(!http::loopback_host(host, 4781, false), host);
+  // The port may be left out only where it is the scheme's default.
+  BOOST_TEST(http::loopback_host("localhost", 80, false));
+  BOOST_TEST(http::loopback_host("[::1]", 443, true));
+  BOOST_TEST(!http::loopback_host("localhost", 443, false));
+  for (auto a : {"127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.1"})
+    BOOST_TEST(http::loopback_address(a), a);
+  for (auto a : {"0.0.0.0", "::", "10.1.2.3", "::ffff:10.0.0.1", "localhost", "", "127.1"})
+    BOOST_TEST(!http::loopback_address(a), a);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_is_framed_before_anything_reads_it) {
+  http::request_limits limits;
+  using v = http::framing::verdict;
+  auto frame = [&](const std::string& bytes) { return http::frame_request(bytes, limits); };
+  BOOST_TEST((frame("").what == v::incomplete));
+  BOOST_TEST((frame("GET /healthz HTTP/1.1\r\nHost: x\r\n").what == v::incomplete));
+  std::string head = "GET /api/jobs?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  auto get = frame(head + "extra");
+  BOOST_TEST((get.what == v::complete));
+  BOOST_TEST(get.length == head.size());
+  BOOST_TEST(get.path == "/api/jobs");
+  std::string post = "POST /a HTTP/1.1\r\ncontent-LENGTH: 5\r\n\r\n";
+  BOOST_TEST((frame(post + "abcd").what == v::incomplete));
+  BOOST_TEST(frame(post + "abcde").length == post.size() + 5);
+  // Refused, with the status and code that say why, before a body byte.
+  auto refused = [&](const std::string& bytes, int status, const std::string& code) {
+    auto f = frame(bytes);
+    BOOST_TEST((f.what == v::refused), bytes);
+    BOOST_TEST(f.refused.status == status, bytes);
+    BOOST_TEST(f.refused.code == code, bytes);
+  };
+  refused("POST /healthz HTTP/1.1\r\nContent-Length: 52428800\r\n\r\n", 413, "body_too_large");
+  refused("POST /a HTTP/1.1\r\nContent-Length: 4097\r\n\r\n", 413, "body_too_large");
+  BOOST_TEST((frame("POST /a HTTP/1.1\r\nContent-Length: 4096\r\n\r\n").what == v::incomplete));
+  refused("POST /a HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", 400, "bad_request");
+  refused("POST /a HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, "bad_request");
+  refused("POST /a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400,
+          "bad_request");
+  refused("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411, "length_required");
+  refused("GET\r\n\r\n", 400, "bad_request");
+  refused("GET /a HTTP/1.1\r\nno colon here\r\n\r\n", 400, "bad_request");
+  refused("GET /a HTTP/1.1\r\nX: " + std::string(16 * 1024, 'a'), 431, "headers_too_large");
+  auto answer = http::response_bytes({413, "body_too_large", "too big"});
+  BOOST_TEST(status_of(answer) == 413);
+  BOOST_TEST(json_of(answer)["error"] == "body_too_large");
+}
+
+// A page whose name rebinds to 127.0.0.1 sends its own Host: it reads
+// nothing and changes nothing, with or without a secret.
+BOOST_AUTO_TEST_CASE(a_rebinding_page_reaches_nothing) {
+  for (std::string secret : {std::string{}, std::string{test::test_secret}}) {
+    served_queue s{secret};
+    auto ids = s.run({"a"});
+    auto port = std::to_string(s.port);
+    for (std::string host : {"127.rebind.attacker.example:" + port,
+                             "[::1].attacker.example:" + port, "localhost.evil.example:" + port,
+                             "0x7f000001:" + port, "attacker.example:" + port}) {
+      auto read = ask_raw(s.port, "GET /api/jobs HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+      BOOST_TEST(status_of(read) == 403, host);
+      BOOST_TEST(json_of(read)["error"] == "host_not_allowed", host);
+      auto pause = ask_raw(s.port, "POST /api/groups/g1/pause HTTP/1.1\r\nHost: " + host
+                                      + "\r\nX-Ergon: 1\r\nContent-Length: 0\r\n\r\n");
+      BOOST_TEST(status_of(pause) == 403, host);
+    }
+    BOOST_TEST(!paused(*s.q, "g1"));
+    auto local = ask_raw(s.port, "GET /api/jobs/" + ids[0].to_string()
+                                    + " HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n");
+    BOOST_TEST(status_of(local) == 200);
+  }
+}
+
+// 300 silent connections and 20 that send a byte every 200 ms: the
+// probes answer within 1 s throughout, and the request deadline (5 s)
+// closes every one of them, the trickling ones with a 408.
+BOOST_AUTO_TEST_CASE(idle_and_slow_connections_starve_nothing) {
+  served_queue s;
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(connect_to(s.port));
+    BOOST_REQUIRE(idle.back() >= 0);
+  }
+  std::vector<int> slow;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(connect_to(s.port));
+    BOOST_REQUIRE(slow.back() >= 0);
+  }
+  const std::string trickle =
+    "GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(s.port) + "\r\nX-Pad: "
+    + std::string(200, 'a') + "\r\n\r\n";
+  std::atomic<bool> done{false};
+  std::thread trickler{[&] {
+    // Pacing the slow clients, not waiting for the queue.
+    for (size_t at = 0; at < trickle.size() && !done; ++at) {
+      for (int fd : slow)
+        ::send(fd, &trickle[at], 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(200ms);
+    }
+  }};
+  auto until = std::chrono::steady_clock::now() + 6s;
+  std::chrono::milliseconds slowest{0};
+  int answered = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    for (auto path : {"/healthz", "/metrics"}) {
+      httplib::Client c{"127.0.0.1", s.port};
+      c.set_connection_timeout(1, 0);
+      c.set_read_timeout(1, 0);
+      auto start = std::chrono::steady_clock::now();
+      auto r = c.Get(path);
+      auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+      slowest = std::max(slowest, took);
+      BOOST_REQUIRE_MESSAGE(r, path << ": " << httplib::to_string(r.error()));
+      BOOST_TEST(r->status == 200);
+      ++answered;
+    }
+    std::this_thread::sleep_for(20ms);  // a probe's pace, not a wait for the queue
+  }
+  done = true;
+  trickler.join();
+  BOOST_TEST_MESSAGE(answered << " probes answered, the slowest in " << slowest.count() << " ms");
+  BOOST_TEST(slowest.count() < 1000);
+  // By now every connection is past its deadline: each was closed.
+  for (int fd : idle) {
+    BOOST_TEST(read_until_closed(fd, 5s).empty());
+    ::close(fd);
+  }
+  for (int fd : slow) {
+    auto answer = read_until_closed(fd, 5s);
+    BOOST_TEST(status_of(answer) == 408, answer);
+    ::close(fd);
+  }
+}
+
+// A body over the limit is refused as soon as its headers say so: the
+// answer comes before a byte of it is sent.
+BOOST_AUTO_TEST_CASE(a_large_body_is_refused_before_it_is_read) {
+  served_queue s;
+  auto host = "Host: 127.0.0.1:" + std::to_string(s.port) + "\r\n";
+  auto big = ask_raw(s.port, "POST /healthz HTTP/1.1\r\n" + host
+                                + "Content-Length: 52428800\r\n\r\n");
+  BOOST_TEST(status_of(big) == 413);
+  BOOST_TEST(json_of(big)["error"] == "body_too_large");
+  auto chunked = ask_raw(s.port, "POST /healthz HTTP/1.1\r\n" + host
+                                    + "Transfer-Encoding: chunked\r\n\r\n");
+  BOOST_TEST(status_of(chunked) == 411);
+  auto headers = ask_raw(s.port, "GET /healthz HTTP/1.1\r\n" + host + "X-Big: "
+                                    + std::string(20'000, 'h') + "\r\n\r\n");
+  BOOST_TEST(status_of(headers) == 431);
+  // While a client sends its 50 MB, the answer has come and gone.
+  int fd = connect_to(s.port);
+  auto head = "POST /healthz HTTP/1.1\r\n" + host + "Content-Length: 52428800\r\n\r\n";
+  ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  std::string chunk(64 * 1024, 'x');
+  size_t sent = 0;
+  while (sent < 52428800) {
+    auto n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0)
+      break;
+    sent += static_cast<size_t>(n);
+  }
+  BOOST_TEST_MESSAGE("the server took " << sent << " bytes of the body before closing");
+  BOOST_TEST(sent < 52428800u);
+  ::close(fd);
+}
+
+// Every error is JSON with a code of its own.
+BOOST_AUTO_TEST_CASE(errors_are_json_and_say_what_is_wrong) {
+  served_queue s;
+  auto ids = s.run({"a", "b"});
+  auto c = s.client();
+  auto wrong = c.Delete("/api/jobs");
+  BOOST_TEST(wrong->status == 405);
+  BOOST_TEST(wrong->get_header_value("Allow") == "GET, HEAD");
+  BOOST_TEST(body_of(wrong)["error"] == "method_not_allowed");
+  auto get_cancel = c.Get(("/api/jobs/" + ids[0].to_string() + "/cancel").c_str());
+  BOOST_TEST(get_cancel->status == 405);
+  BOOST_TEST(get_cancel->get_header_value("Allow") == "POST");
+  BOOST_TEST(c.Put("/healthz", "", "text/plain")->status == 405);
+  auto nowhere = c.Get("/nowhere");
+  BOOST_TEST(body_of(nowhere)["error"] == "not_found");
+  auto garbage = ask_raw(s.port, "GET /healthz HTTP/9\r\nHost: 127.0.0.1:"
+                                    + std::to_string(s.port) + "\r\n\r\n");
+  BOOST_TEST(status_of(garbage) == 400);
+  BOOST_TEST(json_of(garbage)["error"] == "bad_request");
+  // A POST with neither a body nor a Content-Length is taken.
+  auto host = "Host: 127.0.0.1:" + std::to_string(s.port) + "\r\n";
+  auto bare = ask_raw(s.port, "POST /api/groups/g1/pause HTTP/1.1\r\n" + host
+                                 + "X-Ergon: 1\r\n\r\n");
+  BOOST_TEST(status_of(bare) == 200, bare);
+  BOOST_TEST(paused(*s.q, "g1"));
+  auto newest = body_of(c.Get("/api/jobs?newest_first=true"));
+  BOOST_REQUIRE(newest["jobs"].size() == 2u);
+  BOOST_TEST(newest["jobs"][0]["id"] == ids[1].to_string());
+  auto oldest = body_of(c.Get("/api/jobs?newest_first=false"));
+  BOOST_TEST(oldest["jobs"][0]["id"] == ids[0].to_string());
+  auto bad = c.Get("/api/jobs?newest_first=yes");
+  BOOST_TEST(bad->status == 400);
+  BOOST_TEST(body_of(bad)["field"] == "newest_first");
+}
+
+// HTTPS from certificate files; a plain request to it gets no answer, and
+// an address beyond loopback without TLS needs saying so.
+BOOST_AUTO_TEST_CASE(https_serves_from_certificate_files) {
+  temp_dir certs;
+  auto cert = certs.file("web.pem");
+  auto key = certs.file("web.key");
+  BOOST_REQUIRE(std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                             "-nodes -days 2 -subj /CN=127.0.0.1 -addext "
+                             "subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert
+                             + " 2>/dev/null").c_str()) == 0);
+  ::chmod(key.c_str(), 0600);
+  temp_dir dir;
+  options o;
+  o.http = http_options{};
+  o.http->tls = tls_options{};
+  o.http->tls->certificate = cert;
+  o.http->tls->key = key;
+  auto q = queue::open(dir.file("q.db"), o);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto port = *q->http_port();
+  httplib::SSLClient tls{"127.0.0.1", port};
+  tls.set_ca_cert_path(cert.c_str());
+  tls.enable_server_certificate_verification(true);
+  auto r = tls.Get("/healthz");
+  BOOST_REQUIRE_MESSAGE(r, httplib::to_string(r.error()));
+  BOOST_TEST(r->status == 200);
+  auto plain = ask_raw(port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
+                                + "\r\n\r\n");
+  BOOST_TEST(plain.find("HTTP/1.1 200") == std::string::npos);
+  BOOST_TEST(q->close().ok());
+  // Beyond loopback, plain HTTP is refused unless asked for by name.
+  options wide;
+  wide.http = http_options{};
+  wide.http->address = "0.0.0.0";
+  auto refused = queue::open(dir.file("q.db"), wide);
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST(refused.error().field() == "http.tls");
+  // A key others may read is refused, as for the queue's port.
+  ::chmod(key.c_str(), 0644);
+  auto open_key = queue::open(dir.file("q.db"), o);
+  BOOST_REQUIRE(!open_key.has_value());
+  BOOST_TEST(open_key.error().field() == "key");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -286,3 +286,14 @@ BOOST_AUTO_TEST_CASE(peer_timeouts_out_of_range_are_named) {
   BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 1));
   BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
 }
+
+// Plain HTTP beyond loopback only when asked for by name: the secret and
+// job data would cross the network in clear text.
+BOOST_AUTO_TEST_CASE(plain_http_beyond_loopback_needs_its_flag) {
+  temp_dir dir;
+  child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--port", "0", "--http-port", "0",
+                      "--http-bind", "0.0.0.0"}};
+  int st = proc.wait();
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 1));
+  BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
+}
