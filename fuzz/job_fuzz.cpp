@@ -129,8 +129,32 @@ class input_writer {
 };
 
 
+// UTF-8 decoded by code point: each one must be in range, written in its
+// shortest form, not a surrogate, and not a control character.
+bool text_ok(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size())
+      return false;
+    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2)
+        return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr uint32_t shortest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < shortest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp < 0x20
+        || (cp >= 0x7F && cp <= 0x9F))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
 bool label_ok(const std::string& s) {
-  return !s.empty() && s.size() <= max_type_bytes;
+  return !s.empty() && s.size() <= max_type_bytes && text_ok(s);
 }
 
 bool in_range(double v, double lo, double hi) {

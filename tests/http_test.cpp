@@ -645,6 +645,15 @@ BOOST_AUTO_TEST_CASE(errors_are_json_and_say_what_is_wrong) {
                                  + "X-Ergon: 1\r\n\r\n");
   BOOST_TEST(status_of(bare) == 200, bare);
   BOOST_TEST(paused(*s.q, "g1"));
+  // Names follow the job field rules: a NUL never reaches a metrics label.
+  for (auto name : {"%00evil", "a%0Ab", "%1B%5B2J", "%FF%FE", "%C2%9B"}) {
+    auto refused = post(c, std::string{"/api/groups/"} + name + "/pause");
+    BOOST_TEST(refused->status == 400, name);
+    BOOST_TEST(body_of(refused)["field"] == "group", name);
+  }
+  BOOST_TEST(post(c, "/api/types/%00/resume")->status == 400);
+  BOOST_TEST(s.q->metrics().has_value());
+  BOOST_TEST(runtime::prometheus_text(*s.q->metrics()).find('\0') == std::string::npos);
   auto newest = body_of(c.Get("/api/jobs?newest_first=true"));
   BOOST_REQUIRE(newest["jobs"].size() == 2u);
   BOOST_TEST(newest["jobs"][0]["id"] == ids[1].to_string());

@@ -214,6 +214,17 @@ BOOST_AUTO_TEST_CASE(the_builder_names_every_invalid_field) {
     {"name", [](job_builder& b) { b.name(""); }},
     {"name", [](job_builder& b) { b.name(std::string(300, 'n')); }},
     {"group", [](job_builder& b) { b.group(""); }},
+    // Labels reach metrics, logs and the dashboard: UTF-8, no control characters.
+    {"type", [](job_builder& b) { b = job_builder(std::string{"a\0b", 3}); }},
+    {"type", [](job_builder& b) { b = job_builder("tab\there"); }},
+    {"name", [](job_builder& b) { b.name("bell\x07"); }},
+    {"name", [](job_builder& b) { b.name("del\x7f"); }},
+    {"group", [](job_builder& b) { b.group("\xc2\x9b[31m"); }},  // C1 CSI
+    {"group", [](job_builder& b) { b.group("\xff\xfe"); }},
+    {"group", [](job_builder& b) { b.group("\xc0\xaf"); }},      // overlong '/'
+    {"group", [](job_builder& b) { b.group("\xed\xa0\x80"); }},  // a surrogate
+    {"group", [](job_builder& b) { b.group("\xf4\x90\x80\x80"); }},  // past U+10FFFF
+    {"group", [](job_builder& b) { b.group("cut\xe2\x82"); }},
     {"weight", [](job_builder& b) { b.weight(0); }},
     {"weight", [](job_builder& b) { b.weight(-3); }},
     {"weight", [](job_builder& b) { b.weight(max_weight + 1); }},
@@ -241,6 +252,16 @@ BOOST_AUTO_TEST_CASE(the_builder_names_every_invalid_field) {
       BOOST_TEST(built.error().field() == c.field);
     }
   }
+  // Any script is fine; a unique key may be any bytes (a hash, say).
+  auto fine = job_builder("r\xc3\xa9sum\xc3\xa9").name("\xe6\x97\xa5\xe6\x9c\xac")
+                .group("\xf0\x9f\x9a\x80 launch")
+                .unique_key(std::string{"\0\xff\x01", 3})
+                .build();
+  BOOST_TEST(fine.has_value());
+  auto named = job_builder(std::string{"a\x1b[2J", 6}).build();
+  BOOST_REQUIRE(!named.has_value());
+  BOOST_TEST(named.error().message().find("U+001B at byte 1") != std::string::npos,
+             named.error().message());
 }
 
 BOOST_AUTO_TEST_CASE(submit_revalidates_hand_filled_jobs) {

@@ -48,7 +48,9 @@ const char* to_string(unique_policy p) noexcept;
 /// an attempt that never expires. Negative durations and times are
 /// invalid_argument naming the field. Retry delays stop at 100 years.
 struct job {
-  /// Which runner handles it. Required, 1 to 256 bytes.
+  /// Which runner handles it. Required, 1 to 256 bytes of UTF-8 without
+  /// control characters, as are name and group (they reach metrics, logs
+  /// and the dashboard).
   std::string type;
   /// Opaque bytes handed to the runner (see msgpack.hpp for typed payloads).
   std::string payload;

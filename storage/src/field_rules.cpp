@@ -4,6 +4,45 @@
 
 namespace ergon::storage {
 
+namespace {
+
+// The length of the UTF-8 sequence at s[i], or 0 if there is none there:
+// overlong forms, surrogates and code points past U+10FFFF are none.
+size_t utf8_sequence(const std::string& s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto c = at(i);
+  if (c < 0x80)
+    return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2;
+  else if (c >= 0xE0 && c <= 0xEF)
+    n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4)
+    n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else
+    return 0;
+  if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi)
+    return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (at(i + k) < 0x80 || at(i + k) > 0xBF)
+      return 0;
+  return n;
+}
+
+// "U+001B": a code point below U+10000, as Unicode writes it.
+std::string code_point(unsigned cp) {
+  static constexpr char digits[] = "0123456789ABCDEF";
+  std::string out = "U+";
+  for (int shift = 12; shift >= 0; shift -= 4)
+    out += digits[(cp >> shift) & 0xf];
+  return out;
+}
+
+}  // namespace
+
 status check_label(const std::string& field, const std::string& value) {
   if (value.empty())
     return invalid_field(field, "must not be empty");
@@ -11,6 +50,28 @@ status check_label(const std::string& field, const std::string& value) {
 }
 
 status check_label_size(const std::string& field, const std::string& value) {
+  if (value.size() > max_type_bytes)
+    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
+                                  + std::to_string(max_type_bytes));
+  for (size_t i = 0; i < value.size();) {
+    auto n = utf8_sequence(value, i);
+    if (n == 0)
+      return invalid_field(field, "is not UTF-8 (byte " + std::to_string(i) + ")");
+    auto c = static_cast<unsigned char>(value[i]);
+    unsigned cp = n == 1   ? c
+                  : n == 2 ? ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(value[i + 1]) & 0x3Fu)
+                           : 0x800;
+    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+      return invalid_field(field, "holds a control character (" + code_point(cp) + " at byte "
+                                    + std::to_string(i) + ")");
+    i += n;
+  }
+  return {};
+}
+
+status check_key(const std::string& field, const std::string& value) {
+  if (value.empty())
+    return invalid_field(field, "must not be empty");
   if (value.size() > max_type_bytes)
     return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
                                   + std::to_string(max_type_bytes));

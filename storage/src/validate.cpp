@@ -91,7 +91,7 @@ status validate(const job& j, size_t max_payload_bytes) {
     [&] { return check_positive_ms("timeout", j.timeout_ms); },
     [&] { return check_positive_ms("heartbeat_increment", j.heartbeat_increment_ms); },
     [&] { return check_payload(j.payload, max_payload_bytes); },
-    [&] { return j.unique_key ? check_label("unique_key", *j.unique_key) : status{}; },
+    [&] { return j.unique_key ? storage::check_key("unique_key", *j.unique_key) : status{}; },
     [&] {
       return static_cast<uint8_t>(j.on_duplicate) > static_cast<uint8_t>(unique_policy::reject)
                ? invalid_field("on_duplicate",

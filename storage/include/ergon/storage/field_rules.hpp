@@ -10,12 +10,17 @@
 
 namespace ergon::storage {
 
-/// A type, name or group: 1 to max_type_bytes bytes.
+/// A type, name, group or recurring id: 1 to max_type_bytes bytes of
+/// UTF-8 without control characters (U+0000 to U+001F, U+007F to U+009F).
+/// Labels reach metrics, logs and the dashboard as they are.
 status check_label(const std::string& field, const std::string& value);
 
-/// At most max_type_bytes bytes. For names that may be empty, as the group
-/// "" of jobs without one.
+/// The same, but may be empty: for names such as the group "" of jobs
+/// without one.
 status check_label_size(const std::string& field, const std::string& value);
+
+/// A unique key: 1 to max_type_bytes bytes of any kind (a hash, say).
+status check_key(const std::string& field, const std::string& value);
 
 /// A weight or a capacity in weight units: 1 to max_weight.
 status check_weight(const std::string& field, int64_t value);
