@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE open
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -592,6 +593,10 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"writer_batch_limit", [](options& o) { o.writer_batch_limit = 0; }},
     {"cache_kib", [](options& o) { o.cache_kib = -1; }},
     {"scheduler_threads", [](options& o) { o.scheduler_threads = 0; }},
+    {"clock", [](options& o) { o.clock = std::make_shared<manual_clock>(-1); }},
+    {"file_mode", [](options& o) { o.file_mode = 0400; }},
+    {"file_mode", [](options& o) { o.file_mode = 0700; }},
+    {"file_mode", [](options& o) { o.file_mode = 01600; }},
   };
   temp_dir dir;
   for (auto& c : cases) {
@@ -616,3 +621,46 @@ BOOST_AUTO_TEST_CASE(a_missing_directory_is_an_io_error_and_creates_nothing) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  BOOST_REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777u;
+}
+
+}  // namespace
+
+// Payloads, results and checkpoints are this user's alone by default: the
+// database and its -wal and -shm files are made 0600, whatever the umask.
+BOOST_AUTO_TEST_CASE(new_database_files_are_private_unless_widened) {
+  temp_dir dir;
+  auto old_mask = ::umask(0);
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE(q.has_value());
+    BOOST_REQUIRE(q->submit(*job_builder("t").build()).has_value());
+    for (auto f : {"q.db", "q.db-wal", "q.db-shm"})
+      BOOST_TEST(mode_of(dir.file(f)) == 0600u, f);
+    BOOST_TEST(q->close().ok());
+  }
+  options group_reads;
+  group_reads.file_mode = 0640;
+  {
+    auto q = queue::open(dir.file("shared.db"), group_reads);
+    BOOST_REQUIRE(q.has_value());
+    BOOST_REQUIRE(q->submit(*job_builder("t").build()).has_value());
+    for (auto f : {"shared.db", "shared.db-wal", "shared.db-shm"})
+      BOOST_TEST(mode_of(dir.file(f)) == 0640u, f);
+  }
+  // An existing file keeps the mode its owner gave it.
+  {
+    std::ofstream{dir.file("made.db")};
+    ::chmod(dir.file("made.db").c_str(), 0644);
+    auto q = queue::open(dir.file("made.db"));
+    BOOST_REQUIRE(q.has_value());
+    BOOST_TEST(mode_of(dir.file("made.db")) == 0644u);
+  }
+  ::umask(old_mask);
+}

@@ -225,6 +225,23 @@ BOOST_FIXTURE_TEST_CASE(wait_async_calls_back_once_and_survives_a_throwing_callb
   BOOST_TEST(unknown.get_future().get().code() == error::not_found);
 }
 
+// A finite timeout of any length saturates, as every duration does: past
+// about 292 years a nanosecond deadline would overflow and time out at once.
+BOOST_FIXTURE_TEST_CASE(a_wait_of_centuries_is_no_timeout, queue_fixture) {
+  auto id = submit(*job_of("idle").build());
+  std::vector<std::chrono::milliseconds> spans{std::chrono::hours{24 * 365 * 300},
+                                               std::chrono::milliseconds{INT64_MAX / 2},
+                                               std::chrono::milliseconds::max() - 1ms};
+  std::vector<std::promise<status>> answers(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i)
+    q->wait_async(id, spans[i], [&, i](result<job_info> r) { answers[i].set_value(r.error()); });
+  // The waits are registered once a zero wait was answered after them.
+  BOOST_TEST(q->wait(id, 0ms).error().code() == error::timeout);
+  BOOST_TEST(q->close().ok());
+  for (auto& a : answers)
+    BOOST_TEST(a.get_future().get().code() == error::closed);
+}
+
 BOOST_FIXTURE_TEST_CASE(closing_answers_every_wait_with_closed, queue_fixture) {
   auto id = submit(*job_of("idle").build());
   auto waiting = std::async(std::launch::async, [&] { return q->wait(id, forever); });

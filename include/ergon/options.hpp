@@ -124,6 +124,7 @@ struct options {
 
   /// Where time comes from. Empty: the system clock. Tests pass a
   /// manual_clock so retries and timeouts fire when the test advances it.
+  /// A clock that reads before 1970 at open is invalid_argument ("clock").
   std::shared_ptr<ergon::clock> clock;
 
   /// Largest payload (and checkpoint) accepted, in bytes. Larger ones fail
@@ -150,6 +151,13 @@ struct options {
   /// disk holds about max_database_bytes + 4 MiB + the largest single batch
   /// (up to writer_batch_limit jobs) + a small -shm file.
   int64_t max_database_bytes = 0;
+
+  /// Permissions of a database file the open creates; its -wal and -shm
+  /// files take the same. The default, 0600, lets only this user read
+  /// payloads, results and checkpoints; 0640 lets the group read too. Must
+  /// include 0600 and nothing beyond 0666 (invalid_argument "file_mode").
+  /// An existing file keeps its own; the umask does not widen or narrow it.
+  unsigned file_mode = 0600;
 
   /// When finished jobs are deleted. By default every job is kept; results
   /// with a job::result_ttl_ms are dropped once it passes either way.

@@ -20,6 +20,7 @@ storage::db_options db_options_from(const options& opts) {
   d.busy_timeout_ms = opts.busy_timeout.count();
   d.cache_kib = opts.cache_kib;
   d.max_bytes = opts.max_database_bytes;
+  d.file_mode = opts.file_mode;
   return d;
 }
 

@@ -128,9 +128,9 @@ void look(waits_ptr self, uint64_t h) {
                                                  + to_string(info.status)}));
         } else if (!w.timer_armed && w.timeout != ms::max()) {
           w.timer_armed = true;
+          // Capped in ms first: past about 292 years, nanoseconds overflow.
           w.deadline = std::chrono::steady_clock::now()
-                       + std::min<std::chrono::steady_clock::duration>(
-                         w.timeout, std::chrono::hours{24 * 365 * 100});
+                       + std::min<ms>(w.timeout, std::chrono::hours{24 * 365 * 100});
           arm(self, h, w);
         }
       },

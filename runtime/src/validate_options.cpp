@@ -1,5 +1,6 @@
 #include "validate_options.hpp"
 
+#include <cstdio>
 #include <set>
 
 #include "http/request_head.hpp"
@@ -64,6 +65,18 @@ status validate(const options& o) {
     return st;
   if (auto st = check_at_least_one("scheduler_threads", o.scheduler_threads); !st)
     return st;
+  if ((o.file_mode & 0600u) != 0600u || (o.file_mode & ~0666u) != 0) {
+    char text[8];
+    std::snprintf(text, sizeof(text), "%04o", o.file_mode & 07777u);
+    return invalid_field("file_mode", std::string{"must include 0600 and nothing beyond 0666, got "}
+                                        + (o.file_mode > 07777u ? std::to_string(o.file_mode)
+                                                                 : std::string{text}));
+  }
+  // Times are ms since 1970 and never negative: a job due before then
+  // would never be claimed.
+  if (o.clock && o.clock->now_ms() < 0)
+    return invalid_field("clock", "reads " + std::to_string(o.clock->now_ms())
+                                    + " ms, before 1970; ergon's times start there");
   if (o.http && o.http->address.empty())
     return invalid_field("http.address", "is empty; 127.0.0.1 takes this machine's requests");
   if (o.http && !o.http->tls && !o.http->insecure_plaintext

@@ -2,6 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -156,6 +160,16 @@ db::~db() {
 
 result<std::unique_ptr<db>> db::open(const std::string& path,
                                      const db_options& opts) {
+  // SQLite creates files 0644 less the umask, and gives the -wal and -shm
+  // files its main file's mode: made here first, all three are private.
+  if (!opts.read_only && !names_private_database(path)) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                    opts.file_mode);
+    if (fd >= 0) {
+      ::fchmod(fd, opts.file_mode);  // past the umask
+      ::close(fd);
+    }
+  }
   sqlite3* handle = nullptr;
   int flags = SQLITE_OPEN_NOMUTEX
               | (opts.read_only ? SQLITE_OPEN_READONLY

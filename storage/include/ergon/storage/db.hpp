@@ -33,6 +33,8 @@ struct db_options {
   int64_t max_bytes = 0;
   /// Open read-only (for query connections).
   bool read_only = false;
+  /// Permissions of the file when this open creates it.
+  unsigned file_mode = 0600;
 };
 
 class db;
