@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -395,18 +394,10 @@ class front::impl {
 };
 
 result<std::unique_ptr<front>> front::open(front_terms terms, responder respond) {
-  auto fd = transport::listen_on(terms.address, terms.port);
-  if (!fd)
-    return fd.error();
-  int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake < 0) {
-    auto why = std::string{std::strerror(errno)};
-    ::close(*fd);
-    return status{error::io_error, "cannot serve HTTP on "
-                                     + transport::where(terms.address, terms.port)
-                                     + ": no eventfd: " + why};
-  }
-  auto p = std::make_unique<impl>(std::move(terms), std::move(respond), *fd, wake);
+  auto ends = transport::listen_with_wake(terms.address, terms.port);
+  if (!ends)
+    return ends.error();
+  auto p = std::make_unique<impl>(std::move(terms), std::move(respond), ends->fd, ends->wake);
   return std::unique_ptr<front>{new front(std::move(p))};
 }
 

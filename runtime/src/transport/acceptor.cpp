@@ -13,7 +13,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -279,18 +278,11 @@ class acceptor::impl {
 result<std::unique_ptr<acceptor>> acceptor::open(caf::actor_system& sys, listener_terms terms,
                                                  caf::strong_actor_ptr whom,
                                                  std::set<std::string> ifs) {
-  auto fd = listen_on(terms.bind, terms.port);
-  if (!fd)
-    return fd.error();
-  int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake < 0) {
-    auto why = std::string{std::strerror(errno)};
-    ::close(*fd);
-    return status{error::io_error, "cannot listen on " + where(terms.bind, terms.port)
-                                     + ": no eventfd: " + why};
-  }
-  auto p = std::make_unique<impl>(sys, std::move(terms), std::move(whom), std::move(ifs), *fd,
-                                  wake);
+  auto ends = listen_with_wake(terms.bind, terms.port);
+  if (!ends)
+    return ends.error();
+  auto p = std::make_unique<impl>(sys, std::move(terms), std::move(whom), std::move(ifs),
+                                  ends->fd, ends->wake);
   return std::unique_ptr<acceptor>{new acceptor(std::move(p))};
 }
 

@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -54,6 +55,20 @@ uint16_t local_port(int fd) {
   if (addr.ss_family == AF_INET6)
     return ntohs(reinterpret_cast<sockaddr_in6&>(addr).sin6_port);
   return ntohs(reinterpret_cast<sockaddr_in&>(addr).sin_port);
+}
+
+result<listening_ends> listen_with_wake(const std::string& bind, uint16_t port) {
+  auto fd = listen_on(bind, port);
+  if (!fd)
+    return fd.error();
+  int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake < 0) {
+    auto why = std::string{std::strerror(errno)};
+    ::close(*fd);
+    return status{error::io_error,
+                  "cannot listen on " + where(bind, port) + ": no eventfd: " + why};
+  }
+  return listening_ends{*fd, wake};
 }
 
 }  // namespace ergon::transport
