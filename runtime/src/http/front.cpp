@@ -10,9 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
