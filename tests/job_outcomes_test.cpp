@@ -140,6 +140,64 @@ BOOST_FIXTURE_TEST_CASE(a_success_that_commits_first_wins, queue_fixture) {
   BOOST_TEST(!info(id).cancel_requested_at_ms.has_value());
 }
 
+namespace {
+
+// The code starts; cancel() returns ok; only then does the code return
+// normally (even runs) or call complete() (odd runs), whether or not its
+// flag has arrived yet. Every run must end `cancelled`, without a result:
+// the queue decides when it records the outcome, not the worker's flag.
+void cancel_commits_then_the_code_returns(queue& q, int runs) {
+  event_log log{q};
+  gate g;
+  std::atomic<int> told_cancelled{0};  // complete() calls that said so
+  worker_options w;
+  w.max_concurrency = 1;
+  w.runners["race"] = [&](job_context& ctx) {
+    g.pass();
+    if (ctx.payload() == "complete" && ctx.complete("result").code() == error::cancelled)
+      ++told_cancelled;
+  };
+  auto wk = q.start_worker(std::move(w));
+  BOOST_REQUIRE(wk.has_value());
+  int succeeded = 0;
+  for (int i = 0; i < runs; ++i) {
+    bool completes = i % 2 == 1;
+    auto id = q.submit(*job_of("race").payload(completes ? "complete" : "return").max_retries(3).build());
+    BOOST_REQUIRE(id.has_value());
+    BOOST_REQUIRE(g.wait_for_waiting(1));
+    BOOST_REQUIRE(q.cancel(*id).ok());
+    g.release();
+    BOOST_REQUIRE(log.wait_for(event_kind::cancelled, 1, *id));
+    auto j = q.job_info(*id);
+    BOOST_REQUIRE(j.has_value());
+    if (j->status != job_status::cancelled)
+      ++succeeded;
+    BOOST_TEST(j->status == job_status::cancelled);
+    BOOST_TEST(!j->result.has_value());
+    BOOST_TEST(j->tries == 1);
+    BOOST_TEST(last_attempt(*j).outcome == attempt_outcome::cancelled);
+    BOOST_TEST(last_attempt(*j).message == "stopped after a cancel request");
+  }
+  BOOST_TEST(wk->stop(hang_guard).ok());  // every code has returned
+  BOOST_TEST(succeeded == 0);
+  BOOST_TEST(told_cancelled.load() == runs / 2);
+  BOOST_TEST(log.of(event_kind::succeeded).empty());
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_cancel_that_committed_wins_over_a_later_return_manual_clock,
+                        queue_fixture) {
+  cancel_commits_then_the_code_returns(*q, 200);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancel_that_committed_wins_over_a_later_return_system_clock) {
+  temp_dir dir;
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  cancel_commits_then_the_code_returns(*q, 200);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_claim_waiting_in_the_prefetch_window_never_starts,
                         queue_fixture) {
   gate g;

@@ -19,6 +19,7 @@
 #include <set>
 
 #include "ergon/job_builder.hpp"
+#include "support/run_support.hpp"
 #include "support/server_process.hpp"
 
 using namespace ergon;
@@ -338,6 +339,54 @@ BOOST_AUTO_TEST_CASE(a_queue_opened_with_listen_takes_remote_workers_until_it_cl
   worker.proc.signal(SIGTERM);
   BOOST_TEST(worker.proc.read_line().rfind("stopped", 0) == 0);
   BOOST_TEST(queue::open(dir.file("q.db")).has_value());
+}
+
+namespace {
+
+// A worker in another process runs each job up to its code's start; the
+// queue commits cancel(); only then does the code return normally (even
+// runs) or call complete() (odd runs). Each run must end `cancelled`.
+void cancel_commits_before_a_remote_return(std::shared_ptr<ergon::clock> clk, int runs) {
+  temp_dir dir;
+  options opts;
+  opts.clock = std::move(clk);
+  opts.listen = listen_options{};
+  auto q = queue::open(dir.file("q.db"), opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto port = q->listening_port();
+  BOOST_REQUIRE(port.has_value());
+  test::event_log log{*q};
+  worker_process worker{*port, "step", 1};
+  for (int i = 0; i < runs; ++i) {
+    std::string how = i % 2 == 1 ? "complete" : "return";
+    auto id = q->submit(*job_builder("job").payload(how).max_retries(3).build());
+    BOOST_REQUIRE(id.has_value());
+    BOOST_REQUIRE(worker.proc.read_line() == "started " + how);
+    BOOST_REQUIRE(q->cancel(*id).ok());
+    BOOST_REQUIRE(worker.proc.write_line("go"));
+    BOOST_TEST(worker.proc.read_line()
+               == (how == "complete" ? "outcome complete cancelled" : "returned return"));
+    BOOST_REQUIRE(log.wait_for(event_kind::cancelled, 1, *id));
+    auto j = q->job_info(*id);
+    BOOST_REQUIRE(j.has_value());
+    BOOST_TEST(j->status == job_status::cancelled);
+    BOOST_TEST(!j->result.has_value());
+    BOOST_REQUIRE(j->attempts.size() == 1u);
+    BOOST_TEST(j->attempts[0].outcome == attempt_outcome::cancelled);
+  }
+  BOOST_TEST(log.of(event_kind::succeeded).empty());
+  BOOST_TEST(worker.stop());
+  BOOST_TEST(q->close().ok());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_cancel_that_committed_wins_over_a_remote_return_manual_clock) {
+  cancel_commits_before_a_remote_return(std::make_shared<ergon::manual_clock>(1'700'000'000'000), 200);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancel_that_committed_wins_over_a_remote_return_system_clock) {
+  cancel_commits_before_a_remote_return(default_clock(), 200);
 }
 
 namespace {

@@ -18,8 +18,9 @@
 // Returning normally completes the job, with the returned bytes as its
 // result if the handler returns a std::string. Throwing fails the attempt
 // with the exception's text (ergon::permanent_failure: without retries);
-// the worker keeps running. Returning after queue::cancel asked the job to
-// stop ends it `cancelled` instead.
+// the worker keeps running. Returning after queue::cancel committed its
+// request ends the job `cancelled` instead, even if the code has not seen
+// cancelled() turn true yet: the queue decides when it records the outcome.
 #pragma once
 
 #include <chrono>
@@ -100,7 +101,8 @@ class job_context {
 
   /// Ends the attempt successfully with optional result bytes. Returns once
   /// committed. Errors: invalid_argument naming "result" (larger than the
-  /// queue's limit), stale_attempt (the attempt expired: the result is
+  /// queue's limit), cancelled (queue::cancel's request committed first:
+  /// the job ends `cancelled` and the result is discarded), stale_attempt (the attempt expired: the result is
   /// discarded and the job's state is unchanged), job_finished (complete or
   /// fail was already called), closed, and for a worker on another node
   /// unreachable (the connection dropped before the commit was

@@ -8,14 +8,15 @@ namespace ergon::storage {
 namespace {
 
 // The succeeding attempt stays in the jobs row: no attempts row for it.
-// A result_ttl_ms of 0 stores no result; another one sets its expiry.
+// A result_ttl_ms of 0 stores no result; another one sets its expiry. A
+// cancel request committed before this outcome wins (see after_cancel).
 constexpr const char* complete_job =
   "UPDATE jobs SET status = 2, finished_at = ?3, "
   "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?4 END, "
   "result_expires_at = CASE WHEN ?4 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
   "THEN NULL ELSE " ERGON_SQL_ADD_MS("?3", "result_ttl_ms") " END, "
   "expires_at = NULL, last_outcome = 1, last_message = NULL "
-  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
+  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 AND cancel_requested_at IS NULL "
   "RETURNING current_try, started_at, external_id, type, group_key, recurring_id, "
   ERGON_JOB_HAS_LINKS;
 
@@ -23,6 +24,18 @@ status stale(int64_t row) {
   return {error::stale_attempt,
           "attempt of job row " + std::to_string(row)
             + " is no longer current (it expired or was recovered); result discarded"};
+}
+
+// A success reported after queue::cancel committed its request: the worker
+// saw the request too late (its flag arrives after the commit), so the job
+// is decided here, in the transaction that records the outcome.
+const failed_attempt after_cancel{attempt_outcome::cancelled, "stopped after a cancel request",
+                                  false};
+
+status cancelled_first(int64_t row) {
+  return {error::cancelled, "job row " + std::to_string(row)
+                              + " was cancelled before this outcome committed: it ends "
+                                "cancelled and the result is discarded"};
 }
 
 failed_attempt failure_of(const attempt_report& r) {
@@ -65,7 +78,17 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       if (!q.step()) {
         if (!q.step_status())
           return q.step_status();
-        out.statuses.push_back(stale(r.row));
+        q.reset();
+        auto cancelled = end_attempt(d, r.row, r.token, after_cancel, retry_timing::backoff, 0.0,
+                                     now_ms);
+        if (!cancelled)
+          return cancelled.error();
+        if (!*cancelled) {
+          out.statuses.push_back(stale(r.row));
+          continue;
+        }
+        out.statuses.push_back(cancelled_first(r.row));
+        out.ended.push_back(std::move(**cancelled));
         continue;
       }
       attempt_end end;

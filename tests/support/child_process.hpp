@@ -88,6 +88,12 @@ class child_process {
     }
   }
 
+  /// Writes `line` and a newline to the child's stdin.
+  bool write_line(const std::string& line) {
+    auto text = line + "\n";
+    return to_child_ >= 0 && ::write(to_child_, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  }
+
   /// Closes the child's stdin (many helpers exit on EOF).
   void close_stdin() {
     if (to_child_ >= 0) {

@@ -3,7 +3,8 @@
 // worker and exits 0. It writes one line per event to stdout:
 //   ready                       the worker is registered
 //   started <payload>           job code started (mode hold and late)
-//   outcome <payload> <code>    what complete() returned (mode late)
+//   outcome <payload> <code>    what complete() returned (mode late, and
+//                               step for a payload "complete")
 //   progressed <payload>        three progress reports made (mode progress)
 //   returned <payload> <flag>   code returned; flag: ctx.cancelled() (hold, progress)
 //   yielded <payload> <status>  what yield() returned (mode yield)
@@ -16,7 +17,9 @@
 // progress (report 1/3 "one", 2/3 "two", 3/3 "three" at once, then hold);
 // fail (fail for good with "boom:<payload>"); yield (a payload starting with
 // "now" completes at once; others wait until asked to yield, checkpoint
-// "resumed:<payload>" and yield, and complete when resumed from it).
+// "resumed:<payload>" and yield, and complete when resumed from it); step
+// (wait for a line on stdin, then call complete() if the payload is
+// "complete", else return normally: so the test orders its cancel before).
 #include <cstdlib>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -109,6 +112,15 @@ int main(int argc, char** argv) {
       return;
     }
     say("started " + ctx.payload());
+    if (mode == "step") {
+      std::string go;
+      std::getline(std::cin, go);
+      if (ctx.payload() == "complete")
+        say("outcome " + ctx.payload() + " " + ergon::to_string(ctx.complete("result").code()));
+      else
+        say("returned " + ctx.payload());
+      return;
+    }
     if (mode == "progress") {
       const char* words[] = {"one", "two", "three"};
       for (int64_t i = 1; i <= 3; ++i)
