@@ -43,8 +43,11 @@ class context {
   /// An actor system with the network layer (made on first use).
   result<caf::actor_system*> system();
 
-  /// Prints `st` to err (as JSON with --json) and returns its exit status.
-  int fail(const status& st);
+  /// Prints `st` to err (as JSON with --json) and returns its exit status:
+  /// exit_usage for invalid_argument naming a flag or argument (a field of
+  /// the queue's is reported as the flag of `command` it came from),
+  /// exit_failed otherwise.
+  int fail(const status& st, const std::string& command = {});
   /// Prints `doc` with --json, or calls `text`; returns exit_ok.
   template <class Text>
   int answer(const json_views::json& doc, Text text) {
@@ -79,18 +82,26 @@ struct list_args {
 int list(context& c, const list_args& a);
 int show(context& c, const std::string& id);
 int stats(context& c);
+/// Copies the database to `out` through the inspector (online backup).
+int backup(context& c, const std::string& out);
 int recurring_list(context& c, const std::string& prefix);
 int recurring_show(context& c, const std::string& id);
 
 /// Retries one failed job, or with `filter` every failed job it matches.
-int retry(context& c, const std::optional<std::string>& id, const std::optional<job_filter>& filter);
-int cancel(context& c, const std::string& id);
+/// A dry run lists what would be retried, read through the inspector.
+int retry(context& c, const std::optional<std::string>& id, const std::optional<job_filter>& filter,
+          bool dry_run);
+/// A dry run says what cancelling would do to the job, as last committed.
+int cancel(context& c, const std::string& id, bool dry_run);
 /// Purges failed jobs: those `filter` matches, or that failed longer ago
-/// than `older_than`.
-int purge(context& c, const job_filter& filter, std::optional<std::chrono::milliseconds> older_than);
+/// than `older_than`. A dry run lists them instead.
+int purge(context& c, const job_filter& filter, std::optional<std::chrono::milliseconds> older_than,
+          bool dry_run);
 /// `what` is "group" or "type"; `pause` false resumes.
 int pause(context& c, const std::string& what, const std::string& name, bool pause,
           std::optional<std::chrono::milliseconds> duration);
+/// Ends every pause the owner holds.
+int resume_everything(context& c);
 int recurring_delete(context& c, const std::string& id);
 
 }  // namespace ergon::ctl

@@ -2,9 +2,14 @@
 
 #include <caf/io/middleman.hpp>
 
+#include <algorithm>
 #include <ostream>
+#include <string>
+#include <utility>
 
 #include <ergon/queue.hpp>
+
+#include "text.hpp"
 
 namespace ergon::ctl {
 
@@ -48,13 +53,46 @@ result<caf::actor_system*> context::system() {
   return sys_.get();
 }
 
-int context::fail(const status& st) {
+namespace {
+
+// The flag or argument an operator gave for a field the queue names. "id"
+// is not one: the queue names it for a job in the wrong state.
+const char* flag_of(const std::string& field, const std::string& command) {
+  if (command == "pause" && (field == "group" || field == "type"))
+    return "NAME";
+  static const std::pair<const char*, const char*> flags[] = {
+    {"limit", "--limit"}, {"type", "--type"},      {"group", "--group"},
+    {"name", "--name"},   {"duration", "--for"},   {"older_than", "--older-than"},
+    {"out", "OUT"},       {"after", "--after"},
+  };
+  for (auto& [f, flag] : flags)
+    if (field == f)
+      return flag;
+  return nullptr;
+}
+
+}  // namespace
+
+int context::fail(const status& given, const std::string& command) {
+  auto st = given;
+  // A value the operator gave that the queue refused is named as the flag
+  // it came from, and is a usage error like a bad flag.
+  if (st.code() == error::invalid_argument && !st.field().empty()
+      && st.field().rfind("--", 0) != 0)
+    if (auto flag = flag_of(st.field(), command))
+      st = {error::invalid_argument, std::string{flag} + ": " + st.message(), flag};
   if (json_)
     err_ << json_views::of(st).dump() << '\n';
   else
-    err_ << "ergonctl: " << st << '\n';
-  return st.code() == error::invalid_argument && st.field().rfind("--", 0) == 0 ? exit_usage
-                                                                                 : exit_failed;
+    err_ << "ergonctl: " << printable(st.to_string()) << '\n';
+  // A flag ("--limit") or an argument ("NAME") is the operator's input; a
+  // field the queue names otherwise ("id": not failed) is its refusal.
+  auto& f = st.field();
+  bool usage = f.rfind("--", 0) == 0
+               || (!f.empty() && std::all_of(f.begin(), f.end(), [](char ch) {
+                     return (ch >= 'A' && ch <= 'Z') || ch == '_';
+                   }));
+  return st.code() == error::invalid_argument && usage ? exit_usage : exit_failed;
 }
 
 }  // namespace ergon::ctl

@@ -15,7 +15,7 @@ using namespace ergon::ctl;
 
 const char* description = R"(ergonctl: look at and change an ergon job queue database.
 
-Reads (list, show, stats, recurring list|show) go through a read-only
+Reads (list, show, stats, backup, recurring list|show) go through a read-only
 inspector: they work beside the program that owns the file and never take it
 from it. Writes (retry, cancel, purge, pause, resume, recurring delete) go to
 the owner: when a program owns the file and listens (options::listen, or
@@ -27,8 +27,8 @@ when nobody owns it, ergonctl opens the file itself and closes it after.
 const char* footer = R"(
 TIMES AND DURATIONS
   Times are ms since the epoch or ISO 8601 in UTC (2026-11-25,
-  2026-11-25T10:00:00Z). Durations are a number with ms, s, m, h or d (90s,
-  12h), or bare ms.
+  2026-11-25T10:00:00Z). Durations are a number with its unit: ms, s, m, h
+  or d (90s, 12h, 7d); a bare number is refused.
 
 OUTPUT
   Text for people by default; with --json, one JSON document on stdout.
@@ -37,15 +37,37 @@ OUTPUT
 EXIT STATUS
   0  done
   1  the queue refused or failed (not_found, job_running, busy, unreachable, ...)
-  2  bad flags or values
+  2  bad flags or values (the message names the flag)
+  The same for every command.
 
 EXAMPLES
   ergonctl --db jobs.db list --status failed --type send_email
   ergonctl --db jobs.db show 0190163d-8694-739b-aea5-966c26f8ad91 --json
   ergonctl --db jobs.db retry --all --type send_email
-  ergonctl --db jobs.db purge --older-than 7d
+  ergonctl --db jobs.db purge --older-than 7d --dry-run
+  ergonctl --db jobs.db backup jobs-2026-11-26.db
   ergonctl --db jobs.db pause group tenant-42 --for 10m
   ergonctl --db jobs.db --secret-file secret stats
+)";
+
+// What every command's --help ends with: the flags all commands share and
+// the formats of values.
+const char* common_footer = R"(
+FLAGS OF EVERY COMMAND (before or after the command)
+  --db FILE             the database file (required)
+  --json                one JSON document on stdout instead of text;
+                        errors as {"error", "message", "field"} on stderr
+  --secret-file FILE    the owner's shared secret, for an owner that needs it
+  --tls-cert, --tls-key, --tls-ca FILE, --tls-peer-name NAME,
+  --tls-passphrase-file FILE   for an owner that takes TLS only
+
+FORMATS
+  TIME      ms since the epoch, or ISO 8601 in UTC: 2026-11-25T10:00:00Z
+  DURATION  a number with its unit: 250ms, 90s, 10m, 12h, 7d
+  ID        a job id: 0190163d-8694-739b-aea5-966c26f8ad91
+
+EXIT STATUS
+  0 done, 1 the queue refused or failed, 2 bad flags or values
 )";
 
 // The filter flags of list, retry --all and purge.
@@ -60,10 +82,10 @@ struct filter_flags {
     cmd->add_option("--type", type, "jobs of this type");
     cmd->add_option("--group", group, "jobs in this group");
     cmd->add_option("--name", name, "jobs submitted with this name");
-    cmd->add_option("--submitted-from", submitted_from, "submitted at or after this time");
-    cmd->add_option("--submitted-before", submitted_before, "submitted before this time");
-    cmd->add_option("--finished-from", finished_from, "finished at or after this time");
-    cmd->add_option("--finished-before", finished_before, "finished before this time");
+    cmd->add_option("--submitted-from", submitted_from, "submitted at or after this TIME");
+    cmd->add_option("--submitted-before", submitted_before, "submitted before this TIME");
+    cmd->add_option("--finished-from", finished_from, "finished at or after this TIME");
+    cmd->add_option("--finished-before", finished_before, "finished before this TIME");
   }
 
   result<job_filter> parse() const {
@@ -138,24 +160,40 @@ int main(int argc, char** argv) {
   auto list_cmd = app.add_subcommand("list", "list jobs, a page at a time, oldest first");
   filter_flags list_filter;
   list_filter.add_to(list_cmd, true);
-  size_t limit = 100;
+  int64_t limit = 100;
   std::string after;
   bool newest_first = false, failed_only = false;
   list_cmd->add_option("--limit", limit, "jobs per page, 1 to 1000")->capture_default_str();
   list_cmd->add_option("--after", after, "start after this job id (the previous page's 'more')");
   list_cmd->add_flag("--newest-first", newest_first, "newest submission first");
   list_cmd->add_flag("--failed", failed_only, "dead letters: failed jobs (ignores --status)");
-  list_cmd->footer("\nEach job with its type, status, tries, group, submission time and last error.");
+  list_cmd->footer(std::string{"\nEach job with its type, status, tries, group, submission time and last error.\n"}
+                   + common_footer);
 
   auto show_cmd = app.add_subcommand("show", "one job with its attempts, errors and payload size");
   std::string show_id;
   show_cmd->add_option("ID", show_id, "the job id")->required();
+  show_cmd->footer(common_footer);
 
   auto stats_cmd = app.add_subcommand(
     "stats", "counts per status, type and group, the oldest pending job, and allocation");
   stats_cmd->footer(
-    "\nCounts come from the file. Group allocation lives in the owner's memory: it shows\n"
-    "when the owner listens; otherwise stats says why it can't.");
+    std::string{"\nCounts come from the file. Group allocation and pauses live in the owner's\n"
+                "memory: they show when the owner listens (with --secret-file if it has a\n"
+                "secret); otherwise stats says why not.\n"}
+    + common_footer);
+
+  auto backup_cmd = app.add_subcommand(
+    "backup", "copy the database to a new file, beside a live owner, without writing to it");
+  std::string backup_out;
+  backup_cmd->add_option("OUT", backup_out, "the new file; refused if it exists")->required();
+  backup_cmd->footer(std::string{R"(
+SQLite's online backup: one consistent snapshot of what was committed, read
+while the owner goes on writing. The copy is checked (quick_check) before it
+takes its name, so OUT is whole or absent. It is one file (no WAL), mode 0600,
+and opens like the original. Restore: stop the owner, replace the database
+file with the copy (and delete its -wal and -shm), start the owner.
+)"} + common_footer);
 
   // -- writes
   auto retry_cmd = app.add_subcommand("retry", "put failed jobs back to pending, with fresh tries");
@@ -164,12 +202,17 @@ int main(int argc, char** argv) {
   filter_flags retry_filter;
   retry_cmd->add_option("ID", retry_id, "the failed job to retry");
   retry_cmd->add_flag("--all", retry_all, "every failed job the filters match, in one transaction");
+  bool dry_run = false;
+  retry_cmd->add_flag("--dry-run", dry_run, "print the jobs --all would retry, and change nothing");
   retry_filter.add_to(retry_cmd, false);
+  retry_cmd->footer(std::string{"\nGive a job ID, or --all with or without filters.\n"} + common_footer);
 
   auto cancel_cmd = app.add_subcommand(
     "cancel", "cancel a job: a pending one never runs, a running one is asked to stop");
   std::string cancel_id;
   cancel_cmd->add_option("ID", cancel_id, "the job id")->required();
+  cancel_cmd->add_flag("--dry-run", dry_run, "print what cancelling would do, and change nothing");
+  cancel_cmd->footer(common_footer);
 
   auto purge_cmd = app.add_subcommand("purge", "delete failed jobs with their attempts");
   filter_flags purge_filter;
@@ -177,30 +220,42 @@ int main(int argc, char** argv) {
   purge_filter.add_to(purge_cmd, false);
   bool purge_all = false;
   purge_cmd->add_option("--older-than", older_than,
-                        "the jobs that failed longer ago than this (not with the filters)");
+                        "the jobs that failed longer ago than this DURATION (not with the filters)");
+  purge_cmd->add_flag("--dry-run", dry_run, "print the jobs it would delete, and change nothing");
   purge_cmd->add_flag("--all", purge_all, "every failed job the filters match (all of them without filters)");
-  purge_cmd->footer("\nGive --older-than, or --all with or without filters.");
+  purge_cmd->footer(std::string{"\nGive --older-than, or --all with or without filters.\n"}
+                    + common_footer);
 
   std::string what, target, pause_for;
   auto pause_cmd = app.add_subcommand("pause", "stop starting jobs of a group or type");
   pause_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
   pause_cmd->add_option("NAME", target, "the group or type")->required();
-  pause_cmd->add_option("--for", pause_for, "resume by itself after this long");
-  pause_cmd->footer("\nPauses live in the owner's memory: the owner must listen.");
+  pause_cmd->add_option("--for", pause_for, "resume by itself after this DURATION");
+  pause_cmd->footer(std::string{"\nPauses live in the owner's memory: the owner must listen. A name with no\n"
+                                "jobs yet may be paused ahead (up to 1000 names of each kind).\n"}
+                    + common_footer);
   auto resume_cmd = app.add_subcommand("resume", "start jobs of a paused group or type again");
-  resume_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
-  resume_cmd->add_option("NAME", target, "the group or type")->required();
+  resume_cmd->add_option("WHAT", what, "group or type")->check(CLI::IsMember({"group", "type"}));
+  resume_cmd->add_option("NAME", target, "the group or type");
+  bool resume_all = false;
+  resume_cmd->add_flag("--all", resume_all,
+                       "end every pause, names paused ahead among them (stats lists them)");
+  resume_cmd->footer(common_footer);
 
   auto recurring_cmd = app.add_subcommand("recurring", "recurring jobs: list, show, delete");
   recurring_cmd->require_subcommand(1);
   std::string prefix, recurring_id;
+  recurring_cmd->footer(common_footer);
   auto rec_list = recurring_cmd->add_subcommand("list", "recurring jobs, by id");
+  rec_list->footer(common_footer);
   rec_list->add_option("PREFIX", prefix, "only ids that start with this");
   auto rec_show = recurring_cmd->add_subcommand("show", "one recurring job and its instances");
   rec_show->add_option("ID", recurring_id, "the recurring job's id")->required();
+  rec_show->footer(common_footer);
   auto rec_delete = recurring_cmd->add_subcommand(
     "delete", "delete a recurring job; its pending instance goes, a running one finishes");
   rec_delete->add_option("ID", recurring_id, "the recurring job's id")->required();
+  rec_delete->footer(common_footer);
 
   try {
     app.parse(argc, argv);
@@ -208,7 +263,7 @@ int main(int argc, char** argv) {
     auto rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty()) {
       std::cerr << "ergonctl: unknown command '" << rest.front()
-                << "' (list, show, stats, retry, cancel, purge, pause, resume, recurring; "
+                << "' (list, show, stats, backup, retry, cancel, purge, pause, resume, recurring; "
                    "see --help)\n";
       return exit_usage;
     }
@@ -240,7 +295,12 @@ int main(int argc, char** argv) {
     if (!f)
       return c.fail(f.error());
     a.filter = std::move(*f);
-    a.page.limit = limit;
+    if (limit < 1 || limit > static_cast<int64_t>(max_page_size))
+      return c.fail({error::invalid_argument,
+                     "--limit: must be 1 to " + std::to_string(max_page_size) + ", got "
+                       + std::to_string(limit),
+                     "--limit"});
+    a.page.limit = static_cast<size_t>(limit);
     a.page.newest_first = newest_first;
     a.failed = failed_only;
     if (!after.empty()) {
@@ -255,6 +315,8 @@ int main(int argc, char** argv) {
     return show(c, show_id);
   if (*stats_cmd)
     return stats(c);
+  if (*backup_cmd)
+    return backup(c, backup_out);
   if (*retry_cmd) {
     if (retry_all == !retry_id.empty())
       return c.fail({error::invalid_argument, "retry: give either a job ID or --all", "--all"});
@@ -262,12 +324,14 @@ int main(int argc, char** argv) {
       auto f = retry_filter.parse();
       if (!f)
         return c.fail(f.error());
-      return retry(c, std::nullopt, *f);
+      return retry(c, std::nullopt, *f, dry_run);
     }
-    return retry(c, retry_id, std::nullopt);
+    if (dry_run)
+      return c.fail({error::invalid_argument, "--dry-run: give it with --all", "--dry-run"});
+    return retry(c, retry_id, std::nullopt, false);
   }
   if (*cancel_cmd)
-    return cancel(c, cancel_id);
+    return cancel(c, cancel_id, dry_run);
   if (*purge_cmd) {
     auto f = purge_filter.parse();
     if (!f)
@@ -287,8 +351,16 @@ int main(int argc, char** argv) {
         return c.fail(d.error());
       older = *d;
     }
-    return purge(c, *f, older);
+    return purge(c, *f, older, dry_run);
   }
+  if (*resume_cmd && resume_all) {
+    if (!what.empty() || !target.empty())
+      return c.fail({error::invalid_argument, "--all: give it without WHAT and NAME", "--all"});
+    return resume_everything(c);
+  }
+  if (*resume_cmd && (what.empty() || target.empty()))
+    return c.fail({error::invalid_argument, "resume: give WHAT (group or type) and NAME, or --all",
+                   "WHAT"});
   if (*pause_cmd || *resume_cmd) {
     std::optional<std::chrono::milliseconds> duration;
     if (!pause_for.empty()) {

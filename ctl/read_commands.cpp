@@ -12,11 +12,6 @@ namespace {
 
 using json_views::json;
 
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string last_error(const job_info& j) {
   for (auto a = j.attempts.rbegin(); a != j.attempts.rend(); ++a)
     if (!a->message.empty())
@@ -53,7 +48,7 @@ result<job_id> parse_id(const std::string& text) {
     return status{error::invalid_argument,
                   "ID: '" + text + "' is not a job id (36 characters, like "
                     "0190163d-8694-739b-aea5-966c26f8ad91)",
-                  "--id"};
+                  "ID"};
   return id;
 }
 
@@ -90,7 +85,9 @@ int show(context& c, const std::string& text) {
   if (!j)
     return c.fail(j.error());
   return c.answer(json_views::of(*j), [&](std::ostream& out) {
-    auto line = [&](const char* k, const std::string& v) { out << k << std::string(13 - std::string{k}.size(), ' ') << v << '\n'; };
+    auto line = [&](const char* k, const std::string& v) {
+      out << k << std::string(13 - std::string{k}.size(), ' ') << printable(v) << '\n';
+    };
     line("id", j->id.to_string());
     line("type", j->type);
     line("status", to_string(j->status));
@@ -164,13 +161,16 @@ int stats(context& c) {
     if (!sys)
       return c.fail(sys.error());
     auto link = queue_link::owner(**sys, c.reach());
+    // The counts are the file's and need nothing: say what is missing and
+    // print them.
     if (!link)
-      return c.fail(link.error());
-    if (*link) {
+      scheduling_note = "not shown: " + link.error().message();
+    else if (*link) {
       auto m = (*link)->ask<metrics_snapshot>(metrics_atom::value);
       if (!m)
-        return c.fail(m.error());
-      scheduling = std::move(*m);
+        scheduling_note = "not shown: " + m.error().message();
+      else
+        scheduling = std::move(*m);
     }
   }
   auto now = now_ms();
@@ -191,6 +191,8 @@ int stats(context& c) {
   }
   doc["owner"] = *owner ? json_views::of(**owner) : json(nullptr);
   doc["scheduling"] = scheduling ? json_views::of(*scheduling) : json(nullptr);
+  if (!scheduling)
+    doc["scheduling_note"] = scheduling_note;
   return c.answer(doc, [&](std::ostream& out) {
     out << "jobs: " << counts->by_status.total() << " in all\n";
     for (size_t i = 0; i < job_status_count; ++i)
@@ -211,7 +213,7 @@ int stats(context& c) {
     }
     out << '\n';
     if (!scheduling) {
-      out << "allocation: " << scheduling_note << '\n';
+      out << "allocation: " << printable(scheduling_note) << '\n';
       return;
     }
     out << "capacity: " << scheduling->capacity << " slots\n";
@@ -224,7 +226,29 @@ int stats(context& c) {
                       std::to_string(g.ready_jobs), g.paused ? "paused" : ""});
     }
     print_table(out, {"GROUP", "WEIGHT", "SHARE", "ALLOCATED", "RUNNING", "READY", ""}, rows);
+    if (scheduling->pauses.empty())
+      return;
+    out << '\n';
+    rows.clear();
+    for (auto& p : scheduling->pauses)
+      rows.push_back({p.group ? "group" : "type", p.name, format_time(p.since_ms),
+                      p.until_ms ? format_time(*p.until_ms) : "resumed by hand"});
+    print_table(out, {"PAUSED", "NAME", "SINCE", "UNTIL"}, rows);
   });
+}
+
+int backup(context& c, const std::string& out) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto bytes = (*in)->backup(out);
+  if (!bytes)
+    return c.fail(bytes.error());
+  return c.answer({{"backup", out}, {"bytes", *bytes}, {"quick_check", "ok"}},
+                  [&](std::ostream& o) {
+                    o << "backed up " << printable(c.reach().db) << " to " << printable(out) << ": "
+                      << *bytes << " bytes, quick_check ok\n";
+                  });
 }
 
 int recurring_list(context& c, const std::string& prefix) {
@@ -239,7 +263,8 @@ int recurring_list(context& c, const std::string& prefix) {
     doc.push_back(json_views::of(r));
   return c.answer(doc, [&](std::ostream& out) {
     if (all->empty()) {
-      out << "no recurring jobs" << (prefix.empty() ? "" : " with ids starting '" + prefix + "'")
+      out << "no recurring jobs"
+          << (prefix.empty() ? "" : " with ids starting '" + printable(prefix) + "'")
           << '\n';
       return;
     }
@@ -260,7 +285,9 @@ int recurring_show(context& c, const std::string& id) {
   if (!r)
     return c.fail(r.error());
   return c.answer(json_views::of(*r), [&](std::ostream& out) {
-    auto line = [&](const char* k, const std::string& v) { out << k << std::string(15 - std::string{k}.size(), ' ') << v << '\n'; };
+    auto line = [&](const char* k, const std::string& v) {
+      out << k << std::string(15 - std::string{k}.size(), ' ') << printable(v) << '\n';
+    };
     line("id", r->id);
     line("schedule", r->schedule);
     line("time zone", r->time_zone.empty() ? "UTC" : r->time_zone);

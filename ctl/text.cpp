@@ -105,13 +105,69 @@ result<std::chrono::milliseconds> parse_duration(const std::string& text,
   if (digits == 0)
     return bad(flag, "'" + text + "' is not a duration: give a number with ms, s, m, h or d");
   auto unit = text.substr(digits);
-  auto scale = unit.empty() ? 1 : storage::unit_ms(unit);
+  // A bare number is refused: "purge --older-than 7" meant 7 days, not ms.
+  if (unit.empty())
+    return bad(flag, "'" + text + "' has no unit: give " + text + "ms, " + text + "s, " + text
+                       + "m, " + text + "h or " + text + "d");
+  auto scale = storage::unit_ms(unit);
   if (scale == 0)
     return bad(flag, "'" + text + "' has an unknown unit '" + unit + "' (ms, s, m, h or d)");
   auto v = to_int(text.substr(0, digits));
   if (!v || *v > std::numeric_limits<int64_t>::max() / scale)
     return bad(flag, "'" + text + "' is too long");
   return std::chrono::milliseconds{*v * scale};
+}
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&](unsigned char b) {
+    static const char* hex = "0123456789abcdef";
+    out += "\\x";
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  };
+  for (size_t i = 0; i < text.size();) {
+    auto b = static_cast<unsigned char>(text[i]);
+    if (b == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
+    if (b < 0x80) {
+      if (b < 0x20 || b == 0x7f)
+        escape(b);
+      else
+        out += static_cast<char>(b);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then continuation
+    // bytes; overlong forms, surrogates and C1 controls are escaped.
+    size_t n = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    uint32_t cp = n == 2 ? b & 0x1f : n == 3 ? b & 0x0f : b & 0x07;
+    for (size_t k = 1; ok && k < n; ++k) {
+      auto c = static_cast<unsigned char>(text[i + k]);
+      ok = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    ok = ok && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff))
+         && !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f);
+    if (!ok) {
+      escape(b);
+      ++i;
+      continue;
+    }
+    out.append(text, i, n);
+    i += n;
+  }
+  return out;
+}
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
 std::string format_time(int64_t ms) {
@@ -136,7 +192,11 @@ std::string format_span(int64_t ms) {
 }
 
 void print_table(std::ostream& out, const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows) {
+                 const std::vector<std::vector<std::string>>& raw_rows) {
+  auto rows = raw_rows;
+  for (auto& r : rows)
+    for (auto& cell : r)
+      cell = printable(cell);
   std::vector<size_t> width(header.size());
   for (size_t i = 0; i < header.size(); ++i)
     width[i] = header[i].size();

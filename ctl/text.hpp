@@ -16,11 +16,19 @@ namespace ergon::ctl {
 /// invalid_argument naming `flag`.
 result<int64_t> parse_time(const std::string& text, const std::string& flag);
 
-/// A duration >= 0: a number with a unit (ms, s, m, h, d: "250ms", "90s",
-/// "1h30m" is not accepted) or bare ms. Error: invalid_argument naming
-/// `flag` (no number, unknown unit, negative, or past the ms range).
+/// A duration >= 0: a number with a unit (ms, s, m, h, d: "250ms", "90s";
+/// "1h30m" is not accepted). Error: invalid_argument naming `flag` (no
+/// number, no unit or an unknown one, negative, or past the ms range).
 result<std::chrono::milliseconds> parse_duration(const std::string& text,
                                                  const std::string& flag);
+
+/// `text` safe for a terminal: control characters (C0, DEL, C1) and bytes
+/// that are not UTF-8 become \xNN escapes, and a backslash becomes "\\",
+/// so a job field can't move the cursor or fake a line of output.
+std::string printable(const std::string& text);
+
+/// This machine's time, in ms since the epoch.
+int64_t now_ms();
 
 /// "2026-11-25 10:00:00.123Z".
 std::string format_time(int64_t ms);
@@ -28,7 +36,8 @@ std::string format_time(int64_t ms);
 /// A short age or span: "850ms", "42s", "5m03s", "3h12m", "4d07h".
 std::string format_span(int64_t ms);
 
-/// Columns padded to their widest cell, the header first.
+/// Columns padded to their widest cell, the header first; every cell
+/// passes through printable().
 void print_table(std::ostream& out, const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows);
 

@@ -22,10 +22,55 @@ int with_link(context& c, Write write) {
   return write(*link);
 }
 
+// A dry run of a bulk write: the failed jobs `filter` matches, as last
+// committed, every page of them.
+int list_what_would_change(context& c, const job_filter& filter, const std::string& verb,
+                           const std::string& note) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  std::vector<job_info> jobs;
+  page_request page;
+  page.limit = max_page_size;
+  for (;;) {
+    auto p = (*in)->list_failed(filter, page);
+    if (!p)
+      return c.fail(p.error());
+    for (auto& j : p->jobs)
+      jobs.push_back(std::move(j));
+    if (!p->next)
+      break;
+    page.after = p->next;
+  }
+  json ids = json::array();
+  for (auto& j : jobs)
+    ids.push_back(j.id.to_string());
+  json doc{{"dry_run", true}, {"would_" + verb, jobs.size()}, {"jobs", ids}};
+  return c.answer(doc, [&](std::ostream& out) {
+    out << "dry run: would " << verb << " " << jobs.size() << " failed job"
+        << (jobs.size() == 1 ? "" : "s") << note << "; nothing changed\n";
+    if (jobs.empty())
+      return;
+    constexpr size_t shown = 50;
+    std::vector<std::vector<std::string>> rows;
+    for (size_t i = 0; i < jobs.size() && i < shown; ++i) {
+      auto& j = jobs[i];
+      rows.push_back({j.id.to_string(), j.type, j.group ? *j.group : "-",
+                      j.finished_at_ms ? format_time(*j.finished_at_ms) : "-"});
+    }
+    print_table(out, {"ID", "TYPE", "GROUP", "FAILED"}, rows);
+    if (jobs.size() > shown)
+      out << "... and " << jobs.size() - shown << " more (--json lists them all)\n";
+  });
+}
+
 }  // namespace
 
 int retry(context& c, const std::optional<std::string>& id,
-          const std::optional<job_filter>& filter) {
+          const std::optional<job_filter>& filter, bool dry_run) {
+  if (dry_run)
+    return list_what_would_change(c, filter.value_or(job_filter{}), "retry",
+                                  " (one whose unique key another job holds then would be skipped)");
   if (id) {
     auto parsed = parse_id(*id);
     if (!parsed)
@@ -52,10 +97,29 @@ int retry(context& c, const std::optional<std::string>& id,
   });
 }
 
-int cancel(context& c, const std::string& id) {
+int cancel(context& c, const std::string& id, bool dry_run) {
   auto parsed = parse_id(id);
   if (!parsed)
     return c.fail(parsed.error());
+  if (dry_run) {
+    auto in = c.reader();
+    if (!in)
+      return c.fail(in.error());
+    auto j = (*in)->job_info(*parsed);
+    if (!j)
+      return c.fail(j.error());
+    if (j->status != job_status::pending && j->status != job_status::running)
+      return c.fail({error::job_finished,
+                     id + " is " + to_string(j->status) + ": cancel would refuse it"});
+    bool running = j->status == job_status::running;
+    return c.answer({{"dry_run", true}, {"would_cancel", id}, {"status", to_string(j->status)}},
+                    [&](std::ostream& out) {
+                      out << "dry run: would cancel " << id << ", now " << to_string(j->status)
+                          << (running ? ": its code is asked to stop and the job ends cancelled"
+                                      : ": it never runs")
+                          << "; nothing changed\n";
+                    });
+  }
   return with_link(c, [&](queue_link& q) {
     auto r = q.ask<ok_atom>(cancel_job_atom::value, *parsed);
     if (!r)
@@ -67,7 +131,17 @@ int cancel(context& c, const std::string& id) {
 }
 
 int purge(context& c, const job_filter& filter,
-          std::optional<std::chrono::milliseconds> older_than) {
+          std::optional<std::chrono::milliseconds> older_than, bool dry_run) {
+  if (dry_run) {
+    if (!older_than)
+      return list_what_would_change(c, filter, "purge", "");
+    // The owner counts --older-than on its clock; this one is close to it.
+    job_filter older;
+    auto now = now_ms();
+    older.finished_before_ms = older_than->count() >= now ? 0 : now - older_than->count();
+    return list_what_would_change(
+      c, older, "purge", " (failed before " + format_time(*older.finished_before_ms) + ")");
+  }
   return with_link(c, [&](queue_link& q) {
     auto r = older_than ? q.ask<int64_t>(purge_failed_atom::value, *older_than)
                         : q.ask<int64_t>(purge_failed_atom::value, filter);
@@ -79,28 +153,36 @@ int purge(context& c, const job_filter& filter,
   });
 }
 
-int pause(context& c, const std::string& what, const std::string& name, bool pause,
-          std::optional<std::chrono::milliseconds> duration) {
-  // Pauses live in the owner's memory: without an owner there is nothing
-  // to pause, and a queue opened here would forget it on exit.
+namespace {
+
+// Pauses live in the owner's memory: without an owner there is nothing to
+// pause, and a queue opened here would forget it on exit.
+template <class Apply>
+int with_owner(context& c, const char* doing, Apply apply) {
   auto sys = c.system();
   if (!sys)
     return c.fail(sys.error());
   auto owner = queue_link::owner(**sys, c.reach());
   if (!owner)
     return c.fail(owner.error());
-  if (!*owner) {
-    auto found = find_owner(c.reach().db);
-    if (found && *found)
-      return c.fail({error::busy, c.reach().db + " is owned by pid " + std::to_string((*found)->pid)
-                                    + " on host " + (*found)->host
-                                    + ", which takes no connections: pausing needs the owner "
-                                      "to listen (options::listen, or ergon-server)"});
-    return c.fail({error::closed, "no program owns " + c.reach().db
-                                    + ": pauses live in the owning program's memory, so there "
-                                      "is nothing to pause or resume"});
-  }
-  auto apply = [&](queue_link& q) {
+  if (*owner)
+    return apply(**owner);
+  auto found = find_owner(c.reach().db);
+  if (found && *found)
+    return c.fail({error::busy, c.reach().db + " is owned by pid " + std::to_string((*found)->pid)
+                                  + " on host " + (*found)->host + ", which takes no connections: "
+                                  + doing + " needs the owner to listen (options::listen, or "
+                                  "ergon-server)"});
+  return c.fail({error::closed, "no program owns " + c.reach().db
+                                  + ": pauses live in the owning program's memory, so there "
+                                    "is nothing to pause or resume"});
+}
+
+}  // namespace
+
+int pause(context& c, const std::string& what, const std::string& name, bool pause,
+          std::optional<std::chrono::milliseconds> duration) {
+  return with_owner(c, pause ? "pausing" : "resuming", [&](queue_link& q) {
     result<ok_atom> r = ok_atom::value;
     bool group = what == "group";
     if (!pause)
@@ -113,16 +195,26 @@ int pause(context& c, const std::string& what, const std::string& name, bool pau
       r = group ? q.ask<ok_atom>(pause_group_atom::value, name)
                 : q.ask<ok_atom>(pause_type_atom::value, name);
     if (!r)
-      return c.fail(r.error());
+      return c.fail(r.error(), "pause");
     json doc{{what, name}, {"paused", pause}, {"route", q.route()}};
     if (pause && duration)
       doc["for_ms"] = duration->count();
     return c.answer(doc, [&](std::ostream& out) {
-      out << (pause ? "paused " : "resumed ") << what << " " << name
+      out << (pause ? "paused " : "resumed ") << what << " " << printable(name)
           << (pause && duration ? " for " + format_span(duration->count()) : "") << '\n';
     });
-  };
-  return apply(**owner);
+  });
+}
+
+int resume_everything(context& c) {
+  return with_owner(c, "resuming", [&](queue_link& q) {
+    auto n = q.ask<int64_t>(resume_all_atom::value);
+    if (!n)
+      return c.fail(n.error());
+    return c.answer({{"resumed", *n}, {"route", q.route()}}, [&](std::ostream& out) {
+      out << "resumed " << *n << " pause" << (*n == 1 ? "" : "s") << '\n';
+    });
+  });
 }
 
 int recurring_delete(context& c, const std::string& id) {
@@ -131,7 +223,7 @@ int recurring_delete(context& c, const std::string& id) {
     if (!r)
       return c.fail(r.error());
     return c.answer({{"deleted", id}, {"route", q.route()}},
-                    [&](std::ostream& out) { out << "deleted recurring job " << id << '\n'; });
+                    [&](std::ostream& out) { out << "deleted recurring job " << printable(id) << '\n'; });
   });
 }
 

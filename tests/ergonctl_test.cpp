@@ -8,11 +8,18 @@
 #include <nlohmann/json.hpp>
 
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
+#include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 #include <set>
 #include <sstream>
 
@@ -41,6 +48,11 @@ struct run_result {
     return d;
   }
 };
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream in{path};
@@ -229,6 +241,17 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
     {{"purge", "--older-than", "5 weeks"}, "unknown unit"},
     {{"purge", "--older-than", "99999999999999999999d"}, "too long"},
     {{"purge", "--older-than", "1d", "--type", "job"}, "give it alone"},
+    // A bare number was once ms: "7" meant to be days deleted everything.
+    {{"purge", "--older-than", "7"}, "--older-than: '7' has no unit"},
+    {{"purge", "--older-than", "7", "--dry-run"}, "has no unit"},
+    {{"pause", "group", "g", "--for", "10"}, "--for: '10' has no unit"},
+    {{"list", "--limit", "0"}, "--limit: must be 1 to 1000"},
+    {{"list", "--limit", "1001"}, "--limit"},
+    {{"list", "--type", std::string(300, 't')}, "--type: "},
+    {{"retry", "--all", "--group", std::string("a\x01b")}, "--group: "},
+    {{"retry", f.failed[0].to_string(), "--dry-run"}, "--dry-run: give it with --all"},
+    {{"resume", "group"}, "WHAT"},
+    {{"resume", "group", "g", "--all"}, "--all: give it without"},
     {{"pause", "queue", "x"}, "WHAT"},
     {{"frobnicate"}, "frobnicate"},
   };
@@ -266,6 +289,156 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
   auto help = f.ctl({"--help"});
   BOOST_TEST(help.code == 0);
   BOOST_TEST(help.out.find("EXIT STATUS") != std::string::npos);
+  // Every command's help lists its flags, the formats and --json.
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"list"}, {"show"}, {"stats"}, {"backup"}, {"retry"}, {"cancel"},
+        {"purge"}, {"pause"}, {"resume"}, {"recurring", "list"}, {"recurring", "show"},
+        {"recurring", "delete"}}) {
+    auto args = cmd;
+    args.push_back("--help");
+    auto h = f.ctl(args);
+    BOOST_TEST_CONTEXT(cmd.back()) {
+      BOOST_TEST(h.code == 0);
+      BOOST_TEST(h.out.find("--json") != std::string::npos);
+      BOOST_TEST(h.out.find("DURATION  a number with its unit") != std::string::npos);
+      BOOST_TEST(h.out.find("EXIT STATUS") != std::string::npos);
+    }
+  }
+  BOOST_TEST(f.ctl({"purge", "--help"}).out.find("--dry-run") != std::string::npos);
+  BOOST_TEST(f.ctl({"retry", "--help"}).out.find("--dry-run") != std::string::npos);
+  BOOST_TEST(f.ctl({"cancel", "--help"}).out.find("--dry-run") != std::string::npos);
+}
+
+// --dry-run prints what purge, retry --all and cancel would change, and
+// changes nothing.
+BOOST_AUTO_TEST_CASE(dry_runs_say_what_would_change_and_change_nothing) {
+  filled_file f;
+  auto before = read_file_bytes(f.db);
+  auto purge = f.ctl({"purge", "--all", "--type", "job", "--dry-run", "--json"});
+  BOOST_REQUIRE_MESSAGE(purge.code == 0, purge.err);
+  BOOST_TEST(purge.doc()["dry_run"] == true);
+  BOOST_TEST(purge.doc()["would_purge"] == 3);
+  std::set<std::string> listed;
+  auto doc = purge.doc();
+  for (auto& id : doc["jobs"])
+    listed.insert(id.get<std::string>());
+  for (auto& id : f.failed)
+    BOOST_TEST(listed.count(id.to_string()) == 1u);
+  auto none = f.ctl({"purge", "--older-than", "3650d", "--dry-run"});
+  BOOST_TEST(none.code == 0);
+  BOOST_TEST(none.out.find("would purge 0 failed jobs") != std::string::npos, none.out);
+  auto recent = f.ctl({"purge", "--older-than", "0ms", "--dry-run"});
+  BOOST_TEST(recent.out.find("would purge 3 failed jobs") != std::string::npos, recent.out);
+  BOOST_TEST(recent.out.find(f.failed[0].to_string()) != std::string::npos);
+  auto retry = f.ctl({"retry", "--all", "--dry-run"});
+  BOOST_TEST(retry.code == 0);
+  BOOST_TEST(retry.out.find("would retry 3 failed jobs") != std::string::npos, retry.out);
+  auto cancel = f.ctl({"cancel", f.pending.to_string(), "--dry-run", "--json"});
+  BOOST_REQUIRE_MESSAGE(cancel.code == 0, cancel.err);
+  BOOST_TEST(cancel.doc()["status"] == "pending");
+  auto finished = f.ctl({"cancel", f.failed[0].to_string(), "--dry-run"});
+  BOOST_TEST(finished.code == 1);
+  BOOST_TEST(finished.err.find("cancel would refuse it") != std::string::npos, finished.err);
+  // Not a byte changed, and every job is where it was.
+  BOOST_TEST(read_file_bytes(f.db) == before);
+  auto q = queue::inspect(f.db);
+  BOOST_TEST((*q->counts())[job_status::failed] == 3);
+  BOOST_TEST((*q->counts())[job_status::pending] == 2);
+}
+
+// Job fields are printed as text for people: control characters in them
+// can't clear the screen or fake a line of output.
+BOOST_AUTO_TEST_CASE(text_output_escapes_control_characters_from_job_fields) {
+  filled_file f;
+  const std::string hostile = "line one\n\x1b[2Jfake: all good\r\xc2\x9b";
+  job_id id;
+  {
+    auto q = queue::open(f.db);
+    BOOST_REQUIRE(q.has_value());
+    id = *q->submit(*job_builder("evil").build());
+    worker_options w;
+    w.runners["evil"] = [&](job_context& ctx) { ctx.fail_permanently(hostile); };
+    auto wk = q->start_worker(std::move(w));
+    BOOST_REQUIRE(q->wait(id, std::chrono::minutes(1))->status == job_status::failed);
+    BOOST_REQUIRE(wk->stop().ok());
+    BOOST_REQUIRE(q->close().ok());
+  }
+  for (auto args : {std::vector<std::string>{"show", id.to_string()},
+                    std::vector<std::string>{"list", "--type", "evil"}}) {
+    auto r = f.ctl(args);
+    BOOST_TEST_CONTEXT(args[0]) {
+      BOOST_TEST(r.code == 0);
+      BOOST_TEST(r.out.find('\x1b') == std::string::npos);
+      BOOST_TEST(r.out.find('\r') == std::string::npos);
+      BOOST_TEST(r.out.find("\\x1b[2J") != std::string::npos, r.out);
+    }
+  }
+  auto shown = f.ctl({"show", id.to_string()});
+  BOOST_TEST(shown.out.find("line one\\x0a\\x1b[2Jfake: all good\\x0d\\xc2\\x9b")
+               != std::string::npos,
+             shown.out);
+  // --json keeps the bytes, escaped by JSON itself.
+  auto as_json = f.ctl({"show", id.to_string(), "--json"});
+  BOOST_TEST(as_json.doc()["attempts"][0]["message"] == hostile);
+}
+
+// A backup taken while an owner in this process writes: it opens, passes
+// integrity_check, and holds every job committed before it began.
+BOOST_AUTO_TEST_CASE(a_backup_under_write_load_opens_and_is_whole) {
+  filled_file f;
+  auto q = queue::open(f.db);
+  BOOST_REQUIRE(q.has_value());
+  std::vector<job_id> before;
+  for (int i = 0; i < 2'000; ++i)
+    before.push_back(*q->submit(*job_builder("load").payload(std::string(500, 'p')).build()));
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> written{0};
+  std::thread writer{[&] {
+    while (!stop.load()) {
+      std::vector<job> batch(50, *job_builder("load").payload(std::string(500, 'q')).build());
+      if (q->submit_batch(batch))
+        written += 50;
+    }
+  }};
+  auto first = f.ctl({"backup", f.dir.file("b1.db"), "--json"});
+  auto second = f.ctl({"backup", f.dir.file("b2.db")});
+  stop = true;
+  writer.join();
+  BOOST_REQUIRE_MESSAGE(first.code == 0, first.err);
+  BOOST_REQUIRE_MESSAGE(second.code == 0, second.err);
+  BOOST_TEST(first.doc()["quick_check"] == "ok");
+  BOOST_TEST(second.out.find("quick_check ok") != std::string::npos);
+  BOOST_TEST(written.load() > 0);
+  BOOST_TEST(q->close().ok());
+  for (auto name : {"b1.db", "b2.db"}) {
+    auto path = f.dir.file(name);
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_TEST(!std::filesystem::exists(path + "-wal"));
+      struct stat st {};
+      BOOST_REQUIRE(::stat(path.c_str(), &st) == 0);
+      BOOST_TEST((st.st_mode & 0777) == 0600u);
+      sqlite3* db = nullptr;
+      BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+      sqlite3_stmt* check = nullptr;
+      BOOST_REQUIRE(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &check, nullptr) == SQLITE_OK);
+      BOOST_REQUIRE(sqlite3_step(check) == SQLITE_ROW);
+      BOOST_TEST(std::string{reinterpret_cast<const char*>(sqlite3_column_text(check, 0))} == "ok");
+      sqlite3_finalize(check);
+      sqlite3_close(db);
+      // The copy opens as a queue, with every job committed before it.
+      auto copy = queue::open(path);
+      BOOST_REQUIRE_MESSAGE(copy.has_value(), copy.error().to_string());
+      for (auto& id : {before.front(), before.back(), f.failed[0]})
+        BOOST_TEST(copy->job_info(id).has_value());
+      BOOST_TEST(copy->counts()[job_status::pending] >= 2'000);
+    }
+  }
+  // Never over an existing file: it stays as it was.
+  auto again = f.ctl({"backup", f.dir.file("b1.db")});
+  BOOST_TEST(again.code == 1);
+  BOOST_TEST(again.err.find("exists") != std::string::npos, again.err);
+  auto nowhere = f.ctl({"backup", f.dir.file("no/such/dir/b.db")});
+  BOOST_TEST(nowhere.code == 1);
 }
 
 BOOST_AUTO_TEST_CASE(an_owner_that_takes_no_connections_is_named_and_reads_still_work) {
@@ -321,6 +494,36 @@ BOOST_AUTO_TEST_CASE(an_owner_with_a_secret_needs_it) {
   auto secret_file = f.dir.file("secret");
   test::write_private_file(secret_file, test::test_secret);
   server_process server{f.db, 0, {"--secret-file", secret_file}};
+  // stats prints the file's counts without the secret, and says what
+  // needs it.
+  auto stats = f.ctl({"stats"});
+  BOOST_TEST(stats.code == 0, stats.err);
+  BOOST_TEST(stats.out.find("failed: 3") != std::string::npos, stats.out);
+  BOOST_TEST(stats.out.find("--secret-file") != std::string::npos, stats.out);
+  auto stats_json = f.ctl({"stats", "--json"});
+  BOOST_TEST(stats_json.doc()["by_status"]["failed"] == 3);
+  BOOST_TEST(stats_json.doc()["scheduling"].is_null());
+  BOOST_TEST(stats_json.doc()["scheduling_note"].get<std::string>().find("secret")
+             != std::string::npos);
+  // Pauses ahead are listed by stats, and resume --all ends them.
+  auto paused = f.ctl({"--secret-file", secret_file, "pause", "group", "not-yet"});
+  BOOST_REQUIRE_MESSAGE(paused.code == 0, paused.err);
+  BOOST_TEST(f.ctl({"--secret-file", secret_file, "pause", "type", "later", "--for", "1h"}).code
+             == 0);
+  auto listed = f.ctl({"--secret-file", secret_file, "stats"});
+  BOOST_TEST(listed.out.find("PAUSED") != std::string::npos, listed.out);
+  BOOST_TEST(listed.out.find("not-yet") != std::string::npos, listed.out);
+  auto pauses = f.ctl({"--secret-file", secret_file, "stats", "--json"}).doc()["scheduling"]["pauses"];
+  BOOST_TEST(pauses.size() == 2u);
+  auto bad_name = f.ctl({"--secret-file", secret_file, "pause", "group", "a\x01b"});
+  BOOST_TEST(bad_name.code == 2);
+  BOOST_TEST(bad_name.err.find("NAME: ") != std::string::npos, bad_name.err);
+  auto resumed = f.ctl({"--secret-file", secret_file, "resume", "--all", "--json"});
+  BOOST_REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
+  BOOST_TEST(resumed.doc()["resumed"] == 2);
+  BOOST_TEST(f.ctl({"--secret-file", secret_file, "stats", "--json"})
+               .doc()["scheduling"]["pauses"]
+               .empty());
   auto without = f.ctl({"retry", "--all"});
   BOOST_TEST(without.code == 1);
   BOOST_TEST(without.err.find("--secret-file") != std::string::npos, without.err);

@@ -431,6 +431,58 @@ BOOST_AUTO_TEST_CASE(a_timed_pause_ends_by_itself) {
   BOOST_TEST(p.pick({p.type_id("t")}, 1, now + 500).has_value());
 }
 
+BOOST_AUTO_TEST_CASE(a_name_paused_ahead_is_taken_by_its_first_job) {
+  scheduling_policy p{scheduling_options{}};
+  BOOST_TEST(p.pause_group("later", std::nullopt, now).ok());
+  BOOST_TEST(p.pause_type("t", now + 1'000, now).ok());
+  metrics_snapshot m;
+  p.fill_metrics(m, now);
+  BOOST_REQUIRE(m.pauses.size() == 2u);
+  BOOST_TEST(m.pauses[0].group);
+  BOOST_TEST(m.pauses[0].name == "later");
+  BOOST_TEST(!m.pauses[0].until_ms.has_value());
+  BOOST_TEST(!m.pauses[1].group);
+  BOOST_TEST((m.pauses[1].until_ms == std::optional<int64_t>{now + 1'000}));
+  BOOST_TEST(p.next_wake(now).value() == now + 1'000);
+  // The first job of the group finds it paused.
+  p.resume_type("t", now);
+  p.add(job(p, "later"), now);
+  p.set_capacity(1);
+  p.rebalance();
+  BOOST_TEST(!p.pick({p.type_id("t")}, 1, now).has_value());
+  p.resume_group("later", now);
+  p.rebalance();
+  BOOST_TEST(p.pick({p.type_id("t")}, 1, now).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(pauses_ahead_are_bounded_forgotten_on_resume_and_all_can_be_ended) {
+  scheduling_policy p{scheduling_options{}};
+  for (size_t i = 0; i < max_paused_ahead; ++i)
+    BOOST_REQUIRE(p.pause_group("g" + std::to_string(i), std::nullopt, now).ok());
+  auto over = p.pause_group("one-more", std::nullopt, now);
+  BOOST_TEST(over.code() == error::invalid_argument);
+  BOOST_TEST(over.field() == "group");
+  BOOST_TEST(over.message().find("1000 groups") != std::string::npos, over.message());
+  BOOST_TEST(p.pause_group("g7", now + 10, now).ok());  // pausing again is no new name
+  BOOST_TEST(p.pause_type("a-type", std::nullopt, now).ok());  // types count apart
+  // A name with jobs is never refused.
+  p.add(job(p, "busy"), now);
+  BOOST_TEST(p.pause_group("busy", std::nullopt, now).ok());
+  // Resuming forgets a name paused ahead, which makes room.
+  p.resume_group("g0", now);
+  BOOST_TEST(p.pause_group("one-more", std::nullopt, now).ok());
+  // A timed pause ahead ends by itself and frees its place too.
+  p.expire_pauses(now + 10);
+  metrics_snapshot m;
+  p.fill_metrics(m, now + 10);
+  BOOST_TEST(m.pauses.size() == max_paused_ahead + 1);  // g1..g999 but g7, one-more, busy, a-type
+  BOOST_TEST(p.resume_all(now + 10) == static_cast<int64_t>(max_paused_ahead + 1));
+  metrics_snapshot after;
+  p.fill_metrics(after, now + 10);
+  BOOST_TEST(after.pauses.empty());
+  BOOST_TEST(p.resume_all(now + 10) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(type_caps_hold) {
   scheduling_options o;
   o.type_max_running["t"] = 2;

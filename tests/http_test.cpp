@@ -304,6 +304,20 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(post(c, "/api/groups/g1/resume")->status == 200);
   BOOST_TEST(post(c, "/api/types/work/pause?for_ms=1000")->status == 200);
   BOOST_TEST(post(c, "/api/types/work/pause?for_ms=99999999999999999999")->status == 400);
+  // Pauses are listed, names paused ahead among them, and can all be ended.
+  BOOST_TEST(post(c, "/api/groups/no-jobs-yet/pause")->status == 200);
+  auto listed = body_of(c.Get("/api/stats"))["pauses"];
+  BOOST_REQUIRE(listed.size() == 2u);
+  BOOST_TEST(listed[0]["group"] == "no-jobs-yet");
+  BOOST_TEST(listed[0]["until_ms"].is_null());
+  BOOST_TEST(listed[1]["type"] == "work");
+  BOOST_TEST(listed[1]["until_ms"].is_number());
+  BOOST_TEST(c.Get("/api/pauses/resume")->status == 405);
+  auto resumed = post(c, "/api/pauses/resume");
+  BOOST_REQUIRE(resumed);
+  BOOST_TEST(resumed->status == 200);
+  BOOST_TEST(body_of(resumed)["resumed"] == 2);
+  BOOST_TEST(s.q->metrics()->pauses.empty());
   // A page that rebinds its own name to 127.0.0.1 is not answered.
   httplib::Headers rebound{{"Host", "attacker.example:" + std::to_string(s.port)}};
   BOOST_TEST(c.Get("/api/stats", rebound)->status == 403);

@@ -664,3 +664,139 @@ BOOST_AUTO_TEST_CASE(new_database_files_are_private_unless_widened) {
   }
   ::umask(old_mask);
 }
+
+BOOST_AUTO_TEST_SUITE(lock_file)
+
+// A symlink planted at the lock file's name is replaced, not followed: its
+// target keeps its bytes. A FIFO there is replaced too, without blocking.
+BOOST_AUTO_TEST_CASE(what_sits_at_the_lock_files_name_is_replaced_never_followed) {
+  temp_dir dir;
+  auto victim = dir.file("victim");
+  std::ofstream{victim} << "precious";
+  std::filesystem::create_symlink(victim, dir.file("q.db-owner"));
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    BOOST_TEST(read_bytes(victim) == "precious");
+    BOOST_TEST(!std::filesystem::is_symlink(dir.file("q.db-owner")));
+    BOOST_TEST(read_bytes(dir.file("q.db-owner")).find(our_pid()) == 0u);
+    BOOST_TEST(mode_of(dir.file("q.db-owner")) == 0644u);
+  }
+  BOOST_REQUIRE(::mkfifo(dir.file("q.db-owner").c_str(), 0600) == 0);
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    BOOST_TEST(std::filesystem::is_regular_file(dir.file("q.db-owner")));
+  }
+  // One this user left writable by others is made 0644 again.
+  std::ofstream{dir.file("q.db-owner")} << "pid 1 on host nowhere\n";
+  ::chmod(dir.file("q.db-owner").c_str(), 0666);
+  {
+    auto q = queue::open(dir.file("q.db"));
+    BOOST_REQUIRE(q.has_value());
+    BOOST_TEST(mode_of(dir.file("q.db-owner")) == 0644u);
+  }
+  BOOST_TEST(read_bytes(victim) == "precious");
+}
+
+// Another user's lock file that no live process holds is replaced; one
+// that its owner holds still means busy. Needs root to make it.
+BOOST_AUTO_TEST_CASE(another_users_lock_file_is_replaced_unless_held) {
+  if (::geteuid() != 0)
+    return;  // chown needs root; the checks below hold for any user
+  temp_dir dir;
+  auto lock = dir.file("q.db-owner");
+  std::ofstream{lock} << "pid 1 on host elsewhere\nlistening on 127.0.0.1 port 1\n";
+  BOOST_REQUIRE(::chown(lock.c_str(), 65534, 65534) == 0);
+  // Tools ignore it: it can't have been written by this user or the
+  // database's owner.
+  auto found = find_owner(dir.file("q.db"));
+  BOOST_REQUIRE(found.has_value());
+  BOOST_TEST(!found->has_value());
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  struct stat st {};
+  BOOST_REQUIRE(::stat(lock.c_str(), &st) == 0);
+  BOOST_TEST(st.st_uid == ::geteuid());
+}
+
+// ergonctl sends the operator's writes where the lock file says: a file
+// that others could have written is no owner's, and what it says is never
+// printed raw.
+BOOST_AUTO_TEST_CASE(find_owner_trusts_only_a_lock_file_its_owner_could_have_written) {
+  temp_dir dir;
+  auto db = dir.file("q.db");
+  seed(db, 1);
+  auto lock = dir.file("q.db-owner");
+  auto text = "pid " + std::to_string(::getpid()) + " on host ev\x1b[2Jil\nlistening on 127.0.0.1 port 9\n";
+  std::ofstream{lock} << text;
+  ::chmod(lock.c_str(), 0644);
+  auto found = find_owner(db);
+  BOOST_REQUIRE(found.has_value());
+  BOOST_REQUIRE(found->has_value());
+  BOOST_TEST((*found)->host == "ev?[2Jil");  // control bytes never reach a terminal
+  BOOST_TEST((*found)->listeners.size() == 1u);
+  for (auto mode : {0664, 0646}) {
+    ::chmod(lock.c_str(), static_cast<mode_t>(mode));
+    auto loose = find_owner(db);
+    BOOST_REQUIRE(loose.has_value());
+    BOOST_TEST(!loose->has_value(), "mode " << std::oct << mode);
+  }
+  std::filesystem::remove(lock);
+  std::ofstream{dir.file("elsewhere")} << text;
+  std::filesystem::create_symlink(dir.file("elsewhere"), lock);
+  auto linked = find_owner(db);
+  BOOST_REQUIRE(linked.has_value());
+  BOOST_TEST(!linked->has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(clean_close)
+
+// After close the database file alone holds every commit: no -wal or -shm
+// is left, and a copy of the file by itself opens with every job.
+BOOST_AUTO_TEST_CASE(a_closed_queue_is_one_file) {
+  temp_dir dir;
+  options opts;
+  opts.http = http_options{};  // its reads use connections of their own
+  std::vector<job_id> ids;
+  {
+    auto q = queue::open(dir.file("q.db"), opts);
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    for (int i = 0; i < 500; ++i)
+      ids.push_back(*q->submit(*job_builder("t").payload(std::string(1000, 'x')).build()));
+    BOOST_REQUIRE(q->job_info(ids.front()).has_value());  // a read connection
+    BOOST_REQUIRE(q->list_jobs({}).has_value());
+    BOOST_TEST(q->close().ok());
+  }
+  BOOST_TEST((entries(dir) == std::set<std::string>{"q.db"}));
+  std::filesystem::create_directory(dir.file("copy"));
+  std::filesystem::copy_file(dir.file("q.db"), dir.file("copy/q.db"));
+  auto copy = queue::inspect(dir.file("copy/q.db"));
+  BOOST_REQUIRE_MESSAGE(copy.has_value(), copy.error().to_string());
+  BOOST_TEST(copy->counts()->by_status[0] == 500);
+  BOOST_TEST(copy->job_info(ids.back()).has_value());
+}
+
+// A reader still open keeps the WAL file in place, but the close has
+// folded every commit into the database file: a copy of it is whole.
+BOOST_AUTO_TEST_CASE(a_reader_open_across_the_close_still_leaves_a_whole_database_file) {
+  temp_dir dir;
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE(q.has_value());
+  auto reader = queue::inspect(dir.file("q.db"));
+  BOOST_REQUIRE(reader.has_value());
+  BOOST_REQUIRE(reader->counts().has_value());
+  for (int i = 0; i < 200; ++i)
+    BOOST_REQUIRE(q->submit(*job_builder("t").build()).has_value());
+  BOOST_TEST(q->close().ok());
+  BOOST_TEST(std::filesystem::file_size(dir.file("q.db-wal")) == 0u);
+  std::filesystem::create_directory(dir.file("copy"));
+  std::filesystem::copy_file(dir.file("q.db"), dir.file("copy/q.db"));
+  auto copy = queue::inspect(dir.file("copy/q.db"));
+  BOOST_REQUIRE_MESSAGE(copy.has_value(), copy.error().to_string());
+  BOOST_TEST(copy->counts()->by_status[0] == 200);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

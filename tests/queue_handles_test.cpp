@@ -131,7 +131,11 @@ BOOST_AUTO_TEST_CASE(a_moved_from_queue_answers_closed) {
   BOOST_TEST(dead.resume_group("g").code() == error::closed);
   BOOST_TEST(dead.pause_type("t").code() == error::closed);
   BOOST_TEST(dead.resume_type("t").code() == error::closed);
+  BOOST_TEST(dead.resume_all().error().code() == error::closed);
   BOOST_TEST(dead.metrics().error().code() == error::closed);
+  BOOST_TEST(live.pause_group("ahead").ok());  // the live one takes them
+  BOOST_TEST(live.metrics()->pauses.size() == 1u);
+  BOOST_TEST(*live.resume_all() == 1);
   BOOST_TEST(dead.counts().total() == 0);
   BOOST_TEST(!dead.max_wait(0).has_value());
   auto sub = dead.subscribe([](const event&) {});
@@ -144,6 +148,7 @@ BOOST_AUTO_TEST_CASE(a_moved_from_queue_answers_closed) {
   BOOST_TEST(live.counts()[job_status::pending] == 1);
   log.reset();  // subscribed through the old handle's queue, which `live` closes
   BOOST_TEST(live.close().ok());
+  BOOST_TEST(live.resume_all().error().code() == error::closed);
 }
 
 BOOST_AUTO_TEST_CASE(a_moved_from_worker_answers_closed) {

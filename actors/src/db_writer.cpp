@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iostream>
 #include <random>
 
 #include <pthread.h>
@@ -149,6 +150,13 @@ class writer {
         self->receive(bhvr);
       finish_batch(n);
     }
+    // The database file alone then holds every commit: users copy it, and a
+    // reader still open keeps the last connection from folding the WAL in.
+    // A checkpoint that fails loses nothing: the WAL stays beside the file.
+    if (!storage::names_private_database(cfg_.db->path()))
+      if (auto st = cfg_.db->checkpoint_truncate(); !st)
+        std::cerr << "ergon: " << cfg_.db->path() << ": the WAL stays beside the file: " << st
+                  << '\n';
     // Close the connection before acknowledging, so a caller may reopen the
     // file at once.
     cfg_.db.reset();

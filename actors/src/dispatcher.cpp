@@ -743,28 +743,34 @@ void on_report(dispatcher_ptr self, worker_report& r) {
   settle(self);
 }
 
-void on_control(dispatcher_state& st, scheduling_control& c) {
+result<int64_t> on_control(dispatcher_state& st, scheduling_control& c) {
   auto now = st.cfg.clock->now_ms();
+  auto& policy = *st.policy;
   switch (c.op) {
     case scheduling_control::set_group_weight:
-      st.policy->set_group_weight(c.name, c.weight);
+      policy.set_group_weight(c.name, c.weight);
       break;
     case scheduling_control::reset_group_weights:
-      st.policy->reset_group_weights();
+      policy.reset_group_weights();
       break;
     case scheduling_control::pause_group:
-      st.policy->pause_group(c.name, c.until, now);
+      if (auto done = policy.pause_group(c.name, c.until, now); !done)
+        return done;
       break;
     case scheduling_control::resume_group:
-      st.policy->resume_group(c.name, now);
+      policy.resume_group(c.name, now);
       break;
     case scheduling_control::pause_type:
-      st.policy->pause_type(c.name, c.until, now);
+      if (auto done = policy.pause_type(c.name, c.until, now); !done)
+        return done;
       break;
     case scheduling_control::resume_type:
-      st.policy->resume_type(c.name, now);
+      policy.resume_type(c.name, now);
       break;
+    case scheduling_control::resume_all:
+      return policy.resume_all(now);
   }
+  return int64_t{0};
 }
 
 std::vector<pending_view> view_of(const dispatcher_state& st,
@@ -832,9 +838,9 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       [self](drain_atom) { self->state.draining = true; },
       [self](scheduling_control& c) {
         drain_feeds(self->state);
-        on_control(self->state, c);
+        auto done = on_control(self->state, c);
         settle(self);
-        c.reply.deliver(status{});
+        c.reply.deliver(std::move(done));
       },
       [self](metrics_request& m) {
         settle(self);  // the snapshot includes every commit so far

@@ -1,6 +1,7 @@
 #include "ergon/actors/scheduling_policy.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <utility>
 
@@ -79,6 +80,10 @@ uint32_t scheduling_policy::group_id(const std::string& name) {
     g.min_slots = cfg->second.min_slots;
     g.cap = cfg->second.max_running;
   }
+  if (auto ahead = groups_ahead_.find(name); ahead != groups_ahead_.end()) {
+    g.pause = std::move(ahead->second);
+    groups_ahead_.erase(ahead);
+  }
   if (auto r = opts_.group_rate_limits.find(name); r != opts_.group_rate_limits.end())
     g.rate = token_bucket{r->second};
   groups_.push_back(std::move(g));
@@ -97,6 +102,10 @@ uint32_t scheduling_policy::type_id(const std::string& name) {
     t.cap = c->second;
   if (auto r = opts_.type_rate_limits.find(name); r != opts_.type_rate_limits.end())
     t.rate = token_bucket{r->second};
+  if (auto ahead = types_ahead_.find(name); ahead != types_ahead_.end()) {
+    t.pause = std::move(ahead->second);
+    types_ahead_.erase(ahead);
+  }
   types_.push_back(std::move(t));
   type_ids_.emplace(name, id);
   return id;
@@ -570,27 +579,88 @@ void scheduling_policy::reset_group_weights() {
   }
 }
 
-void scheduling_policy::pause_group(const std::string& group, std::optional<int64_t> until,
-                                    int64_t now) {
-  groups_[group_id(group)].pause.start(until, now);
+namespace {
+
+// Pauses a name that has no state yet, within the bound.
+template <class PauseState>
+status pause_ahead(std::map<std::string, PauseState>& ahead, const char* field,
+                   const std::string& name, std::optional<int64_t> until, int64_t now) {
+  if (!ahead.count(name) && ahead.size() >= max_paused_ahead)
+    return invalid_field(field, std::to_string(max_paused_ahead) + " " + field
+                                  + "s without jobs are paused ahead already (the limit): "
+                                    "resume some, or resume all");
+  ahead[name].start(until, now);
+  return {};
+}
+
+// Drops the pauses ahead whose deadline passed.
+template <class PauseState>
+void expire_ahead(std::map<std::string, PauseState>& ahead, int64_t now) {
+  for (auto i = ahead.begin(); i != ahead.end();)
+    i = i->second.until && *i->second.until <= now ? ahead.erase(i) : std::next(i);
+}
+
+}  // namespace
+
+status scheduling_policy::pause_group(const std::string& group, std::optional<int64_t> until,
+                                      int64_t now) {
+  auto known = group_ids_.find(group);
+  if (known == group_ids_.end())
+    return pause_ahead(groups_ahead_, "group", group, until, now);
+  groups_[known->second].pause.start(until, now);
   mark_dirty(allocation_reason::rebalance);
+  return {};
 }
 
 void scheduling_policy::resume_group(const std::string& group, int64_t now) {
-  groups_[group_id(group)].pause.stop(now);
+  auto known = group_ids_.find(group);
+  if (known == group_ids_.end()) {
+    groups_ahead_.erase(group);
+    return;
+  }
+  groups_[known->second].pause.stop(now);
   mark_dirty(allocation_reason::rebalance);
 }
 
-void scheduling_policy::pause_type(const std::string& type, std::optional<int64_t> until,
-                                   int64_t now) {
-  types_[type_id(type)].pause.start(until, now);
+status scheduling_policy::pause_type(const std::string& type, std::optional<int64_t> until,
+                                     int64_t now) {
+  auto known = type_ids_.find(type);
+  if (known == type_ids_.end())
+    return pause_ahead(types_ahead_, "type", type, until, now);
+  types_[known->second].pause.start(until, now);
+  return {};
 }
 
 void scheduling_policy::resume_type(const std::string& type, int64_t now) {
-  types_[type_id(type)].pause.stop(now);
+  auto known = type_ids_.find(type);
+  if (known == type_ids_.end()) {
+    types_ahead_.erase(type);
+    return;
+  }
+  types_[known->second].pause.stop(now);
+}
+
+int64_t scheduling_policy::resume_all(int64_t now) {
+  auto n = static_cast<int64_t>(groups_ahead_.size() + types_ahead_.size());
+  groups_ahead_.clear();
+  types_ahead_.clear();
+  for (auto& g : groups_)
+    if (g.pause.paused) {
+      g.pause.stop(now);
+      mark_dirty(allocation_reason::rebalance);
+      ++n;
+    }
+  for (auto& t : types_)
+    if (t.pause.paused) {
+      t.pause.stop(now);
+      ++n;
+    }
+  return n;
 }
 
 void scheduling_policy::expire_pauses(int64_t now) {
+  expire_ahead(groups_ahead_, now);
+  expire_ahead(types_ahead_, now);
   for (auto& g : groups_)
     if (g.pause.paused && g.pause.until && *g.pause.until <= now) {
       g.pause.stop(now);
@@ -671,6 +741,10 @@ std::optional<int64_t> scheduling_policy::next_wake(int64_t now) const {
     if (t.rate && t.rate->tokens < 1.0)
       consider(t.rate->next_token(now));
   }
+  for (auto* ahead : {&groups_ahead_, &types_ahead_})
+    for (auto& [name, p] : *ahead)
+      if (p.until)
+        consider(*p.until);
   return next;
 }
 
@@ -808,6 +882,19 @@ void scheduling_policy::fill_metrics(metrics_snapshot& m, int64_t now) const {
   m.io_running_write_bytes = running_io_.write_bytes;
   m.excess_slots_redistributed = excess_;
   m.capacity = capacity_;
+  auto add_pause = [&](bool group, const std::string& name, const pause_state& p) {
+    m.pauses.push_back({group, name, p.since, p.until});
+  };
+  for (auto& g : groups_)
+    if (g.pause.paused)
+      add_pause(true, g.name, g.pause);
+  for (auto& [name, p] : groups_ahead_)
+    add_pause(true, name, p);
+  for (auto& t : types_)
+    if (t.pause.paused)
+      add_pause(false, t.name, t.pause);
+  for (auto& [name, p] : types_ahead_)
+    add_pause(false, name, p);
   for (auto& g : groups_) {
     if (g.ready == 0 && g.running == 0 && g.alloc == 0 && !g.pause.paused
         && !opts_.groups.count(g.name))

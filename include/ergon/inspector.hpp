@@ -65,6 +65,17 @@ class inspector {
   /// Job counts per status and type. The scheduling fields stay empty.
   result<metrics_snapshot> metrics() const;
 
+  /// Writes a copy of the database, as last committed, to a new file at
+  /// `out` (mode 0600), with SQLite's online backup: one consistent
+  /// snapshot, taken beside a live owner that goes on writing, and nothing
+  /// is written to the source. The copy is checked (quick_check) before it
+  /// takes its name, so `out` is whole or absent; it is one file, with no
+  /// WAL, and queue::open takes it like the original. Returns its size in
+  /// bytes. Errors: already_exists (`out` exists: nothing is overwritten),
+  /// invalid_argument ("out" empty), read_only or io_error (can't write
+  /// there), corrupt (the copy failed its check and was removed), closed.
+  result<int64_t> backup(const std::string& out) const;
+
   struct impl;
 
  private:
@@ -91,7 +102,10 @@ struct owner_info {
 /// The owner of the database at `path` now, or empty if no open queue owns
 /// it (none did, it closed, or it crashed). Reads the owner's lock file and
 /// takes no lock, so it never gets in the way of an open; an owner on
-/// another host (a shared file system) is taken at its word. Errors:
+/// another host (a shared file system) is taken at its word. A lock file
+/// that anyone but this user or the database's owner could have written
+/// (a symlink, another user's file, one writable by group or others) is
+/// ignored, so nobody can point tools at their own listener. Errors:
 /// invalid_argument ("path" empty), io_error (the lock file can't be read).
 result<std::optional<owner_info>> find_owner(const std::string& path);
 

@@ -275,8 +275,12 @@ class queue {
   /// share to other groups. With a duration, it resumes by itself after it
   /// (on the queue's clock); a duration so long that its end passes never_ms
   /// (milliseconds::max()) lasts until resumed. Its jobs' aging clocks stand
-  /// still meanwhile.
-  /// Error: invalid_argument ("duration" not positive, "group"), closed.
+  /// still meanwhile. A group with no jobs yet may be paused ahead: its
+  /// first job finds it paused. At most max_paused_ahead such names (and as
+  /// many types) are held; resuming one forgets it.
+  /// Error: invalid_argument ("duration" not positive; "group" empty, too
+  /// long, not UTF-8 or with control characters, or one name past
+  /// max_paused_ahead), closed.
   status pause_group(const std::string& group,
                      std::optional<std::chrono::milliseconds> duration = std::nullopt);
   status resume_group(const std::string& group);
@@ -285,6 +289,11 @@ class queue {
   status pause_type(const std::string& type,
                     std::optional<std::chrono::milliseconds> duration = std::nullopt);
   status resume_type(const std::string& type);
+
+  /// Ends every pause, of groups and types, with names paused ahead among
+  /// them, and returns how many there were. metrics().pauses lists them
+  /// before. Error: closed.
+  result<int64_t> resume_all();
 
   /// The longest a job of `base_priority` waits before aging makes it urgent
   /// (or lifts it to the ceiling): grace + steps * interval. Empty without

@@ -167,6 +167,19 @@ struct group_metrics {
   bool paused = false;
 };
 
+/// A pause in force (queue::pause_group, queue::pause_type), in a metrics
+/// snapshot.
+struct pause_info {
+  bool group = true;  ///< false: a job type
+  std::string name;
+  int64_t since_ms = 0;             ///< on the queue's clock
+  std::optional<int64_t> until_ms;  ///< empty: until resumed
+};
+
+/// How many names of each kind (groups, types) with no jobs yet may be
+/// paused ahead at once. Names with jobs may all be paused.
+inline constexpr size_t max_paused_ahead = 1'000;
+
 /// A histogram: how many values were <= each bound, plus how many were
 /// above the last (one more count than bounds), their number and sum.
 struct histogram {
@@ -200,6 +213,9 @@ struct metrics_snapshot {
   /// Total worker capacity known to the dispatcher, in weight units.
   int32_t capacity = 0;
   std::vector<group_metrics> groups;
+  /// Every pause in force, groups first, with names paused ahead (no jobs
+  /// yet) among them.
+  std::vector<pause_info> pauses;
   /// Pending jobs heavier than every registered worker of their type can
   /// take (job_info::too_heavy).
   int64_t too_heavy_jobs = 0;

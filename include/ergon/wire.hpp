@@ -267,6 +267,12 @@ typename Inspector::result_type inspect(Inspector& f, group_metrics& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pause_info& x) {
+  auto until = wire::optional(x.until_ms);
+  return f(caf::meta::type_name("ergon::pause_info"), x.group, x.name, x.since_ms, until);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, histogram& x) {
   return f(caf::meta::type_name("ergon::histogram"), x.bounds, x.counts, x.total, x.sum);
 }
@@ -284,7 +290,7 @@ typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
   auto io_write = wire::float64(x.io_write_bytes_per_second);
   return f(caf::meta::type_name("ergon::metrics_snapshot"), x.queue_wait_bounds_ms,
            x.queue_wait_counts, x.queue_wait_total, x.queue_wait_sum_ms, x.effective_priorities,
-           x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups,
+           x.aging_promotions, x.excess_slots_redistributed, x.capacity, x.groups, x.pauses,
            x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
            x.refused_connections, x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group,
            x.oldest_ready_ms, x.run_ms_by_type, x.attempts_by_outcome, x.writer_batch_requests,

@@ -96,6 +96,9 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue::impl> we
     [&](resume_type_atom, const std::string& type) {
       return with([&](queue::impl& q) { return q.resume(scheduling_control::resume_type, type); });
     },
+    [&](resume_all_atom) {
+      return with([&](queue::impl& q) { return q.resume_all(); });
+    },
     [&](close_atom) -> caf::result<ok_atom> {
       running = false;
       auto p = weak.lock();  // gone: closed already

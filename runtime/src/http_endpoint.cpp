@@ -144,7 +144,7 @@ const std::vector<std::pair<std::regex, const char*>>& methods_by_path() {
                 "/api/recurring"},
      "GET, HEAD"},
     {std::regex{"/api/jobs/[0-9a-fA-F-]{36}/(retry|cancel)|"
-                "/api/(groups|types)/[^/]{1,256}/(pause|resume)"},
+                "/api/(groups|types)/[^/]{1,256}/(pause|resume)|/api/pauses/resume"},
      "POST"}};
   return all;
 }
@@ -299,6 +299,11 @@ void routes(httplib::Server& s, queue::impl& q, const endpoint_name& name) {
              return reply_error(res, st);
            reply_json(res, {{group ? "group" : "type", name}, {"paused", pause}});
          });
+  s.Post("/api/pauses/resume", [&q](const httplib::Request& req, httplib::Response& res) {
+    if (auto st = may_write(q, req, res); !st)
+      return reply_error(res, st);
+    reply(res, q.resume_all(), [](int64_t n) { return json{{"resumed", n}}; });
+  });
   s.Get("/api/recurring", [&q](const httplib::Request& req, httplib::Response& res) {
     auto prefix = req.get_param_value("prefix");
     auto all = q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); });

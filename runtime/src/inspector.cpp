@@ -161,6 +161,17 @@ result<metrics_snapshot> inspector::metrics() const {
   return m;
 }
 
+result<int64_t> inspector::backup(const std::string& out) const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->with_connection([&](storage::db& d) -> result<int64_t> {
+    auto done = storage::backup_to(d, out, 0600);
+    if (!done)
+      return done.error();
+    return done->bytes;
+  });
+}
+
 result<std::optional<owner_info>> find_owner(const std::string& path) {
   if (path.empty())
     return status{error::invalid_argument, "the database path is empty", "path"};

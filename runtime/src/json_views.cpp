@@ -131,6 +131,11 @@ json of(const metrics_snapshot& m) {
                       {"utilization", g.utilization},
                       {"ready_jobs", g.ready_jobs},
                       {"paused", g.paused}});
+  json pauses = json::array();
+  for (auto& p : m.pauses)
+    pauses.push_back({{p.group ? "group" : "type", p.name},
+                      {"since_ms", p.since_ms},
+                      {"until_ms", p.until_ms ? json(*p.until_ms) : json(nullptr)}});
   json by_type = json::object();
   for (auto& [type, counts] : m.by_type)
     by_type[type] = of(counts);
@@ -152,6 +157,7 @@ json of(const metrics_snapshot& m) {
   return {{"by_status", of(m.by_status)},
           {"by_type", std::move(by_type)},
           {"groups", std::move(groups)},
+          {"pauses", std::move(pauses)},
           {"capacity", m.capacity},
           {"queue_wait",
            {{"bounds_ms", m.queue_wait_bounds_ms},

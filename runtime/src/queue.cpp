@@ -333,6 +333,12 @@ status queue::pause_type(const std::string& type,
   return impl_->pause(actors::scheduling_control::pause_type, type, duration);
 }
 
+result<int64_t> queue::resume_all() {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->resume_all();
+}
+
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");

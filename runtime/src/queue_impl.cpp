@@ -44,11 +44,11 @@ status queue::impl::fill_pending_views(std::vector<ergon::job_info*> infos) {
 
 // Messages from one thread reach the dispatcher in order, so a call made
 // after this one sees its effect.
-status queue::impl::control(actors::scheduling_control c) {
+result<int64_t> queue::impl::apply(actors::scheduling_control c) {
   if (closed.load(std::memory_order_acquire))
     return actors::queue_closed();
   // Waits until the dispatcher applied it, so a pause holds from the return on.
-  auto [to, from] = actors::make_reply<status>();
+  auto [to, from] = actors::make_reply<result<int64_t>>();
   c.reply = std::move(to);
   actors::tell(dispatcher, std::move(c));
   return from.wait();
@@ -245,6 +245,9 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
       result = st;
   }
   caf::anon_send_exit(sweeper, caf::exit_reason::user_shutdown);
+  // The writer's connection closes last, so SQLite folds the WAL into the
+  // file and removes it (a read-only connection can't).
+  reads->clear();
   auto [to, from] = actors::make_reply<status>();
   actors::tell(writer, actors::close_call{{}, std::move(to)});
   auto closed_writer = from.wait();
@@ -260,7 +263,6 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
       actors::tell(waits_calls, close_atom::value);
     }
   }
-  reads->clear();
   owner.reset();
   return result;
 }

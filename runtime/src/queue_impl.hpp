@@ -106,7 +106,16 @@ struct queue::impl {
   result<int64_t> purge_older(std::chrono::milliseconds older_than);
 
   // Sends a scheduling change to the dispatcher and waits until it applied it.
-  status control(actors::scheduling_control c);
+  /// Applies `c` in the dispatcher and waits until it holds; the number of
+  /// pauses resume_all ended.
+  result<int64_t> apply(actors::scheduling_control c);
+  result<int64_t> resume_all() {
+    return apply({actors::scheduling_control::resume_all, {}, 0, {}, {}});
+  }
+  status control(actors::scheduling_control c) {
+    auto done = apply(std::move(c));
+    return done ? status{} : done.error();
+  }
 
   // The scheduling calls of queue.hpp, validated here for every caller.
   status set_group_weight(const std::string& group, int32_t weight);

@@ -153,6 +153,12 @@ std::optional<std::string> stmt::column_opt_blob(int i) const {
 db::db(sqlite3* handle, std::string path) noexcept
     : db_(handle), path_(std::move(path)) {}
 
+status db::checkpoint_truncate() {
+  end_reads();
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  return rc == SQLITE_OK ? status{} : error_status(rc, "checkpoint at close");
+}
+
 db::~db() {
   cache_.clear();
   sqlite3_close(db_);

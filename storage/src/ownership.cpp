@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace ergon::storage {
@@ -26,6 +25,17 @@ std::string real_path(const char* p) {
   return ::realpath(p, buf) != nullptr ? std::string{buf} : std::string{};
 }
 
+// The lock file's text made safe to print: it may come from anyone who
+// could write the file, so control bytes never reach a terminal.
+std::string printable(std::string text) {
+  for (auto& c : text) {
+    auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && b != '\n') || b == 0x7f)
+      c = '?';
+  }
+  return text;
+}
+
 // What the owner wrote into the lock file; may be empty if it was just made.
 std::string read_owner(int fd) {
   char buf[256];
@@ -33,7 +43,17 @@ std::string read_owner(int fd) {
   std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string{};
   while (!text.empty() && (text.back() == '\n' || text.back() == '\0'))
     text.pop_back();
-  return text.empty() ? std::string{"an owner that is still starting"} : text;
+  return text.empty() ? std::string{"an owner that is still starting"} : printable(text);
+}
+
+// Why a lock file can't be ours as it is, or empty if it can: a regular
+// file of this user that only this user may write.
+std::string unfit(const struct stat& st) {
+  if (!S_ISREG(st.st_mode))
+    return "is not a regular file";
+  if (st.st_uid != ::geteuid())
+    return "belongs to user " + std::to_string(st.st_uid);
+  return {};
 }
 
 std::string this_host() {
@@ -69,14 +89,61 @@ result<std::string> ownership::lock_path(const std::string& db_path) {
   return (real_dir == "/" ? real_dir : real_dir + "/") + base + "-owner";
 }
 
+namespace {
+
+// Removes what sits at `path` where a lock file should be (a symlink, a
+// FIFO, another user's file), unless a live owner holds it: then busy. The
+// name is all that goes; a symlink's target is never touched.
+status replace_unfit(const std::string& path, const std::string& db_path, const std::string& why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd >= 0) {
+    struct stat st {};
+    bool held = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (held) {
+      status busy{error::busy, db_path + " is owned by " + read_owner(fd)
+                                 + " (a process of user " + std::to_string(st.st_uid) + ")"};
+      ::close(fd);
+      return busy;
+    }
+    ::close(fd);
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    auto st = errno_status(path, errno);
+    return {st.code(), st.message() + " (the lock file " + why + " and can't be replaced: remove it)"};
+  }
+  return {};
+}
+
+}  // namespace
+
 result<std::unique_ptr<ownership>> ownership::acquire(const std::string& db_path) {
   auto path = lock_path(db_path);
   if (!path)
     return path.error();
-  for (;;) {
-    int fd = ::open(path->c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
+  for (int tries = 0;; ++tries) {
+    // O_NOFOLLOW: a symlink planted at the lock's name must not make us
+    // truncate its target.
+    int fd = ::open(path->c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    std::string why;
+    struct stat locked {};
+    if (fd < 0 && (errno == ELOOP || errno == EISDIR || errno == ENXIO))
+      why = errno == ELOOP ? "is a symbolic link" : "is not a regular file";
+    else if (fd < 0)
       return errno_status(*path, errno);
+    else if (::fstat(fd, &locked) != 0)
+      why = "can't be read";
+    else
+      why = unfit(locked);
+    if (!why.empty()) {
+      if (fd >= 0)
+        ::close(fd);
+      if (tries >= 8)
+        return status{error::io_error, *path + " " + why + ", again after replacing it"};
+      if (auto st = replace_unfit(*path, db_path, why); !st)
+        return st;
+      continue;
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       int err = errno;
       status st = err == EWOULDBLOCK
@@ -89,10 +156,12 @@ result<std::unique_ptr<ownership>> ownership::acquire(const std::string& db_path
     }
     // The previous owner unlinks the file before it unlocks: if ours is no
     // longer the file at `path`, we locked a file nobody else will look at.
-    struct stat locked {};
     struct stat current {};
-    if (::fstat(fd, &locked) == 0 && ::stat(path->c_str(), &current) == 0
-        && locked.st_dev == current.st_dev && locked.st_ino == current.st_ino) {
+    if (::lstat(path->c_str(), &current) == 0 && locked.st_dev == current.st_dev
+        && locked.st_ino == current.st_ino) {
+      // Tools trust only a lock file that others can't write (find).
+      if ((locked.st_mode & 0777) != 0644)
+        ::fchmod(fd, 0644);
       auto me = this_process();
       if (auto st = rewrite(fd, *path, me); !st) {
         ::close(fd);
@@ -122,6 +191,7 @@ std::optional<ownership::record> ownership::parse(const std::string& text) {
   if (!(in >> word) || word != "pid" || !(in >> r.pid) || r.pid <= 0 || !(in >> on >> host_word)
       || on != "on" || host_word != "host" || !(in >> r.host))
     return std::nullopt;
+  r.host = printable(r.host);
   std::string line;
   std::getline(in, line);  // the rest of the first line
   while (std::getline(in, line)) {
@@ -133,6 +203,7 @@ std::optional<ownership::record> ownership::parse(const std::string& text) {
         || on != "on" || port_word != "port" || port <= 0 || port > 65535)
       return std::nullopt;
     x.port = static_cast<uint16_t>(port);
+    x.address = printable(x.address);
     while (l >> word) {
       if (word == "secret")
         x.secret = true;
@@ -148,15 +219,33 @@ result<std::optional<ownership::record>> ownership::find(const std::string& db_p
   auto path = lock_path(db_path);
   if (!path)
     return path.error();
-  std::ifstream in{*path};
-  if (!in) {
-    if (errno == ENOENT)
+  int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ELOOP)  // a symlink is never an owner's
       return std::optional<record>{};
     return errno_status(*path, errno);
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto r = parse(text.str());
+  // The file says where to send the operator's writes: trust it only if its
+  // writer could have been the owner (this user, or the database's owner)
+  // and nobody else can write it.
+  struct stat lock {};
+  struct stat db_file {};
+  bool trusted = ::fstat(fd, &lock) == 0 && S_ISREG(lock.st_mode)
+                 && (lock.st_mode & (S_IWGRP | S_IWOTH)) == 0
+                 && (lock.st_uid == ::geteuid()
+                     || (::stat(db_path.c_str(), &db_file) == 0 && lock.st_uid == db_file.st_uid));
+  std::string text;
+  char buf[4096];
+  ssize_t n = 0;
+  while (trusted && text.size() < 64 * 1024
+         && (n = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(text.size()))) > 0)
+    text.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (!trusted)
+    return std::optional<record>{};
+  if (n < 0)
+    return errno_status(*path, errno);
+  auto r = parse(text);
   if (!r)
     return std::optional<record>{};
   // A lock file whose process is gone was left by a crash: nobody owns it.

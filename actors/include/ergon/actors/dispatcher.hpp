@@ -39,13 +39,15 @@ struct scheduling_control {
     resume_group,
     pause_type,
     resume_type,
+    resume_all,
   };
   op_type op = set_group_weight;
   std::string name;
   int32_t weight = 0;
   std::optional<int64_t> until;  ///< pause deadline (queue clock)
   /// Answered once the change applies: no job starts against it afterwards.
-  reply_to<status> reply;
+  /// resume_all answers how many pauses it ended; the others 0.
+  reply_to<result<int64_t>> reply;
 };
 
 /// Asks for a metrics snapshot (local only).

@@ -16,6 +16,7 @@
 
 #include "ergon/event.hpp"
 #include "ergon/actors/run_metrics.hpp"
+#include "ergon/error.hpp"
 #include "ergon/scheduling.hpp"
 #include "ergon/storage/operations.hpp"
 
@@ -123,11 +124,16 @@ class scheduling_policy {
   int32_t capacity() const noexcept { return capacity_; }
   void set_group_weight(const std::string& group, int32_t weight);
   void reset_group_weights();
-  /// Pauses a group or type until `until` (or until resumed).
-  void pause_group(const std::string& group, std::optional<int64_t> until, int64_t now);
+  /// Pauses a group or type until `until` (or until resumed). A name the
+  /// policy hasn't seen a job of is paused ahead: held aside, and taken by
+  /// its first job. Error: invalid_argument naming "group" or "type" when
+  /// max_paused_ahead names of that kind are paused ahead already.
+  status pause_group(const std::string& group, std::optional<int64_t> until, int64_t now);
   void resume_group(const std::string& group, int64_t now);
-  void pause_type(const std::string& type, std::optional<int64_t> until, int64_t now);
+  status pause_type(const std::string& type, std::optional<int64_t> until, int64_t now);
   void resume_type(const std::string& type, int64_t now);
+  /// Ends every pause; returns how many there were.
+  int64_t resume_all(int64_t now);
 
   /// Resumes pauses whose deadline passed.
   void expire_pauses(int64_t now);
@@ -272,6 +278,10 @@ class scheduling_policy {
   std::unordered_map<std::string, uint32_t> group_ids_;
   std::vector<type_state> types_;
   std::unordered_map<std::string, uint32_t> type_ids_;
+  // Pauses of names with no jobs yet: bounded, and dropped on resume, so a
+  // caller pausing names ahead can't grow the interned groups and types.
+  std::map<std::string, pause_state> groups_ahead_;
+  std::map<std::string, pause_state> types_ahead_;
   std::set<uint32_t> ready_groups_;  // groups with ready jobs
   // Groups with ready jobs running below their whole slots. Under saturation
   // these are the few groups whose jobs just finished, so a pick looks at

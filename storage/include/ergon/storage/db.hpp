@@ -128,6 +128,12 @@ class db {
   /// a writer could not write again once another connection had written.
   void end_reads() noexcept;
 
+  /// Copies every committed page from the WAL into the database file and
+  /// empties the WAL, so the database file alone holds the data (a user
+  /// may copy it). Waits for readers as busy_timeout allows. Errors: busy
+  /// (a reader kept it from finishing), io_error.
+  status checkpoint_truncate();
+
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t changes() const noexcept;
   int64_t last_insert_rowid() const noexcept;

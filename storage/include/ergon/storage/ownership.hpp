@@ -20,9 +20,13 @@ namespace ergon::storage {
 class ownership {
  public:
   /// Takes ownership of the database at `db_path` and records this process
-  /// (pid and host) in the lock file. Errors: busy (another open queue owns
-  /// it; the message names its pid and host), io_error or read_only (the
-  /// lock file can't be made: missing or unwritable directory).
+  /// (pid and host) in the lock file, mode 0644. Whatever else sits at the
+  /// lock file's name (a symlink, a FIFO, another user's file that no live
+  /// process locks) is removed and replaced; a symlink's target is never
+  /// opened. Errors: busy (another open queue owns it; the message names
+  /// its pid and host), io_error or read_only (the lock file can't be made
+  /// or replaced: missing or unwritable directory, another user's symlink
+  /// in a sticky directory).
   static result<std::unique_ptr<ownership>> acquire(const std::string& db_path);
 
   /// The lock file that guards `db_path`: the real path of the database
@@ -52,8 +56,12 @@ class ownership {
 
   /// The owner of `db_path` now: its lock file's record, if the file exists
   /// and its process lives (checked on this host; one on another host is
-  /// taken at its word). Takes no lock, so it never gets in an open's way.
-  /// Errors: io_error (the lock file exists but can't be read).
+  /// taken at its word). A lock file that its writer can't have been the
+  /// owner's is ignored (empty): a symlink, not a regular file, owned by
+  /// neither this user nor the database's owner, or writable by group or
+  /// others. Host and addresses come with control bytes replaced by '?'.
+  /// Takes no lock, so it never gets in an open's way. Errors: io_error
+  /// (the lock file exists but can't be read).
   static result<std::optional<record>> find(const std::string& db_path);
 
   ownership(const ownership&) = delete;
