@@ -4,11 +4,13 @@
 //
 // The queue that opens a file owns it until it closes: a second open, here
 // or in another process, fails with `busy` and names the owner. Operator
-// tools read the live file through an inspector instead.
+// tools read the live file through an inspector instead, and back it up
+// beside the owner (what `ergonctl backup` does).
 #include <ergon/inspector.hpp>
 #include <ergon/job_builder.hpp>
 #include <ergon/queue.hpp>
 
+#include <cstdio>
 #include <iostream>
 
 int main(int argc, char** argv) {
@@ -36,6 +38,19 @@ int main(int argc, char** argv) {
   auto job = in->job_info(*id);
   std::cout << "job " << job->id << ": " << job->type << ' ' << job->payload << ", "
             << ergon::to_string(job->status) << '\n';
+
+  // A backup beside the owner: one consistent, checked file that never
+  // replaces an existing one.
+  auto backup_path = path + ".backup";
+  std::remove(backup_path.c_str());
+  auto bytes = in->backup(backup_path);
+  if (!bytes) {
+    std::cerr << "backup failed: " << bytes.error() << '\n';
+    return 1;
+  }
+  auto copy = ergon::queue::inspect(backup_path);
+  std::cout << "backup: " << *bytes << " bytes, pending in it: "
+            << (*copy->counts())[ergon::job_status::pending] << '\n';
 
   // Once the owner closes, the next open succeeds.
   q->close();

@@ -485,6 +485,9 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
   auto list = f.ctl({"list", "--status", "pending", "--type", "job", "--json"});
   BOOST_TEST(list.doc()["jobs"].size() == 3u);
   BOOST_TEST(server.stop(SIGTERM));
+  // SIGTERM closes the queue cleanly: the file alone holds it, no WAL.
+  BOOST_TEST(!std::filesystem::exists(f.db + "-wal"));
+  BOOST_TEST(!std::filesystem::exists(f.db + "-shm"));
   // Once the owner is gone its lock names nobody, and writes open the file.
   BOOST_TEST(f.ctl({"retry", "--all"}).code == 0);
 }

@@ -60,20 +60,6 @@ bool v6_loopback(std::string_view text) {
   return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
 }
 
-const char* reason_of(int status) {
-  switch (status) {
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-  }
-}
-
 }  // namespace
 
 framing frame_request(std::string_view received, const request_limits& limits) {
@@ -161,10 +147,27 @@ bool loopback_host(std::string_view host, uint16_t port, bool tls) {
   return read_number(port_text, 5, given) && given == port;
 }
 
+status_words words_of(int status) {
+  switch (status) {
+    case 400: return {"bad_request", "Bad Request"};
+    case 403: return {"forbidden", "Forbidden"};
+    case 404: return {"not_found", "Not Found"};
+    case 405: return {"method_not_allowed", "Method Not Allowed"};
+    case 408: return {"request_timeout", "Request Timeout"};
+    case 411: return {"length_required", "Length Required"};
+    case 413: return {"body_too_large", "Payload Too Large"};
+    case 414: return {"uri_too_long", "URI Too Long"};
+    case 416: return {"range_not_satisfiable", "Range Not Satisfiable"};
+    case 431: return {"headers_too_large", "Request Header Fields Too Large"};
+    case 503: return {"busy", "Service Unavailable"};
+    default: return {"http_error", "Error"};
+  }
+}
+
 std::string response_bytes(const refusal& r) {
   nlohmann::json doc{{"error", r.code}, {"message", r.message}};
   auto body = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return "HTTP/1.1 " + std::to_string(r.status) + " " + reason_of(r.status)
+  return "HTTP/1.1 " + std::to_string(r.status) + " " + words_of(r.status).reason
          + "\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: "
          + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }

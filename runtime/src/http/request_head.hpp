@@ -59,4 +59,12 @@ bool loopback_host(std::string_view host, uint16_t port, bool tls);
 /// JSON error body {"error": code, "message": message}.
 std::string response_bytes(const refusal& r);
 
+/// How ergon names an HTTP error status: the JSON error's code
+/// ("body_too_large") and the status line's reason ("Payload Too Large").
+struct status_words {
+  const char* code;
+  const char* reason;
+};
+status_words words_of(int status);
+
 }  // namespace ergon::http
