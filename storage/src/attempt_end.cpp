@@ -5,6 +5,7 @@
 #include "ergon/storage/times.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -13,7 +14,7 @@ constexpr const char* select_running =
   "SELECT current_try, max_retries, backoff_initial_ms, backoff_multiplier, "
   "backoff_randomization, started_at, " ERGON_JOB_HAS_LINKS ", try_base, "
   "cancel_requested_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS " "
-  "FROM jobs WHERE id = ?1 AND status = 1 AND (?2 IS NULL OR attempt_token = ?2)";
+  "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND (?2 IS NULL OR attempt_token = ?2)";
 
 constexpr const char* insert_attempt =
   "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message) "
@@ -22,7 +23,7 @@ constexpr const char* insert_attempt =
 // Both updates name the row: Effectum's retry had a second UPDATE without a
 // WHERE clause that reset every job.
 constexpr const char* requeue_job =
-  "UPDATE jobs SET status = 0, run_at = ?2, expires_at = NULL WHERE id = ?1";
+  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", run_at = ?2, expires_at = NULL WHERE id = ?1";
 
 // The job's last attempt stays in the jobs row: no attempts row for it.
 // ?5 is failed or cancelled.

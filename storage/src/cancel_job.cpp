@@ -1,5 +1,6 @@
 #include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -7,7 +8,7 @@ namespace {
 // The first request's time is kept: a second cancel changes nothing.
 constexpr const char* request_cancel =
   "UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, ?2) "
-  "WHERE id = ?1 AND status = 1 RETURNING attempt_token";
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " RETURNING attempt_token";
 
 }  // namespace
 

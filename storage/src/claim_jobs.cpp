@@ -1,6 +1,7 @@
 #include "ergon/storage/operations.hpp"
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -8,10 +9,10 @@ namespace {
 // The claim is the durable start of an attempt: the try counter is spent
 // before any job code runs, so a job that kills its process can't loop.
 constexpr const char* claim_job =
-  "UPDATE jobs SET status = 1, current_try = current_try + 1, attempt_token = ?2, "
+  "UPDATE jobs SET status = " ERGON_SQL_RUNNING ", current_try = current_try + 1, attempt_token = ?2, "
   "started_at = ?3, expires_at = " ERGON_SQL_ADD_MS("?3", "timeout_ms") ", "
   "progress_at = NULL "
-  "WHERE id = ?1 AND status = 0 AND run_at <= ?3 AND (deadline IS NULL OR deadline >= ?3) "
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " AND run_at <= ?3 AND (deadline IS NULL OR deadline >= ?3) "
   "RETURNING " ERGON_JOB_KEY_COLUMNS ", current_try, "
   "coalesce(checkpoint, payload), expires_at, timeout_ms, heartbeat_increment_ms";
 

@@ -1,11 +1,12 @@
 #include "attempt_end.hpp"
 #include "ergon/storage/operations.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
 
 constexpr const char* select_expiry =
-  "SELECT expires_at FROM jobs WHERE id = ?1 AND status = 1 AND attempt_token = ?2";
+  "SELECT expires_at FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
 
 }  // namespace
 

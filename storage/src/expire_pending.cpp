@@ -1,13 +1,14 @@
 #include "ergon/storage/operations.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
 
 constexpr const char* expire_job =
-  "UPDATE jobs SET status = 5, finished_at = ?2 "
-  "WHERE id = ?1 AND status = 0 AND deadline IS NOT NULL AND deadline < ?2 "
+  "UPDATE jobs SET status = " ERGON_SQL_EXPIRED ", finished_at = ?2 "
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " AND deadline IS NOT NULL AND deadline < ?2 "
   "RETURNING " ERGON_JOB_KEY_COLUMNS;
 
 }  // namespace

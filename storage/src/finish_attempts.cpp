@@ -3,6 +3,7 @@
 #include "ergon/storage/operations.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -11,12 +12,12 @@ namespace {
 // A result_ttl_ms of 0 stores no result; another one sets its expiry. A
 // cancel request committed before this outcome wins (see after_cancel).
 constexpr const char* complete_job =
-  "UPDATE jobs SET status = 2, finished_at = ?3, "
+  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?3, "
   "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?4 END, "
   "result_expires_at = CASE WHEN ?4 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
   "THEN NULL ELSE " ERGON_SQL_ADD_MS("?3", "result_ttl_ms") " END, "
   "expires_at = NULL, last_outcome = 1, last_message = NULL "
-  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 AND cancel_requested_at IS NULL "
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 AND cancel_requested_at IS NULL "
   "RETURNING current_try, started_at, external_id, type, group_key, recurring_id, "
   ERGON_JOB_HAS_LINKS;
 

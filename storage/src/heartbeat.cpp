@@ -1,5 +1,6 @@
 #include "ergon/storage/operations.hpp"
 #include "ergon/storage/times.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -8,11 +9,11 @@ namespace {
 constexpr const char* extend_expiry =
   "UPDATE jobs SET expires_at = max(expires_at, " ERGON_SQL_ADD_MS("?3", "heartbeat_increment_ms") "), "
   "checkpoint = coalesce(?4, checkpoint) "
-  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 AND cancel_requested_at IS NULL "
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 AND cancel_requested_at IS NULL "
   "RETURNING expires_at";
 
 constexpr const char* select_cancel_requested =
-  "SELECT 1 FROM jobs WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
+  "SELECT 1 FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 "
   "AND cancel_requested_at IS NOT NULL";
 
 }  // namespace

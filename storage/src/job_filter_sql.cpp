@@ -3,6 +3,7 @@
 #include <array>
 
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage::filter_sql {
 namespace {
@@ -38,7 +39,7 @@ std::string build(use u, path p, bool newest_first) {
   switch (p) {
     case by_name: select += " INDEXED BY jobs_by_name WHERE name = ?6 AND "; break;
     case unsuccessful:
-      select += " INDEXED BY jobs_unsuccessful WHERE status >= 3 AND status = ?3 AND ";
+      select += " INDEXED BY jobs_unsuccessful WHERE status >= " ERGON_SQL_FIRST_UNSUCCESSFUL " AND status = ?3 AND ";
       break;
     case unfinished: select += " WHERE id >= ?2 AND "; break;
     default: select += " WHERE "; break;

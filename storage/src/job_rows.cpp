@@ -6,6 +6,7 @@
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/times.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage::rows {
 namespace {
@@ -26,7 +27,7 @@ constexpr const char* insert_row =
   "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0)";
 
 constexpr const char* cancel_pending_row =
-  "UPDATE jobs SET status = 4, finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = 0";
+  "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = " ERGON_SQL_PENDING;
 
 // Past the highest row there ever was: delete_finished records it before it
 // deletes, so row ids never go back below the unfinished low mark.

@@ -1,5 +1,6 @@
 #include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -7,7 +8,7 @@ namespace {
 // A rowid range scan from the low mark: finished history below it is never read.
 constexpr const char* select_unfinished =
   "SELECT status, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
-  "WHERE id >= ?1 AND status IN (0, 1) ORDER BY id";
+  "WHERE id >= ?1 AND status IN (" ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ") ORDER BY id";
 
 constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
 

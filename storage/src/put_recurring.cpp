@@ -4,6 +4,7 @@
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -25,7 +26,7 @@ constexpr const char* update_instance =
   "UPDATE jobs SET checkpoint = CASE WHEN payload = ?7 THEN checkpoint ELSE NULL END, "
   "(" ERGON_TEMPLATE_COLUMNS ", run_at, scheduled_at, ready_since, deadline) = "
   "(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
-  "WHERE id = ?1 AND status = 0 RETURNING " ERGON_JOB_KEY_COLUMNS;
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS;
 
 // Binds ?1 to ?18 of insert_recurring (update_recurring uses the same numbers).
 void bind_recurring(stmt& s, const recurring_job& r, int64_t since) {

@@ -3,13 +3,14 @@
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
 
 constexpr const char* move_instance =
   "UPDATE jobs SET run_at = ?2, scheduled_at = ?2, ready_since = max(?2, ?3), deadline = ?4 "
-  "WHERE id = ?1 AND status = 0 RETURNING " ERGON_JOB_KEY_COLUMNS;
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS;
 
 }  // namespace
 

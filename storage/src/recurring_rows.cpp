@@ -2,6 +2,7 @@
 
 #include "ergon/storage/job_ids.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage::rows {
 namespace {
@@ -24,7 +25,7 @@ constexpr const char* select_with_prefix =
 // Served by the partial index jobs_one_unfinished_instance.
 constexpr const char* select_unfinished =
   "SELECT status, scheduled_at, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
-  "WHERE recurring_id = ?1 AND status < 2";
+  "WHERE recurring_id = ?1 AND status < " ERGON_SQL_FIRST_FINAL;
 
 recurring_row read_row(const stmt& s) {
   recurring_row r;

@@ -1,6 +1,7 @@
 #include "attempt_end.hpp"
 #include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -8,8 +9,8 @@ namespace {
 // Undoes claim_jobs for an attempt whose code never started: the try is not
 // spent. Only that attempt (token) of a running job is released.
 constexpr const char* release_job =
-  "UPDATE jobs SET status = 0, current_try = current_try - 1, attempt_token = NULL, "
-  "expires_at = NULL WHERE id = ?1 AND status = 1 AND attempt_token = ?2 "
+  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", current_try = current_try - 1, attempt_token = NULL, "
+  "expires_at = NULL WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 "
   "AND cancel_requested_at IS NULL RETURNING " ERGON_JOB_KEY_COLUMNS;
 
 }  // namespace

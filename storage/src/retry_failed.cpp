@@ -2,6 +2,7 @@
 #include "ergon/storage/operations.hpp"
 #include "job_filter_sql.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -13,11 +14,11 @@ constexpr const char* keep_last_attempt =
   "FROM jobs WHERE id = ?1 AND started_at IS NOT NULL AND last_outcome IS NOT NULL";
 
 constexpr const char* requeue =
-  "UPDATE jobs SET status = 0, try_base = current_try, run_at = ?2, ready_since = ?2, "
+  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", try_base = current_try, run_at = ?2, ready_since = ?2, "
   "deadline = NULL, started_at = NULL, finished_at = NULL, expires_at = NULL, "
   "last_outcome = NULL, last_message = NULL, result = NULL, result_expires_at = NULL, "
   "progress_at = NULL, cancel_requested_at = NULL, recurring_id = NULL "
-  "WHERE id = ?1 AND status = 3 RETURNING " ERGON_JOB_KEY_COLUMNS ", unique_key";
+  "WHERE id = ?1 AND status = " ERGON_SQL_FAILED " RETURNING " ERGON_JOB_KEY_COLUMNS ", unique_key";
 
 // Who holds the key now: nobody, this job, or another job (held_until
 // NULL while it is unfinished, or a hold that has not passed).

@@ -2,6 +2,7 @@
 
 #include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -16,7 +17,7 @@ constexpr const char* update_job =
   "ELSE ready_since END, "
   "checkpoint = CASE WHEN ?5 IS NULL OR ?9 THEN checkpoint ELSE NULL END, "
   "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "
-  "WHERE id = ?1 AND status = 0";
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING;
 
 }  // namespace
 

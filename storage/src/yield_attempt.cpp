@@ -1,5 +1,6 @@
 #include "attempt_end.hpp"
 #include "job_rows.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -7,9 +8,9 @@ namespace {
 // Like release_claims, but for code that ran: the try is given back, so the
 // attempt that resumes the job has the same number.
 constexpr const char* yield_job =
-  "UPDATE jobs SET status = 0, current_try = current_try - 1, attempt_token = NULL, "
+  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", current_try = current_try - 1, attempt_token = NULL, "
   "expires_at = NULL, deadline = NULL, yields = yields + 1 "
-  "WHERE id = ?1 AND status = 1 AND attempt_token = ?2 AND cancel_requested_at IS NULL "
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 AND cancel_requested_at IS NULL "
   "RETURNING current_try + 1, started_at, " ERGON_JOB_KEY_COLUMNS;
 
 }  // namespace
