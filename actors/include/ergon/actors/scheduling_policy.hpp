@@ -18,6 +18,7 @@
 #include "ergon/actors/run_metrics.hpp"
 #include "ergon/error.hpp"
 #include "ergon/scheduling.hpp"
+#include "ergon/storage/operations.hpp"
 
 namespace ergon::actors {
 
@@ -66,9 +67,8 @@ class scheduling_policy {
   const std::string& type_name(uint32_t id) const { return types_[id].name; }
   const std::string& group_name(uint32_t id) const { return groups_[id].name; }
 
-  /// Records the I/O a pending job declared (job_info::expected_io), for
-  /// the I/O budget; forget() drops it.
-  void declare_io(int64_t row, const io_estimate& io) { io_[row] = io; }
+  /// The in-memory key of a stored job. Records the I/O it declared.
+  pending_job entry_of(const storage::job_key& k);
 
   // -- pending jobs ----------------------------------------------------------------------
 
