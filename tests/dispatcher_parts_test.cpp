@@ -634,6 +634,16 @@ storage::job_key key_of(int64_t row) {
   return k;
 }
 
+// Rows 1 and 2 ended: 1 yielded and is held, 2 did not yield.
+void only_row_1_is_held(preemptions& p) {
+  bool resumed = false;
+  BOOST_TEST(p.hold(key_of(1), resumed));
+  BOOST_TEST(resumed);
+  BOOST_TEST(!p.hold(key_of(2), resumed));
+  BOOST_TEST(!resumed);
+  BOOST_TEST(p.held() == 1u);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(victims_are_the_lowest_priority_then_the_latest_started_and_no_more) {
@@ -685,12 +695,7 @@ BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
   p.attempt_ended(2, 20, false, true);  // ignored the request and finished
   BOOST_TEST(!p.asking_for(100));
   BOOST_TEST(p.losing(7) == 0);
-  bool resumed = false;
-  BOOST_TEST(p.hold(key_of(1), resumed));
-  BOOST_TEST(resumed);
-  BOOST_TEST(!p.hold(key_of(2), resumed));
-  BOOST_TEST(!resumed);
-  BOOST_TEST(p.held() == 1u);
+  only_row_1_is_held(p);
   p.started(100, true);
   BOOST_TEST(p.release_stale({}).empty());  // it runs: keep holding
   auto updated = key_of(1);
@@ -703,6 +708,39 @@ BOOST_AUTO_TEST_CASE(a_yielded_job_is_held_until_its_preemptor_ends) {
   BOOST_TEST(released[0].priority == 9);
   BOOST_TEST(p.held() == 0u);
   BOOST_TEST(p.ended(100).empty());
+}
+
+// The worker's return and the writer's feed race: a victim's code may
+// return (freeing its slot for the preemptor) before its yield commits.
+BOOST_AUTO_TEST_CASE(a_yield_that_commits_after_its_slot_was_freed_is_still_held) {
+  preemptions p;
+  p.asked(running(1, 1, 0, 0, 7), 100);  // token 10
+  p.asked(running(2, 1, 0, 0, 7), 100);  // token 20
+  p.slot_freed(1, 10);
+  p.slot_freed(2, 20);
+  BOOST_TEST(!p.asking_for(100));
+  BOOST_TEST(!p.asked(1));
+  BOOST_TEST(p.losing(7) == 0);
+  p.started(100, true);
+  p.attempt_ended(1, 11, true, true);  // another attempt's token: nothing
+  p.attempt_ended(1, 10, true, true);
+  p.attempt_ended(2, 20, false, true);  // finished instead
+  only_row_1_is_held(p);
+  // Each answer is used once: a later attempt of the same row is not a yield.
+  p.attempt_ended(2, 20, true, true);
+  bool resumed = false;
+  BOOST_TEST(!p.hold(key_of(2), resumed));
+  BOOST_TEST(!resumed);
+  auto released = p.ended(100);
+  BOOST_REQUIRE_EQUAL(released.size(), 1u);
+  BOOST_TEST(released[0].row == 1);
+  // A job that leaves the queue between its return and its end is forgotten.
+  p.asked(running(3, 1, 0, 0), 200);
+  p.slot_freed(3, 30);
+  p.forget(3);
+  p.attempt_ended(3, 30, true, true);
+  BOOST_TEST(!p.hold(key_of(3), resumed));
+  BOOST_TEST(!resumed);
 }
 
 BOOST_AUTO_TEST_CASE(held_jobs_are_let_go_when_their_preemptor_stops_waiting) {

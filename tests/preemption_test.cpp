@@ -82,7 +82,8 @@ struct low_jobs {
     return [this](job_context& ctx) {
       started(ctx);
       bool resumed = ctx.payload() == "resumed";
-      while (!release.load()) {
+      // A stopping worker cancels: a failed test leaves no thread behind.
+      while (!release.load() && !ctx.cancelled()) {
         if (ctx.wait_preempted(5ms) && !resumed) {
           auto saved = ctx.checkpoint("resumed");
           auto yielded = ctx.yield();

@@ -49,11 +49,18 @@ int32_t preemptions::losing(uint32_t group) const {
 }
 
 void preemptions::attempt_ended(int64_t row, int64_t token, bool yielded, bool slot_free) {
+  if (auto r = answered_.find(row); r != answered_.end() && r->second.token == token) {
+    if (yielded)
+      yielded_[row] = r->second.preemptor;
+    answered_.erase(r);
+    return;
+  }
   auto a = asks_.find(row);
   if (a == asks_.end() || a->second.victim.token != token)
     return;
   if (yielded)
     yielded_[row] = a->second.preemptor;
+  a->second.ended = true;
   if (slot_free)
     slot_freed(row, token);
 }
@@ -67,6 +74,8 @@ void preemptions::slot_freed(int64_t row, std::optional<int64_t> token) {
   if (auto l = losing_.find(a->second.victim.group);
       l != losing_.end() && (l->second -= a->second.victim.weight) <= 0)
     losing_.erase(l);
+  if (!a->second.ended)
+    answered_[row] = {a->second.preemptor, a->second.victim.token};
   asks_.erase(a);
 }
 
@@ -128,6 +137,7 @@ std::vector<storage::job_key> preemptions::release_stale(
 
 void preemptions::forget(int64_t row) {
   slot_freed(row, std::nullopt);
+  answered_.erase(row);
   yielded_.erase(row);
   if (auto h = held_by_.find(row); h != held_by_.end()) {
     if (auto p = preemptors_.find(h->second); p != preemptors_.end())

@@ -64,7 +64,9 @@ class preemptions {
   /// token that is not the asked attempt's changes nothing.
   void attempt_ended(int64_t row, int64_t token, bool yielded, bool slot_free);
   /// The code of attempt (row, token) returned, or its worker is gone (no
-  /// token: whichever attempt was asked): its request is answered.
+  /// token: whichever attempt was asked): its request is answered. The
+  /// attempt's end may commit after this (the writer's feed and the
+  /// worker's return race); a yield that does is still held.
   void slot_freed(int64_t row, std::optional<int64_t> token);
 
   /// The job of `row` left the queue (cancelled, expired): nothing of it is
@@ -97,6 +99,12 @@ class preemptions {
   struct ask {
     int64_t preemptor = 0;
     candidate victim;
+    bool ended = false;  ///< its attempt's end committed
+  };
+  /// An ask whose slot was freed before its attempt's end committed.
+  struct answered {
+    int64_t preemptor = 0;
+    int64_t token = 0;
   };
   struct preemptor_state {
     int32_t asks = 0;  ///< asked attempts that have not freed their slots
@@ -105,6 +113,7 @@ class preemptions {
   };
 
   std::unordered_map<int64_t, ask> asks_;         // by victim row
+  std::unordered_map<int64_t, answered> answered_;  // by victim row
   std::unordered_map<uint32_t, int32_t> losing_;  // by group
   std::unordered_map<int64_t, int64_t> yielded_;  // yielded row -> preemptor row
   std::unordered_map<int64_t, int64_t> held_by_;  // held row -> preemptor row
