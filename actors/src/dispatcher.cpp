@@ -37,6 +37,24 @@ constexpr int64_t never = storage::never_ms;
 // full disk doesn't turn into a busy loop of failing claims.
 constexpr int64_t storage_retry_ms = 1'000;
 
+// The policy's in-memory key of a stored job; records the I/O it declared.
+pending_job pending_of(scheduling_policy& policy, const storage::job_key& k) {
+  pending_job e;
+  e.row = k.row;
+  e.run_at = k.run_at;
+  e.ready_since = k.ready_since;
+  e.added_at = k.added_at;
+  e.priority = k.priority;
+  e.weight = k.weight;
+  e.type = policy.type_id(k.type);
+  e.group = policy.group_id(k.group);
+  if (k.io_read > 0 || k.io_write > 0) {
+    e.flags |= pending_job::declares_io;
+    policy.declare_io(k.row, io_estimate{k.io_read, k.io_write});
+  }
+  return e;
+}
+
 struct dispatcher_state {
   dispatcher_config cfg;
   // The sender of what it sends: gated actors, and the transport's rules
@@ -177,7 +195,7 @@ void on_timer(dispatcher_state& st) {
 // -- pending jobs and slots -------------------------------------------------------------
 
 void add_pending(dispatcher_state& st, const storage::job_key& k, int64_t now) {
-  st.policy->add(st.policy->entry_of(k), now);
+  st.policy->add(pending_of(*st.policy, k), now);
 }
 
 void add_submitted(dispatcher_state& st, const storage::job_key& k, int64_t now) {
@@ -204,7 +222,7 @@ void free_slot(dispatcher_state& st, int64_t row, const attempt_table::attempt& 
 
 // A yielded job made ready again, ahead of its priority's other jobs.
 void resume(dispatcher_state& st, const storage::job_key& k, int64_t now) {
-  auto e = st.policy->entry_of(k);
+  auto e = pending_of(*st.policy, k);
   e.flags |= pending_job::resumed;
   st.policy->add(e, now);
   ++st.resumptions;
@@ -435,7 +453,7 @@ void free_returned(dispatcher_state& st, uint64_t worker,
 
 void start_attempt(dispatcher_state& st, uint64_t worker, const storage::claimed_job& j,
                    const worker_registry::committed_claim& claim) {
-  auto e = st.policy->entry_of(j.key);
+  auto e = pending_of(*st.policy, j.key);
   st.policy->remove(e);  // re-added by an update that raced the claim
   auto picked = claim.picked.find(j.key.row);
   if (picked == claim.picked.end())
@@ -532,7 +550,7 @@ void tell_waiters(final_watch& watch, const commit_feed& f) {
 // from the parked retries and from preemption, and what yielded for it runs.
 void left_queue(dispatcher_state& st, const storage::job_key& k, int64_t now) {
   st.attempts.drop_parked(k.row);
-  st.policy->remove(st.policy->entry_of(k));
+  st.policy->remove(pending_of(*st.policy, k));
   st.policy->forget(k.row);
   st.preempting.forget(k.row);
   resume_all(st, st.preempting.ended(k.row), now);
@@ -552,7 +570,7 @@ void on_feed(dispatcher_state& st, const commit_feed& f) {
   for (auto& c : f.changed) {
     // A parked retry still waits for its code; a held job for its preemptor.
     if (!st.attempts.update_parked(c.after) && !st.preempting.update_held(c.after)) {
-      st.policy->remove(st.policy->entry_of(c.before));
+      st.policy->remove(pending_of(*st.policy, c.before));
       add_pending(st, c.after, now);
     }
     // update_recurring gives an instance a new deadline; a stale entry is

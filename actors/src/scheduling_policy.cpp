@@ -111,23 +111,6 @@ uint32_t scheduling_policy::type_id(const std::string& name) {
   return id;
 }
 
-pending_job scheduling_policy::entry_of(const storage::job_key& k) {
-  pending_job e;
-  e.row = k.row;
-  e.run_at = k.run_at;
-  e.ready_since = k.ready_since;
-  e.added_at = k.added_at;
-  e.priority = k.priority;
-  e.weight = k.weight;
-  e.type = type_id(k.type);
-  e.group = group_id(k.group);
-  if (k.io_read > 0 || k.io_write > 0) {
-    e.flags |= pending_job::declares_io;
-    io_[k.row] = io_estimate{k.io_read, k.io_write};
-  }
-  return e;
-}
-
 // -- the index ----------------------------------------------------------------------------------
 
 void scheduling_policy::add(const pending_job& e, int64_t now) {

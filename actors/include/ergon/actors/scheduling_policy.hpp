@@ -18,7 +18,6 @@
 #include "ergon/actors/run_metrics.hpp"
 #include "ergon/error.hpp"
 #include "ergon/scheduling.hpp"
-#include "ergon/storage/operations.hpp"
 
 namespace ergon::actors {
 
@@ -67,8 +66,9 @@ class scheduling_policy {
   const std::string& type_name(uint32_t id) const { return types_[id].name; }
   const std::string& group_name(uint32_t id) const { return groups_[id].name; }
 
-  /// The in-memory key of a stored job. Records the I/O it declared.
-  pending_job entry_of(const storage::job_key& k);
+  /// Records the I/O a pending job declared (job_info::expected_io), for
+  /// the I/O budget; forget() drops it.
+  void declare_io(int64_t row, const io_estimate& io) { io_[row] = io; }
 
   // -- pending jobs ----------------------------------------------------------------------
 
