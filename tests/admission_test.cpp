@@ -16,9 +16,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include "disk_throughput.hpp"
+#include "dispatch/disk_throughput.hpp"
 #include "ergon/recurring.hpp"
-#include "pressure_gauge.hpp"
+#include "dispatch/pressure_gauge.hpp"
 #include "support/queue_fixture.hpp"
 
 using namespace ergon;

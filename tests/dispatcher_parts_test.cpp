@@ -15,13 +15,13 @@
 #include <utility>
 #include <vector>
 
-#include "attempt_table.hpp"
-#include "dispatcher_events.hpp"
-#include "preemptions.hpp"
+#include "dispatch/attempt_table.hpp"
+#include "dispatch/dispatcher_events.hpp"
+#include "dispatch/preemptions.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/job.hpp"
 #include "ergon/storage/job_ids.hpp"
-#include "worker_registry.hpp"
+#include "dispatch/worker_registry.hpp"
 
 using namespace ergon;
 using namespace ergon::actors;
@@ -257,7 +257,7 @@ struct job_source {
 // A registered worker with max_capacity 4 that reported 4 units free.
 struct one_worker {
   worker_registry r;
-  uint64_t id = r.add(caf::actor{}, {0}, 4, 0);
+  uint64_t id = r.add({0}, 4, 0);
 
   one_worker() { r.credit(id, 4, 0); }
 
@@ -270,7 +270,7 @@ struct one_worker {
 };
 
 BOOST_FIXTURE_TEST_CASE(credit_is_free_capacity_minus_what_is_on_its_way, one_worker) {
-  auto fresh = r.add(caf::actor{}, {0}, 4, 0);
+  auto fresh = r.add({0}, 4, 0);
   BOOST_TEST(r.find(fresh)->wanted() == 0);
   BOOST_TEST(r.claim(fresh, job_source{}.picker()).empty());
   BOOST_TEST(claim(3).size() == 3u);
@@ -287,7 +287,7 @@ BOOST_FIXTURE_TEST_CASE(credit_is_free_capacity_minus_what_is_on_its_way, one_wo
 
 BOOST_AUTO_TEST_CASE(a_report_may_claim_only_room_the_worker_can_have) {
   worker_registry r;
-  auto id = r.add(caf::actor{}, {0}, 2, 3);
+  auto id = r.add({0}, 2, 3);
   BOOST_TEST(r.check_credit(id, 0, 0).ok());
   BOOST_TEST(r.check_credit(id, 5, 0).ok());  // max_capacity + prefetch
   auto over = r.check_credit(id, 6, 0);
@@ -343,7 +343,7 @@ BOOST_AUTO_TEST_CASE(a_registration_keeps_worker_options_rules) {
 
 BOOST_AUTO_TEST_CASE(a_claim_fills_the_prefetch_window_with_jobs_that_fit_the_worker) {
   worker_registry r;
-  auto id = r.add(caf::actor{}, {0}, 2, 3);
+  auto id = r.add({0}, 2, 3);
   r.credit(id, 5, 0);
   job_source jobs;
   jobs.weight = 2;
@@ -436,7 +436,7 @@ BOOST_FIXTURE_TEST_CASE(a_gone_worker_hands_back_its_claims_picks, one_worker) {
 }
 
 BOOST_FIXTURE_TEST_CASE(the_waiting_line_passes_over_workers_that_cannot_claim, one_worker) {
-  auto busy = r.add(caf::actor{}, {0}, 4, 0);
+  auto busy = r.add({0}, 4, 0);
   r.wait_for_jobs(busy);  // no credit: not put in line
   BOOST_TEST(!r.anyone_waiting());
   r.credit(busy, 4, 0);
@@ -454,8 +454,8 @@ BOOST_FIXTURE_TEST_CASE(the_waiting_line_passes_over_workers_that_cannot_claim, 
 
 BOOST_AUTO_TEST_CASE(capacity_counts_prefetch_and_the_largest_worker_per_type) {
   worker_registry r;
-  auto small = r.add(caf::actor{}, {0, 1}, 2, 1);
-  auto large = r.add(caf::actor{}, {0}, 5, 0);
+  auto small = r.add({0, 1}, 2, 1);
+  auto large = r.add({0}, 5, 0);
   auto c = r.capacity();
   BOOST_TEST(c.weight == 8);
   BOOST_TEST(c.largest_by_type.at(0) == 5);

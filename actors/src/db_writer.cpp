@@ -18,6 +18,7 @@
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/respond.hpp"
 #include "ergon/storage/field_rules.hpp"
+#include "write/commit_release.hpp"
 
 namespace ergon::actors {
 namespace {
@@ -225,37 +226,16 @@ class writer {
   // acknowledged. They fail with the same error; later requests of the batch
   // start a new transaction.
   void abort_batch(const status& why) {
-    for (auto& f : after_commit_)
-      f(why);
-    after_commit_.clear();
-    counts_.clear();
-    feed_ = commit_feed{};
-    send_assigns(why);
+    release_.abort(why, sink_);
     open_ = false;
     next_row_ = 0;
-  }
-
-  // Jobs go to their workers before the feed reaches the dispatcher, so a
-  // worker that unregistered gets them before the dispatcher confirms. If the
-  // transaction was lost, no job was claimed and no outcome recorded.
-  void send_assigns(const status& commit) {
-    for (auto& [worker, out] : assigns_) {
-      if (!commit) {
-        out.jobs.clear();
-        out.acks.assign(out.acks.size(), to_wire(commit));
-        if (!out.answers_report)
-          continue;
-      }
-      caf::send_as(me_, worker, std::move(out));
-    }
-    assigns_.clear();
   }
 
   // Every ~1,000 finished jobs the low mark moves past them, reading up to 4
   // rows per finished job: the cost per job stays constant, and the mark
   // catches up even behind a long-running job that finished late.
   status advance_low_mark() {
-    finished_since_advance_ += counts_.finished();
+    finished_since_advance_ += release_.counts().finished();
     if (finished_since_advance_ < low_mark_every)
       return {};
     auto moved = storage::advance_low_mark(*cfg_.db, 4 * finished_since_advance_ + low_mark_every);
@@ -271,7 +251,7 @@ class writer {
   // Registers what to do once the batch's fate is known: `f` gets the commit
   // status (ok, or why the transaction was lost).
   void after_commit(std::function<void(const status&)> f) {
-    after_commit_.push_back(std::move(f));
+    release_.after_commit(std::move(f));
   }
 
   // A blocking caller's reply: the request's own result if it committed.
@@ -288,7 +268,7 @@ class writer {
   // Tells the dispatcher that one of its requests did not commit: it travels
   // in the feed, so it is seen in order with the commits around it.
   void fail_to_listener(write_failed msg) {
-    failures_.push_back(std::move(msg));
+    release_.fail(std::move(msg));
   }
 
   double random() { return std::uniform_real_distribution<double>{0.0, 1.0}(rng_); }
@@ -322,7 +302,7 @@ class writer {
     c.args.max_payload_bytes = cfg_.max_payload_bytes;
     auto r = in_request<storage::key_change>(
       [&] { return storage::update_pending(*cfg_.db, c.args, cfg_.clock->now_ms()); },
-      [&](storage::key_change& change) { feed_.changed.push_back(std::move(change)); });
+      [&](storage::key_change& change) { release_.feed().changed.push_back(std::move(change)); });
     reply_after_commit(std::move(c.reply), r.error());
   }
 
@@ -346,7 +326,7 @@ class writer {
           if (done.pending->next_instance)
             add_instance(std::move(*done.pending->next_instance));
         } else if (done.running) {
-          feed_.cancel_requests.push_back({*done.running, std::move(done.key)});
+          release_.feed().cancel_requests.push_back({*done.running, std::move(done.key)});
         }
       });
     reply_after_commit(std::move(c.reply), r.error());
@@ -367,7 +347,7 @@ class writer {
       [&] { return storage::record_progress(*cfg_.db, reports); },
       [&](std::vector<storage::progress_stored>& stored) {
         for (auto& s : stored)
-          feed_.progress.push_back(std::move(s));
+          release_.feed().progress.push_back(std::move(s));
       });
   }
 
@@ -379,8 +359,8 @@ class writer {
         summary.retried = static_cast<int64_t>(done.requeued.size());
         summary.skipped = std::move(done.skipped);
         for (auto& k : done.requeued) {
-          counts_.move(k.type, k.group, job_status::failed, job_status::pending);
-          feed_.requeued.push_back(std::move(k));
+          release_.counts().move(k.type, k.group, job_status::failed, job_status::pending);
+          release_.feed().requeued.push_back(std::move(k));
         }
       });
     if (r)
@@ -391,7 +371,7 @@ class writer {
 
   void deleted(const std::vector<storage::deleted_job>& jobs) {
     for (auto& j : jobs)
-      counts_.add(j.type, j.status, -1);
+      release_.counts().add(j.type, j.status, -1);
   }
 
   void on_delete_finished(delete_finished_call& c) {
@@ -447,7 +427,7 @@ class writer {
         if (done.created)
           add_instance(std::move(*done.created));
         if (done.changed)
-          feed_.changed.push_back(std::move(*done.changed));
+          release_.feed().changed.push_back(std::move(*done.changed));
       });
     if (r)
       reply_after_commit(std::move(c.reply), result<job_id>{r->instance});
@@ -468,8 +448,8 @@ class writer {
   // -- what a commit publishes --------------------------------------------------------
 
   void add_pending(storage::job_key k) {
-    counts_.add(k.type, k.group, job_status::pending);
-    feed_.added.push_back(std::move(k));
+    release_.counts().add(k.type, k.group, job_status::pending);
+    release_.feed().added.push_back(std::move(k));
   }
 
   // A recurring job's next instance, inserted by a write that is no submit:
@@ -480,30 +460,31 @@ class writer {
   }
 
   void cancelled(storage::job_key k) {
-    counts_.move(k.type, k.group, job_status::pending, job_status::cancelled);
-    feed_.cancelled.push_back(std::move(k));
+    release_.counts().move(k.type, k.group, job_status::pending, job_status::cancelled);
+    release_.feed().cancelled.push_back(std::move(k));
   }
 
   void ended(storage::attempt_end& end) {
-    counts_.move(end.type, end.group, job_status::running, end.status);
+    release_.counts().move(end.type, end.group, job_status::running, end.status);
     if (end.next_instance)
       add_instance(std::move(*end.next_instance));
-    feed_.ended.push_back(std::move(end));
+    release_.feed().ended.push_back(std::move(end));
   }
 
   // -- requests from the dispatcher -----------------------------------------------------
 
   void on_worker_batch(worker_batch& b) {
+    auto& w = b.writes;
     assign_jobs out;
-    out.answers_report = b.answers_report;
-    if (!b.outcomes.empty())
-      out.acks = record_outcomes(b.outcomes);
-    if (!b.released.empty())
-      release(b.released);
-    if (!b.claims.empty())
-      claim(b, out);
+    out.answers_report = w.answers_report;
+    if (!w.outcomes.empty())
+      out.acks = record_outcomes(w.outcomes);
+    if (!w.released.empty())
+      release(w.released);
+    if (!w.claims.empty())
+      claim(w, out);
     if (out.answers_report || !out.jobs.empty())
-      assigns_.emplace_back(std::move(b.worker), std::move(out));
+      release_.assign(std::move(b.worker), std::move(out));
   }
 
   // The statuses are final unless the commit fails (see finish_batch).
@@ -535,25 +516,25 @@ class writer {
       [&] { return storage::release_claims(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::release_claims_result& done) {
         for (auto& r : done.released) {
-          counts_.move(r.key.type, r.key.group, job_status::running, job_status::pending);
-          feed_.released.push_back(std::move(r));
+          release_.counts().move(r.key.type, r.key.group, job_status::running, job_status::pending);
+          release_.feed().released.push_back(std::move(r));
         }
         for (auto& end : done.cancelled)
           ended(end);
       });
   }
 
-  void claim(worker_batch& b, assign_jobs& out) {
+  void claim(worker_writes& b, assign_jobs& out) {
     storage::claim_jobs_args args{std::move(b.claims)};
     auto r = in_request<storage::claim_jobs_result>(
       [&] { return storage::claim_jobs(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::claim_jobs_result& claimed) {
         for (auto& j : claimed.claimed) {
-          counts_.move(j.key.type, j.key.group, job_status::pending, job_status::running);
+          release_.counts().move(j.key.type, j.key.group, job_status::pending, job_status::running);
           out.jobs.push_back(assignment_of(j));
           j.payload.clear();  // the dispatcher doesn't need it
         }
-        feed_.claims.push_back({b.worker_id, std::move(claimed.claimed),
+        release_.feed().claims.push_back({b.worker_id, std::move(claimed.claimed),
                                 std::move(claimed.missed)});
       });
     std::vector<int64_t> rows;
@@ -587,7 +568,7 @@ class writer {
           if (x.what == storage::expire_attempt_result::expired) {
             ended(x.ended);
           } else if (x.what == storage::expire_attempt_result::still_running) {
-            feed_.extended.push_back({e.attempts[i].row, pending_expiry_tokens_[i],
+            release_.feed().extended.push_back({e.attempts[i].row, pending_expiry_tokens_[i],
                                       x.expires_at, false});
           }
         }
@@ -627,8 +608,8 @@ class writer {
       [&] { return storage::expire_pending(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::expire_pending_result& done) {
         for (auto& k : done.expired) {
-          counts_.move(k.type, k.group, job_status::pending, job_status::expired);
-          feed_.expired.push_back(std::move(k));
+          release_.counts().move(k.type, k.group, job_status::pending, job_status::expired);
+          release_.feed().expired.push_back(std::move(k));
         }
         for (auto& k : done.next_instances)
           add_instance(std::move(k));
@@ -650,7 +631,7 @@ class writer {
     auto r = in_request<int64_t>(
       [&] { return storage::heartbeat(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](int64_t expires_at) {
-        feed_.extended.push_back({msg.row, msg.token, expires_at, true});
+        release_.feed().extended.push_back({msg.row, msg.token, expires_at, true});
       });
     heartbeat_reply reply{to_wire(r.error()), r ? *r : 0};
     after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
@@ -670,8 +651,8 @@ class writer {
     if (open_ && begin_status_) {
       // The durable counts join the batch's transaction. If they can't be
       // written the batch fails as a failed COMMIT does: nobody is told ok.
-      if (!counts_.empty())
-        commit = storage::add_finished_counts(*cfg_.db, counts_);
+      if (!release_.counts().empty())
+        commit = storage::add_finished_counts(*cfg_.db, release_.counts());
       if (commit)
         commit = advance_low_mark();
       if (commit) {
@@ -687,35 +668,27 @@ class writer {
     } else if (open_) {
       commit = begin_status_;  // BEGIN failed: nothing was written
     }
-    if (commit && !counts_.empty())
-      cfg_.counters->apply(counts_);
-    if (!commit)
-      feed_ = commit_feed{};
-    send_assigns(commit);
-    // The feed is in the channel before any caller hears back, so whatever a
-    // caller does next, the dispatcher decides with this commit in view (it
-    // drains the channel before each decision). Failures of dispatcher
-    // requests are only known once the callbacks ran: they follow.
-    bool ring = cfg_.listener && !feed_.empty() && cfg_.feeds->push(std::move(feed_));
-    for (auto& f : after_commit_)
-      f(commit);
-    after_commit_.clear();
-    if (!failures_.empty()) {
-      commit_feed failed;
-      failed.failed = std::move(failures_);
-      failures_.clear();
-      ring = (cfg_.listener && cfg_.feeds->push(std::move(failed))) || ring;
-    }
-    // Ringing after the replies keeps the send off callers' latency.
-    if (ring)
-      caf::send_as(me_, cfg_.listener, feed_ready_atom::value);
-    counts_.clear();
-    feed_ = commit_feed{};
+    release_.release(commit, sink_);
     open_ = false;
     next_row_ = 0;
     rows_in_batch_ = 0;
     begin_status_ = {};
   }
+
+  // Sends what a commit releases: counts to the counters, answers to
+  // workers, feeds to the dispatcher's channel (only while one listens).
+  struct release_sink final : commit_release<caf::actor>::sink {
+    writer& w;
+    explicit release_sink(writer& of) : w(of) {}
+    void apply_counts(const count_delta& counts) override { w.cfg_.counters->apply(counts); }
+    void assign(const caf::actor& worker, assign_jobs out) override {
+      caf::send_as(w.me_, worker, std::move(out));
+    }
+    bool push(commit_feed feed) override {
+      return w.cfg_.listener && w.cfg_.feeds->push(std::move(feed));
+    }
+    void ring() override { caf::send_as(w.me_, w.cfg_.listener, feed_ready_atom::value); }
+  };
 
   db_writer_config cfg_;
   // What it sends carries it as the sender: gated actors, and the
@@ -734,11 +707,9 @@ class writer {
   status begin_status_;
   int64_t finished_since_advance_ = 0;
   static constexpr int64_t low_mark_every = 1'024;
-  std::vector<std::function<void(const status&)>> after_commit_;
-  count_delta counts_;
-  commit_feed feed_;
-  std::vector<std::pair<caf::actor, assign_jobs>> assigns_;
-  std::vector<write_failed> failures_;
+  // What the open transaction releases when it ends, and where to.
+  commit_release<caf::actor> release_;
+  release_sink sink_{*this};
   // Scratch for on_expire, kept to reuse capacity.
   std::vector<storage::expire_attempt_result> pending_expiries_;
   std::vector<int64_t> pending_expiry_tokens_;

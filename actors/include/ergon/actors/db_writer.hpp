@@ -19,6 +19,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
 
+#include "ergon/actors/commit_feed.hpp"
 #include "ergon/actors/job_counters.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/reply.hpp"
@@ -77,33 +78,12 @@ using delete_recurring_call = local_call<storage::delete_recurring_args, status>
 struct close_args {};
 using close_call = local_call<close_args, status>;
 
-/// One worker's writes, committed in one transaction (local only): the
-/// outcomes and released claims of its report, and the jobs the dispatcher
-/// picked for it. After the commit the writer sends `worker` one
-/// assign_jobs, ahead of the commit feed: the claimed jobs, and the
+/// One worker's writes, committed in one transaction (local only). After
+/// the commit the writer sends `worker` one assign_jobs, ahead of the commit feed: the claimed jobs, and the
 /// outcomes' statuses if the batch answers a report.
 struct worker_batch {
-  uint64_t worker_id = 0;
   caf::actor worker;
-  std::vector<storage::attempt_report> outcomes;
-  std::vector<storage::attempt_ref> released;
-  std::vector<storage::attempt_ref> claims;
-  bool answers_report = false;
-};
-
-/// The dispatcher saw these attempts pass their expiry (local only).
-struct expire_batch {
-  std::vector<storage::expire_attempt_args> attempts;
-};
-
-/// A remote worker went away with these attempts running (local only).
-struct lose_batch {
-  storage::lose_attempts_args args;
-};
-
-/// The dispatcher saw these pending jobs pass their deadline (local only).
-struct expire_pending_batch {
-  std::vector<int64_t> rows;
+  worker_writes writes;
 };
 
 /// Rings `listener` with feed_ready_atom when commit feeds wait in
@@ -119,95 +99,8 @@ struct after_writes {
   std::function<void()> then;
 };
 
-/// The claims of one worker_batch.
-struct claim_result {
-  uint64_t worker_id = 0;
-  std::vector<storage::claimed_job> claimed;
-  std::vector<int64_t> missed;
-};
-
-/// A running attempt's expiry moved (heartbeat, checkpoint, or an expiry
-/// check that found it extended).
-struct expiry_moved {
-  int64_t row = 0;
-  int64_t token = 0;
-  int64_t expires_at = 0;
-  bool by_worker = false;  ///< a heartbeat or checkpoint, not an expiry check
-};
-
-/// A dispatcher request that did not commit (storage error): the dispatcher
-/// puts the jobs back and tries again later.
-struct write_failed {
-  uint64_t worker_id = 0;  ///< for failed claims
-  std::vector<int64_t> claim_rows;
-  std::vector<storage::expire_attempt_args> expiries;  ///< also lost attempts
-  std::vector<int64_t> deadline_rows;
-  status why;
-};
-
-/// A running job asked to stop (queue::cancel).
-struct cancel_request {
-  storage::attempt_ref attempt;
-  storage::job_key key;
-};
-
-/// What one commit changed (and which dispatcher requests failed), queued for
-/// the listener after every commit, in commit order.
-struct commit_feed {
-  std::vector<storage::job_key> added;      ///< submitted, or a recurring job's next instance
-  std::vector<storage::job_key> cancelled;  ///< pending jobs cancelled
-  std::vector<storage::key_change> changed; ///< pending jobs updated
-  std::vector<claim_result> claims;
-  std::vector<storage::attempt_end> ended;  ///< attempts that ended (retried keys inside)
-  std::vector<storage::released_claim> released;  ///< claims given back: pending again
-  std::vector<expiry_moved> extended;
-  std::vector<storage::job_key> expired;    ///< pending jobs past their deadline
-  std::vector<write_failed> failed;         ///< dispatcher requests lost
-  std::vector<cancel_request> cancel_requests;
-  std::vector<storage::progress_stored> progress;
-  std::vector<storage::job_key> requeued;  ///< failed jobs retry_failed put back
-
-  bool empty() const noexcept {
-    return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
-           && ended.empty() && released.empty() && extended.empty() && expired.empty()
-           && failed.empty() && cancel_requests.empty() && progress.empty()
-           && requeued.empty();
-  }
-};
-
 /// Rung when commit feeds are waiting in a feed_channel.
 using feed_ready_atom = caf::atom_constant<caf::atom("feedready")>;
-
-/// Commit feeds from the writer to the dispatcher. The writer appends a feed
-/// per commit and rings the listener at most once until the listener takes
-/// them, so under load one message carries many commits.
-///
-/// Feeds that only add jobs may wait: unless the dispatcher is hungry (a
-/// worker is waiting for work), they are rung once `defer_limit` new jobs
-/// pile up or when the writer goes idle. A burst of submissions with no idle
-/// worker thus costs no dispatcher wake-up per commit; with one waiting, a
-/// new job is handed out at once.
-class feed_channel {
- public:
-  static constexpr size_t defer_limit = 8'192;
-
-  /// Appends `f`; true if the listener must be rung now.
-  bool push(commit_feed f);
-  /// True if feeds wait unrung (the writer calls this before it sleeps).
-  bool ring_waiting();
-  /// Takes every waiting feed, oldest first.
-  std::vector<commit_feed> take();
-  /// Set by the dispatcher: some worker waits for jobs.
-  void set_hungry(bool hungry) noexcept { hungry_.store(hungry, std::memory_order_relaxed); }
-
- private:
-  std::mutex mtx_;
-  std::vector<commit_feed> feeds_;
-  size_t deferred_jobs_ = 0;  // added jobs waiting unrung
-  bool rung_ = false;
-  std::atomic<bool> hungry_{false};
-};
-
 
 /// How to run the writer.
 struct db_writer_config {

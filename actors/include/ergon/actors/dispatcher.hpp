@@ -17,6 +17,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "ergon/actors/db_writer.hpp"
+#include "ergon/actors/dispatcher_calls.hpp"
 #include "ergon/actors/event_bus.hpp"
 #include "ergon/actors/final_watch.hpp"
 #include "ergon/actors/protocol.hpp"
@@ -29,52 +30,6 @@ namespace ergon::actors {
 
 /// Stop handing out jobs (the queue is closing).
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
-
-/// Changes to how the dispatcher shares capacity (local only).
-struct scheduling_control {
-  enum op_type : uint8_t {
-    set_group_weight,
-    reset_group_weights,
-    pause_group,
-    resume_group,
-    pause_type,
-    resume_type,
-    resume_all,
-  };
-  op_type op = set_group_weight;
-  std::string name;
-  int32_t weight = 0;
-  std::optional<int64_t> until;  ///< pause deadline (queue clock)
-  /// Answered once the change applies: no job starts against it afterwards.
-  /// resume_all answers how many pauses it ended; the others 0.
-  reply_to<result<int64_t>> reply;
-};
-
-/// Asks for a metrics snapshot (local only).
-struct metrics_request {
-  reply_to<result<metrics_snapshot>> reply;
-};
-
-/// A pending job whose scheduling view `job_info` reports.
-struct pending_query {
-  std::string type;
-  std::string group;
-  int32_t priority = 0;
-  int32_t weight = 1;
-  int64_t ready_since = 0;
-};
-
-/// What the dispatcher sees of a pending job now.
-struct pending_view {
-  int32_t effective_priority = 0;
-  bool too_heavy = false;
-};
-
-/// Asks for the scheduling view of pending jobs now, in order (local only).
-struct pending_view_request {
-  std::vector<pending_query> jobs;
-  reply_to<result<std::vector<pending_view>>> reply;
-};
 
 using dispatcher_actor = caf::typed_actor<
   caf::replies_to<register_worker>::with<worker_registered>,

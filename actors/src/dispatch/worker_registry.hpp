@@ -1,7 +1,7 @@
 // worker_registry: the workers registered with the dispatcher, the credit
 // each has for new jobs, the claim each has at the writer, and the line of
-// workers waiting for jobs. Internal to the dispatcher; no actors (a
-// worker's handle is only carried along).
+// workers waiting for jobs. Internal to the dispatcher; no actors (the
+// dispatcher's actor keeps each worker's handle).
 //
 // Credit: a worker's last report said it had `capacity` units free after
 // receiving `received` units in all; `sent` counts every unit claimed for
@@ -19,8 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include <caf/actor.hpp>
-
 #include "ergon/actors/scheduling_policy.hpp"
 #include "ergon/error.hpp"
 
@@ -29,7 +27,6 @@ namespace ergon::actors {
 class worker_registry {
  public:
   struct worker {
-    caf::actor handle;
     std::vector<uint32_t> types;  ///< scheduling_policy's type ids
     int32_t max_capacity = 0;
     int32_t prefetch = 0;
@@ -50,8 +47,7 @@ class worker_registry {
   };
 
   /// Registers a worker with no credit yet; returns its id.
-  uint64_t add(caf::actor handle, std::vector<uint32_t> types, int32_t max_capacity,
-               int32_t prefetch);
+  uint64_t add(std::vector<uint32_t> types, int32_t max_capacity, int32_t prefetch);
 
   /// The worker `id`, or null if it is not registered.
   const worker* find(uint64_t id) const;

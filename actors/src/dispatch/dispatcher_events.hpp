@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attempt_table.hpp"
-#include "ergon/actors/db_writer.hpp"
+#include "ergon/actors/commit_feed.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
 #include "ergon/event.hpp"
 

@@ -4,11 +4,10 @@
 
 namespace ergon::actors {
 
-uint64_t worker_registry::add(caf::actor handle, std::vector<uint32_t> types,
+uint64_t worker_registry::add(std::vector<uint32_t> types,
                               int32_t max_capacity, int32_t prefetch) {
   auto id = next_id_++;
   auto& w = workers_[id];
-  w.handle = std::move(handle);
   w.types = std::move(types);
   w.max_capacity = max_capacity;
   w.prefetch = prefetch;

@@ -1,0 +1,791 @@
+#include "dispatch_core.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "attempt_table.hpp"
+#include "disk_throughput.hpp"
+#include "dispatcher_events.hpp"
+#include "preemptions.hpp"
+#include "pressure_gauge.hpp"
+#include "ergon/actors/scheduling_policy.hpp"
+#include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/times.hpp"
+#include "worker_registry.hpp"
+
+namespace ergon::actors {
+namespace {
+
+constexpr int64_t never = storage::never_ms;
+// After a storage error the dispatcher waits this long before it retries, so a
+// full disk doesn't turn into a busy loop of failing claims.
+constexpr int64_t storage_retry_ms = 1'000;
+
+}  // namespace
+
+struct dispatch_core::state {
+  config cfg;
+  // Pending jobs, kept current by the commit feeds.
+  scheduling_policy policy;
+  std::multimap<int64_t, int64_t> deadlines;  // at -> row
+  // Claimed attempts, from their claim's feed until they end.
+  attempt_table attempts;
+  // Workers, kept current by the worker protocol.
+  worker_registry workers;
+  // Workers on other nodes: their attempts are lost when they go down.
+  std::unordered_set<uint64_t> remote;
+  // Remote workers that went down with a claim at the writer: its attempts
+  // are lost as soon as it commits.
+  std::unordered_set<uint64_t> lost_with_claim;
+  bool draining = false;
+  int64_t hold_until = 0;  // no claims before this (after a storage error)
+  // Ended attempts, for metrics.
+  run_stats runs;
+  // Preemption (scheduling_options::preemption).
+  preemptions preempting;
+  int64_t preemptions_asked = 0;
+  int64_t yields = 0;
+  int64_t resumptions = 0;
+  // Admission (scheduling_options::admission): pressure sources, and the
+  // disk sampler of the I/O budget.
+  std::unique_ptr<pressure_gauge> pressure;
+  std::unique_ptr<disk_throughput> disk;
+  // The effects of the input at hand.
+  effects* out = nullptr;
+
+  explicit state(config c) : cfg(std::move(c)), policy(cfg.scheduling) {}
+
+  bool wants_events() const { return cfg.wants_events && cfg.wants_events(); }
+
+  void add_events(std::vector<event> events) {
+    out->events.insert(out->events.end(), std::make_move_iterator(events.begin()),
+                       std::make_move_iterator(events.end()));
+  }
+
+  void send(write w) { out->writes.push_back(std::move(w)); }
+  void tell(uint64_t worker, std::variant<cancel_attempt, preempt_attempt> request) {
+    out->requests.push_back({worker, std::move(request)});
+  }
+};
+
+namespace {
+
+using state = dispatch_core::state;
+
+// The policy's in-memory key of a stored job; records the I/O it declared.
+pending_job pending_of(scheduling_policy& policy, const storage::job_key& k) {
+  pending_job e;
+  e.row = k.row;
+  e.run_at = k.run_at;
+  e.ready_since = k.ready_since;
+  e.added_at = k.added_at;
+  e.priority = k.priority;
+  e.weight = k.weight;
+  e.type = policy.type_id(k.type);
+  e.group = policy.group_id(k.group);
+  if (k.io_read > 0 || k.io_write > 0) {
+    e.flags |= pending_job::declares_io;
+    policy.declare_io(k.row, io_estimate{k.io_read, k.io_write});
+  }
+  return e;
+}
+
+// Turns allocation changes into events, once per input.
+void emit_rebalance(state& st, int64_t now) {
+  auto changes = st.policy.rebalance();
+  if (st.wants_events())
+    st.add_events(allocation_events(changes, now));
+}
+
+// Names pending jobs that no registered worker can take.
+void emit_too_heavy(state& st, int64_t now) {
+  auto jobs = st.policy.take_too_heavy();
+  if (st.wants_events())
+    st.add_events(too_heavy_events(jobs, st.policy, st.cfg.id_tag, now));
+}
+
+// -- timers ----------------------------------------------------------------------------
+
+int64_t next_wake(const state& st, int64_t now) {
+  int64_t next = never;
+  if (auto t = st.policy.next_wake(now))
+    next = std::min(next, *t);
+  if (auto t = st.attempts.next_expiry())
+    next = std::min(next, *t);
+  if (!st.deadlines.empty())
+    next = std::min(next, storage::add_ms(st.deadlines.begin()->first, 1));  // expired once past
+  if (st.hold_until > 0)
+    next = std::min(next, st.hold_until);
+  if (st.disk)
+    next = std::min(next, st.disk->next_sample_at());
+  // Deferred work is checked again on a timer, not only on the next event.
+  if (st.policy.deferring() && st.policy.ready_count() > 0)
+    next = std::min(next, storage::add_ms(
+                            now, st.cfg.scheduling.admission->recheck_interval.count()));
+  return next;
+}
+
+// Expires attempts and deadlines that are due, and ends timed pauses.
+void on_timer(state& st, int64_t now) {
+  if (st.hold_until != 0 && now >= st.hold_until)
+    st.hold_until = 0;
+  if (st.disk) {
+    st.disk->sample(now);
+    st.policy.set_io_rates(st.disk->read_rate(), st.disk->write_rate());
+  }
+  st.policy.expire_pauses(now);
+  expire_batch expiring;
+  for (auto& a : st.attempts.due(now))
+    expiring.attempts.push_back({a.row, a.token, 0.0});
+  if (!expiring.attempts.empty())
+    st.send(std::move(expiring));
+  expire_pending_batch overdue;
+  while (!st.deadlines.empty() && st.deadlines.begin()->first < now) {
+    overdue.rows.push_back(st.deadlines.begin()->second);
+    st.deadlines.erase(st.deadlines.begin());
+  }
+  if (!overdue.rows.empty())
+    st.send(std::move(overdue));
+}
+// -- pending jobs and slots -------------------------------------------------------------
+
+void add_pending(state& st, const storage::job_key& k, int64_t now) {
+  st.policy.add(pending_of(st.policy, k), now);
+}
+
+void add_submitted(state& st, const storage::job_key& k, int64_t now) {
+  add_pending(st, k, now);
+  if (k.deadline)
+    st.deadlines.emplace(*k.deadline, k.row);
+}
+
+// Returns picked jobs that were not claimed to the index.
+void restore_picks(state& st, const std::vector<picked_job>& picks, int64_t now) {
+  for (auto& p : picks) {
+    st.policy.unpick(p.job, true);
+    st.policy.add(p.job, now);
+    st.preempting.started(p.job.row, false);
+  }
+}
+
+// The attempt's code returned, or it ended first: its slot is free.
+void free_slot(state& st, int64_t row, const attempt_table::attempt& a) {
+  st.policy.finished(row, a.group, a.type, a.weight);
+}
+
+// -- preemption ---------------------------------------------------------------------------
+
+// A yielded job made ready again, ahead of its priority's other jobs.
+void resume(state& st, const storage::job_key& k, int64_t now) {
+  auto e = pending_of(st.policy, k);
+  e.flags |= pending_job::resumed;
+  st.policy.add(e, now);
+  ++st.resumptions;
+  if (st.wants_events())
+    st.out->events.push_back(resumed_event(k, now));
+}
+
+void resume_all(state& st, std::vector<storage::job_key> keys, int64_t now) {
+  for (auto& k : keys)
+    resume(st, k, now);
+}
+
+// A job whose attempt ended (or whose parked retry was let go) may run
+// again: a yielded one waits for its preemptor to end first.
+void ready_again(state& st, const storage::job_key& k, int64_t now) {
+  bool yielded = false;
+  if (st.preempting.hold(k, yielded))
+    return;
+  if (yielded)
+    resume(st, k, now);
+  else
+    add_pending(st, k, now);
+}
+
+// Whether a worker that is not leaving runs `j`'s type, is large enough for
+// its weight, and has at least `room` units free (counting jobs on their way).
+bool worker_for(const state& st, const picked_job& j, int32_t room) {
+  bool found = false;
+  st.workers.each([&](const worker_registry::worker& w) {
+    if (!w.leaving && w.max_capacity >= j.job.weight && w.wanted() >= room
+        && std::find(w.types.begin(), w.types.end(), j.job.type) != w.types.end())
+      found = true;
+  });
+  return found;
+}
+
+// Asks running attempts to yield for `j`, the lowest priority first.
+void preempt_for(state& st, const picked_job& j, int64_t now) {
+  std::vector<preemptions::candidate> candidates;
+  for (auto& [row, a] : st.attempts.running()) {
+    if (a.code_returned || a.priority >= j.effective_priority || st.preempting.asked(row))
+      continue;
+    auto w = st.workers.find(a.worker);
+    if (!w || w->leaving || w->max_capacity < j.job.weight
+        || std::find(w->types.begin(), w->types.end(), j.job.type) == w->types.end())
+      continue;
+    candidates.push_back({row, a.token, a.worker, a.group, a.weight, a.priority, a.started_at});
+  }
+  auto victims = preemptions::choose(
+    std::move(candidates), j.job.weight,
+    [&](uint64_t wid) {
+      auto w = st.workers.find(wid);
+      return w ? w->wanted() : 0;
+    },
+    [&](uint32_t group, int32_t weight) {
+      return st.policy.may_lose(group, weight + st.preempting.losing(group));
+    });
+  auto preemptor = storage::make_job_id(j.job.added_at, st.cfg.id_tag, j.job.row);
+  for (auto& v : victims) {
+    st.preempting.asked(v, j.job.row);
+    ++st.preemptions_asked;
+    st.tell(v.worker, preempt_attempt{v.row, v.token});
+    if (st.wants_events())
+      st.out->events.push_back(preempted_event(*st.attempts.find(v.row), st.policy, preemptor,
+                                          j.effective_priority, now));
+  }
+}
+
+// After dispatching: waiting jobs at or above the threshold that no worker
+// has room for ask for slots, and held jobs whose preemptor no longer waits
+// for one are let go. At most this many preemptors are looked at per pass,
+// so a large urgent backlog doesn't cost a scan of every running attempt
+// for each of its jobs.
+constexpr size_t preemptors_per_pass = 16;
+
+void preempt(state& st, int64_t now) {
+  if (!st.cfg.scheduling.preemption)
+    return;
+  // A preemptor no worker can run does not wait for a slot: what yielded
+  // for it need not wait either.
+  auto waiting = st.policy.preemptors(now);
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [&](const picked_job& j) { return !worker_for(st, j, 0); }),
+                waiting.end());
+  std::unordered_set<int64_t> rows;
+  for (auto& j : waiting)
+    rows.insert(j.job.row);
+  resume_all(st, st.preempting.release_stale(rows), now);
+  size_t looked = 0;
+  for (auto& j : waiting) {
+    if (st.preempting.asking_for(j.job.row) || worker_for(st, j, j.job.weight))
+      continue;
+    if (++looked > preemptors_per_pass)
+      break;
+    preempt_for(st, j, now);
+  }
+}
+
+// Admission: the pressure for the picks that follow.
+void read_pressure(state& st) {
+  if (st.cfg.scheduling.admission)
+    st.policy.set_pressure(st.pressure ? st.pressure->read() : 0.0);
+}
+
+// After a worker came or went.
+void update_capacity(state& st) {
+  auto c = st.workers.capacity();
+  st.policy.set_capacity(c.weight);
+  st.policy.set_type_limits(c.largest_by_type);
+}
+
+// -- dispatching --------------------------------------------------------------------------
+
+// Tells the writer whether new jobs are wanted right away.
+void publish_hunger(state& st) {
+  st.out->hungry = !st.draining && st.workers.anyone_waiting();
+}
+
+// Picks jobs for the worker's room, each with a new attempt token.
+std::vector<storage::attempt_ref> claim_for(state& st, uint64_t worker, int64_t now) {
+  auto rows = st.workers.claim(worker, [&](const std::vector<uint32_t>& types, int32_t room) {
+    return st.policy.pick(types, room, now);
+  });
+  std::vector<storage::attempt_ref> claims;
+  claims.reserve(rows.size());
+  for (auto row : rows) {
+    claims.push_back({row, st.cfg.new_token()});
+    st.preempting.started(row, true);  // a preemptor that got its slot
+  }
+  return claims;
+}
+
+void dispatch(state& st, int64_t now) {
+  st.policy.promote(now);
+  read_pressure(st);
+  if (st.draining || now < st.hold_until || st.policy.ready_count() == 0) {
+    publish_hunger(st);
+    return;
+  }
+  for (size_t n = st.workers.waiting_count(); n > 0; --n) {
+    auto wid = st.workers.pop_waiting();
+    if (!wid)
+      continue;
+    worker_writes batch;
+    batch.claims = claim_for(st, *wid, now);
+    if (batch.claims.empty()) {
+      st.workers.wait_for_jobs(*wid);
+      continue;
+    }
+    batch.worker_id = *wid;
+    st.send(std::move(batch));
+    if (st.policy.ready_count() == 0)
+      break;
+  }
+  preempt(st, now);
+  publish_hunger(st);
+}
+
+// -- workers ------------------------------------------------------------------------------
+
+// A worker that unregistered with a claim at the writer is gone now.
+void answer_unregister(state& st, uint64_t worker) {
+  st.out->unregistered.push_back(worker);
+}
+
+// The attempts of a remote worker that went down end as "worker lost" and
+// retry at once, rather than wait for their expiry: the worker's node is
+// gone, or cut off and fenced from now on.
+void lose_attempts(state& st, std::vector<storage::attempt_ref> attempts) {
+  if (!attempts.empty())
+    st.send(lose_batch{{std::move(attempts)}});
+}
+
+// A gone worker runs no more code: its parked retries are free to go.
+void worker_gone(state& st, uint64_t worker, int64_t now) {
+  for (auto& key : st.attempts.worker_gone(worker)) {
+    st.preempting.slot_freed(key.row, std::nullopt);  // its code runs no more
+    ready_again(st, key, now);
+  }
+  bool remote = st.remote.erase(worker) == 1;
+  if (remote)
+    lose_attempts(st, st.attempts.running_on(worker));
+  if (auto picks = st.workers.remove(worker)) {
+    if (remote && !picks->empty())
+      st.lost_with_claim.insert(worker);
+    restore_picks(st, *picks, now);
+    update_capacity(st);
+  }
+}
+
+// The code of these attempts returned: their slots are free, and a parked
+// retry may run. An attempt that does not run yet waits for its claim's feed.
+void free_returned(state& st, uint64_t worker,
+                   const std::vector<storage::attempt_ref>& returned, int64_t now) {
+  for (auto& a : returned) {
+    st.preempting.slot_freed(a.row, a.token);
+    if (st.attempts.find(a.row)) {
+      if (auto freed = st.attempts.code_returned(a.row, a.token))
+        free_slot(st, a.row, *freed);
+      // A preemptor's work is done once its code returns: the jobs that
+      // yielded for it take the next slots, ahead of their priority's others.
+      resume_all(st, st.preempting.ended(a.row), now);
+    } else if (auto key = st.attempts.unpark(a.row, a.token)) {
+      ready_again(st, *key, now);
+    } else {
+      st.workers.returned_before_claim(worker, a.row, a.token);
+    }
+  }
+}
+
+// -- commit feed ------------------------------------------------------------------------------
+
+void start_attempt(state& st, uint64_t worker, const storage::claimed_job& j,
+                   const worker_registry::committed_claim& claim) {
+  auto e = pending_of(st.policy, j.key);
+  st.policy.remove(e);  // re-added by an update that raced the claim
+  auto picked = claim.picked.find(j.key.row);
+  if (picked == claim.picked.end())
+    st.policy.mark_running(e);  // its worker left and the pick was undone
+  st.policy.forget(j.key.row);  // no longer pending
+  attempt_table::attempt a{worker,  j.token, j.expires_at, j.key.id,
+                           e.type,  e.group, e.weight,     false,    j.key.recurring_id};
+  a.priority = picked != claim.picked.end() ? picked->second.effective_priority : e.priority;
+  a.started_at = j.started_at;
+  a.code_returned = claim.returned_early.count({j.key.row, j.token}) == 1;
+  if (a.code_returned)
+    free_slot(st, j.key.row, a);
+  st.attempts.claimed(j.key.row, a);
+  // Times are the claim's: this feed may be read a little later.
+  st.policy.record_wait(std::max<int64_t>(0, j.started_at - j.key.run_at));
+}
+
+// A worker's claim committed. Its missed jobs never ran: they were cancelled
+// or updated meanwhile, and the feed that did so put them where they belong.
+// If the worker died its claimed attempts expire and retry.
+void on_claim(state& st, const claim_result& c,
+              std::unordered_map<int64_t, picked_job>& picks) {
+  auto claim = st.workers.claim_committed(c.worker_id, c.missed);
+  for (auto& job : claim.missed) {
+    st.policy.unpick(job, false);
+    st.preempting.started(job.row, false);
+  }
+  for (auto& j : c.claimed)
+    start_attempt(st, c.worker_id, j, claim);
+  if (st.lost_with_claim.erase(c.worker_id) == 1) {
+    std::vector<storage::attempt_ref> lost;
+    for (auto& j : c.claimed)
+      lost.push_back({j.key.row, j.token});
+    lose_attempts(st, std::move(lost));
+  }
+  // The writer already sent the claimed jobs; a stopping worker runs them.
+  if (claim.left)
+    answer_unregister(st, c.worker_id);
+  picks.merge(claim.picked);
+}
+
+void end_attempt(state& st, const storage::attempt_end& end, int64_t now) {
+  auto run = st.attempts.find(end.row);
+  auto w = run ? st.workers.find(run->worker) : nullptr;
+  if (w && end.outcome == attempt_outcome::expired)
+    st.tell(run->worker, cancel_attempt{end.row, run->token, "expired"});
+  bool yielded = end.outcome == attempt_outcome::yielded;
+  if (yielded)
+    ++st.yields;
+  // An outcome the code reported itself: the code still runs until it
+  // returns, and its worker has no room before that.
+  bool reported = end.outcome != attempt_outcome::expired
+                  && end.outcome != attempt_outcome::worker_lost
+                  && end.outcome != attempt_outcome::process_restart;
+  if (run)
+    st.preempting.attempt_ended(end.row, run->token, yielded,
+                                !(!run->code_returned && w && reported));
+  auto effect = st.attempts.ended(end, w != nullptr);
+  if (effect.freed)
+    free_slot(st, end.row, *effect.freed);
+  if (effect.ready)
+    ready_again(st, end.key, now);
+  // A preemptor ended: the jobs that yielded for it resume.
+  resume_all(st, st.preempting.ended(end.row), now);
+}
+
+// queue::cancel of a running job committed: tell its worker. A worker that
+// is gone has its attempt failed as lost, which the request turns into
+// `cancelled`.
+void ask_to_stop(state& st, const storage::attempt_ref& attempt) {
+  auto run = st.attempts.find(attempt.row);
+  if (!run || run->token != attempt.token)
+    return;  // it ended in the meantime
+  if (st.workers.find(run->worker))
+    st.tell(run->worker, cancel_attempt{attempt.row, attempt.token, "cancel requested", true});
+}
+
+// After the dispatcher's own bookkeeping, so a waiter's next request sees
+// the job as every other caller does.
+void tell_waiters(state& st, const commit_feed& f) {
+  if (!st.cfg.wants_finished || !st.cfg.wants_finished())
+    return;
+  auto& rows = st.out->finished;
+  for (auto& k : f.cancelled)
+    rows.push_back(k.row);
+  for (auto& k : f.expired)
+    rows.push_back(k.row);
+  for (auto& end : f.ended)
+    if (is_final(end.status))
+      rows.push_back(end.row);
+}
+
+// A pending job was cancelled or passed its deadline: gone from the index,
+// from the parked retries and from preemption, and what yielded for it runs.
+void left_queue(state& st, const storage::job_key& k, int64_t now) {
+  st.attempts.drop_parked(k.row);
+  st.policy.remove(pending_of(st.policy, k));
+  st.policy.forget(k.row);
+  st.preempting.forget(k.row);
+  resume_all(st, st.preempting.ended(k.row), now);
+}
+
+void on_feed(state& st, const commit_feed& f, int64_t now) {
+  // Events of this feed's commit go before those its handling caused (a
+  // resumed job after the end of its preemptor).
+  auto caused_from = st.out->events.size();
+  for (auto& k : f.added)
+    add_submitted(st, k, now);
+  for (auto& k : f.requeued)
+    add_submitted(st, k, now);
+  for (auto& k : f.cancelled)
+    left_queue(st, k, now);
+  for (auto& c : f.changed) {
+    // A parked retry still waits for its code; a held job for its preemptor.
+    if (!st.attempts.update_parked(c.after) && !st.preempting.update_held(c.after)) {
+      st.policy.remove(pending_of(st.policy, c.before));
+      add_pending(st, c.after, now);
+    }
+    // update_recurring gives an instance a new deadline; a stale entry is
+    // harmless (expire_pending checks the row).
+    if (c.after.deadline && c.after.deadline != c.before.deadline)
+      st.deadlines.emplace(*c.after.deadline, c.after.row);
+  }
+  for (auto& k : f.expired)
+    left_queue(st, k, now);
+  std::unordered_map<int64_t, picked_job> picks;
+  for (auto& c : f.claims)
+    on_claim(st, c, picks);
+  for (auto& end : f.ended) {
+    st.runs.ended(end.type, end.outcome, now - end.started_at);
+    end_attempt(st, end, now);
+  }
+  for (auto& r : f.released) {
+    if (auto freed = st.attempts.released(r.key.row, r.token))
+      free_slot(st, r.key.row, *freed);
+    st.preempting.attempt_ended(r.key.row, r.token, false, true);
+    st.preempting.started(r.key.row, false);
+    add_pending(st, r.key, now);
+  }
+  for (auto& x : f.extended)
+    st.attempts.extended(x.row, x.token, x.expires_at);
+  for (auto& c : f.cancel_requests)
+    ask_to_stop(st, c.attempt);
+  tell_waiters(st, f);
+  if (st.wants_events()) {
+    auto committed = feed_events(f, now, picks, st.attempts, st.policy);
+    st.out->events.insert(st.out->events.begin() + static_cast<std::ptrdiff_t>(caused_from),
+                          std::make_move_iterator(committed.begin()),
+                          std::make_move_iterator(committed.end()));
+  }
+}
+
+void on_write_failed(state& st, const write_failed& w, int64_t now) {
+  auto retry_at = storage::add_ms(now, storage_retry_ms);
+  st.hold_until = retry_at;
+  if (!w.claim_rows.empty()) {
+    st.lost_with_claim.erase(w.worker_id);
+    auto claim = st.workers.claim_failed(w.worker_id);
+    restore_picks(st, claim.picks, now);
+    if (claim.left)
+      answer_unregister(st, w.worker_id);
+  }
+  for (auto& a : w.expiries)
+    st.attempts.recheck_at(retry_at, a.row, a.token);
+  for (auto row : w.deadline_rows)
+    st.deadlines.emplace(retry_at, row);
+}
+
+result<int64_t> on_control(state& st, const scheduling_control& c, int64_t now) {
+  auto& policy = st.policy;
+  switch (c.op) {
+    case scheduling_control::set_group_weight:
+      policy.set_group_weight(c.name, c.weight);
+      break;
+    case scheduling_control::reset_group_weights:
+      policy.reset_group_weights();
+      break;
+    case scheduling_control::pause_group:
+      if (auto done = policy.pause_group(c.name, c.until, now); !done)
+        return done;
+      break;
+    case scheduling_control::resume_group:
+      policy.resume_group(c.name, now);
+      break;
+    case scheduling_control::pause_type:
+      if (auto done = policy.pause_type(c.name, c.until, now); !done)
+        return done;
+      break;
+    case scheduling_control::resume_type:
+      policy.resume_type(c.name, now);
+      break;
+    case scheduling_control::resume_all:
+      return policy.resume_all(now);
+  }
+  return int64_t{0};
+}
+
+// Applies every commit the writer has made so far. Called before each
+// decision, not only when rung: the writer may hold feeds back for a while
+// (see feed_channel), and decisions must see every acknowledged submit.
+void drain_feeds(state& st, int64_t now) {
+  if (!st.cfg.take_feeds)
+    return;
+  auto feeds = st.cfg.take_feeds();
+  if (feeds.empty())
+    return;
+  for (auto& f : feeds) {
+    on_feed(st, f, now);
+    for (auto& w : f.failed)
+      on_write_failed(st, w, now);
+  }
+  // A manual clock's tick may have overtaken these feeds: check timers
+  // against the current time, not only on the next tick.
+  on_timer(st, now);
+}
+
+}  // namespace
+
+// -- inputs --------------------------------------------------------------------------
+
+dispatch_core::dispatch_core(config cfg, std::vector<storage::job_key> pending, int64_t now)
+    : st_(std::make_unique<state>(std::move(cfg))) {
+  auto& st = *st_;
+  if (!st.cfg.new_token)
+    st.cfg.new_token = [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] {
+      return static_cast<int64_t>((*rng)() >> 1);
+    };
+  if (auto& admission = st.cfg.scheduling.admission) {
+    if (!admission->sources.empty())
+      st.pressure = std::make_unique<pressure_gauge>(admission->sources);
+    if (admission->io_budget)
+      st.disk = std::make_unique<disk_throughput>(*admission->io_budget);
+  }
+  for (auto& k : pending)
+    add_submitted(st, k, now);
+}
+
+dispatch_core::~dispatch_core() = default;
+
+// Runs after every input: hand out work, publish allocation changes, and
+// say when to wake next.
+void dispatch_core::settle(int64_t now, effects& out) {
+  auto& st = *st_;
+  drain_feeds(st, now);
+  emit_rebalance(st, now);
+  dispatch(st, now);
+  emit_rebalance(st, now);
+  emit_too_heavy(st, now);
+  out.wake_at = next_wake(st, now);
+  st.out = nullptr;
+}
+
+uint64_t dispatch_core::register_worker(const std::vector<std::string>& types,
+                                        int32_t max_capacity, int32_t prefetch, bool remote,
+                                        int64_t now, effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  std::vector<uint32_t> ids;
+  for (auto& t : types)
+    ids.push_back(st.policy.type_id(t));
+  auto id = st.workers.add(std::move(ids), max_capacity, prefetch);
+  if (remote)
+    st.remote.insert(id);
+  update_capacity(st);
+  settle(now, out);
+  return id;
+}
+
+bool dispatch_core::registered(uint64_t id) const {
+  return st_->workers.find(id) != nullptr;
+}
+
+dispatch_core::leaving dispatch_core::unregister_worker(uint64_t id, int64_t now,
+                                                        effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  auto how = leaving::unknown;
+  switch (st.workers.leave(id)) {
+    case worker_registry::leave_result::unknown:
+      st.out = nullptr;
+      return how;
+    case worker_registry::leave_result::left:
+      how = leaving::left;
+      break;
+    case worker_registry::leave_result::after_claim:
+      how = leaving::after_claim;
+      break;
+  }
+  update_capacity(st);
+  settle(now, out);
+  return how;
+}
+
+// A worker's report goes on to the writer with the jobs picked for its room,
+// so its outcomes and its next claims commit together. One whose room is out
+// of range still has its outcomes committed (each is fenced by its token),
+// but credits nothing.
+void dispatch_core::report(worker_report r, int64_t now, effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  bool credits = true;
+  if (auto why = st.workers.check_credit(r.worker_id, r.capacity, r.received_weight); !why) {
+    out.rejected.emplace_back("a report's room", why);
+    credits = false;
+  }
+  drain_feeds(st, now);
+  worker_writes batch;
+  batch.worker_id = r.worker_id;
+  batch.outcomes = std::move(r.outcomes);
+  batch.released = std::move(r.released);
+  // Reports that carry writes get an answer; the worker sends the next such
+  // report only then.
+  batch.answers_report = !batch.outcomes.empty() || !batch.released.empty();
+  free_returned(st, r.worker_id, r.returned, now);
+  if (credits && st.workers.credit(r.worker_id, r.capacity, r.received_weight)) {
+    st.policy.promote(now);
+    read_pressure(st);
+    emit_rebalance(st, now);  // picks follow shares that include new groups
+    if (!st.draining && now >= st.hold_until)
+      batch.claims = claim_for(st, r.worker_id, now);
+    st.workers.wait_for_jobs(r.worker_id);
+  }
+  if (batch.answers_report || !batch.claims.empty())
+    st.send(std::move(batch));
+  settle(now, out);
+}
+
+void dispatch_core::worker_gone(uint64_t id, int64_t now, effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  actors::worker_gone(st, id, now);
+  settle(now, out);
+}
+
+void dispatch_core::catch_up(int64_t now, effects& out) {
+  st_->out = &out;
+  settle(now, out);
+}
+
+void dispatch_core::tick(int64_t now, effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  drain_feeds(st, now);
+  on_timer(st, now);
+  settle(now, out);
+}
+
+void dispatch_core::drain(int64_t now, effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  st.draining = true;
+  settle(now, out);
+}
+
+result<int64_t> dispatch_core::control(const scheduling_control& c, int64_t now,
+                                       effects& out) {
+  auto& st = *st_;
+  st.out = &out;
+  drain_feeds(st, now);
+  auto done = on_control(st, c, now);
+  settle(now, out);
+  return done;
+}
+
+void dispatch_core::fill_metrics(metrics_snapshot& snap, int64_t now) const {
+  auto& st = *st_;
+  st.policy.fill_metrics(snap, now);
+  st.runs.fill(snap);
+  snap.preemptions = st.preemptions_asked;
+  snap.yields = st.yields;
+  snap.resumptions = st.resumptions;
+  snap.preempted_waiting = static_cast<int64_t>(st.preempting.held());
+  if (st.pressure) {
+    snap.pressure_by_source = st.pressure->readings();
+    snap.pressure_errors = st.pressure->errors();
+  }
+  auto remote = static_cast<int32_t>(st.remote.size());
+  snap.remote_workers = remote;
+  snap.local_workers = static_cast<int32_t>(st.workers.size()) - remote;
+}
+
+std::vector<pending_view> dispatch_core::view(const std::vector<pending_query>& jobs,
+                                              int64_t now) const {
+  std::vector<pending_view> out;
+  out.reserve(jobs.size());
+  for (auto& j : jobs)
+    out.push_back({st_->policy.effective_now(j.type, j.group, j.priority, j.ready_since, now),
+                   st_->policy.too_heavy(j.type, j.weight)});
+  return out;
+}
+
+}  // namespace ergon::actors

@@ -1,0 +1,135 @@
+// dispatch_core: the dispatcher's decisions, with no actors. It takes one
+// input at a time (a commit's feed, a worker's registration, report,
+// unregistration or loss, a timer tick, a control call) with the current
+// time, and returns the effects it wants: writes for the writer, requests to
+// workers, events, answers, and the next wake-up. The dispatcher actor
+// (dispatcher.cpp) keeps only what CAF needs: worker handles, monitors,
+// response promises and the timer, and sends the effects in order.
+//
+// It keeps the scheduling keys of pending jobs (scheduling_policy), the
+// attempts running (attempt_table), the workers and their credit
+// (worker_registry) and preemption (preemptions). A worker is its id here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ergon/actors/commit_feed.hpp"
+#include "ergon/actors/dispatcher_calls.hpp"
+#include "ergon/actors/protocol_records.hpp"
+#include "ergon/event.hpp"
+#include "ergon/scheduling.hpp"
+#include "ergon/storage/operations.hpp"
+
+namespace ergon::actors {
+
+class dispatch_core {
+ public:
+  struct config {
+    scheduling_options scheduling;
+    uint32_t id_tag = 0;  ///< the database's id tag, to name jobs in events
+    /// Whether anyone listens: events are built only then. Null: nobody.
+    std::function<bool()> wants_events;
+    /// Whether anyone waits for jobs to finish: effects::finished is filled
+    /// only then. Null: nobody.
+    std::function<bool()> wants_finished;
+    /// Attempt tokens: a fresh non-negative number per claim. Null: random.
+    std::function<int64_t()> new_token;
+    /// The writer's commit feeds that wait, oldest first; each input takes
+    /// and applies them before it decides. Null: none.
+    std::function<std::vector<commit_feed>()> take_feeds;
+  };
+
+  /// A write for the writer, in the order it must be sent. worker_writes and
+  /// lose_batch go ahead of submissions (high priority).
+  using write = std::variant<worker_writes, expire_batch, expire_pending_batch, lose_batch>;
+
+  /// A request to a worker's running attempt.
+  struct to_worker {
+    uint64_t worker = 0;
+    std::variant<cancel_attempt, preempt_attempt> request;
+  };
+
+  /// What one input asks the actor to do, in this order: writes, requests
+  /// to workers, waiters told, unregistrations answered, events published.
+  struct effects {
+    std::vector<write> writes;
+    std::vector<to_worker> requests;
+    /// Rows whose job a commit finished (queue::wait's final_watch).
+    std::vector<int64_t> finished;
+    /// Workers whose unregistration is complete: answer them.
+    std::vector<uint64_t> unregistered;
+    std::vector<event> events;
+    /// A protocol message that breaks its rules: what, and why (logged).
+    std::vector<std::pair<std::string, status>> rejected;
+    /// Whether a worker waits for jobs now (the writer rings at once then).
+    bool hungry = false;
+    /// When the core wants a tick next (queue clock), or never_ms.
+    int64_t wake_at = 0;
+  };
+
+  /// Loads the pending jobs found at open.
+  dispatch_core(config cfg, std::vector<storage::job_key> pending, int64_t now);
+  ~dispatch_core();
+  dispatch_core(const dispatch_core&) = delete;
+  dispatch_core& operator=(const dispatch_core&) = delete;
+
+  /// A worker registered (validated by the caller); `remote`: on another
+  /// node, so its attempts are lost when it goes down. Returns its id.
+  uint64_t register_worker(const std::vector<std::string>& types, int32_t max_capacity,
+                           int32_t prefetch, bool remote, int64_t now, effects& out);
+
+  /// Whether worker `id` is registered (one leaving after its claim is,
+  /// until that claim commits or fails).
+  bool registered(uint64_t id) const;
+
+  /// How an unregistration went.
+  enum class leaving {
+    unknown,      ///< not registered: answer now
+    left,         ///< gone now: answer now
+    after_claim,  ///< answered by a later effects::unregistered
+  };
+
+  /// The worker stops taking jobs.
+  leaving unregister_worker(uint64_t id, int64_t now, effects& out);
+
+  /// A worker's report (its sender was checked by the caller). Its writes
+  /// come first in `out.writes` if it has any.
+  void report(worker_report r, int64_t now, effects& out);
+
+  /// The worker is gone (its actor went down).
+  void worker_gone(uint64_t id, int64_t now, effects& out);
+
+  /// Applies the commit feeds that wait and hands out work (the writer rang,
+  /// or a snapshot must include every commit so far).
+  void catch_up(int64_t now, effects& out);
+
+  /// A timer tick: expiries, deadlines and timed pauses that are due.
+  void tick(int64_t now, effects& out);
+
+  /// The queue is closing: no more jobs are handed out.
+  void drain(int64_t now, effects& out);
+
+  /// A scheduling change; resume_all answers how many pauses it ended.
+  result<int64_t> control(const scheduling_control& c, int64_t now, effects& out);
+
+  /// The core's metrics (everything metrics_snapshot has from the dispatcher).
+  void fill_metrics(metrics_snapshot& snap, int64_t now) const;
+
+  /// What the dispatcher sees of these pending jobs now, in order.
+  std::vector<pending_view> view(const std::vector<pending_query>& jobs, int64_t now) const;
+
+  /// The core's state; opaque outside dispatch_core.cpp.
+  struct state;
+
+ private:
+  std::unique_ptr<state> st_;
+  void settle(int64_t now, effects& out);
+};
+
+}  // namespace ergon::actors

@@ -1,0 +1,493 @@
+// dispatch_core with no actor system: input sequences, and the effects each
+// one asks for. A small stand-in writer commits the core's writes into
+// feeds, so each test can order commits, reports and losses as a real
+// queue may see them: a claim that races its code's return, a worker that
+// leaves or dies with a claim at the writer, a yield that commits after
+// its slot was freed.
+#define BOOST_TEST_MODULE dispatch_core
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dispatch/dispatch_core.hpp"
+#include "ergon/storage/job_ids.hpp"
+
+using namespace ergon;
+using namespace ergon::actors;
+
+namespace {
+
+constexpr int64_t t0 = 1'700'000'000'000;
+constexpr int64_t attempt_ms = 30'000;
+
+using effects = dispatch_core::effects;
+
+std::vector<worker_writes> writes_of(const effects& fx);
+
+// The core, the writer's feeds it takes, and the jobs as the writer stores
+// them. Tokens count up from 1000.
+struct rig {
+  std::deque<commit_feed> committed;  // waiting for the core to take them
+  std::map<int64_t, storage::job_key> jobs;
+  std::map<int64_t, int32_t> tries;
+  int64_t now = t0;
+  int64_t next_token = 1000;
+  bool events = true;
+  dispatch_core core;
+
+  explicit rig(scheduling_options s = {}) : core(config_of(std::move(s)), {}, t0) {}
+
+  dispatch_core::config config_of(scheduling_options s) {
+    dispatch_core::config c;
+    c.scheduling = std::move(s);
+    c.wants_events = [this] { return events; };
+    c.wants_finished = [] { return true; };
+    c.new_token = [this] { return next_token++; };
+    c.take_feeds = [this] {
+      std::vector<commit_feed> out(std::make_move_iterator(committed.begin()),
+                                   std::make_move_iterator(committed.end()));
+      committed.clear();
+      return out;
+    };
+    return c;
+  }
+
+  // -- the writer's side ---------------------------------------------------------------
+
+  storage::job_key submit(int64_t row, const std::string& type = "t", int32_t priority = 0,
+                          const std::string& group = {}) {
+    storage::job_key k;
+    k.row = row;
+    k.id = storage::make_job_id(t0, 0, row);
+    k.type = type;
+    k.group = group;
+    k.priority = priority;
+    k.run_at = k.added_at = k.ready_since = now;
+    jobs[row] = k;
+    commit_feed f;
+    f.added.push_back(k);
+    committed.push_back(std::move(f));
+    return k;
+  }
+
+  // Commits a worker's writes as the writer would: its claims (each job
+  // still pending), then nothing else. Returns the claimed attempts.
+  std::vector<storage::attempt_ref> commit_claims(const worker_writes& w) {
+    commit_feed f;
+    claim_result c;
+    c.worker_id = w.worker_id;
+    for (auto& a : w.claims) {
+      storage::claimed_job j;
+      j.key = jobs.at(a.row);
+      j.token = a.token;
+      j.try_number = ++tries[a.row];
+      j.started_at = now;
+      j.expires_at = now + attempt_ms;
+      c.claimed.push_back(std::move(j));
+    }
+    f.claims.push_back(std::move(c));
+    committed.push_back(std::move(f));
+    return w.claims;
+  }
+
+  // Commits the end of attempt `a` with `outcome`; the job ends in `status`.
+  void commit_end(const storage::attempt_ref& a, attempt_outcome outcome, job_status status) {
+    storage::attempt_end end;
+    end.row = a.row;
+    end.id = jobs.at(a.row).id;
+    end.type = jobs.at(a.row).type;
+    end.group = jobs.at(a.row).group;
+    end.try_number = tries[a.row];
+    end.outcome = outcome;
+    end.status = status;
+    end.key = jobs.at(a.row);
+    end.started_at = now;
+    commit_feed f;
+    f.ended.push_back(std::move(end));
+    committed.push_back(std::move(f));
+  }
+
+  // -- the workers' side ---------------------------------------------------------------
+
+  // Job 1, and a worker with room for one.
+  uint64_t one_job_and_worker(bool remote = false) {
+    submit(1);
+    return add_worker(1, remote);
+  }
+
+  // What worker `worker` (room 1, nothing received) is given.
+  worker_writes picked_for(uint64_t worker) { return writes_of(report(worker, 1, 0)).at(0); }
+
+  uint64_t add_worker(int32_t capacity, bool remote = false,
+                      std::vector<std::string> types = {"t"}) {
+    effects fx;
+    return core.register_worker(types, capacity, 0, remote, now, fx);
+  }
+
+  effects report(uint64_t worker, int32_t capacity, int64_t received,
+                 std::vector<storage::attempt_ref> returned = {}) {
+    effects fx;
+    worker_report r;
+    r.worker_id = worker;
+    r.capacity = capacity;
+    r.received_weight = received;
+    r.returned = std::move(returned);
+    core.report(std::move(r), now, fx);
+    return fx;
+  }
+
+  effects catch_up() {
+    effects fx;
+    core.catch_up(now, fx);
+    return fx;
+  }
+
+  effects tick_at(int64_t t) {
+    now = t;
+    effects fx;
+    core.tick(now, fx);
+    return fx;
+  }
+
+  effects gone(uint64_t worker) {
+    effects fx;
+    core.worker_gone(worker, now, fx);
+    return fx;
+  }
+
+  // Worker `worker` (room 1, nothing received) reports; the one job it is
+  // given is claimed and started. Returns that attempt.
+  storage::attempt_ref run_one(uint64_t worker) {
+    auto fx = report(worker, 1, 0);
+    auto claim = commit_claims(writes_of(fx).at(0)).at(0);
+    catch_up();
+    return claim;
+  }
+
+  metrics_snapshot metrics() {
+    metrics_snapshot m;
+    core.fill_metrics(m, now);
+    return m;
+  }
+};
+
+std::vector<worker_writes> writes_of(const effects& fx) {
+  std::vector<worker_writes> out;
+  for (auto& w : fx.writes)
+    if (auto* b = std::get_if<worker_writes>(&w))
+      out.push_back(*b);
+  return out;
+}
+
+std::vector<storage::attempt_ref> claims_of(const effects& fx) {
+  std::vector<storage::attempt_ref> out;
+  for (auto& b : writes_of(fx))
+    out.insert(out.end(), b.claims.begin(), b.claims.end());
+  return out;
+}
+
+std::vector<storage::attempt_ref> lost_of(const effects& fx) {
+  std::vector<storage::attempt_ref> out;
+  for (auto& w : fx.writes)
+    if (auto* l = std::get_if<lose_batch>(&w))
+      out.insert(out.end(), l->args.attempts.begin(), l->args.attempts.end());
+  return out;
+}
+
+std::vector<event_kind> kinds_of(const effects& fx) {
+  std::vector<event_kind> out;
+  for (auto& e : fx.events)
+    out.push_back(e.kind);
+  return out;
+}
+
+bool has(const std::vector<event_kind>& kinds, event_kind k) {
+  return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+}
+
+int32_t running_slots(rig& r) {
+  int32_t n = 0;
+  for (auto& g : r.metrics().groups)
+    n += g.running_slots;
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_report_claims_a_job_that_runs_and_ends) {
+  rig r;
+  r.submit(1);
+  auto w = r.add_worker(1);
+  auto fx = r.report(w, 1, 0);
+  auto claims = claims_of(fx);
+  BOOST_REQUIRE_EQUAL(claims.size(), 1u);
+  BOOST_TEST(claims[0].row == 1);
+  BOOST_TEST(claims[0].token == 1000);
+  BOOST_TEST(!fx.hungry);  // the worker's room is taken
+  // Nothing runs before the claim commits; then the job starts.
+  BOOST_TEST(running_slots(r) == 1);  // picked: its slot counts already
+  r.commit_claims(writes_of(fx)[0]);
+  fx = r.catch_up();
+  BOOST_TEST(has(kinds_of(fx), event_kind::started));
+  BOOST_TEST(fx.wake_at == t0 + attempt_ms);  // its expiry
+  // The code returns; the end commits: the slot is free and waiters told.
+  fx = r.report(w, 1, 1, {claims[0]});
+  BOOST_TEST(running_slots(r) == 0);
+  r.commit_end(claims[0], attempt_outcome::succeeded, job_status::succeeded);
+  fx = r.catch_up();
+  BOOST_TEST(has(kinds_of(fx), event_kind::succeeded));
+  BOOST_TEST(fx.finished == std::vector<int64_t>{1});
+  // Its expiry may still wake the core once; it expires nothing then.
+  fx = r.tick_at(t0 + attempt_ms);
+  BOOST_TEST(fx.writes.empty());
+  BOOST_TEST(fx.wake_at == storage::never_ms);
+}
+
+BOOST_AUTO_TEST_CASE(an_attempt_past_its_expiry_is_expired_once_its_time_comes) {
+  rig r;
+  auto w = r.one_job_and_worker();
+  auto claim = r.run_one(w);
+  auto fx = r.tick_at(t0 + attempt_ms - 1);
+  BOOST_TEST(fx.writes.empty());
+  fx = r.tick_at(t0 + attempt_ms);
+  BOOST_REQUIRE_EQUAL(fx.writes.size(), 1u);
+  auto* expiring = std::get_if<expire_batch>(&fx.writes[0]);
+  BOOST_REQUIRE(expiring);
+  BOOST_TEST(expiring->attempts.at(0).row == claim.row);
+  BOOST_TEST(expiring->attempts.at(0).token == claim.token);
+  // When the expiry commits, the worker's code is told to stop.
+  r.commit_end(claim, attempt_outcome::expired, job_status::pending);
+  fx = r.catch_up();
+  BOOST_REQUIRE_EQUAL(fx.requests.size(), 1u);
+  BOOST_TEST(fx.requests[0].worker == w);
+  auto* cancel = std::get_if<cancel_attempt>(&fx.requests[0].request);
+  BOOST_REQUIRE(cancel);
+  BOOST_TEST(cancel->reason == "expired");
+  BOOST_TEST(cancel->token == claim.token);
+}
+
+// The writer may hold feeds back (feed_channel): a decision takes them
+// first, so it sees every acknowledged submit.
+BOOST_AUTO_TEST_CASE(a_reports_pick_sees_every_committed_submit) {
+  rig r;
+  r.submit(1, "t", 0);
+  r.catch_up();
+  r.submit(2, "t", 5);  // committed; its feed not yet taken
+  auto w = r.add_worker(1);
+  r.submit(3, "t", 9);
+  auto claims = claims_of(r.report(w, 1, 0));
+  BOOST_REQUIRE_EQUAL(claims.size(), 1u);
+  BOOST_TEST(claims[0].row == 3);
+}
+
+// The writer hands claimed jobs to the worker before the dispatcher reads
+// the claim's feed, so the worker may report the code returned first.
+BOOST_AUTO_TEST_CASE(a_return_that_overtakes_its_claims_feed_frees_the_slot_at_the_claim) {
+  rig r;
+  r.submit(1);
+  r.submit(2);
+  auto w = r.add_worker(1);
+  auto fx = r.report(w, 1, 0);
+  auto batch = writes_of(fx).at(0);
+  BOOST_REQUIRE_EQUAL(batch.claims.size(), 1u);
+  r.commit_claims(batch);  // committed, not yet taken by the core
+  // The worker ran it and says so, with room for one more. The core takes
+  // the claim's feed first, so the report's room is not given twice.
+  fx = r.report(w, 1, 1, {batch.claims[0]});
+  auto next = claims_of(fx);
+  BOOST_REQUIRE_EQUAL(next.size(), 1u);
+  BOOST_TEST(next[0].row == 2);
+  BOOST_TEST(running_slots(r) == 1);  // only the second job holds a slot
+}
+
+BOOST_AUTO_TEST_CASE(a_return_reported_before_its_claim_commits_is_kept_for_the_claim) {
+  rig r;
+  auto w = r.one_job_and_worker();
+  auto batch = r.picked_for(w);
+  // The return arrives while the claim is still at the writer.
+  r.report(w, 0, 1, {batch.claims[0]});
+  BOOST_TEST(running_slots(r) == 1);
+  r.commit_claims(batch);
+  r.catch_up();
+  BOOST_TEST(running_slots(r) == 0);  // freed as the attempt starts
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_that_leaves_with_a_claim_at_the_writer_is_answered_after_it) {
+  rig r;
+  auto w = r.one_job_and_worker();
+  auto batch = r.picked_for(w);
+  effects fx;
+  BOOST_TEST((r.core.unregister_worker(w, r.now, fx) == dispatch_core::leaving::after_claim));
+  BOOST_TEST(fx.unregistered.empty());
+  BOOST_TEST(r.core.registered(w));  // until its claim commits
+  r.commit_claims(batch);
+  fx = r.catch_up();
+  BOOST_TEST(fx.unregistered == std::vector<uint64_t>{w});
+  BOOST_TEST(!r.core.registered(w));
+  // A worker with no claim at the writer leaves at once; an unknown one too.
+  auto v = r.add_worker(1);
+  fx = effects{};
+  BOOST_TEST((r.core.unregister_worker(v, r.now, fx) == dispatch_core::leaving::left));
+  BOOST_TEST((r.core.unregister_worker(v, r.now, fx) == dispatch_core::leaving::unknown));
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_worker_that_goes_down_loses_its_attempts_at_once) {
+  rig r;
+  r.submit(1);
+  r.submit(2);
+  auto w = r.add_worker(1, true);
+  auto claim = r.run_one(w);
+  auto lost = lost_of(r.gone(w));
+  BOOST_REQUIRE_EQUAL(lost.size(), 1u);
+  BOOST_TEST(lost[0].row == claim.row);
+  BOOST_TEST(lost[0].token == claim.token);
+  BOOST_TEST(r.metrics().remote_workers == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_worker_gone_with_a_claim_at_the_writer_loses_it_when_it_commits) {
+  rig r;
+  auto w = r.one_job_and_worker(true);
+  auto batch = r.picked_for(w);
+  BOOST_TEST(lost_of(r.gone(w)).empty());  // nothing committed yet
+  r.commit_claims(batch);
+  auto lost = lost_of(r.catch_up());
+  BOOST_REQUIRE_EQUAL(lost.size(), 1u);
+  BOOST_TEST(lost[0].row == 1);
+  // A local worker's attempts are not lost: they expire.
+  r.submit(2);
+  auto local = r.add_worker(1);
+  r.run_one(local);
+  BOOST_TEST(lost_of(r.gone(local)).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_claim_puts_its_jobs_back_and_holds_claims_for_a_while) {
+  rig r;
+  auto w = r.one_job_and_worker();
+  auto batch = r.picked_for(w);
+  commit_feed f;
+  write_failed failed;
+  failed.worker_id = w;
+  failed.claim_rows = {1};
+  failed.why = status{error::storage_full, "disk full"};
+  f.failed.push_back(failed);
+  r.committed.push_back(std::move(f));
+  auto fx = r.catch_up();
+  BOOST_TEST(claims_of(fx).empty());  // held back after a storage error
+  BOOST_TEST(fx.wake_at == t0 + 1'000);
+  fx = r.tick_at(t0 + 1'000);
+  auto again = claims_of(fx);
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_TEST(again[0].row == 1);
+  BOOST_TEST(again[0].token != batch.claims[0].token);
+}
+
+// A HIGH job at full capacity asks the LOW one to yield; the yield may
+// commit before or after the LOW code's return reaches the core, and
+// either way the yielded job waits for its preemptor to end.
+BOOST_AUTO_TEST_CASE(a_yielded_job_waits_for_its_preemptor_in_either_order) {
+  for (bool return_first : {false, true}) {
+    scheduling_options s;
+    s.preemption = preemption_options{10};
+    rig r{s};
+    r.submit(1, "t", 0);
+    auto w = r.add_worker(1);
+    auto low = r.run_one(w);
+    r.submit(2, "t", 10);
+    auto fx = r.catch_up();
+    BOOST_REQUIRE_EQUAL(fx.requests.size(), 1u);
+    auto* ask = std::get_if<preempt_attempt>(&fx.requests[0].request);
+    BOOST_REQUIRE(ask);
+    BOOST_TEST(ask->row == 1);
+    BOOST_TEST(has(kinds_of(fx), event_kind::preempted));
+    BOOST_TEST(r.metrics().preemptions == 1);
+    // The LOW code checkpoints, yields and returns; the worker reports.
+    storage::attempt_ref high;
+    if (return_first) {
+      fx = r.report(w, 1, 1, {low});
+      high = claims_of(fx).at(0);
+      r.commit_end(low, attempt_outcome::yielded, job_status::pending);
+    } else {
+      r.commit_end(low, attempt_outcome::yielded, job_status::pending);
+      r.catch_up();
+      fx = r.report(w, 1, 1, {low});
+      high = claims_of(fx).at(0);
+    }
+    BOOST_TEST(high.row == 2);
+    r.commit_claims(writes_of(fx).at(0));
+    fx = r.catch_up();
+    BOOST_TEST(r.metrics().preempted_waiting == 1);
+    BOOST_TEST(!has(kinds_of(fx), event_kind::resumed));
+    // The preemptor's code returns: the yielded job is ready and takes the
+    // slot at once, on the same try.
+    fx = r.report(w, 1, 2, {high});
+    BOOST_TEST(has(kinds_of(fx), event_kind::resumed));
+    auto again = claims_of(fx);
+    BOOST_REQUIRE_EQUAL(again.size(), 1u);
+    BOOST_TEST(again[0].row == 1);
+    BOOST_TEST(r.metrics().preempted_waiting == 0);
+    BOOST_TEST(r.metrics().resumptions == 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_draining_core_hands_out_nothing_and_is_not_hungry) {
+  rig r;
+  auto w = r.add_worker(2);
+  auto fx = r.report(w, 2, 0);
+  BOOST_TEST(fx.hungry);  // waits for jobs
+  fx = effects{};
+  r.core.drain(r.now, fx);
+  BOOST_TEST(!fx.hungry);
+  r.submit(1);
+  fx = r.catch_up();
+  BOOST_TEST(claims_of(fx).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_report_whose_room_is_impossible_is_rejected_but_its_outcomes_commit) {
+  rig r;
+  auto w = r.one_job_and_worker();
+  auto claim = r.run_one(w);
+  worker_report rep;
+  rep.worker_id = w;
+  rep.capacity = 50;  // more than it has
+  rep.received_weight = 1;
+  rep.outcomes.push_back({claim.row, claim.token, storage::report_kind::succeeded, {}});
+  effects fx;
+  r.core.report(std::move(rep), r.now, fx);
+  BOOST_REQUIRE_EQUAL(fx.rejected.size(), 1u);
+  BOOST_TEST(fx.rejected[0].first == "a report's room");
+  auto writes = writes_of(fx);
+  BOOST_REQUIRE_EQUAL(writes.size(), 1u);
+  BOOST_TEST(writes[0].outcomes.size() == 1u);
+  BOOST_TEST(writes[0].answers_report);
+  BOOST_TEST(writes[0].claims.empty());
+}
+
+BOOST_AUTO_TEST_CASE(events_are_built_only_for_listeners) {
+  rig r;
+  r.events = false;
+  r.submit(1);
+  auto fx = r.catch_up();
+  BOOST_TEST(fx.events.empty());
+  r.events = true;
+  r.submit(2);
+  fx = r.catch_up();
+  BOOST_TEST(kinds_of(fx) == std::vector<event_kind>{event_kind::submitted});
+}
+
+BOOST_AUTO_TEST_CASE(a_pending_job_past_its_deadline_is_expired_by_a_tick) {
+  rig r;
+  auto k = r.submit(1);
+  k.deadline = t0 + 500;
+  r.committed.back().added.back().deadline = k.deadline;
+  auto fx = r.catch_up();
+  BOOST_TEST(fx.wake_at == t0 + 501);
+  fx = r.tick_at(t0 + 501);
+  BOOST_REQUIRE_EQUAL(fx.writes.size(), 1u);
+  auto* overdue = std::get_if<expire_pending_batch>(&fx.writes[0]);
+  BOOST_REQUIRE(overdue);
+  BOOST_TEST(overdue->rows == std::vector<int64_t>{1});
+}
