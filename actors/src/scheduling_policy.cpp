@@ -347,12 +347,15 @@ scheduling_policy::best_in(group_state& g, const std::vector<uint32_t>& types, i
   return best;
 }
 
+// A pick runs its steps in this order; the first that found a job wins in
+// the order preemptor (4), urgent loan (3), below share (1), turn (2), and
+// only if none did, any job that fits (5).
 std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& types,
                                                   int32_t room, int64_t now) {
   promote(now);
   if (ready_count_ == 0)
     return std::nullopt;
-  // Deferrals count once per pick, however many passes looked at the job.
+  // Deferrals count once per pick, however many steps looked at the job.
   deferred_pressure_now_ = deferred_io_now_ = false;
   struct count_deferrals {
     scheduling_policy& p;
@@ -361,16 +364,27 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
       p.deferred_by_io_ += p.deferred_io_now_ ? 1 : 0;
     }
   } counting{*this};
-  struct option {
-    uint32_t group;
-    candidate c;
-  };
-  // 1. Groups below their whole slots: the largest shortfall first.
+  pick_request q{types, room, now};
+  choice c;
+  c.below = below_share(q);
+  c.turn = next_turn(q);
+  c.urgent = urgent_loan(q, c);
+  if (preempting())
+    preemptor_first(q, c);
+  auto chosen = c.urgent ? c.urgent : c.below ? c.below : c.turn ? c.turn : any_that_fits(q);
+  if (!chosen)
+    return std::nullopt;
+  bool beyond_share = c.urgent || (!c.below && !c.turn);
+  return take(*chosen, beyond_share, !beyond_share && !c.below);
+}
+
+// 1. Groups below their whole slots: the largest shortfall first.
+std::optional<scheduling_policy::option> scheduling_policy::below_share(const pick_request& q) {
   std::optional<option> below;
   int32_t below_gap = 0;
   for (auto gid : short_groups_) {
     auto& g = groups_[gid];
-    auto c = best_in(g, types, room, now);
+    auto c = best_in(g, q.types, q.room, q.now);
     if (!c)
       continue;
     auto gap = g.whole - g.running;
@@ -379,80 +393,91 @@ std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& t
       below_gap = gap;
     }
   }
-  // 2. Fractions of slots: groups holding their whole slots take turns at
-  // the rest, earliest `pass` first (stride scheduling, see below).
-  std::optional<option> turn;
-  for (auto& [pass, gid] : turns_) {
-    if (auto c = best_in(groups_[gid], types, room, now)) {
-      turn = option{gid, *c};
-      break;
-    }
-  }
-  // 0. Before both, an urgent job whose group holds exactly its whole slots,
-  // and is not about to get its turn anyway, borrows one slot. Holding at
-  // most one borrowed slot, urgent backlogs cannot starve the other groups.
-  std::optional<option> urgent;
-  if (opts_.aging && opts_.aging->urgent_threshold) {
-    for (auto gid : ready_groups_) {
-      auto& g = groups_[gid];
-      if (g.running != g.whole || (!below && turn && turn->group == gid))
-        continue;
-      auto c = best_in(g, types, room, now);
-      if (c && c->effective >= *opts_.aging->urgent_threshold
-          && (!urgent || better(*c, urgent->c)))
-        urgent = option{gid, *c};
-    }
-  }
-  // Before all of these, with preemption: a job at or above the threshold
-  // takes any slot it fits, as the slot it preempted is meant for it.
-  // Starting within its group's share, it counts as the share's start.
-  if (preempting()) {
-    std::optional<option> high;
-    for (auto gid : ready_groups_) {
-      auto c = best_in(groups_[gid], types, room, now);
-      if (c && c->effective >= opts_.preemption->threshold && (!high || better(*c, high->c)))
-        high = option{gid, *c};
-    }
-    if (high) {
-      bool in_below = below && below->group == high->group;
-      bool in_turn = !below && turn && turn->group == high->group;
-      urgent.reset();
-      if (in_below) {
-        below = high;
-      } else if (in_turn) {
-        turn = high;
-      } else {
-        urgent = high;
-        below.reset();
-        turn.reset();
-      }
-    }
-  }
-  // 3. Otherwise whatever can run (work conservation).
-  std::optional<option> any;
-  if (!urgent && !below && !turn) {
-    for (auto gid : ready_groups_) {
-      auto c = best_in(groups_[gid], types, room, now);
-      if (c && (!any || better(*c, any->c)))
-        any = option{gid, *c};
-    }
-  }
-  auto chosen = urgent ? urgent : below ? below : turn ? turn : any;
-  if (!chosen)
+  return below;
+}
+
+// 2. Fractions of slots: groups holding their whole slots take turns at the
+// rest, earliest `pass` first (stride scheduling, see take).
+std::optional<scheduling_policy::option> scheduling_policy::next_turn(const pick_request& q) {
+  for (auto& [pass, gid] : turns_)
+    if (auto c = best_in(groups_[gid], q.types, q.room, q.now))
+      return option{gid, *c};
+  return std::nullopt;
+}
+
+// 3. Ahead of both, an urgent job whose group holds exactly its whole slots,
+// and is not about to get its turn anyway, borrows one slot. Holding at most
+// one borrowed slot, urgent backlogs cannot starve the other groups.
+std::optional<scheduling_policy::option> scheduling_policy::urgent_loan(const pick_request& q,
+                                                                        const choice& so_far) {
+  if (!opts_.aging || !opts_.aging->urgent_threshold)
     return std::nullopt;
-  auto gid = chosen->group;
+  std::optional<option> urgent;
+  for (auto gid : ready_groups_) {
+    auto& g = groups_[gid];
+    if (g.running != g.whole || (!so_far.below && so_far.turn && so_far.turn->group == gid))
+      continue;
+    auto c = best_in(g, q.types, q.room, q.now);
+    if (c && c->effective >= *opts_.aging->urgent_threshold && (!urgent || better(*c, urgent->c)))
+      urgent = option{gid, *c};
+  }
+  return urgent;
+}
+
+// 4. Ahead of all of these, with preemption: a job at or above the threshold
+// takes any slot it fits, as the slot it preempted is meant for it. Starting
+// within its group's share, it counts as the share's start.
+void scheduling_policy::preemptor_first(const pick_request& q, choice& c) {
+  std::optional<option> high;
+  for (auto gid : ready_groups_) {
+    auto found = best_in(groups_[gid], q.types, q.room, q.now);
+    if (found && found->effective >= opts_.preemption->threshold
+        && (!high || better(*found, high->c)))
+      high = option{gid, *found};
+  }
+  if (!high)
+    return;
+  bool in_below = c.below && c.below->group == high->group;
+  bool in_turn = !c.below && c.turn && c.turn->group == high->group;
+  c.urgent.reset();
+  if (in_below) {
+    c.below = high;
+  } else if (in_turn) {
+    c.turn = high;
+  } else {
+    c.urgent = high;
+    c.below.reset();
+    c.turn.reset();
+  }
+}
+
+// 5. Otherwise whatever can run (work conservation).
+std::optional<scheduling_policy::option> scheduling_policy::any_that_fits(const pick_request& q) {
+  std::optional<option> any;
+  for (auto gid : ready_groups_) {
+    auto c = best_in(groups_[gid], q.types, q.room, q.now);
+    if (c && (!any || better(*c, any->c)))
+      any = option{gid, *c};
+  }
+  return any;
+}
+
+// Takes the chosen job out of the index and counts it as running.
+// `its_turn`: it was chosen as its group's turn (step 2).
+picked_job scheduling_policy::take(const option& chosen, bool beyond_share, bool its_turn) {
+  auto gid = chosen.group;
   auto& g = groups_[gid];
-  auto* b = chosen->c.from;
+  auto* b = chosen.c.from;
   picked_job p;
   p.job = *b->jobs.begin();
-  p.effective_priority = chosen->c.effective;
-  p.waited_ms = chosen->c.waited;
-  p.beyond_share = urgent || (!below && !turn);
-  if (!p.beyond_share) {
+  p.effective_priority = chosen.c.effective;
+  p.waited_ms = chosen.c.waited;
+  p.beyond_share = beyond_share;
+  if (!beyond_share) {
     // Every start within the share moves the group's next turn on by
     // 1/share, so over many starts each group's turns follow its share.
     turns_.erase({g.pass, gid});
-    if (!below)
+    if (its_turn)
       turn_clock_ = g.pass;
     g.pass += 1.0 / g.share;
   }

@@ -255,6 +255,30 @@ class scheduling_policy {
   };
 
   bool better(const candidate& a, const candidate& b) const;
+
+  // pick's steps (scheduling_policy.cpp says how they rank). Each looks at
+  // the ready jobs of `types` that fit `room` units; only take moves a job
+  // (the others refill rate buckets and note deferrals as they look).
+  struct pick_request {
+    const std::vector<uint32_t>& types;
+    int32_t room;
+    int64_t now;
+  };
+  struct option {
+    uint32_t group = 0;
+    candidate c;
+  };
+  struct choice {
+    std::optional<option> below;   ///< step 1
+    std::optional<option> turn;    ///< step 2
+    std::optional<option> urgent;  ///< steps 3 and 4
+  };
+  std::optional<option> below_share(const pick_request& q);
+  std::optional<option> next_turn(const pick_request& q);
+  std::optional<option> urgent_loan(const pick_request& q, const choice& so_far);
+  void preemptor_first(const pick_request& q, choice& c);
+  std::optional<option> any_that_fits(const pick_request& q);
+  picked_job take(const option& chosen, bool beyond_share, bool its_turn);
   /// Admission: whether `head` may start now at `effective` priority.
   bool admitted(const pending_job& head, int32_t effective);
   bool io_fits(const io_estimate& io) const;
