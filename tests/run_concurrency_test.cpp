@@ -10,7 +10,8 @@
 #include <mutex>
 
 #include "ergon/actors/worker.hpp"
-#include "job_runner.hpp"
+#include "run/job_runner.hpp"
+#include "run/running_attempt.hpp"
 #include "support/queue_fixture.hpp"
 
 using namespace ergon;
@@ -33,7 +34,7 @@ void add(actors::job_runner& r, std::function<void()> run, int32_t w = 1) {
   auto attempt = std::make_shared<actors::running_attempt>(a, caf::actor{},
                                                            r.shared_from_this(),
                                                            std::make_shared<manual_clock>());
-  r.add(std::move(attempt), [run = std::move(run)](actors::running_attempt&) {
+  r.add(std::move(attempt), [run = std::move(run)](job_context&) {
     run();
     return std::string{};
   });

@@ -15,7 +15,7 @@ std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker
   actors::worker_config cfg;
   cfg.name = std::move(opts.name);
   for (auto& [type, handler] : opts.runners)
-    cfg.runners.emplace(type, [h = std::move(handler)](actors::running_attempt& a) { return h(a); });
+    cfg.runners.emplace(type, [h = std::move(handler)](job_context& a) { return h(a); });
   cfg.max_capacity = opts.max_concurrency;
   cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
   cfg.prefetch = opts.prefetch;

@@ -18,7 +18,7 @@
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/respond.hpp"
 #include "ergon/storage/field_rules.hpp"
-#include "write/commit_release.hpp"
+#include "commit_release.hpp"
 
 namespace ergon::actors {
 namespace {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ergon/actors/worker.hpp"
+#include "running_attempt.hpp"
 
 namespace ergon::actors {
 

@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "clock_ticks.hpp"
-#include "dispatch/dispatch_core.hpp"
+#include "dispatch_core.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/storage/times.hpp"
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ergon/actors/reply.hpp"
+#include "ergon/job_context.hpp"
 #include "ergon/storage/operations.hpp"
 
 namespace ergon::actors {
@@ -31,7 +32,7 @@ struct worker_counters;
 
 class job_runner : public std::enable_shared_from_this<job_runner> {
  public:
-  using code = std::function<std::string(running_attempt&)>;
+  using code = std::function<std::string(job_context&)>;
 
   /// What job threads left for the next report.
   struct outbox {

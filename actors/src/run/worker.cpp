@@ -14,175 +14,46 @@
 #include "ergon/storage/times.hpp"
 #include "clock_ticks.hpp"
 #include "job_runner.hpp"
+#include "next_report.hpp"
+#include "running_attempt.hpp"
 
 namespace ergon::actors {
-
-// -- running_attempt ------------------------------------------------------------------
-
-running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
-                                 std::shared_ptr<job_runner> runner,
-                                 std::shared_ptr<ergon::clock> clock)
-    : id_(id_from_wire(a.id)),
-      type_(a.type),
-      group_(a.group),
-      payload_(a.payload),
-      try_number_(a.try_number),
-      row_(a.row),
-      token_(a.token),
-      weight_(a.weight),
-      worker_(std::move(worker)),
-      runner_(std::move(runner)),
-      clock_(std::move(clock)) {}
-
-void running_attempt::cancel() noexcept {
-  {
-    // Under the lock, so a waiter can't check the flag, miss this, and sleep.
-    std::lock_guard<std::mutex> guard{cancel_mtx_};
-    cancelled_.store(true, std::memory_order_release);
-  }
-  cancel_cv_.notify_all();
-}
-
-void running_attempt::request_cancel() noexcept {
-  cancel_requested_.store(true, std::memory_order_release);
-  cancel();
-}
-
-void running_attempt::request_preempt() noexcept {
-  {
-    std::lock_guard<std::mutex> guard{cancel_mtx_};
-    preempted_.store(true, std::memory_order_release);
-  }
-  cancel_cv_.notify_all();
-}
-
-namespace {
-
-constexpr std::chrono::milliseconds max_wait = std::chrono::hours{24 * 365 * 200};
-
-// Waits on `cv` until `flagged` or `timeout`: 0 or less doesn't wait, max()
-// waits without limit.
-template <class Flagged>
-void wait_flag(std::condition_variable& cv, std::unique_lock<std::mutex>& guard,
-               std::chrono::milliseconds timeout, Flagged flagged) {
-  if (timeout == std::chrono::milliseconds::max())
-    cv.wait(guard, flagged);
-  else if (timeout > std::chrono::milliseconds::zero())
-    // steady_clock counts in ns, which overflow past 292 years.
-    cv.wait_for(guard, std::min<std::chrono::milliseconds>(timeout, max_wait), flagged);
-}
-
-}  // namespace
-
-bool running_attempt::wait_cancelled(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> guard{cancel_mtx_};
-  wait_flag(cancel_cv_, guard, timeout, [this] { return cancelled(); });
-  return cancelled();
-}
-
-bool running_attempt::wait_preempted(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> guard{cancel_mtx_};
-  wait_flag(cancel_cv_, guard, timeout, [this] { return preempted() || cancelled(); });
-  return preempted();
-}
-
-status running_attempt::yield() {
-  if (!preempted())
-    return {error::invalid_argument,
-            "yield: the attempt was not asked to give up its slot (preempted() is false)",
-            "yield"};
-  return finish(storage::report_kind::yielded, {});
-}
-
-status running_attempt::finish(storage::report_kind kind, std::string text) {
-  if (!mark_finished())
-    return {error::job_finished, "this attempt already reported its outcome"};
-  auto [to, from] = make_reply<status>();
-  runner_->report({row_, token_, kind, std::move(text)}, std::move(to));
-  return from.wait();
-}
-
-status running_attempt::complete(std::string result) {
-  return finish(storage::report_kind::succeeded, std::move(result));
-}
-
-status running_attempt::fail(std::string message) {
-  return finish(storage::report_kind::failed, std::move(message));
-}
-
-status running_attempt::fail_permanently(std::string message) {
-  return finish(storage::report_kind::failed_permanently, std::move(message));
-}
-
-status running_attempt::progress(int64_t done, int64_t total, std::string message) {
-  if (finished())
-    return {error::job_finished, "this attempt already reported its outcome"};
-  if (auto st = storage::check_progress(done, total, message); !st)
-    return st;
-  bool notify = false;
-  {
-    std::lock_guard<std::mutex> guard{progress_mtx_};
-    auto now = clock_->now_ms();
-    auto eta = eta_.add(now, done, total);
-    unsent_progress_ = storage::progress_report{row_, token_, done, total, std::move(message),
-                                                now, eta};
-    notify = !std::exchange(worker_told_, true);
-  }
-  if (notify)
-    tell(worker_, progress_atom::value, token_);
-  return {};
-}
-
-std::optional<storage::progress_report> running_attempt::take_progress() {
-  std::lock_guard<std::mutex> guard{progress_mtx_};
-  worker_told_ = false;
-  return std::exchange(unsent_progress_, std::nullopt);
-}
-
-status running_attempt::extend(std::optional<std::string> checkpoint) {
-  if (finished())
-    return {error::job_finished, "this attempt already reported its outcome"};
-  auto [to, from] = make_reply<status>();
-  tell(worker_, heartbeat_call{token_, std::move(checkpoint), std::move(to)});
-  return from.wait();
-}
-
-status running_attempt::checkpoint(std::string payload) {
-  return extend(std::move(payload));
-}
-
-status running_attempt::heartbeat() {
-  return extend(std::nullopt);
-}
 
 // -- worker actor ------------------------------------------------------------------------
 
 namespace {
 
+// Where the worker stands with its queue.
+enum class worker_phase : uint8_t {
+  joining,       // its registration is on its way
+  running,       // registered: takes jobs
+  lost,          // remote: the connection dropped and it is not registered
+                 // again yet; the queue fails what it handed out as "worker lost"
+  stop_joining,  // asked to stop before its registration was answered
+  leaving,       // asked to stop: its unregistration is on its way
+  left,          // the queue confirmed (or is gone): no more jobs come;
+                 // outcomes still go
+  left_offline,  // asked to stop with no connection: outcomes can't go
+};
+
 struct worker_state {
   worker_config cfg;
   caf::actor dispatcher;
   caf::actor writer;
-  // Remote only: the connection dropped and the worker is not registered
-  // again yet. The queue fails every attempt it handed out as "worker lost".
-  bool disconnected = false;
+  worker_phase phase = worker_phase::joining;
   uint64_t worker_id = 0;
-  bool registered = false;
   std::shared_ptr<job_runner> runner;
   // Attempts held (running or waiting), by token.
   std::unordered_map<int64_t, std::shared_ptr<running_attempt>> attempts;
   int64_t received_weight = 0;  // every unit ever assigned to us
   // A report with outcomes or releases is at the writer: the next waits.
-  bool reporting = false;
+  bool report_in_flight = false;
   // Blocking callers of the report in flight, one per outcome.
   std::vector<std::optional<reply_to<status>>> report_replies;
   // Claims to give back in the next report (stopping).
   std::vector<storage::attempt_ref> to_release;
   // What the last report said, to skip sending the same room twice.
-  int32_t last_capacity = -1;
-  int64_t last_received = -1;
-  bool stopping = false;
-  bool unregistered = false;  // the dispatcher confirmed: no more jobs coming
+  last_room last;
   std::vector<reply_to<status>> stop_replies;
   int64_t next_auto_heartbeat = 0;
   // Attempts with a progress report to hand over, and when the next
@@ -191,6 +62,21 @@ struct worker_state {
   int64_t next_progress_flush = 0;
   bool progress_timer = false;  // a flush_progress_atom is on its way
 
+  bool registered() const {
+    return phase == worker_phase::running || phase == worker_phase::leaving
+           || phase == worker_phase::left;
+  }
+  bool disconnected() const {
+    return phase == worker_phase::lost || phase == worker_phase::left_offline;
+  }
+  bool stopping() const {
+    return phase != worker_phase::joining && phase != worker_phase::running
+           && phase != worker_phase::lost;
+  }
+  bool unregistered() const {
+    return phase == worker_phase::left || phase == worker_phase::left_offline;
+  }
+
   static inline const char* name = "ergon.worker";
 };
 
@@ -198,7 +84,7 @@ using worker_ptr = gated<worker_actor::stateful_base<worker_state>>*;
 
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || !st.unregistered || st.reporting || !st.attempts.empty()
+  if (!st.unregistered() || st.report_in_flight || !st.attempts.empty()
       || !st.to_release.empty())
     return;
   for (auto& r : st.stop_replies)
@@ -268,12 +154,13 @@ void flush_progress(worker_ptr self) {
 // happens meanwhile joins the next one.
 void report(worker_ptr self) {
   auto& st = self->state;
-  if (st.disconnected && st.stopping) {
+  if (st.phase == worker_phase::left_offline) {
     answer_offline(self);
     return;
   }
-  if (!st.registered || st.reporting)
+  if (!st.registered() || st.report_in_flight)
     return;
+  report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
   for (;;) {
     auto box = st.runner->take();
     std::vector<storage::progress_report> last_reports;
@@ -284,32 +171,17 @@ void report(worker_ptr self) {
       st.attempts.erase(a.token);
     }
     send_progress(self, std::move(last_reports));
-    int32_t room = 0;
-    auto held = box.held_weight;
-    if (!st.stopping && held < st.cfg.min_capacity + st.cfg.prefetch)
-      room = st.cfg.max_capacity + st.cfg.prefetch - held;
-    bool news = !box.outcomes.empty() || !st.to_release.empty();
-    bool asks = room > 0 && (room != st.last_capacity || st.received_weight != st.last_received);
-    if (news || asks || !box.returned.empty()) {
-      worker_report r;
-      r.worker_id = st.worker_id;
-      r.capacity = room;
-      r.received_weight = st.received_weight;
-      r.outcomes = std::move(box.outcomes);
-      r.returned = std::move(box.returned);
-      r.released = std::move(st.to_release);
-      st.to_release.clear();
-      st.last_capacity = room;
-      st.last_received = st.received_weight;
+    if (auto next = next_report(st.worker_id, box, st.to_release, st.stopping(),
+                                st.received_weight, room, st.last)) {
       ++st.cfg.counters->requests_sent;
-      if (news) {
-        st.reporting = true;
+      if (next->carries_writes) {
+        st.report_in_flight = true;
         st.report_replies = std::move(box.replies);
       }
       // Not anonymous: the dispatcher names the sender as the writer's
       // addressee. (send() can't go from a typed actor to an untyped handle.)
-      caf::unsafe_send_as(self, st.dispatcher, std::move(r));
-      if (news)
+      caf::unsafe_send_as(self, st.dispatcher, std::move(next->report));
+      if (next->carries_writes)
         return;  // the answer arms the next report
     }
     if (st.runner->arm_poke())
@@ -327,7 +199,7 @@ void on_assign(worker_ptr self, assign_jobs& a) {
     }
     st.cfg.counters->outcomes_committed += static_cast<int64_t>(a.acks.size());
     st.report_replies.clear();
-    st.reporting = false;
+    st.report_in_flight = false;
   }
   if (!a.jobs.empty()) {
     ++st.cfg.counters->batches_received;
@@ -336,7 +208,7 @@ void on_assign(worker_ptr self, assign_jobs& a) {
   auto me = caf::actor_cast<caf::actor>(self);
   for (auto& j : a.jobs) {
     st.received_weight += j.weight;
-    if (st.stopping) {  // it never starts: give it back
+    if (st.stopping()) {  // it never starts: give it back
       st.to_release.push_back({j.row, j.token});
       continue;
     }
@@ -386,38 +258,46 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       });
 }
 
+// No more jobs will come; stops once held jobs are done.
+void left_queue(worker_ptr self) {
+  auto& st = self->state;
+  if (st.phase == worker_phase::leaving)
+    st.phase = worker_phase::left;
+  finish_stop_if_idle(self);
+}
+
 // Leaves the dispatcher; stops once it confirms and held jobs are done.
 void unregister(worker_ptr self) {
   auto& st = self->state;
   self->request(st.dispatcher, caf::infinite, unregister_worker{st.worker_id})
     .then(
-      [self](unregistered_atom) {
-        self->state.unregistered = true;
-        finish_stop_if_idle(self);
-      },
-      [self](caf::error&) {
-        // The dispatcher is gone: nothing more can arrive.
-        self->state.unregistered = true;
-        finish_stop_if_idle(self);
-      });
+      [self](unregistered_atom) { left_queue(self); },
+      // The dispatcher is gone: nothing more can arrive.
+      [self](caf::error&) { left_queue(self); });
 }
 
 // Takes no more jobs and gives back the ones that never started.
 void on_stop(worker_ptr self, stop_worker& s) {
   auto& st = self->state;
   st.stop_replies.push_back(std::move(s.reply));
-  if (!st.stopping) {
-    st.stopping = true;
+  if (!st.stopping()) {
     for (auto& a : st.runner->take_waiting()) {
       st.to_release.push_back({a->row(), a->token()});
       st.attempts.erase(a->token());
     }
-    if (st.registered) {
-      report(self);
-      unregister(self);
-    } else if (st.disconnected) {
-      st.unregistered = true;  // no queue to leave: it lost us already
-      report(self);
+    switch (st.phase) {
+      case worker_phase::running:
+        st.phase = worker_phase::leaving;
+        report(self);
+        unregister(self);
+        break;
+      case worker_phase::lost:
+        st.phase = worker_phase::left_offline;  // no queue to leave: it lost us already
+        report(self);
+        break;
+      default:
+        st.phase = worker_phase::stop_joining;  // leaves once registered
+        break;
     }
   }
   finish_stop_if_idle(self);
@@ -482,19 +362,20 @@ void on_registered(worker_ptr self, worker_registered& r) {
   auto& st = self->state;
   st.worker_id = r.worker_id;
   st.writer = r.writer;
-  st.registered = true;
-  st.disconnected = false;
+  bool stopping = st.stopping();
+  st.phase = st.phase == worker_phase::stop_joining   ? worker_phase::leaving
+             : st.phase == worker_phase::left_offline ? worker_phase::left
+                                                      : worker_phase::running;
   if (st.cfg.rejoin)
     self->monitor(st.dispatcher);  // its node going away is the connection dropping
   report(self);
-  if (st.stopping)
+  if (stopping)
     unregister(self);
 }
 
 // The queue can't take us (it closed): nothing will ever arrive.
 void give_up(worker_ptr self) {
   auto& st = self->state;
-  st.unregistered = true;
   for (auto& r : st.stop_replies)
     r.deliver(queue_closed());
   st.stop_replies.clear();
@@ -508,8 +389,7 @@ void join(worker_ptr self);
 // reachable again, however long that takes.
 void rejoin(worker_ptr self) {
   auto& st = self->state;
-  if (st.stopping) {
-    st.unregistered = true;
+  if (st.phase == worker_phase::left_offline) {
     report(self);
     finish_stop_if_idle(self);
     return;
@@ -529,16 +409,13 @@ void rejoin(worker_ptr self) {
 // after it registers again, and the queue fences it.
 void lost_connection(worker_ptr self) {
   auto& st = self->state;
-  if (st.disconnected)
-    return;
-  st.disconnected = true;
-  st.registered = false;
+  st.phase = st.stopping() ? worker_phase::left_offline : worker_phase::lost;
   st.writer = {};
   for (auto& r : st.report_replies)
     if (r)
       r->deliver(outcome_unacknowledged());
   st.report_replies.clear();
-  st.reporting = false;
+  st.report_in_flight = false;
   for (auto& a : st.runner->take_waiting())
     st.attempts.erase(a->token());
   st.to_release.clear();
@@ -546,8 +423,7 @@ void lost_connection(worker_ptr self) {
     kv.second->cancel();
   // Credit starts over with the next registration.
   st.received_weight = 0;
-  st.last_capacity = -1;
-  st.last_received = -1;
+  st.last = {};
   rejoin(self);
 }
 
@@ -564,19 +440,17 @@ void join(worker_ptr self) {
   self->request(st.dispatcher, caf::infinite, std::move(reg))
     .then([self](worker_registered& r) { on_registered(self, r); },
           [self](caf::error&) {
-            auto& st = self->state;
-            if (!st.cfg.rejoin) {
+            if (self->state.cfg.rejoin)
+              lost_connection(self);
+            else
               give_up(self);
-              return;
-            }
-            st.disconnected = false;  // lost_connection runs once per drop
-            lost_connection(self);
           });
 }
 
 void on_down(worker_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
-  if (st.cfg.rejoin && st.registered && down.source == st.dispatcher.address())
+  // Once per drop: a worker not registered has no connection to lose.
+  if (st.cfg.rejoin && st.registered() && down.source == st.dispatcher.address())
     lost_connection(self);
 }
 
