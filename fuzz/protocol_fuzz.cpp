@@ -405,8 +405,7 @@ std::vector<std::string> seeds() {
   page.limit = 50;
   page.after = ergon::job_id{};
   page.newest_first = true;
-  job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42,
-                     1'700'000'300'000, 120'000, 2, 5};
+  job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42, 2};
   ergon::storage::attempt_report ok{7, 42, ergon::storage::report_kind::succeeded, "result"};
   ergon::storage::attempt_report failed{8, 43, ergon::storage::report_kind::failed, "boom"};
   worker_report req{3, 10, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};

@@ -14,7 +14,7 @@ constexpr const char* claim_job =
   "progress_at = NULL "
   "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " AND run_at <= ?3 AND (deadline IS NULL OR deadline >= ?3) "
   "RETURNING " ERGON_JOB_KEY_COLUMNS ", current_try, "
-  "coalesce(checkpoint, payload), expires_at, timeout_ms, heartbeat_increment_ms";
+  "coalesce(checkpoint, payload), expires_at";
 
 }  // namespace
 
@@ -41,8 +41,6 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     j.try_number = static_cast<int32_t>(s.column_int(rows::key_column_count + 0));
     j.payload = s.column_blob(rows::key_column_count + 1);
     j.expires_at = s.column_int(rows::key_column_count + 2);
-    j.timeout_ms = s.column_int(rows::key_column_count + 3);
-    j.heartbeat_increment_ms = s.column_int(rows::key_column_count + 4);
     j.token = c.token;
     j.started_at = now_ms;
     // Step past the end so the UPDATE completes before the next bind.

@@ -36,10 +36,7 @@ job_assignment assignment_of(const storage::claimed_job& j) {
   a.payload = j.payload;
   a.try_number = j.try_number;
   a.token = j.token;
-  a.expires_at = j.expires_at;
-  a.heartbeat_increment_ms = j.heartbeat_increment_ms;
   a.weight = j.key.weight;
-  a.priority = j.key.priority;
   return a;
 }
 

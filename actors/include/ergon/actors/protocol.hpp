@@ -116,8 +116,7 @@ typename Inspector::result_type inspect(Inspector& f, unregister_worker& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_assignment& x) {
   return f(caf::meta::type_name("ergon::job_assignment"), x.row, x.id, x.type, x.group,
-           x.payload, x.try_number, x.token, x.expires_at, x.heartbeat_increment_ms,
-           x.weight, x.priority);
+           x.payload, x.try_number, x.token, x.weight);
 }
 
 template <class Inspector>

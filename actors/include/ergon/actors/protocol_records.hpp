@@ -67,10 +67,7 @@ struct job_assignment {
   std::string payload;  ///< the checkpoint if any, else the payload
   int32_t try_number = 0;
   int64_t token = 0;
-  int64_t expires_at = 0;
-  int64_t heartbeat_increment_ms = 0;
   int32_t weight = 1;
-  int32_t priority = 0;
 };
 
 /// The writer's answer to a worker after a commit: the jobs claimed for it,

@@ -143,8 +143,6 @@ struct claimed_job {
   std::string payload;     ///< the checkpoint if there is one, else the payload
   int64_t started_at = 0;
   int64_t expires_at = 0;
-  int64_t timeout_ms = 0;
-  int64_t heartbeat_increment_ms = 0;
 };
 
 struct claim_jobs_result {
