@@ -255,11 +255,11 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--writer-spin-us") == 0 && i + 1 < argc)
       tuned.writer_idle_spin = std::chrono::microseconds(std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--caf-moderate-polls") == 0 && i + 1 < argc)
-      tuned.caf_moderate_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
+      tuned.scheduler.moderate_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--caf-aggressive-polls") == 0 && i + 1 < argc)
-      tuned.caf_aggressive_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
+      tuned.scheduler.aggressive_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--caf-threads") == 0 && i + 1 < argc)
-      tuned.scheduler_threads = static_cast<size_t>(std::atoi(argv[++i]));
+      tuned.scheduler.threads = static_cast<size_t>(std::atoi(argv[++i]));
     else
       wanted.emplace_back(argv[i]);
   }

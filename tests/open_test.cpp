@@ -592,7 +592,7 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"max_database_bytes", [](options& o) { o.max_database_bytes = -1; }},
     {"writer_batch_limit", [](options& o) { o.writer_batch_limit = 0; }},
     {"cache_kib", [](options& o) { o.cache_kib = -1; }},
-    {"scheduler_threads", [](options& o) { o.scheduler_threads = 0; }},
+    {"scheduler.threads", [](options& o) { o.scheduler.threads = 0; }},
     {"clock", [](options& o) { o.clock = std::make_shared<manual_clock>(-1); }},
     {"file_mode", [](options& o) { o.file_mode = 0400; }},
     {"file_mode", [](options& o) { o.file_mode = 0700; }},

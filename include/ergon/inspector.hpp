@@ -76,10 +76,11 @@ class inspector {
   /// there), corrupt (the copy failed its check and was removed), closed.
   result<int64_t> backup(const std::string& out) const;
 
-  struct impl;
 
  private:
+  struct impl;
   friend class queue;
+  friend struct runtime_access;  // the runtime's own code (runtime/src)
   explicit inspector(std::unique_ptr<impl> p) noexcept;
   std::unique_ptr<impl> impl_;
 };

@@ -118,6 +118,24 @@ struct retention_options {
   double writer_share = 0.05;
 };
 
+/// CAF's scheduler, for an actor system the queue owns.
+struct scheduler_options {
+  /// Scheduler threads, at least 1.
+  size_t threads = 2;
+
+  /// CAF's "work-stealing.moderate-poll-attempts". CAF's default (500)
+  /// keeps idle scheduler threads waking every 50 us for 25 ms after each
+  /// message, which on small machines preempts the writer and its callers;
+  /// 0 lets them sleep right after a short spin, at the price of a wake-up
+  /// on the next message.
+  size_t moderate_poll_attempts = 0;
+
+  /// CAF's "work-stealing.aggressive-poll-attempts": how long an idle
+  /// scheduler thread spins (no sleeping) before it sleeps. Longer catches
+  /// the next message without a wake-up, at the cost of CPU after each burst.
+  size_t aggressive_poll_attempts = 100;
+};
+
 /// Options for `queue::open`.
 struct options {
   // -- behaviour ------------------------------------------------------------------
@@ -206,22 +224,10 @@ struct options {
   /// SQLite page cache per connection, in KiB. More memory, fewer reads.
   int64_t cache_kib = 64 * 1024;
 
-  /// Scheduler threads when the queue owns its actor system.
-  size_t scheduler_threads = 2;
-
-  /// CAF's "work-stealing.moderate-poll-attempts" when the queue owns its
-  /// actor system. CAF's default (500) keeps idle scheduler threads waking
-  /// every 50 us for 25 ms after each message, which on small machines
-  /// preempts the writer and its callers; 0 lets them sleep right after a
-  /// short spin, at the price of a wake-up on the next message. When you
-  /// pass your own system, set the key in its config (docs/performance.md).
-  size_t caf_moderate_poll_attempts = 0;
-
-  /// CAF's "work-stealing.aggressive-poll-attempts" when the queue owns its
-  /// actor system: how long an idle scheduler thread spins (no sleeping)
-  /// before it sleeps. Longer catches the next message without a wake-up,
-  /// at the cost of CPU after each burst.
-  size_t caf_aggressive_poll_attempts = 100;
+  /// The actor system's scheduler, when the queue owns its system. When you
+  /// pass your own system, set these keys in its config instead
+  /// (docs/performance.md).
+  scheduler_options scheduler;
 };
 
 }  // namespace ergon

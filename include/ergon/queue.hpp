@@ -82,8 +82,8 @@ class subscription {
 
 /// A handle to an open queue. Move-only; the destructor closes it. A
 /// moved-from handle answers every call with `closed` (counts() gives zeros,
-/// subscribe() an inactive subscription, max_wait() nothing); clock() and
-/// system() throw std::logic_error, having nothing to refer to.
+/// subscribe() an inactive subscription, max_wait() nothing); clock()
+/// throws std::logic_error, having nothing to refer to.
 class queue {
  public:
   /// Opens (creating if needed) the database at `path` and starts the queue in
@@ -322,12 +322,10 @@ class queue {
   /// The clock this queue reads.
   ergon::clock& clock() const;
 
-  /// The actor system the queue runs in.
-  caf::actor_system& system() const;
-
-  struct impl;
 
  private:
+  struct impl;
+  friend struct runtime_access;  // the runtime's own code (runtime/src)
   explicit queue(std::shared_ptr<impl> p) noexcept;
   // Shared with the queue actor that listens for other processes, if any.
   std::shared_ptr<impl> impl_;

@@ -13,7 +13,6 @@
 #include <utility>
 
 #include <caf/atom.hpp>
-#include <caf/detail/scope_guard.hpp>
 #include <caf/error.hpp>
 #include <caf/meta/type_name.hpp>
 
@@ -42,6 +41,18 @@ status to_status(const caf::error& e);
 
 namespace wire {
 
+// Runs `f` when it goes out of scope: an inspector that writes state stores
+// what it read once the read returned, whatever the read returned.
+template <class F>
+struct after_read {
+  F f;
+  after_read(const after_read&) = delete;
+  after_read& operator=(const after_read&) = delete;
+  ~after_read() { f(); }
+};
+template <class F>
+after_read(F) -> after_read<F>;
+
 // An optional field as a flag and a value.
 template <class T>
 struct optional_field {
@@ -66,12 +77,12 @@ typename std::enable_if<Inspector::writes_state, typename Inspector::result_type
 inspect(Inspector& f, optional_field<T>& o) {
   bool has = false;
   T value{};
-  auto store = caf::detail::make_scope_guard([&] {
+  wire::after_read store{[&] {
     if (has)
       o.x = std::move(value);
     else
       o.x.reset();
-  });
+  }};
   return f(has, value);
 }
 
@@ -98,7 +109,7 @@ template <class Inspector>
 typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
 inspect(Inspector& f, float64_field& d) {
   uint64_t bits = 0;
-  auto store = caf::detail::make_scope_guard([&] { std::memcpy(&d.x, &bits, sizeof bits); });
+  wire::after_read store{[&] { std::memcpy(&d.x, &bits, sizeof bits); }};
   return f(bits);
 }
 
@@ -115,7 +126,7 @@ template <class Inspector>
 typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
 inspect(Inspector& f, job_id& x) {
   job_id::bytes_type bytes{};
-  auto store = caf::detail::make_scope_guard([&] { x = job_id{bytes}; });
+  wire::after_read store{[&] { x = job_id{bytes}; }};
   return f(caf::meta::type_name("ergon::job_id"), bytes);
 }
 
@@ -217,7 +228,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, page_request& x) {
   uint64_t limit = x.limit;
   auto after = wire::optional(x.after);
-  auto store = caf::detail::make_scope_guard([&] { x.limit = static_cast<size_t>(limit); });
+  wire::after_read store{[&] { x.limit = static_cast<size_t>(limit); }};
   return f(caf::meta::type_name("ergon::page_request"), limit, after, x.newest_first);
 }
 

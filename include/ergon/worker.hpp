@@ -96,10 +96,11 @@ class worker {
   /// A snapshot of the worker's counters.
   worker_stats stats() const;
 
-  struct impl;
-  explicit worker(std::shared_ptr<impl> p) noexcept;
 
  private:
+  struct impl;
+  friend struct runtime_access;  // the runtime's own code (runtime/src)
+  explicit worker(std::shared_ptr<impl> p) noexcept;
   std::shared_ptr<impl> impl_;
 };
 

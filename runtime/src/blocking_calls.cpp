@@ -29,75 +29,75 @@ caf::result<ok_atom> answer(const status& st) {
 
 // Holds the queue weakly: its owners are the queue actor's state and, for
 // a listening queue::open, the queue handle; whichever goes last closes it.
-void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue::impl> weak) {
+void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> weak) {
   bool running = true;
   // The answer of f(queue) if the queue is still there, else `closed`.
-  auto with = [&weak](auto f) -> decltype(answer(f(std::declval<queue::impl&>()))) {
+  auto with = [&weak](auto f) -> decltype(answer(f(std::declval<queue_impl&>()))) {
     if (auto p = weak.lock())
       return answer(f(*p));
     return to_caf_error(actors::queue_closed());
   };
   self->receive_while(running)(
     [&](job_info_atom, const job_id& id) {
-      return with([&](queue::impl& q) { return q.job_info(id); });
+      return with([&](queue_impl& q) { return q.job_info(id); });
     },
     [&](jobs_by_name_atom, const std::string& name) {
-      return with([&](queue::impl& q) { return q.jobs_by_name(name, max_page_size); });
+      return with([&](queue_impl& q) { return q.jobs_by_name(name, max_page_size); });
     },
     [&](jobs_by_name_atom, const std::string& name, uint64_t limit) {
-      return with([&](queue::impl& q) {
+      return with([&](queue_impl& q) {
         return q.jobs_by_name(name, static_cast<size_t>(std::min<uint64_t>(limit, SIZE_MAX)));
       });
     },
     [&](list_jobs_atom, const job_filter& filter, const page_request& page) {
-      return with([&](queue::impl& q) { return q.list_jobs(filter, page); });
+      return with([&](queue_impl& q) { return q.list_jobs(filter, page); });
     },
     [&](list_failed_atom, job_filter filter, const page_request& page) {
       filter.status = job_status::failed;
-      return with([&](queue::impl& q) { return q.list_jobs(filter, page); });
+      return with([&](queue_impl& q) { return q.list_jobs(filter, page); });
     },
     [&](purge_failed_atom, job_filter filter) {
       filter.status = job_status::failed;
-      return with([&](queue::impl& q) { return q.purge(std::move(filter)); });
+      return with([&](queue_impl& q) { return q.purge(std::move(filter)); });
     },
     [&](purge_failed_atom, ms older_than) {
-      return with([&](queue::impl& q) { return q.purge_older(older_than); });
+      return with([&](queue_impl& q) { return q.purge_older(older_than); });
     },
     [&](metrics_atom) {
-      return with([&](queue::impl& q) { return q.metrics(); });
+      return with([&](queue_impl& q) { return q.metrics(); });
     },
     [&](recurring_info_atom, const std::string& id) {
-      return with([&](queue::impl& q) { return q.read([&](storage::db& d) { return storage::read_recurring(d, id); }); });
+      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::read_recurring(d, id); }); });
     },
     [&](list_recurring_atom, const std::string& prefix) {
-      return with([&](queue::impl& q) { return q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); }); });
+      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); }); });
     },
     [&](group_weight_atom, const std::string& group, int32_t weight) {
-      return with([&](queue::impl& q) { return q.set_group_weight(group, weight); });
+      return with([&](queue_impl& q) { return q.set_group_weight(group, weight); });
     },
     [&](reset_weights_atom) {
-      return with([&](queue::impl& q) { return q.reset_group_weights(); });
+      return with([&](queue_impl& q) { return q.reset_group_weights(); });
     },
     [&](pause_group_atom, const std::string& group) {
-      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_group, group, std::nullopt); });
+      return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_group, group, std::nullopt); });
     },
     [&](pause_group_atom, const std::string& group, ms duration) {
-      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_group, group, duration); });
+      return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_group, group, duration); });
     },
     [&](resume_group_atom, const std::string& group) {
-      return with([&](queue::impl& q) { return q.resume(scheduling_control::resume_group, group); });
+      return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_group, group); });
     },
     [&](pause_type_atom, const std::string& type) {
-      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_type, type, std::nullopt); });
+      return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_type, type, std::nullopt); });
     },
     [&](pause_type_atom, const std::string& type, ms duration) {
-      return with([&](queue::impl& q) { return q.pause(scheduling_control::pause_type, type, duration); });
+      return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_type, type, duration); });
     },
     [&](resume_type_atom, const std::string& type) {
-      return with([&](queue::impl& q) { return q.resume(scheduling_control::resume_type, type); });
+      return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_type, type); });
     },
     [&](resume_all_atom) {
-      return with([&](queue::impl& q) { return q.resume_all(); });
+      return with([&](queue_impl& q) { return q.resume_all(); });
     },
     [&](close_atom) -> caf::result<ok_atom> {
       running = false;
@@ -108,11 +108,11 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue::impl> we
 
 }  // namespace
 
-caf::actor spawn_blocking_calls(caf::actor_system& sys, std::shared_ptr<queue::impl> q) {
+caf::actor spawn_blocking_calls(caf::actor_system& sys, std::shared_ptr<queue_impl> q) {
   auto gate = q->gate;
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
-  auto calls = sys.spawn(run, std::weak_ptr<queue::impl>{q});
+  auto calls = sys.spawn(run, std::weak_ptr<queue_impl>{q});
   actors::set_gate<actors::gated<caf::blocking_actor>>(calls, std::move(gate));
   return calls;
 }

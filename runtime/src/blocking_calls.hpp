@@ -11,6 +11,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
+#include "runtime_access.hpp"
 #include "queue_impl.hpp"
 
 namespace ergon::runtime {
@@ -18,6 +19,6 @@ namespace ergon::runtime {
 /// Spawns the actor that runs `q`'s waiting calls, behind `q`'s gate. It
 /// takes the queue actor's messages for those calls and answers the
 /// requester directly, and close_atom: stop the queue, answer, and exit.
-caf::actor spawn_blocking_calls(caf::actor_system& sys, std::shared_ptr<queue::impl> q);
+caf::actor spawn_blocking_calls(caf::actor_system& sys, std::shared_ptr<queue_impl> q);
 
 }  // namespace ergon::runtime

@@ -42,9 +42,9 @@ status seed_counters(storage::db& d, actors::job_counters& counters) {
 }
 
 // `path` and `opts` are valid.
-result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::string& path,
+result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::string& path,
                                            options opts) {
-  auto p = std::make_unique<queue::impl>();
+  auto p = std::make_unique<queue_impl>();
   p->clk = opts.clock ? opts.clock : default_clock();
   p->sys = &sys;
   // Ownership first: nothing below may touch a file another queue runs on.
@@ -115,7 +115,7 @@ result<std::unique_ptr<queue::impl>> start(caf::actor_system& sys, const std::st
 
 }  // namespace
 
-result<std::unique_ptr<queue::impl>> bootstrap(caf::actor_system& sys, const std::string& path,
+result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std::string& path,
                                                options opts) {
   if (auto st = validate_path(path); !st)
     return st;
@@ -144,18 +144,18 @@ result<std::unique_ptr<queue::impl>> bootstrap(caf::actor_system& sys, const std
   return start(sys, path, std::move(opts));
 }
 
-result<std::unique_ptr<queue::impl>> bootstrap(const std::string& path, options opts) {
+result<std::unique_ptr<queue_impl>> bootstrap(const std::string& path, options opts) {
   // Before the actor system is built from them.
   if (auto st = validate(opts); !st)
     return st;
   if (auto st = validate_path(path); !st)
     return st;
   auto cfg = std::make_unique<caf::actor_system_config>();
-  cfg->set("scheduler.max-threads", opts.scheduler_threads);
-  // See options::caf_moderate_poll_attempts (measured: 14k context switches
+  cfg->set("scheduler.max-threads", opts.scheduler.threads);
+  // See scheduler_options::moderate_poll_attempts (measured: 14k context switches
   // per 20k single submits with CAF's default, 1.3k without).
-  cfg->set("work-stealing.moderate-poll-attempts", opts.caf_moderate_poll_attempts);
-  cfg->set("work-stealing.aggressive-poll-attempts", opts.caf_aggressive_poll_attempts);
+  cfg->set("work-stealing.moderate-poll-attempts", opts.scheduler.moderate_poll_attempts);
+  cfg->set("work-stealing.aggressive-poll-attempts", opts.scheduler.aggressive_poll_attempts);
   queue::register_types(*cfg);
   if (opts.listen) {
     cfg->load<caf::io::middleman>();

@@ -7,15 +7,16 @@
 #include <memory>
 #include <string>
 
+#include "runtime_access.hpp"
 #include "queue_impl.hpp"
 
 namespace ergon::runtime {
 
 /// Opens the queue at `path` in `sys`, which must outlive it.
-result<std::unique_ptr<queue::impl>> bootstrap(caf::actor_system& sys, const std::string& path,
+result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std::string& path,
                                                options opts);
 
 /// Opens the queue at `path` in an actor system of its own, built from `opts`.
-result<std::unique_ptr<queue::impl>> bootstrap(const std::string& path, options opts);
+result<std::unique_ptr<queue_impl>> bootstrap(const std::string& path, options opts);
 
 }  // namespace ergon::runtime

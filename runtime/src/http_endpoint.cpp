@@ -181,7 +181,7 @@ const char* allowed_methods(const std::string& path) {
 
 // The secret the queue's nodes prove: locked by publish, or given to the
 // open (listen.creds) before publish runs.
-std::string secret_of(queue::impl& q) {
+std::string secret_of(queue_impl& q) {
   auto secret = q.gate->secret();
   if (secret.empty() && q.opts.listen)
     secret = q.opts.listen->creds.secret;
@@ -192,7 +192,7 @@ std::string secret_of(queue::impl& q) {
 // taken only from this machine. Either way they carry X-Ergon: 1, which a
 // web page on another origin can't send without a preflight this endpoint
 // never grants.
-status may_write(queue::impl& q, const httplib::Request& req, httplib::Response& res) {
+status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& res) {
   if (req.get_header_value("X-Ergon") != "1")
     return {error::unauthenticated,
             "a request that changes jobs must carry the header 'X-Ergon: 1'"};
@@ -214,7 +214,7 @@ status may_write(queue::impl& q, const httplib::Request& req, httplib::Response&
   return {};
 }
 
-void routes(httplib::Server& s, queue::impl& q, const endpoint_name& name) {
+void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
   s.set_pre_routing_handler([name](const httplib::Request& req, httplib::Response& res) {
     if (!host_allowed(name, req)) {
       reply_json(res, {{"error", "host_not_allowed"},
@@ -404,7 +404,7 @@ class routed_server : public httplib::Server {
   }
 };
 
-result<std::unique_ptr<http_endpoint>> http_endpoint::start(queue::impl& q,
+result<std::unique_ptr<http_endpoint>> http_endpoint::start(queue_impl& q,
                                                             const http_options& where) {
   std::unique_ptr<http_endpoint> e{new http_endpoint};
   http::front_terms terms;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime_access.hpp"
 #include "ergon/options.hpp"
 #include "ergon/queue.hpp"
 
@@ -24,7 +25,7 @@ class http_endpoint {
   /// Binds `where` and serves `q` until stop(). Errors: invalid_argument
   /// naming a TLS file (certificate, key, ca_file) that can't be used;
   /// io_error naming the address and port that can't be bound.
-  static result<std::unique_ptr<http_endpoint>> start(queue::impl& q, const http_options& where);
+  static result<std::unique_ptr<http_endpoint>> start(queue_impl& q, const http_options& where);
 
   http_endpoint(const http_endpoint&) = delete;
   http_endpoint& operator=(const http_endpoint&) = delete;

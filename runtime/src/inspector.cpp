@@ -10,6 +10,7 @@
 #include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"
+#include "runtime_access.hpp"
 
 namespace ergon {
 
@@ -51,7 +52,7 @@ status closed_inspector() {
   return {error::closed, "the inspector was moved from"};
 }
 
-result<std::vector<storage::type_status_count>> count_rows(const inspector::impl& p) {
+result<std::vector<storage::type_status_count>> count_rows(const inspector_impl& p) {
   return p.with_connection(
     [&](storage::db& d) { return storage::count_jobs(d, p.counts_from); });
 }
@@ -66,7 +67,7 @@ result<inspector> queue::inspect(const std::string& path) {
     return status{error::io_error, path + ": " + std::strerror(errno)};
   if (auto checked = storage::check_ergon_file(path, true); !checked)
     return checked;
-  auto p = std::make_unique<inspector::impl>();
+  auto p = std::make_unique<inspector_impl>();
   storage::db_options opts;
   opts.read_only = true;
   p->reads = std::make_unique<runtime::read_pool>(path, opts, 2);

@@ -192,7 +192,7 @@ caf::behavior run(waits_ptr self, std::shared_ptr<actors::final_watch> watch, ca
 
 }  // namespace
 
-caf::actor job_waits(const std::shared_ptr<queue::impl>& q) {
+caf::actor job_waits(const std::shared_ptr<queue_impl>& q) {
   std::lock_guard<std::mutex> guard{q->waits_mtx};
   if (q->closed.load(std::memory_order_acquire))
     return {};

@@ -11,6 +11,7 @@
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 
+#include "runtime_access.hpp"
 #include "queue_impl.hpp"
 
 namespace ergon::runtime {
@@ -20,6 +21,6 @@ namespace ergon::runtime {
 /// or an error: not_found, timeout, closed. Answers `closed` to every wait
 /// it holds when it exits (the queue stops). An invalid handle once `q`
 /// closed.
-caf::actor job_waits(const std::shared_ptr<queue::impl>& q);
+caf::actor job_waits(const std::shared_ptr<queue_impl>& q);
 
 }  // namespace ergon::runtime

@@ -25,10 +25,10 @@ using runtime::moved_from;
 namespace {
 
 // The opened queue, listening if its options say so.
-result<std::shared_ptr<queue::impl>> started(result<std::unique_ptr<queue::impl>> opened) {
+result<std::shared_ptr<queue_impl>> started(result<std::unique_ptr<queue_impl>> opened) {
   if (!opened)
     return opened.error();
-  std::shared_ptr<queue::impl> p = std::move(*opened);
+  std::shared_ptr<queue_impl> p = std::move(*opened);
   if (p->opts.listen)
     if (auto st = runtime::listen(p, *p->opts.listen); !st)
       return st;
@@ -38,7 +38,7 @@ result<std::shared_ptr<queue::impl>> started(result<std::unique_ptr<queue::impl>
 // Closes a queue handle's queue. A listening queue's actor shares it: wait
 // until that actor is gone, so that the handle lets go last and the actor
 // system the queue may own is not torn down from one of its own threads.
-void let_go(std::shared_ptr<queue::impl>& p) {
+void let_go(std::shared_ptr<queue_impl>& p) {
   if (!p)
     return;
   if (auto actor = caf::actor_cast<caf::actor>(p->actor)) {
@@ -382,12 +382,6 @@ ergon::clock& queue::clock() const {
   if (!impl_)
     throw std::logic_error("ergon::queue::clock() on a moved-from queue");
   return *impl_->clk;
-}
-
-caf::actor_system& queue::system() const {
-  if (!impl_)
-    throw std::logic_error("ergon::queue::system() on a moved-from queue");
-  return *impl_->sys;
 }
 
 }  // namespace ergon

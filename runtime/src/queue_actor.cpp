@@ -31,7 +31,7 @@ namespace {
 // the one behind a handle. Entries go when the actor's state does.
 struct spawned_queues {
   std::mutex mtx;
-  std::map<caf::actor_addr, std::weak_ptr<queue::impl>> by_actor;
+  std::map<caf::actor_addr, std::weak_ptr<queue_impl>> by_actor;
 };
 
 spawned_queues& spawned() {
@@ -40,7 +40,7 @@ spawned_queues& spawned() {
 }
 
 struct queue_actor_state {
-  std::shared_ptr<queue::impl> q;
+  std::shared_ptr<queue_impl> q;
   caf::actor calls;  // runs the calls that wait; see blocking_calls.hpp
   bool closing = false;
   std::vector<caf::response_promise> close_requests;  // answered once closed
@@ -150,7 +150,7 @@ void close_then_quit(queue_ptr self, caf::error reason) {
 
 using ms = std::chrono::milliseconds;
 
-queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue::impl> opened,
+queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opened,
                                caf::actor calls) {
   self->state.q = std::move(opened);
   self->state.calls = std::move(calls);
@@ -285,7 +285,7 @@ namespace {
 
 // The queue actor over `q`, registered so that start_worker and publish
 // find `q` behind its handle.
-queue_actor spawn_actor(caf::actor_system& sys, const std::shared_ptr<queue::impl>& q) {
+queue_actor spawn_actor(caf::actor_system& sys, const std::shared_ptr<queue_impl>& q) {
   std::lock_guard<std::mutex> guard{spawned().mtx};
   auto actor = sys.spawn(run, q, runtime::spawn_blocking_calls(sys, q));
   actors::set_gate<std::remove_pointer_t<queue_ptr>>(actor, q->gate);
@@ -300,13 +300,13 @@ status no_middleman() {
           "sys"};
 }
 
-std::shared_ptr<queue::impl> spawned_queue(const queue_actor& q) {
+std::shared_ptr<queue_impl> spawned_queue(const queue_actor& q) {
   std::lock_guard<std::mutex> guard{spawned().mtx};
   auto i = spawned().by_actor.find(q.address());
   return i != spawned().by_actor.end() ? i->second.lock() : nullptr;
 }
 
-result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
+result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
                          const std::string& bind, const credentials& creds,
                          std::chrono::milliseconds handshake_timeout) {
   auto& sys = q->home_system();
@@ -358,7 +358,7 @@ result<uint16_t> publish(const queue_actor& q, queue::impl& impl, uint16_t port,
 
 namespace runtime {
 
-status listen(const std::shared_ptr<queue::impl>& q, const listen_options& where) {
+status listen(const std::shared_ptr<queue_impl>& q, const listen_options& where) {
   auto actor = spawn_actor(*q->sys, q);
   auto bound = publish(actor, *q, where.port, where.address, where.creds,
                        where.handshake_timeout);
@@ -376,7 +376,7 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
   auto opened = runtime::bootstrap(sys, path, std::move(opts));
   if (!opened)
     return opened.error();
-  std::shared_ptr<queue::impl> q = std::move(*opened);
+  std::shared_ptr<queue_impl> q = std::move(*opened);
   auto actor = spawn_actor(sys, q);
   if (q->opts.listen) {
     auto& where = *q->opts.listen;

@@ -154,13 +154,13 @@ status queue::impl::pause(actors::scheduling_control::op_type op, const std::str
 result<worker> queue::impl::start_worker(worker_options worker_opts) {
   if (closed.load(std::memory_order_acquire))
     return actors::queue_closed();
-  auto w = worker::impl::spawn(*sys, std::move(worker_opts), clk,
+  auto w = worker_impl::spawn(*sys, std::move(worker_opts), clk,
                                caf::actor_cast<caf::actor>(dispatcher), gate);
   {
     std::lock_guard<std::mutex> guard{workers_mtx};
     workers.push_back(w);
   }
-  return worker{std::move(w)};
+  return runtime_access::make_worker(std::move(w));
 }
 
 result<metrics_snapshot> queue::impl::metrics() {
@@ -228,7 +228,7 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   }
   auto deadline = storage::steady_deadline(timeout);
   actors::tell(dispatcher, actors::drain_atom::value);
-  std::vector<std::shared_ptr<worker::impl>> running;
+  std::vector<std::shared_ptr<worker_impl>> running;
   {
     std::lock_guard<std::mutex> guard{workers_mtx};
     for (auto& w : workers)

@@ -1,4 +1,4 @@
-// queue::impl: the state behind a queue handle and its requests to the
+// queue_impl: the state behind a queue handle and its requests to the
 // queue's actors. bootstrap.cpp builds it; queue.cpp's methods use it.
 // Internal to runtime/.
 #pragma once
@@ -15,6 +15,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
 
+#include "runtime_access.hpp"
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
@@ -56,7 +57,7 @@ struct queue::impl {
   std::shared_ptr<actors::writer_stats> writer_stats = std::make_shared<actors::writer_stats>();
   std::unique_ptr<runtime::read_pool> reads;
   std::mutex workers_mtx;
-  std::vector<std::weak_ptr<worker::impl>> workers;
+  std::vector<std::weak_ptr<worker_impl>> workers;
   std::atomic<bool> closed{false};
   // The queue actor over this queue, if one was spawned (spawn_queue, or
   // options::listen), and where it was published, oldest first. stop()

@@ -438,10 +438,10 @@ result<worker> start_remote_worker(const remote_connection& q, worker_options op
              [&](caf::error& e) { dispatcher = to_status(e); });
   if (!dispatcher)
     return dispatcher.error();
-  auto w = worker::impl::spawn(sys, std::move(opts), default_clock(), std::move(*dispatcher),
+  auto w = worker_impl::spawn(sys, std::move(opts), default_clock(), std::move(*dispatcher),
                                q.gate, caf::actor_cast<caf::actor>(q.link));
   actors::tell(q.link, hold_atom::value, caf::actor_cast<caf::actor>(w->actor));
-  return worker{std::move(w)};
+  return runtime_access::make_worker(std::move(w));
 }
 
 }  // namespace ergon::runtime

@@ -63,7 +63,7 @@ status validate(const options& o) {
                                                + " us");
   if (auto st = check_not_negative("cache_kib", o.cache_kib); !st)
     return st;
-  if (auto st = check_at_least_one("scheduler_threads", o.scheduler_threads); !st)
+  if (auto st = check_at_least_one("scheduler.threads", o.scheduler.threads); !st)
     return st;
   if ((o.file_mode & 0600u) != 0600u || (o.file_mode & ~0666u) != 0) {
     char text[8];

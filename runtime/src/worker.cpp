@@ -7,7 +7,7 @@
 
 namespace ergon {
 
-std::shared_ptr<worker::impl> worker::impl::spawn(caf::actor_system& sys, worker_options opts,
+std::shared_ptr<worker_impl> worker::impl::spawn(caf::actor_system& sys, worker_options opts,
                                                   std::shared_ptr<ergon::clock> clock,
                                                   caf::actor dispatcher,
                                                   std::shared_ptr<actors::node_gate> gate,

@@ -1,4 +1,4 @@
-// worker::impl: the state behind a worker handle. The queue keeps a weak
+// worker_impl: the state behind a worker handle. The queue keeps a weak
 // reference to each one so that closing the queue stops its workers.
 // Internal to runtime/.
 #pragma once
@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "runtime_access.hpp"
 #include "ergon/actors/worker.hpp"
 #include "ergon/worker.hpp"
 
