@@ -155,7 +155,7 @@ struct rig {
 
   effects gone(uint64_t worker) {
     effects fx;
-    core.worker_gone(worker, now, fx);
+    core.workers_gone({worker}, now, fx);
     return fx;
   }
 
@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(a_report_claims_a_job_that_runs_and_ends) {
   BOOST_REQUIRE_EQUAL(claims.size(), 1u);
   BOOST_TEST(claims[0].row == 1);
   BOOST_TEST(claims[0].token == 1000);
-  BOOST_TEST(!fx.hungry);  // the worker's room is taken
+  BOOST_TEST((fx.hungry == std::optional<bool>{false}));  // the worker's room is taken
   // Nothing runs before the claim commits; then the job starts.
   BOOST_TEST(running_slots(r) == 1);  // picked: its slot counts already
   r.commit_claims(writes_of(fx)[0]);
@@ -437,10 +437,10 @@ BOOST_AUTO_TEST_CASE(a_draining_core_hands_out_nothing_and_is_not_hungry) {
   rig r;
   auto w = r.add_worker(2);
   auto fx = r.report(w, 2, 0);
-  BOOST_TEST(fx.hungry);  // waits for jobs
+  BOOST_TEST((fx.hungry == std::optional<bool>{true}));  // waits for jobs
   fx = effects{};
   r.core.drain(r.now, fx);
-  BOOST_TEST(!fx.hungry);
+  BOOST_TEST((fx.hungry == std::optional<bool>{false}));
   r.submit(1);
   fx = r.catch_up();
   BOOST_TEST(claims_of(fx).empty());
@@ -490,4 +490,34 @@ BOOST_AUTO_TEST_CASE(a_pending_job_past_its_deadline_is_expired_by_a_tick) {
   auto* overdue = std::get_if<expire_pending_batch>(&fx.writes[0]);
   BOOST_REQUIRE(overdue);
   BOOST_TEST(overdue->rows == std::vector<int64_t>{1});
+}
+
+// An input that changes nothing leaves the hunger flag and the timer as
+// they were: a peer's unregistration of an unknown id must not make the
+// writer hold feeds back from a waiting worker.
+BOOST_AUTO_TEST_CASE(an_unknown_unregistration_changes_neither_hunger_nor_the_timer) {
+  rig r;
+  auto w = r.add_worker(1);
+  auto fx = r.report(w, 1, 0);
+  BOOST_TEST((fx.hungry == std::optional<bool>{true}));
+  fx = effects{};
+  BOOST_TEST((r.core.unregister_worker(w + 100, r.now, fx) == dispatch_core::leaving::unknown));
+  BOOST_TEST(!fx.hungry.has_value());
+  BOOST_TEST(fx.wake_at == storage::never_ms);
+  BOOST_TEST(fx.writes.empty());
+}
+
+// One actor registered twice (a remote worker back before its old
+// registration went down): when it goes down, no job goes to either id.
+BOOST_AUTO_TEST_CASE(every_id_of_a_gone_actor_goes_before_anything_is_handed_out) {
+  rig r;
+  auto first = r.add_worker(1, true);
+  auto second = r.add_worker(1, true);
+  r.report(first, 1, 0);
+  r.report(second, 1, 0);
+  r.submit(1);  // committed; its feed is taken by the next input
+  effects fx;
+  r.core.workers_gone({first, second}, r.now, fx);
+  BOOST_TEST(claims_of(fx).empty());
+  BOOST_TEST(r.metrics().remote_workers == 0);
 }

@@ -724,10 +724,12 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
   settle(now, out);
 }
 
-void dispatch_core::worker_gone(uint64_t id, int64_t now, effects& out) {
+void dispatch_core::workers_gone(const std::vector<uint64_t>& ids, int64_t now,
+                                 effects& out) {
   auto& st = *st_;
   st.out = &out;
-  actors::worker_gone(st, id, now);
+  for (auto id : ids)
+    worker_gone(st, id, now);
   settle(now, out);
 }
 

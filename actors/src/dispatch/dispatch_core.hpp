@@ -25,6 +25,7 @@
 #include "ergon/event.hpp"
 #include "ergon/scheduling.hpp"
 #include "ergon/storage/operations.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon::actors {
 
@@ -67,10 +68,11 @@ class dispatch_core {
     std::vector<event> events;
     /// A protocol message that breaks its rules: what, and why (logged).
     std::vector<std::pair<std::string, status>> rejected;
-    /// Whether a worker waits for jobs now (the writer rings at once then).
-    bool hungry = false;
-    /// When the core wants a tick next (queue clock), or never_ms.
-    int64_t wake_at = 0;
+    /// Whether a worker waits for jobs now (the writer rings at once then);
+    /// unset: unchanged.
+    std::optional<bool> hungry;
+    /// When the core wants a tick next (queue clock); never_ms: no change.
+    int64_t wake_at = storage::never_ms;
   };
 
   /// Loads the pending jobs found at open.
@@ -102,8 +104,9 @@ class dispatch_core {
   /// come first in `out.writes` if it has any.
   void report(worker_report r, int64_t now, effects& out);
 
-  /// The worker is gone (its actor went down).
-  void worker_gone(uint64_t id, int64_t now, effects& out);
+  /// These workers are gone (their actor went down; one actor may have
+  /// registered several times). All go before anything is handed out again.
+  void workers_gone(const std::vector<uint64_t>& ids, int64_t now, effects& out);
 
   /// Applies the commit feeds that wait and hands out work (the writer rang,
   /// or a snapshot must include every commit so far).

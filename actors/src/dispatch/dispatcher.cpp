@@ -66,12 +66,16 @@ void arm_timer(dispatcher_ptr self, int64_t wake_at) {
   self->delayed_send(self, storage::timer_delay(wake_at - st.now()), tick_atom::value);
 }
 
-// The writes of a worker's report go with its sender (a stopping worker
-// reports after it left); the others with the registered worker.
-caf::actor writes_handle(dispatcher_state& st, uint64_t worker, const caf::actor& reporter,
-                         uint64_t reporter_id) {
-  if (reporter && worker == reporter_id)
-    return reporter;
+// Who sent the report being handled: its writes go back to that sender (a
+// stopping worker reports after it left), not to the registered handle.
+struct reporter {
+  uint64_t worker = 0;
+  caf::actor handle;
+};
+
+caf::actor writes_handle(dispatcher_state& st, uint64_t worker, const reporter* from) {
+  if (from && worker == from->worker)
+    return from->handle;
   auto h = st.handles.find(worker);
   return h == st.handles.end() ? caf::actor{} : h->second;
 }
@@ -79,12 +83,11 @@ caf::actor writes_handle(dispatcher_state& st, uint64_t worker, const caf::actor
 // Sends what the core decided, in its order. Claims, outcomes and lost
 // attempts go ahead of submissions waiting in the writer's mailbox: a
 // worker's next job must not wait behind bulk inserts.
-void perform(dispatcher_ptr self, effects& fx, const caf::actor& reporter = {},
-             uint64_t reporter_id = 0) {
+void perform(dispatcher_ptr self, effects& fx, const reporter* from = nullptr) {
   auto& st = self->state;
   for (auto& w : fx.writes) {
     if (auto* b = std::get_if<worker_writes>(&w)) {
-      auto handle = writes_handle(st, b->worker_id, reporter, reporter_id);
+      auto handle = writes_handle(st, b->worker_id, from);
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer,
                                                   worker_batch{std::move(handle), std::move(*b)});
     } else if (auto* lost = std::get_if<lose_batch>(&w)) {
@@ -107,8 +110,8 @@ void perform(dispatcher_ptr self, effects& fx, const caf::actor& reporter = {},
     }
   for (auto& [what, why] : fx.rejected)
     reject(self, what, why);
-  if (st.cfg.feeds)
-    st.cfg.feeds->set_hungry(fx.hungry);
+  if (st.cfg.feeds && fx.hungry)
+    st.cfg.feeds->set_hungry(*fx.hungry);
   arm_timer(self, fx.wake_at);
   if (!fx.events.empty() && st.cfg.events)
     caf::anon_send(st.cfg.events, event_batch{std::move(fx.events)});
@@ -164,21 +167,25 @@ void on_report(dispatcher_ptr self, worker_report& r) {
     return;
   }
   effects fx;
-  auto id = r.worker_id;
+  reporter from{r.worker_id, caf::actor_cast<caf::actor>(self->current_sender())};
   st.core->report(std::move(r), st.now(), fx);
-  perform(self, fx, caf::actor_cast<caf::actor>(self->current_sender()), id);
+  perform(self, fx, &from);
 }
 
 void on_down(dispatcher_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
-  effects fx;
   auto [first, last] = st.monitored.equal_range(down.source);
+  std::vector<uint64_t> gone;
   for (auto i = first; i != last; ++i) {
-    st.core->worker_gone(i->second, st.now(), fx);
+    gone.push_back(i->second);
     st.handles.erase(i->second);
     st.leaving.erase(i->second);
   }
   st.monitored.erase(first, last);
+  if (gone.empty())
+    return;
+  effects fx;
+  st.core->workers_gone(gone, st.now(), fx);
   perform(self, fx);
 }
 
