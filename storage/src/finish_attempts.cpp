@@ -50,6 +50,18 @@ failed_attempt failure_of(const attempt_report& r) {
   }
 }
 
+// Records how a report went: its attempt ended (answered `ok`), or it was
+// stale (nothing matched its token).
+void record(finish_attempts_result& out, std::optional<attempt_end> ended, int64_t row,
+            status ok = {}) {
+  if (!ended) {
+    out.statuses.push_back(stale(row));
+    return;
+  }
+  out.statuses.push_back(std::move(ok));
+  out.ended.push_back(std::move(*ended));
+}
+
 }  // namespace
 
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
@@ -84,12 +96,7 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
                                      now_ms);
         if (!cancelled)
           return cancelled.error();
-        if (!*cancelled) {
-          out.statuses.push_back(stale(r.row));
-          continue;
-        }
-        out.statuses.push_back(cancelled_first(r.row));
-        out.ended.push_back(std::move(**cancelled));
+        record(out, std::move(*cancelled), r.row, cancelled_first(r.row));
         continue;
       }
       attempt_end end;
@@ -121,12 +128,7 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
                                  now_ms);
     if (!ended)
       return ended.error();
-    if (!*ended) {
-      out.statuses.push_back(stale(r.row));
-      continue;
-    }
-    out.statuses.emplace_back();
-    out.ended.push_back(std::move(**ended));
+    record(out, std::move(*ended), r.row);
   }
   return out;
 }
