@@ -35,7 +35,7 @@ struct writer_fixture {
   temp_dir dir;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
-  caf::actor writer;
+  actors::db_writer_actor writer;
   std::shared_ptr<actors::job_counters> counters = std::make_shared<actors::job_counters>();
 
   void start(storage::db_options db_opts = {}) {
@@ -198,7 +198,7 @@ BOOST_AUTO_TEST_CASE(a_request_that_arrives_after_close_gets_closed) {
   BOOST_TEST(from.wait().ok());
   auto late = send_submit({make()});
   BOOST_TEST(late.wait().error().code() == error::closed);
-  writer = caf::actor{};
+  writer = actors::db_writer_actor{};
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -40,7 +40,7 @@ struct queue::impl {
   std::unique_ptr<caf::actor_system_config> own_cfg;
   std::unique_ptr<caf::actor_system> own_sys;
   caf::actor_system* sys = nullptr;
-  caf::actor writer;
+  actors::db_writer_actor writer;
   caf::actor sweeper;  // retention_sweeper.hpp
   actors::dispatcher_actor dispatcher;
   caf::actor events;

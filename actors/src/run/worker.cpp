@@ -39,7 +39,7 @@ enum class worker_phase : uint8_t {
 struct worker_state {
   worker_config cfg;
   caf::actor dispatcher;
-  caf::actor writer;
+  worker_writer_actor writer;
   worker_phase phase = worker_phase::joining;
   uint64_t worker_id = 0;
   std::shared_ptr<job_runner> runner;
@@ -121,7 +121,7 @@ void send_progress(worker_ptr self, std::vector<storage::progress_report> report
   auto& st = self->state;
   if (reports.empty() || !st.writer)
     return;
-  caf::unsafe_send_as(self, st.writer, progress_batch{std::move(reports)});
+  self->send(st.writer, progress_batch{std::move(reports)});
 }
 
 // Hands over the waiting progress reports if the interval allows, else
@@ -410,7 +410,7 @@ void rejoin(worker_ptr self) {
 void lost_connection(worker_ptr self) {
   auto& st = self->state;
   st.phase = st.stopping() ? worker_phase::left_offline : worker_phase::lost;
-  st.writer = {};
+  st.writer = worker_writer_actor{};
   for (auto& r : st.report_replies)
     if (r)
       r->deliver(outcome_unacknowledged());

@@ -714,7 +714,7 @@ class writer {
 
 }  // namespace
 
-caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg) {
+db_writer_actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg) {
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
   auto gate = cfg.gate;
@@ -726,7 +726,7 @@ caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg) {
     },
     std::move(cfg));
   set_gate<gated<caf::blocking_actor>>(w, std::move(gate));
-  return w;
+  return caf::actor_cast<db_writer_actor>(std::move(w));
 }
 
 }  // namespace ergon::actors

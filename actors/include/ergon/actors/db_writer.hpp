@@ -18,14 +18,18 @@
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "ergon/actors/commit_feed.hpp"
 #include "ergon/actors/job_counters.hpp"
 #include "ergon/actors/node_gate.hpp"
+#include "ergon/actors/protocol.hpp"
 #include "ergon/actors/reply.hpp"
 #include "ergon/actors/run_metrics.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/job.hpp"
+#include "ergon/queue_actor.hpp"
 #include "ergon/storage/db.hpp"
 #include "ergon/storage/operations.hpp"
 
@@ -34,6 +38,7 @@ namespace ergon::actors {
 /// A request from a thread that blocks until the writer has committed.
 template <class Args, class V>
 struct local_call {
+  using answer = V;
   Args args;
   reply_to<V> reply;
 };
@@ -102,6 +107,34 @@ struct after_writes {
 /// Rung when commit feeds are waiting in a feed_channel.
 using feed_ready_atom = caf::atom_constant<caf::atom("feedready")>;
 
+/// What an actor that sent a local_call without a reply_to gets back: ok for
+/// a status, the value for a result<T> (errors come as CAF errors).
+template <class V>
+struct call_answer;
+template <>
+struct call_answer<status> {
+  using type = ok_atom;
+};
+template <class T>
+struct call_answer<result<T>> {
+  using type = T;
+};
+
+/// The signature of a local_call in the writer's interface.
+template <class Call>
+using call_signature =
+  typename caf::replies_to<Call>::template with<typename call_answer<typename Call::answer>::type>;
+
+/// Every message the writer takes; a send of anything else does not compile.
+using db_writer_actor = worker_writer_actor::extend<
+  call_signature<submit_call>, call_signature<update_call>, call_signature<cancel_call>,
+  call_signature<cancel_job_call>, call_signature<retry_failed_call>,
+  call_signature<delete_finished_call>, call_signature<put_recurring_call>,
+  call_signature<delete_recurring_call>, call_signature<close_call>,
+  caf::replies_to<sweep_step>::with<sweep_reply>, caf::reacts_to<worker_batch>,
+  caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
+  caf::reacts_to<lose_batch>, caf::reacts_to<listen_to>, caf::reacts_to<after_writes>>;
+
 /// How to run the writer.
 struct db_writer_config {
   /// The migrated write connection; the writer takes it over.
@@ -127,7 +160,7 @@ struct db_writer_config {
 
 /// Spawns the writer on its own thread. Stop it with a close_call; requests
 /// that arrive afterwards get `closed`.
-caf::actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg);
+db_writer_actor spawn_db_writer(caf::actor_system& sys, db_writer_config cfg);
 
 }  // namespace ergon::actors
 

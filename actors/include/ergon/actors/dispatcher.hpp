@@ -44,7 +44,7 @@ using dispatcher_actor = caf::typed_actor<
 
 struct dispatcher_config {
   std::shared_ptr<ergon::clock> clock;
-  caf::actor writer;
+  db_writer_actor writer;
   std::shared_ptr<feed_channel> feeds;  ///< the writer's commit feeds
   caf::actor events;  ///< event bus; may be empty
   uint32_t id_tag = 0;  ///< the database's id tag, to name jobs in events

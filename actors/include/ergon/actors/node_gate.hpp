@@ -169,7 +169,12 @@ void set_gate(const Handle& handle, std::shared_ptr<node_gate> gate) {
 /// sender, so these carry the receiver as theirs. Nothing answers them.
 template <class Handle, class... Ts>
 void tell(const Handle& to, Ts&&... xs) {
-  caf::send_as(to, to, std::forward<Ts>(xs)...);
+  using token = caf::detail::type_list<caf::detail::strip_and_convert_t<Ts>...>;
+  static_assert(caf::response_type_unbox<caf::signatures_of_t<Handle>, token>::valid,
+                "the receiver does not accept this message");
+  if (to)
+    to->eq_impl(caf::make_message_id(), caf::actor_cast<caf::strong_actor_ptr>(to), nullptr,
+                std::forward<Ts>(xs)...);
 }
 
 /// Asks `to` to exit with `reason`, as tell() sends: with a sender.

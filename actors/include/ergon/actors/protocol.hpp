@@ -27,6 +27,8 @@
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "ergon/actors/protocol_records.hpp"
 #include "ergon/wire.hpp"
@@ -51,10 +53,16 @@ struct register_worker {
 /// invalid_argument naming "types", "max_capacity", "prefetch" or "worker".
 status validate(const register_worker& r);
 
+/// The part of the writer a worker, perhaps on another node, may reach:
+/// progress to store, and heartbeats answered after their commit.
+using worker_writer_actor =
+  caf::typed_actor<caf::reacts_to<progress_batch>,
+                   caf::replies_to<heartbeat_request>::with<heartbeat_reply>>;
+
 /// The dispatcher's answer: the worker's id, and where to report outcomes.
 struct worker_registered {
   uint64_t worker_id = 0;
-  caf::actor writer;
+  worker_writer_actor writer;
 };
 
 using unregistered_atom = caf::atom_constant<caf::atom("unreg")>;

@@ -51,7 +51,7 @@ class retention_pass {
 struct retention_sweeper_config {
   retention_options opts;
   std::shared_ptr<ergon::clock> clock;
-  caf::actor writer;
+  db_writer_actor writer;
   /// A pass that changed something is an event_kind::swept event.
   caf::actor events;
   std::shared_ptr<subscribers> subs;
