@@ -18,7 +18,11 @@
 
 #include "ergon/job_builder.hpp"
 #include "ergon/storage/db.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/claim_jobs.hpp"
+#include "ergon/storage/op/insert_jobs.hpp"
+#include "ergon/storage/op/read_jobs.hpp"
+#include "ergon/storage/op/savepoint.hpp"
+#include "ergon/storage/op/update_pending.hpp"
 #include "ergon/storage/schema.hpp"
 #include "fuzz_target.hpp"
 

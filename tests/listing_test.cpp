@@ -9,7 +9,7 @@
 #include <atomic>
 #include <set>
 
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/list_jobs.hpp"
 #include "support/queue_fixture.hpp"
 
 using namespace ergon;

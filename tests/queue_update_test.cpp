@@ -5,7 +5,7 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/storage/db.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/claim_jobs.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "support/test_support.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/queue_actor.hpp"
+#include "ergon/storage/op/read_recurring.hpp"
 
 namespace ergon::runtime {
 namespace {

@@ -6,6 +6,8 @@
 
 #include <caf/actor_cast.hpp>
 
+#include "ergon/storage/op/count_jobs.hpp"
+#include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/schema.hpp"
 #include "http_endpoint.hpp"
 #include "recover.hpp"

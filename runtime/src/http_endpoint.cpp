@@ -12,6 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "ergon/storage/op/cancel_job.hpp"
+#include "ergon/storage/op/read_recurring.hpp"
+#include "ergon/storage/op/retry_failed.hpp"
 #include "dashboard_page.hpp"
 #include "http/front.hpp"
 #include "http/request_head.hpp"

@@ -6,7 +6,11 @@
 #include <cstring>
 
 #include "ergon/queue.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/backup_to.hpp"
+#include "ergon/storage/op/count_jobs.hpp"
+#include "ergon/storage/op/list_jobs.hpp"
+#include "ergon/storage/op/read_jobs.hpp"
+#include "ergon/storage/op/read_recurring.hpp"
 #include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"

@@ -6,6 +6,13 @@
 #include <caf/scoped_actor.hpp>
 
 #include "ergon/queue_actor.hpp"
+#include "ergon/storage/op/cancel_job.hpp"
+#include "ergon/storage/op/cancel_pending.hpp"
+#include "ergon/storage/op/delete_recurring.hpp"
+#include "ergon/storage/op/put_recurring.hpp"
+#include "ergon/storage/op/read_recurring.hpp"
+#include "ergon/storage/op/retry_failed.hpp"
+#include "ergon/storage/op/update_pending.hpp"
 #include "ergon/wire.hpp"
 
 #include <stdexcept>

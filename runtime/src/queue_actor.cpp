@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 
+#include "ergon/storage/op/put_recurring.hpp"
 #include "blocking_calls.hpp"
 #include "bootstrap.hpp"
 #include "private_files.hpp"

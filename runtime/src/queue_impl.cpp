@@ -13,6 +13,9 @@
 #include <caf/actor_cast.hpp>
 #include <caf/exit_reason.hpp>
 
+#include "ergon/storage/op/delete_finished.hpp"
+#include "ergon/storage/op/list_jobs.hpp"
+#include "ergon/storage/op/read_jobs.hpp"
 #include "ergon/storage/times.hpp"
 #include "validate_options.hpp"
 

@@ -3,6 +3,13 @@
 #include <random>
 #include <unordered_map>
 
+#include "ergon/storage/op/add_finished_counts.hpp"
+#include "ergon/storage/op/load_unfinished.hpp"
+#include "ergon/storage/op/meta.hpp"
+#include "ergon/storage/op/reconcile_recurring.hpp"
+#include "ergon/storage/op/recover_running.hpp"
+#include "ergon/storage/records.hpp"
+
 namespace ergon::runtime {
 
 result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode,

@@ -6,7 +6,7 @@
 
 #include "ergon/options.hpp"
 #include "ergon/storage/db.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::runtime {
 

@@ -1,4 +1,4 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/add_finished_counts.hpp"
 
 namespace ergon::storage {
 namespace {

@@ -1,6 +1,9 @@
+#include "ergon/storage/op/advance_low_mark.hpp"
+
 #include <algorithm>
 
-#include "ergon/storage/operations.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/storage/op/meta.hpp"
 
 namespace ergon::storage {
 namespace {

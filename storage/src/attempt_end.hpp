@@ -3,11 +3,16 @@
 // decided and written in exactly one place. Internal to storage/.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "ergon/storage/operations.hpp"
+#include "ergon/error.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::storage {
 

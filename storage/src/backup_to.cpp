@@ -1,3 +1,5 @@
+#include "ergon/storage/op/backup_to.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 #include <random>
 
 #include "ergon/storage/db.hpp"
-#include "ergon/storage/operations.hpp"
 
 namespace ergon::storage {
 namespace {

@@ -1,4 +1,6 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/cancel_job.hpp"
+
+#include "ergon/storage/op/cancel_pending.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
 

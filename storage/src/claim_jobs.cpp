@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/claim_jobs.hpp"
+
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"

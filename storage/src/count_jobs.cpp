@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/count_jobs.hpp"
+
 #include "status_sql.hpp"
 
 namespace ergon::storage {

@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/delete_finished.hpp"
+
 #include "job_filter_sql.hpp"
 
 namespace ergon::storage {

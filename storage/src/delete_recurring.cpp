@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/delete_recurring.hpp"
+
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
 

@@ -1,5 +1,6 @@
+#include "ergon/storage/op/expire_attempt.hpp"
+
 #include "attempt_end.hpp"
-#include "ergon/storage/operations.hpp"
 #include "status_sql.hpp"
 
 namespace ergon::storage {

@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/expire_pending.hpp"
+
 #include "job_final.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"

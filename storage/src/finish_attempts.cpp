@@ -1,6 +1,7 @@
-#include "attempt_end.hpp"
+#include "ergon/storage/op/finish_attempts.hpp"
+
 #include "ergon/storage/times.hpp"
-#include "ergon/storage/operations.hpp"
+#include "attempt_end.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"

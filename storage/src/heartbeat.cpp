@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/heartbeat.hpp"
+
 #include "ergon/storage/times.hpp"
 #include "status_sql.hpp"
 

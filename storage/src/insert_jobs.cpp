@@ -1,7 +1,8 @@
+#include "ergon/storage/op/insert_jobs.hpp"
+
 #include <unordered_map>
 
 #include "ergon/storage/job_ids.hpp"
-#include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {

@@ -4,9 +4,13 @@
 // the last run and create the next instance. Internal to storage/.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
-#include "ergon/storage/operations.hpp"
+#include "ergon/error.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::storage {
 

@@ -2,7 +2,16 @@
 // Internal to storage/.
 #pragma once
 
-#include "ergon/storage/operations.hpp"
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ergon/error.hpp"
+#include "ergon/job.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::storage::rows {
 

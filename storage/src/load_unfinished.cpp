@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/load_unfinished.hpp"
+
 #include "job_rows.hpp"
 #include "status_sql.hpp"
 

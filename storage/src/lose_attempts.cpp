@@ -1,5 +1,6 @@
+#include "ergon/storage/op/lose_attempts.hpp"
+
 #include "attempt_end.hpp"
-#include "ergon/storage/operations.hpp"
 
 namespace ergon::storage {
 

@@ -1,4 +1,4 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/meta.hpp"
 
 namespace ergon::storage {
 namespace {

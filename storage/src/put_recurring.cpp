@@ -1,6 +1,7 @@
+#include "ergon/storage/op/put_recurring.hpp"
+
 #include <algorithm>
 
-#include "ergon/storage/operations.hpp"
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"

@@ -1,5 +1,7 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/read_jobs.hpp"
+
 #include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/op/list_jobs.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {

@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/read_recurring.hpp"
+
 #include "recurring_rows.hpp"
 
 namespace ergon::storage {

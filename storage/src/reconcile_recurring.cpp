@@ -1,5 +1,5 @@
+#include "ergon/storage/op/reconcile_recurring.hpp"
 
-#include "ergon/storage/operations.hpp"
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"

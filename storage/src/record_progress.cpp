@@ -1,4 +1,5 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/record_progress.hpp"
+
 #include "job_rows.hpp"
 
 namespace ergon::storage {

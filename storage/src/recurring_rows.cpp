@@ -1,6 +1,7 @@
 #include "recurring_rows.hpp"
 
 #include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/op/meta.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
 

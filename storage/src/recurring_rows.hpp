@@ -2,11 +2,18 @@
 // operations on recurring jobs and by on_job_final. Internal to storage/.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "ergon/error.hpp"
+#include "ergon/job.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
 #include "ergon/recurring.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/records.hpp"
 #include "ergon/storage/schedule.hpp"
 
 namespace ergon::storage::rows {

@@ -1,5 +1,6 @@
+#include "ergon/storage/op/release_claims.hpp"
+
 #include "attempt_end.hpp"
-#include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
 

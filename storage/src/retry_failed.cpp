@@ -1,5 +1,7 @@
+#include "ergon/storage/op/retry_failed.hpp"
+
 #include "ergon/storage/job_ids.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/meta.hpp"
 #include "job_filter_sql.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"

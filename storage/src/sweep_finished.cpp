@@ -1,4 +1,6 @@
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/sweep_finished.hpp"
+
+#include "ergon/storage/op/delete_finished.hpp"
 
 namespace ergon::storage {
 

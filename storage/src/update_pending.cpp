@@ -1,6 +1,7 @@
+#include "ergon/storage/op/update_pending.hpp"
+
 #include <algorithm>
 
-#include "ergon/storage/operations.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
 

@@ -24,7 +24,7 @@
 #include "ergon/actors/protocol_records.hpp"
 #include "ergon/event.hpp"
 #include "ergon/scheduling.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 #include "ergon/storage/times.hpp"
 
 namespace ergon::actors {

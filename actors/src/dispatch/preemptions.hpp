@@ -17,7 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
 

@@ -23,7 +23,7 @@
 
 #include "ergon/actors/reply.hpp"
 #include "ergon/job_context.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
 

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "ergon/error.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/expire_attempt.hpp"
+#include "ergon/storage/op/lose_attempts.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
 

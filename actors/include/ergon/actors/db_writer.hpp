@@ -31,7 +31,14 @@
 #include "ergon/job.hpp"
 #include "ergon/queue_actor.hpp"
 #include "ergon/storage/db.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/op/cancel_job.hpp"
+#include "ergon/storage/op/cancel_pending.hpp"
+#include "ergon/storage/op/delete_finished.hpp"
+#include "ergon/storage/op/delete_recurring.hpp"
+#include "ergon/storage/op/put_recurring.hpp"
+#include "ergon/storage/op/retry_failed.hpp"
+#include "ergon/storage/op/sweep_finished.hpp"
+#include "ergon/storage/op/update_pending.hpp"
 
 namespace ergon::actors {
 

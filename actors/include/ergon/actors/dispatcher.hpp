@@ -24,7 +24,7 @@
 #include "ergon/actors/reply.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/scheduling.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
 

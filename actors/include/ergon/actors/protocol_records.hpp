@@ -10,7 +10,7 @@
 
 #include "ergon/error.hpp"
 #include "ergon/job_id.hpp"
-#include "ergon/storage/operations.hpp"
+#include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
 

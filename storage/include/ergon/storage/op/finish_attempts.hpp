@@ -1,0 +1,35 @@
+// finish_attempts: recording the outcomes workers report
+// (storage/src/finish_attempts.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ergon/error.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/records.hpp"
+
+namespace ergon::storage {
+
+struct finish_attempts_args {
+  std::vector<attempt_report> reports;
+  std::vector<double> randoms;  ///< one U[0,1) per report, for backoff jitter
+  size_t max_result_bytes = 0;  ///< 0: unlimited
+};
+
+/// Records each report. A success ends the job `succeeded` (its result kept
+/// for the job's result_ttl_ms); a failure retries it with backoff or, with
+/// no retries left or failed_permanently, ends it `failed`; after a cancel
+/// request every report but a success ends it `cancelled`. A report whose
+/// token is not the running attempt's gets `stale_attempt` and changes
+/// nothing. Per-report statuses come back in `statuses`; `ended` lists what
+/// changed.
+struct finish_attempts_result {
+  std::vector<status> statuses;
+  std::vector<attempt_end> ended;
+};
+result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
+                                               int64_t now_ms);
+
+}  // namespace ergon::storage

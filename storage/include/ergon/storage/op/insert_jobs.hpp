@@ -1,0 +1,45 @@
+// insert_jobs: submitting jobs (storage/src/insert_jobs.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ergon/error.hpp"
+#include "ergon/job.hpp"
+#include "ergon/job_id.hpp"
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/records.hpp"
+
+namespace ergon::storage {
+
+struct insert_jobs_args {
+  std::vector<job> jobs;
+  size_t max_payload_bytes = 0;  ///< 0: unlimited
+  uint32_t id_tag = 0;           ///< the database's tag (read_meta)
+  /// First free row id if the caller knows it (it holds the write lock and
+  /// inserted last); 0 makes the operation read max(id) itself.
+  int64_t next_row = 0;
+};
+
+/// What a submit did.
+struct insert_jobs_result {
+  /// Per input job, in order: its new id, or the id of the job that holds
+  /// its unique key (unique_policy::skip, or a later job of the same batch
+  /// that replaced it).
+  std::vector<job_id> ids;
+  /// The jobs inserted, all pending, in input order.
+  std::vector<job_key> added;
+  /// Pending jobs cancelled by unique_policy::replace.
+  std::vector<job_key> replaced;
+};
+
+/// Validates every job, then inserts them as pending with fresh ids. A job
+/// with a unique key meets a holder as its policy says; within the batch,
+/// jobs are taken in order, as if submitted one by one. All-or-nothing:
+/// an invalid job (invalid_argument), a rejected key (already_exists), or a
+/// replace of a running holder (job_running) fails the call, naming the
+/// job's position in a batch, and the caller rolls back.
+result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms);
+
+}  // namespace ergon::storage
