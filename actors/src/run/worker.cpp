@@ -15,6 +15,7 @@
 #include "clock_ticks.hpp"
 #include "job_runner.hpp"
 #include "next_report.hpp"
+#include "queue_link.hpp"
 #include "running_attempt.hpp"
 
 namespace ergon::actors {
@@ -23,25 +24,11 @@ namespace ergon::actors {
 
 namespace {
 
-// Where the worker stands with its queue.
-enum class worker_phase : uint8_t {
-  joining,       // its registration is on its way
-  running,       // registered: takes jobs
-  lost,          // remote: the connection dropped and it is not registered
-                 // again yet; the queue fails what it handed out as "worker lost"
-  stop_joining,  // asked to stop before its registration was answered
-  leaving,       // asked to stop: its unregistration is on its way
-  left,          // the queue confirmed (or is gone): no more jobs come;
-                 // outcomes still go
-  left_offline,  // asked to stop with no connection: outcomes can't go
-};
-
 struct worker_state {
   worker_config cfg;
   caf::actor dispatcher;
   worker_writer_actor writer;
-  worker_phase phase = worker_phase::joining;
-  uint64_t worker_id = 0;
+  queue_link link{false};
   std::shared_ptr<job_runner> runner;
   // Attempts held (running or waiting), by token.
   std::unordered_map<int64_t, std::shared_ptr<running_attempt>> attempts;
@@ -62,21 +49,6 @@ struct worker_state {
   int64_t next_progress_flush = 0;
   bool progress_timer = false;  // a flush_progress_atom is on its way
 
-  bool registered() const {
-    return phase == worker_phase::running || phase == worker_phase::leaving
-           || phase == worker_phase::left;
-  }
-  bool disconnected() const {
-    return phase == worker_phase::lost || phase == worker_phase::left_offline;
-  }
-  bool stopping() const {
-    return phase != worker_phase::joining && phase != worker_phase::running
-           && phase != worker_phase::lost;
-  }
-  bool unregistered() const {
-    return phase == worker_phase::left || phase == worker_phase::left_offline;
-  }
-
   static inline const char* name = "ergon.worker";
 };
 
@@ -84,7 +56,7 @@ using worker_ptr = gated<worker_actor::stateful_base<worker_state>>*;
 
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
-  if (!st.unregistered() || st.report_in_flight || !st.attempts.empty()
+  if (!st.link.unregistered() || st.report_in_flight || !st.attempts.empty()
       || !st.to_release.empty())
     return;
   for (auto& r : st.stop_replies)
@@ -154,11 +126,11 @@ void flush_progress(worker_ptr self) {
 // happens meanwhile joins the next one.
 void report(worker_ptr self) {
   auto& st = self->state;
-  if (st.phase == worker_phase::left_offline) {
+  if (st.link.phase() == worker_phase::left_offline) {
     answer_offline(self);
     return;
   }
-  if (!st.registered() || st.report_in_flight)
+  if (!st.link.registered() || st.report_in_flight)
     return;
   report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
   for (;;) {
@@ -171,7 +143,7 @@ void report(worker_ptr self) {
       st.attempts.erase(a.token);
     }
     send_progress(self, std::move(last_reports));
-    if (auto next = next_report(st.worker_id, box, st.to_release, st.stopping(),
+    if (auto next = next_report(st.link.worker_id(), box, st.to_release, st.link.stopping(),
                                 st.received_weight, room, st.last)) {
       ++st.cfg.counters->requests_sent;
       if (next->carries_writes) {
@@ -208,7 +180,7 @@ void on_assign(worker_ptr self, assign_jobs& a) {
   auto me = caf::actor_cast<caf::actor>(self);
   for (auto& j : a.jobs) {
     st.received_weight += j.weight;
-    if (st.stopping()) {  // it never starts: give it back
+    if (st.link.stopping()) {  // it never starts: give it back
       st.to_release.push_back({j.row, j.token});
       continue;
     }
@@ -258,49 +230,22 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       });
 }
 
-// No more jobs will come; stops once held jobs are done.
-void left_queue(worker_ptr self) {
-  auto& st = self->state;
-  if (st.phase == worker_phase::leaving)
-    st.phase = worker_phase::left;
-  finish_stop_if_idle(self);
-}
+void follow(worker_ptr self, const link_steps& steps);
 
 // Leaves the dispatcher; stops once it confirms and held jobs are done.
 void unregister(worker_ptr self) {
   auto& st = self->state;
-  self->request(st.dispatcher, caf::infinite, unregister_worker{st.worker_id})
+  self->request(st.dispatcher, caf::infinite, unregister_worker{st.link.worker_id()})
     .then(
-      [self](unregistered_atom) { left_queue(self); },
+      [self](unregistered_atom) { follow(self, self->state.link.left()); },
       // The dispatcher is gone: nothing more can arrive.
-      [self](caf::error&) { left_queue(self); });
+      [self](caf::error&) { follow(self, self->state.link.left()); });
 }
 
 // Takes no more jobs and gives back the ones that never started.
 void on_stop(worker_ptr self, stop_worker& s) {
-  auto& st = self->state;
-  st.stop_replies.push_back(std::move(s.reply));
-  if (!st.stopping()) {
-    for (auto& a : st.runner->take_waiting()) {
-      st.to_release.push_back({a->row(), a->token()});
-      st.attempts.erase(a->token());
-    }
-    switch (st.phase) {
-      case worker_phase::running:
-        st.phase = worker_phase::leaving;
-        report(self);
-        unregister(self);
-        break;
-      case worker_phase::lost:
-        st.phase = worker_phase::left_offline;  // no queue to leave: it lost us already
-        report(self);
-        break;
-      default:
-        st.phase = worker_phase::stop_joining;  // leaves once registered
-        break;
-    }
-  }
-  finish_stop_if_idle(self);
+  self->state.stop_replies.push_back(std::move(s.reply));
+  follow(self, self->state.link.stop());
 }
 
 void on_cancel(worker_ptr self, const cancel_attempt& c) {
@@ -359,18 +304,8 @@ void on_tick(worker_ptr self) {
 }
 
 void on_registered(worker_ptr self, worker_registered& r) {
-  auto& st = self->state;
-  st.worker_id = r.worker_id;
-  st.writer = r.writer;
-  bool stopping = st.stopping();
-  st.phase = st.phase == worker_phase::stop_joining   ? worker_phase::leaving
-             : st.phase == worker_phase::left_offline ? worker_phase::left
-                                                      : worker_phase::running;
-  if (st.cfg.rejoin)
-    self->monitor(st.dispatcher);  // its node going away is the connection dropping
-  report(self);
-  if (stopping)
-    unregister(self);
+  self->state.writer = r.writer;
+  follow(self, self->state.link.registered(r.worker_id));
 }
 
 // The queue can't take us (it closed): nothing will ever arrive.
@@ -388,13 +323,7 @@ void join(worker_ptr self);
 // Asks the connection for the dispatcher; it answers once the queue is
 // reachable again, however long that takes.
 void rejoin(worker_ptr self) {
-  auto& st = self->state;
-  if (st.phase == worker_phase::left_offline) {
-    report(self);
-    finish_stop_if_idle(self);
-    return;
-  }
-  self->request(st.cfg.rejoin, caf::infinite, rejoin_atom::value)
+  self->request(self->state.cfg.rejoin, caf::infinite, rejoin_atom::value)
     .then(
       [self](caf::actor& dispatcher) {
         self->state.dispatcher = std::move(dispatcher);
@@ -403,13 +332,10 @@ void rejoin(worker_ptr self) {
       [self](caf::error&) { give_up(self); });
 }
 
-// A remote worker's connection dropped. Its attempts are lost to the queue,
-// which retries them: running code is told to stop, and claimed jobs that
-// never started are dropped. What the code reports from now on is sent
-// after it registers again, and the queue fences it.
-void lost_connection(worker_ptr self) {
+// The connection dropped: the queue retries the attempts it handed out, so
+// running code is told to stop and claims that never started are dropped.
+void forget_connection(worker_ptr self) {
   auto& st = self->state;
-  st.phase = st.stopping() ? worker_phase::left_offline : worker_phase::lost;
   st.writer = worker_writer_actor{};
   for (auto& r : st.report_replies)
     if (r)
@@ -424,7 +350,30 @@ void lost_connection(worker_ptr self) {
   // Credit starts over with the next registration.
   st.received_weight = 0;
   st.last = {};
-  rejoin(self);
+}
+
+// Does what a turn of the link asks, in link_steps' order.
+void follow(worker_ptr self, const link_steps& steps) {
+  auto& st = self->state;
+  if (steps.give_back_waiting)
+    for (auto& a : st.runner->take_waiting()) {
+      st.to_release.push_back({a->row(), a->token()});
+      st.attempts.erase(a->token());
+    }
+  if (steps.forget_connection)
+    forget_connection(self);
+  if (steps.watch_queue)
+    self->monitor(st.dispatcher);
+  if (steps.report)
+    report(self);
+  if (steps.unregister)
+    unregister(self);
+  if (steps.rejoin)
+    rejoin(self);
+  if (steps.give_up)
+    give_up(self);
+  else if (steps.stop_if_idle)
+    finish_stop_if_idle(self);
 }
 
 // Registers with st.dispatcher.
@@ -439,19 +388,12 @@ void join(worker_ptr self) {
   reg.worker = caf::actor_cast<caf::actor>(self);
   self->request(st.dispatcher, caf::infinite, std::move(reg))
     .then([self](worker_registered& r) { on_registered(self, r); },
-          [self](caf::error&) {
-            if (self->state.cfg.rejoin)
-              lost_connection(self);
-            else
-              give_up(self);
-          });
+          [self](caf::error&) { follow(self, self->state.link.join_failed()); });
 }
 
 void on_down(worker_ptr self, const caf::down_msg& down) {
-  auto& st = self->state;
-  // Once per drop: a worker not registered has no connection to lose.
-  if (st.cfg.rejoin && st.registered() && down.source == st.dispatcher.address())
-    lost_connection(self);
+  if (down.source == self->state.dispatcher.address())
+    follow(self, self->state.link.queue_down());
 }
 
 }  // namespace
@@ -475,6 +417,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       tick_on_advance(self, st.cfg.clock);  // timers: heartbeats, progress
     arm_heartbeat(self);
     st.dispatcher = st.cfg.dispatcher;
+    st.link = queue_link{static_cast<bool>(st.cfg.rejoin)};
     self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
     join(self);
     return {

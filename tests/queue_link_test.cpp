@@ -1,0 +1,153 @@
+// queue_link: a worker's standing with its queue through registration,
+// stop, leave and a dropped connection, with no actors. Each turn's steps
+// are what the worker actor does next.
+#define BOOST_TEST_MODULE queue_link
+#include <boost/test/unit_test.hpp>
+
+#include "run/queue_link.hpp"
+
+using namespace ergon::actors;
+
+namespace {
+
+bool nothing(const link_steps& s) {
+  return !s.give_back_waiting && !s.forget_connection && !s.watch_queue && !s.report
+         && !s.unregister && !s.rejoin && !s.give_up && !s.stop_if_idle;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_local_worker_registers_reports_and_leaves_when_asked) {
+  queue_link link{false};
+  BOOST_TEST(!link.registered());
+  auto s = link.registered(7);
+  BOOST_TEST(link.worker_id() == 7u);
+  BOOST_TEST((link.phase() == worker_phase::running));
+  BOOST_TEST(s.report);
+  BOOST_TEST(!s.watch_queue);  // a local queue is not a connection
+  BOOST_TEST(!s.unregister);
+
+  s = link.stop();
+  BOOST_TEST((link.phase() == worker_phase::leaving));
+  BOOST_TEST(s.give_back_waiting);
+  BOOST_TEST(s.report);
+  BOOST_TEST(s.unregister);
+  BOOST_TEST(s.stop_if_idle);
+  BOOST_TEST(link.registered());  // outcomes still go
+  BOOST_TEST(!link.unregistered());
+
+  s = link.left();
+  BOOST_TEST((link.phase() == worker_phase::left));
+  BOOST_TEST(link.unregistered());
+  BOOST_TEST(s.stop_if_idle);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_stop_only_checks_whether_the_worker_is_done) {
+  queue_link link{false};
+  link.registered(1);
+  link.stop();
+  auto s = link.stop();
+  BOOST_TEST(s.stop_if_idle);
+  BOOST_TEST(!s.give_back_waiting);
+  BOOST_TEST(!s.unregister);
+  BOOST_TEST((link.phase() == worker_phase::leaving));
+}
+
+BOOST_AUTO_TEST_CASE(a_stop_before_the_registration_answer_leaves_right_after_it) {
+  queue_link link{true};
+  auto s = link.stop();
+  BOOST_TEST((link.phase() == worker_phase::stop_joining));
+  BOOST_TEST(s.give_back_waiting);
+  BOOST_TEST(!s.unregister);  // nothing to leave yet
+  BOOST_TEST(!s.report);
+  s = link.registered(3);
+  BOOST_TEST((link.phase() == worker_phase::leaving));
+  BOOST_TEST(s.unregister);
+  BOOST_TEST(s.report);
+  BOOST_TEST(s.watch_queue);
+}
+
+BOOST_AUTO_TEST_CASE(a_local_worker_whose_queue_refuses_it_gives_up) {
+  queue_link link{false};
+  auto s = link.join_failed();
+  BOOST_TEST(s.give_up);
+  BOOST_TEST(!s.rejoin);
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_worker_that_loses_its_queue_forgets_the_connection_and_rejoins) {
+  queue_link link{true};
+  auto s = link.registered(4);
+  BOOST_TEST(s.watch_queue);
+  s = link.queue_down();
+  BOOST_TEST((link.phase() == worker_phase::lost));
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(s.rejoin);
+  BOOST_TEST(!s.report);
+  BOOST_TEST(!link.registered());
+  // Once per drop: the same loss seen again does nothing.
+  BOOST_TEST(nothing(link.queue_down()));
+  s = link.registered(9);
+  BOOST_TEST((link.phase() == worker_phase::running));
+  BOOST_TEST(link.worker_id() == 9u);
+  BOOST_TEST(s.report);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_registration_of_a_remote_worker_rejoins) {
+  queue_link link{true};
+  auto s = link.join_failed();
+  BOOST_TEST((link.phase() == worker_phase::lost));
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(s.rejoin);
+  BOOST_TEST(!s.give_up);
+}
+
+BOOST_AUTO_TEST_CASE(a_local_worker_ignores_the_queue_going_down) {
+  queue_link link{false};
+  link.registered(2);
+  BOOST_TEST(nothing(link.queue_down()));
+  BOOST_TEST((link.phase() == worker_phase::running));
+}
+
+BOOST_AUTO_TEST_CASE(stopping_while_lost_stops_offline_and_answers_outcomes_at_once) {
+  queue_link link{true};
+  link.registered(5);
+  link.queue_down();
+  auto s = link.stop();
+  BOOST_TEST((link.phase() == worker_phase::left_offline));
+  BOOST_TEST(s.report);  // offline: answers the outcomes' callers
+  BOOST_TEST(!s.unregister);  // the queue lost it already
+  BOOST_TEST(link.unregistered());
+  BOOST_TEST(link.stopping());
+}
+
+BOOST_AUTO_TEST_CASE(a_drop_while_leaving_stops_offline_instead_of_rejoining) {
+  queue_link link{true};
+  link.registered(6);
+  link.stop();
+  auto s = link.queue_down();
+  BOOST_TEST((link.phase() == worker_phase::left_offline));
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(!s.rejoin);
+  BOOST_TEST(s.report);
+  BOOST_TEST(s.stop_if_idle);
+}
+
+BOOST_AUTO_TEST_CASE(a_registration_that_lands_after_an_offline_stop_leaves_again) {
+  queue_link link{true};
+  link.join_failed();  // lost, rejoining
+  link.stop();         // left_offline
+  auto s = link.registered(8);
+  BOOST_TEST((link.phase() == worker_phase::left));
+  BOOST_TEST(s.unregister);
+  BOOST_TEST(s.report);
+}
+
+BOOST_AUTO_TEST_CASE(left_is_harmless_in_any_other_phase) {
+  queue_link link{true};
+  auto s = link.left();
+  BOOST_TEST((link.phase() == worker_phase::joining));
+  BOOST_TEST(s.stop_if_idle);
+  link.registered(1);
+  link.left();
+  BOOST_TEST((link.phase() == worker_phase::running));
+}
