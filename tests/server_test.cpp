@@ -18,6 +18,7 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
+#include "queue_impl.hpp"
 #include "support/server_process.hpp"
 
 using namespace ergon;
@@ -150,6 +151,63 @@ BOOST_AUTO_TEST_CASE(closing_a_published_queue_closes_its_port_and_releases_the_
   BOOST_REQUIRE(c.ask<ok_atom>(*q, close_atom::value).has_value());
   BOOST_TEST(!accepts(*port));
   BOOST_TEST(queue::open(dir.file("q.db")).has_value());
+}
+
+// Every way in registers with the queue, and a closing queue stops them all:
+// each published port, the HTTP endpoint, and the actor.
+BOOST_AUTO_TEST_CASE(closing_stops_every_front_end) {
+  temp_dir dir;
+  client c;
+  options opts;
+  opts.http = http_options{};
+  auto q = spawn_queue(c.sys, dir.file("q.db"), opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto first = publish(*q, 0, "127.0.0.1");
+  auto second = publish(*q, 0, "127.0.0.1");
+  BOOST_REQUIRE(first.has_value());
+  BOOST_REQUIRE(second.has_value());
+  BOOST_TEST(*listening_port(*q) == *first);  // the oldest port
+  auto web = http_port(*q);
+  BOOST_REQUIRE(web.has_value());
+  BOOST_TEST(accepts(*first));
+  BOOST_TEST(accepts(*second));
+  BOOST_TEST(accepts(*web));
+  BOOST_REQUIRE(c.ask<ok_atom>(*q, close_atom::value).has_value());
+  BOOST_TEST(!accepts(*first));
+  BOOST_TEST(!accepts(*second));
+  BOOST_TEST(!accepts(*web));
+  caf::scoped_actor self{c.sys};
+  self->wait_for(*q);  // the actor went with its queue
+}
+
+namespace {
+
+// A way in that counts its stops.
+struct counted_front final : runtime::front_end {
+  int* stops;
+  explicit counted_front(int* counter) : stops(counter) {}
+  kind what() const noexcept override { return kind::http; }
+  uint16_t port() const noexcept override { return 7; }
+  void stop() override { ++*stops; }
+};
+
+}  // namespace
+
+// A way in that registers while the queue closes never outlives it: a
+// closed queue stops it at once and answers closed.
+BOOST_AUTO_TEST_CASE(a_front_end_that_registers_with_a_closed_queue_is_stopped) {
+  temp_dir dir;
+  auto q = queue::open(dir.file("q.db"));
+  BOOST_REQUIRE(q.has_value());
+  auto* impl = runtime_access::impl_of(*q);
+  int stops = 0;
+  BOOST_REQUIRE(impl->attach(std::make_unique<counted_front>(&stops)).ok());
+  BOOST_TEST(*q->http_port() == 7);
+  BOOST_REQUIRE(q->close().ok());
+  BOOST_TEST(stops == 1);  // stopped with the queue, once
+  auto late = impl->attach(std::make_unique<counted_front>(&stops));
+  BOOST_TEST(late.code() == error::closed);
+  BOOST_TEST(stops == 2);
 }
 
 BOOST_AUTO_TEST_CASE(an_exit_message_closes_the_queue_before_its_actor_is_down) {

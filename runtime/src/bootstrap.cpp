@@ -2,7 +2,6 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "ergon/queue_actor.hpp"
 
 #include <caf/actor_cast.hpp>
 
@@ -105,12 +104,10 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   p->reads = std::make_unique<read_pool>(path, db_opts, opts.read_connections);
   p->opts = std::move(opts);
   if (p->opts.http) {
-    auto served = http_endpoint::start(*p, *p->opts.http);
-    if (!served) {
+    if (auto served = runtime::serve_http(*p, *p->opts.http); !served) {
       p->stop(std::chrono::seconds(30));
-      return served.error();
+      return served;
     }
-    p->http = std::move(*served);
   }
   return p;
 }

@@ -390,8 +390,6 @@ class memory_stream final : public httplib::Stream {
   std::string out_;
 };
 
-}  // namespace
-
 // httplib's parsing and routing, for a request the front has read whole.
 class routed_server : public httplib::Server {
  public:
@@ -407,9 +405,27 @@ class routed_server : public httplib::Server {
   }
 };
 
-result<std::unique_ptr<http_endpoint>> http_endpoint::start(queue_impl& q,
-                                                            const http_options& where) {
-  std::unique_ptr<http_endpoint> e{new http_endpoint};
+// The endpoint as one of the queue's front ends.
+class http_endpoint final : public front_end {
+ public:
+  http_endpoint(std::unique_ptr<routed_server> server, std::unique_ptr<http::front> front)
+      : server_(std::move(server)), front_(std::move(front)), port_(front_->port()) {}
+  ~http_endpoint() override { stop(); }
+  kind what() const noexcept override { return kind::http; }
+  uint16_t port() const noexcept override { return port_; }
+  // Closes the port and every connection, once the requests being answered
+  // are. The server goes after the front that calls it.
+  void stop() override { front_.reset(); }
+
+ private:
+  std::unique_ptr<routed_server> server_;
+  std::unique_ptr<http::front> front_;
+  uint16_t port_;
+};
+
+}  // namespace
+
+status serve_http(queue_impl& q, const http_options& where) {
   http::front_terms terms;
   terms.address = where.address;
   terms.port = where.port;
@@ -421,23 +437,17 @@ result<std::unique_ptr<http_endpoint>> http_endpoint::start(queue_impl& q,
   }
   endpoint_name name{where.address, std::make_shared<std::atomic<uint16_t>>(0),
                      where.tls.has_value()};
-  e->server_ = std::make_unique<routed_server>();
-  routes(*e->server_, q, name);
-  auto* server = e->server_.get();
+  auto server = std::make_unique<routed_server>();
+  routes(*server, q, name);
+  auto* routed = server.get();
   auto front = http::front::open(std::move(terms),
-                                 [server](std::string request, const http::peer_address& from) {
-                                   return server->answer(std::move(request), from);
+                                 [routed](std::string request, const http::peer_address& from) {
+                                   return routed->answer(std::move(request), from);
                                  });
   if (!front)
     return status{error::io_error, "cannot serve HTTP: " + front.error().message()};
-  e->front_ = std::move(*front);
-  e->port_ = e->front_->port();
-  name.port->store(e->port_);
-  return e;
+  name.port->store((*front)->port());
+  return q.attach(std::make_unique<http_endpoint>(std::move(server), std::move(*front)));
 }
-
-void http_endpoint::stop() { front_.reset(); }
-
-http_endpoint::~http_endpoint() { stop(); }
 
 }  // namespace ergon::runtime

@@ -5,7 +5,6 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "ergon/queue_actor.hpp"
 #include "ergon/storage/op/cancel_job.hpp"
 #include "ergon/storage/op/cancel_pending.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
@@ -376,13 +375,13 @@ status queue::close(std::chrono::milliseconds timeout) {
 result<uint16_t> queue::listening_port() const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->listening_port();
+  return impl_->port_of(runtime::front_end::kind::actor_port);
 }
 
 result<uint16_t> queue::http_port() const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->http_port();
+  return impl_->port_of(runtime::front_end::kind::http);
 }
 
 ergon::clock& queue::clock() const {

@@ -2,6 +2,7 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
@@ -15,6 +16,7 @@
 #include "ergon/storage/op/put_recurring.hpp"
 #include "blocking_calls.hpp"
 #include "bootstrap.hpp"
+#include "front_end.hpp"
 #include "private_files.hpp"
 #include "transport/acceptor.hpp"
 #include "transport/settings.hpp"
@@ -284,6 +286,35 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
 
 namespace {
 
+// The queue actor as a way in to its queue: a closing queue tells it to exit.
+class queue_actor_front final : public runtime::front_end {
+ public:
+  explicit queue_actor_front(caf::actor_addr actor) : actor_(std::move(actor)) {}
+  kind what() const noexcept override { return kind::queue_actor; }
+  uint16_t port() const noexcept override { return 0; }
+  void stop() override {
+    if (auto a = caf::actor_cast<caf::actor>(actor_))
+      actors::tell_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+ private:
+  caf::actor_addr actor_;
+};
+
+// A port the queue actor is published on: a closing queue closes it, so no
+// node connects to a closed queue.
+class actor_port_front final : public runtime::front_end {
+ public:
+  explicit actor_port_front(std::unique_ptr<transport::acceptor> port)
+      : port_(std::move(port)) {}
+  kind what() const noexcept override { return kind::actor_port; }
+  uint16_t port() const noexcept override { return port_->port(); }
+  void stop() override { port_.reset(); }
+
+ private:
+  std::unique_ptr<transport::acceptor> port_;
+};
+
 // The queue actor over `q`, registered so that start_worker and publish
 // find `q` behind its handle.
 queue_actor spawn_actor(caf::actor_system& sys, const std::shared_ptr<queue_impl>& q) {
@@ -292,6 +323,8 @@ queue_actor spawn_actor(caf::actor_system& sys, const std::shared_ptr<queue_impl
   actors::set_gate<std::remove_pointer_t<queue_ptr>>(actor, q->gate);
   spawned().by_actor[actor.address()] = q;
   q->actor = actor.address();
+  // A queue that closed meanwhile tells the new actor to exit at once.
+  static_cast<void>(q->attach(std::make_unique<queue_actor_front>(actor.address())));
   return actor;
 }
 
@@ -334,9 +367,6 @@ result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
   // Before the port opens: no node gets in ahead of the credentials.
   if (auto st = impl.gate->face_network(terms.realm, creds.secret); !st)
     return st;
-  // Held across the publish, so that a concurrent stop() either sees this
-  // port or finds the queue closed and closes it here.
-  std::lock_guard<std::mutex> guard{impl.ports_mtx};
   if (impl.closed.load(std::memory_order_acquire))
     return actors::queue_closed();
   auto listener = transport::acceptor::open(sys, std::move(terms),
@@ -345,7 +375,9 @@ result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
   if (!listener)
     return listener.error();
   auto bound = (*listener)->port();
-  impl.listeners.push_back(std::move(*listener));
+  // A queue that closed while the port opened closes it here.
+  if (auto st = impl.attach(std::make_unique<actor_port_front>(std::move(*listener))); !st)
+    return st;
   // Tools find the owner's port here (find_owner); a queue that can't say
   // so still listens.
   if (auto st = impl.owner->record_listener(bind, bound, !creds.secret.empty(),
@@ -409,14 +441,14 @@ result<uint16_t> listening_port(const queue_actor& q) {
   auto impl = spawned_queue(q);
   if (!impl)
     return status{error::invalid_argument, "not a queue spawned in this process", "q"};
-  return impl->listening_port();
+  return impl->port_of(runtime::front_end::kind::actor_port);
 }
 
 result<uint16_t> http_port(const queue_actor& q) {
   auto impl = spawned_queue(q);
   if (!impl)
     return status{error::invalid_argument, "not a queue spawned in this process", "q"};
-  return impl->http_port();
+  return impl->port_of(runtime::front_end::kind::http);
 }
 
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,

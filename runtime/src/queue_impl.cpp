@@ -1,9 +1,6 @@
 #include "queue_impl.hpp"
 
-#include "http_endpoint.hpp"
-#include "transport/acceptor.hpp"
 
-#include "ergon/queue_actor.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -194,40 +191,45 @@ result<metrics_snapshot> queue::impl::metrics() {
   return snap;
 }
 
-result<uint16_t> queue::impl::http_port() {
-  if (closed.load(std::memory_order_acquire))
-    return actors::queue_closed();
-  if (!http)
-    return status{error::invalid_argument, "the queue serves no HTTP: set options::http"};
-  return http->port();
+status queue::impl::attach(std::unique_ptr<runtime::front_end> f) {
+  {
+    std::lock_guard<std::mutex> guard{fronts_mtx};
+    if (!closed.load(std::memory_order_acquire)) {
+      fronts.push_back(std::move(f));
+      return {};
+    }
+  }
+  f->stop();
+  return actors::queue_closed();
 }
 
-result<uint16_t> queue::impl::listening_port() {
+result<uint16_t> queue::impl::port_of(runtime::front_end::kind k) {
   if (closed.load(std::memory_order_acquire))
     return actors::queue_closed();
-  std::lock_guard<std::mutex> guard{ports_mtx};
-  if (listeners.empty())
-    return status{error::invalid_argument,
-                  "the queue does not listen: set options::listen, or publish its actor"};
-  return listeners.front()->port();
+  std::lock_guard<std::mutex> guard{fronts_mtx};
+  for (auto& f : fronts)
+    if (f->what() == k)
+      return f->port();
+  if (k == runtime::front_end::kind::http)
+    return status{error::invalid_argument, "the queue serves no HTTP: set options::http"};
+  return status{error::invalid_argument,
+                "the queue does not listen: set options::listen, or publish its actor"};
 }
 
 status queue::impl::stop(std::chrono::milliseconds timeout) {
   if (closed.exchange(true))
     return {};
-  // Requests in flight are answered (`closed`, once the flag is up).
-  if (http)
-    http->stop();
   {
-    // No node connects to a closed queue.
-    std::vector<std::unique_ptr<transport::acceptor>> open;
+    // Nothing from outside reaches a closed queue; requests in flight are
+    // answered (`closed`, once the flag is up). Newest first: a port goes
+    // before the actor it leads to.
+    std::vector<std::unique_ptr<runtime::front_end>> open;
     {
-      std::lock_guard<std::mutex> guard{ports_mtx};
-      open.swap(listeners);
+      std::lock_guard<std::mutex> guard{fronts_mtx};
+      open.swap(fronts);
     }
-    open.clear();
-    if (auto a = caf::actor_cast<caf::actor>(actor))
-      actors::tell_exit(a, caf::exit_reason::user_shutdown);
+    for (auto f = open.rbegin(); f != open.rend(); ++f)
+      (*f)->stop();
   }
   auto deadline = storage::steady_deadline(timeout);
   actors::tell(dispatcher, actors::drain_atom::value);

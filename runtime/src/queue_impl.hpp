@@ -23,15 +23,11 @@
 #include "ergon/actors/retention_sweeper.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/storage/ownership.hpp"
+#include "front_end.hpp"
 #include "read_pool.hpp"
-#include "transport/acceptor.hpp"
 #include "worker_impl.hpp"
 
 namespace ergon {
-
-namespace runtime {
-class http_endpoint;
-}
 
 struct queue::impl {
   options opts;
@@ -60,11 +56,11 @@ struct queue::impl {
   std::vector<std::weak_ptr<worker_impl>> workers;
   std::atomic<bool> closed{false};
   // The queue actor over this queue, if one was spawned (spawn_queue, or
-  // options::listen), and where it was published, oldest first. stop()
-  // closes the ports and tells the actor to exit.
+  // options::listen): a handle waits for it to go before it lets go.
   caf::actor_addr actor;
-  std::mutex ports_mtx;
-  std::vector<std::unique_ptr<transport::acceptor>> listeners;
+  // The ways in from outside, oldest first (front_end.hpp).
+  std::mutex fronts_mtx;
+  std::vector<std::unique_ptr<runtime::front_end>> fronts;
   // Released last, once every connection of ours is closed.
   std::unique_ptr<storage::ownership> owner;
 
@@ -132,11 +128,11 @@ struct queue::impl {
   // Starts a worker that close() will stop.
   result<worker> start_worker(worker_options worker_opts);
 
-  // Where the queue actor listens; invalid_argument if nowhere.
-  result<uint16_t> listening_port();
-  result<uint16_t> http_port();
-  // The HTTP endpoint (options::http), stopped first when the queue stops.
-  std::unique_ptr<runtime::http_endpoint> http;
+  // Adds a way in. A closed queue stops `f` and answers queue_closed, so a
+  // front end that registers while the queue closes never outlives it.
+  status attach(std::unique_ptr<runtime::front_end> f);
+  // The port of the oldest front end of kind `k`, or why there is none.
+  result<uint16_t> port_of(runtime::front_end::kind k);
 
   // Stops taking connections, then stops the workers, then the actors,
   // then releases the file. Blocks: not from a scheduled actor, except on

@@ -20,6 +20,9 @@ struct runtime_access {
   static worker make_worker(std::shared_ptr<worker::impl> p) noexcept {
     return worker{std::move(p)};
   }
+
+  /// The state behind `q`; null for a moved-from handle.
+  static queue::impl* impl_of(const queue& q) noexcept { return q.impl_.get(); }
 };
 
 using queue_impl = runtime_access::queue_impl;
