@@ -413,7 +413,7 @@ std::vector<std::string> seeds() {
   heartbeat_reply reply{st, 1'700'000'420'000};
   return {seed(0, st),
           seed(1, register_worker{"w1", {"email", "sms"}, 4, 2, caf::actor{}}),
-          seed(2, worker_registered{3, caf::actor{}}),
+          seed(2, worker_registered{3, worker_writer_actor{}}),
           seed(3, req),
           seed(4, unregister_worker{3}),
           seed(5, job),
