@@ -90,7 +90,19 @@ line drain(size_t backlog, const std::string& name) {
   check(wk.error(), "start_worker");
   wait_until_succeeded(q, jobs_n);
   double rate = jobs_n / seconds_since(t0);
-  return {name, rate, -1, -1, peak_rss_mb(), cpu.per_job(jobs_n)};
+  auto extra = cpu.per_job(jobs_n);
+  // Where the rounds went: hand-overs, reports, commits and their size.
+  if (std::getenv("ERGON_BENCH_DETAIL")) {
+    auto ws = wk->stats();
+    auto m = q.metrics();
+    extra += " batches=" + std::to_string(ws.batches_received)
+             + " reports=" + std::to_string(ws.requests_sent);
+    if (m)
+      extra += " commits=" + std::to_string(m->writer_batch_requests.total) + " requests="
+               + std::to_string(m->writer_batch_requests.sum) + " commit_us="
+               + std::to_string(m->commit_us.total ? m->commit_us.sum / m->commit_us.total : 0);
+  }
+  return {name, rate, -1, -1, peak_rss_mb(), extra};
 }
 
 // W2 on a file that holds `history` finished jobs, with the retention

@@ -364,6 +364,80 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_gone_with_a_claim_at_the_writer_loses_it_wh
   BOOST_TEST(lost_of(r.gone(local)).empty());
 }
 
+// A fast worker reports again while its claim commits: its next claim is
+// picked at once, so the two can share a transaction; a third waits.
+BOOST_AUTO_TEST_CASE(a_worker_gets_a_second_claim_while_its_first_commits) {
+  rig r;
+  for (int64_t row = 1; row <= 4; ++row)
+    r.submit(row);
+  auto w = r.add_worker(4);
+  auto first = writes_of(r.report(w, 1, 0)).at(0);
+  BOOST_REQUIRE_EQUAL(first.claims.size(), 1u);
+  auto second = writes_of(r.report(w, 2, 0)).at(0);
+  BOOST_REQUIRE_EQUAL(second.claims.size(), 1u);  // 2 free, 1 on its way
+  BOOST_TEST(second.claims[0].row != first.claims[0].row);
+  BOOST_TEST(claims_of(r.report(w, 4, 0)).empty());  // two claims at the writer
+  // The second commits first; its feed lets the worker claim again.
+  r.commit_claims(second);
+  auto fx = r.catch_up();
+  BOOST_TEST(claims_of(fx).size() == 2u);  // 4 free, 2 on their way
+  r.commit_claims(first);
+  r.catch_up();
+  BOOST_TEST(running_slots(r) == 4);  // two started, two picked at the writer
+}
+
+// The return of a job whose claim's feed has not come frees its slot only at
+// that feed. A second claim picked before it would see the job's group one
+// job fuller than it is and hand the slot to a group beyond its share.
+BOOST_AUTO_TEST_CASE(no_second_claim_while_a_return_waits_for_its_claims_feed) {
+  scheduling_options s;
+  s.groups["big"].weight = 1'000;  // "small" gets no share of 2 slots
+  rig r{s};
+  r.submit(1, "t", 5, "big");
+  r.submit(2, "t", 5, "big");
+  r.submit(3, "t", 5, "big");
+  r.submit(4, "t", 5, "big");
+  r.submit(9, "t", 9, "small");  // better priority, but no share
+  auto w = r.add_worker(2);
+  auto first = writes_of(r.report(w, 2, 0)).at(0);
+  BOOST_REQUIRE_EQUAL(first.claims.size(), 2u);
+  auto started = r.commit_claims(first);
+  r.catch_up();
+  // Job 1 ends; job 3 is claimed for its slot.
+  auto one = started[0].row == 1 ? started[0] : started[1];
+  auto fx = r.report(w, 1, 2, {one});
+  auto second = writes_of(fx).at(0);
+  BOOST_REQUIRE_EQUAL(second.claims.size(), 1u);
+  BOOST_TEST(second.claims[0].row == 3);
+  // The worker runs job 3 and it returns before the dispatcher reads its
+  // claim's feed: no pick for the slot yet.
+  BOOST_TEST(claims_of(r.report(w, 1, 3, {second.claims[0]})).empty());
+  r.commit_claims(second);
+  fx = r.catch_up();
+  // Now the slot is free, and it is "big"'s.
+  auto later = claims_of(fx);
+  BOOST_REQUIRE_EQUAL(later.size(), 1u);
+  BOOST_TEST(later[0].row == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_worker_gone_with_two_claims_at_the_writer_loses_both) {
+  rig r;
+  r.submit(1);
+  r.submit(2);
+  auto w = r.add_worker(2, true);
+  auto first = writes_of(r.report(w, 1, 0)).at(0);
+  auto second = writes_of(r.report(w, 2, 0)).at(0);
+  BOOST_TEST(lost_of(r.gone(w)).empty());  // nothing committed yet
+  r.commit_claims(second);
+  auto lost = lost_of(r.catch_up());
+  BOOST_REQUIRE_EQUAL(lost.size(), 1u);
+  BOOST_TEST(lost[0].row == second.claims[0].row);
+  r.commit_claims(first);
+  lost = lost_of(r.catch_up());
+  BOOST_REQUIRE_EQUAL(lost.size(), 1u);
+  BOOST_TEST(lost[0].row == first.claims[0].row);
+}
+
 BOOST_AUTO_TEST_CASE(a_failed_claim_puts_its_jobs_back_and_holds_claims_for_a_while) {
   rig r;
   auto w = r.one_job_and_worker();

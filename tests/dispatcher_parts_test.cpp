@@ -258,14 +258,18 @@ struct job_source {
 struct one_worker {
   worker_registry r;
   uint64_t id = r.add({0}, 4, 0);
+  int64_t next_row = 100;
 
   one_worker() { r.credit(id, 4, 0); }
 
-  // Claims up to `n` jobs of weight 1, rows from 100.
+  // Claims up to `n` jobs of weight 1, rows from 100 on.
   std::vector<int64_t> claim(int n) {
     job_source jobs;
     jobs.left = n;
-    return r.claim(id, jobs.picker());
+    jobs.next_row = next_row;
+    auto rows = r.claim(id, jobs.picker());
+    next_row = jobs.next_row;
+    return rows;
   }
 };
 
@@ -276,7 +280,7 @@ BOOST_FIXTURE_TEST_CASE(credit_is_free_capacity_minus_what_is_on_its_way, one_wo
   BOOST_TEST(claim(3).size() == 3u);
   BOOST_TEST(r.find(id)->sent == 3);
   BOOST_TEST(r.find(id)->wanted() == 1);
-  r.claim_committed(id, {});
+  r.claim_committed(id, 100, {});
   // A report sent before the jobs arrived still counts them as on their way.
   r.credit(id, 4, 0);
   BOOST_TEST(r.find(id)->wanted() == 1);
@@ -354,40 +358,63 @@ BOOST_AUTO_TEST_CASE(a_claim_fills_the_prefetch_window_with_jobs_that_fit_the_wo
   BOOST_TEST(r.find(id)->sent == 4);
 }
 
-BOOST_FIXTURE_TEST_CASE(one_claim_at_a_time, one_worker) {
+// The next claim is picked while the last commits, up to
+// max_claims_at_writer; the credit still bounds what is on its way.
+BOOST_FIXTURE_TEST_CASE(two_claims_at_a_time, one_worker) {
+  static_assert(worker_registry::max_claims_at_writer == 2);
   BOOST_TEST(claim(1).size() == 1u);
-  BOOST_TEST(r.find(id)->claiming);
+  BOOST_TEST(r.find(id)->claiming());
+  BOOST_TEST(r.find(id)->may_claim());
+  BOOST_TEST(claim(1).size() == 1u);  // row 101
+  BOOST_TEST(r.find(id)->claims.size() == 2u);
+  BOOST_TEST(!r.find(id)->may_claim());
   job_source more;
+  more.next_row = 200;
   BOOST_TEST(r.claim(id, more.picker()).empty());
   BOOST_TEST(more.rooms.empty());
-  r.claim_committed(id, {});
-  BOOST_TEST(r.claim(id, more.picker()).size() == 3u);
+  r.wait_for_jobs(id);
+  BOOST_TEST(!r.anyone_waiting());  // can't claim: not in line
+  // The second claim's feed may come first (the first failed in the same
+  // transaction, and failures are told after the commit).
+  auto c = r.claim_committed(id, 101, {});
+  BOOST_TEST(c.picked.count(101) == 1u);
+  BOOST_TEST(c.picked.count(100) == 0u);
+  BOOST_TEST(r.find(id)->claims.size() == 1u);
+  BOOST_TEST(r.claim(id, more.picker()).size() == 2u);  // 4 free, 2 on their way
+  BOOST_TEST(r.find(id)->sent == 4);
+  auto f = r.claim_failed(id, 100);
+  BOOST_REQUIRE(f.picks.size() == 1u);
+  BOOST_TEST(f.picks[0].job.row == 100);
+  BOOST_TEST(r.find(id)->sent == 3);
+  // A feed for no claim of its own changes nothing.
+  BOOST_TEST(r.claim_committed(id, 999, {}).picked.empty());
+  BOOST_TEST(r.find(id)->claims.size() == 1u);
 }
 
 BOOST_FIXTURE_TEST_CASE(missed_jobs_give_their_weight_back, one_worker) {
   claim(4);
   BOOST_TEST(r.find(id)->wanted() == 0);
-  auto c = r.claim_committed(id, {101, 102, 999});  // 999 was never picked
+  auto c = r.claim_committed(id, 100, {101, 102, 999});  // 999 was never picked
   BOOST_TEST(c.picked.size() == 4u);
   BOOST_REQUIRE(c.missed.size() == 2u);
   BOOST_TEST(c.missed[0].row == 101);
   BOOST_TEST(c.missed[1].row == 102);
   BOOST_TEST(!c.left);
   BOOST_TEST(r.find(id)->wanted() == 2);
-  BOOST_TEST(!r.find(id)->claiming);
+  BOOST_TEST(!r.find(id)->claiming());
   // It wants the two units again, so it waits for jobs.
   BOOST_TEST(r.pop_waiting().value_or(0) == id);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failed_claim_gives_its_picks_back, one_worker) {
   claim(2);
-  auto f = r.claim_failed(id);
+  auto f = r.claim_failed(id, 101);
   BOOST_REQUIRE(f.picks.size() == 2u);
   BOOST_TEST(f.picks[0].job.row == 100);
   BOOST_TEST(f.picks[1].job.row == 101);
   BOOST_TEST(!f.left);
   BOOST_TEST(r.find(id)->sent == 0);
-  BOOST_TEST(r.find(id)->claim.empty());
+  BOOST_TEST(r.find(id)->claims.empty());
   BOOST_TEST(r.pop_waiting().value_or(0) == id);
   BOOST_TEST(claim(4).size() == 4u);
 }
@@ -400,7 +427,7 @@ BOOST_FIXTURE_TEST_CASE(a_worker_leaving_mid_claim_goes_after_the_claim, one_wor
   r.credit(id, 4, 1);  // a report while leaving
   r.wait_for_jobs(id);
   BOOST_TEST(!r.anyone_waiting());
-  auto c = r.claim_committed(id, {});
+  auto c = r.claim_committed(id, 100, {});
   BOOST_TEST(c.left);
   BOOST_TEST(c.picked.count(100) == 1u);  // its job still started
   BOOST_TEST(r.find(id) == nullptr);
@@ -410,7 +437,7 @@ BOOST_FIXTURE_TEST_CASE(a_worker_leaving_mid_claim_goes_after_the_claim, one_wor
 BOOST_FIXTURE_TEST_CASE(a_worker_leaving_mid_claim_goes_when_the_claim_fails, one_worker) {
   claim(4);
   r.leave(id);
-  auto f = r.claim_failed(id);
+  auto f = r.claim_failed(id, 100);
   BOOST_TEST(f.left);
   BOOST_TEST(f.picks.size() == 4u);
   BOOST_TEST(r.find(id) == nullptr);
@@ -423,14 +450,26 @@ BOOST_FIXTURE_TEST_CASE(a_worker_without_a_claim_leaves_at_once, one_worker) {
   BOOST_TEST((r.leave(id) == worker_registry::leave_result::unknown));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_worker_leaving_with_two_claims_goes_after_both, one_worker) {
+  claim(1);
+  claim(1);
+  BOOST_TEST((r.leave(id) == worker_registry::leave_result::after_claim));
+  BOOST_TEST(!r.claim_committed(id, 100, {}).left);
+  BOOST_TEST(r.find(id) != nullptr);
+  BOOST_TEST(r.claim_failed(id, 101).left);
+  BOOST_TEST(r.find(id) == nullptr);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_gone_worker_hands_back_its_claims_picks, one_worker) {
-  claim(4);
-  auto picks = r.remove(id);
-  BOOST_REQUIRE(picks);
-  BOOST_TEST(picks->size() == 4u);
+  claim(2);
+  claim(2);
+  auto gone = r.remove(id);
+  BOOST_REQUIRE(gone);
+  BOOST_TEST(gone->picks.size() == 4u);
+  BOOST_TEST(gone->claims == 2u);
   BOOST_TEST(!r.remove(id));
   // Its claim's feed then finds nobody.
-  auto c = r.claim_committed(id, {});
+  auto c = r.claim_committed(id, 100, {});
   BOOST_TEST(c.picked.empty());
   BOOST_TEST(!c.left);
 }
@@ -445,7 +484,11 @@ BOOST_FIXTURE_TEST_CASE(the_waiting_line_passes_over_workers_that_cannot_claim, 
   BOOST_TEST(r.waiting_count() == 2u);
   job_source one;
   one.left = 1;
-  r.claim(busy, one.picker());  // room left, but claiming
+  r.claim(busy, one.picker());  // room left, and one claim more allowed
+  job_source two;
+  two.left = 1;
+  two.next_row = 200;
+  r.claim(busy, two.picker());  // room left, but two claims at the writer
   BOOST_TEST(!r.pop_waiting());
   BOOST_TEST(r.pop_waiting().value_or(0) == id);
   BOOST_TEST(!r.anyone_waiting());
@@ -475,11 +518,16 @@ BOOST_FIXTURE_TEST_CASE(a_return_before_the_claims_feed_frees_the_slot_at_the_cl
   attempt_table t;
   claim(2);
   BOOST_TEST(!t.find(100));  // not running yet: remember the return
+  claim(1);  // row 102, a second claim
   r.returned_before_claim(id, 100, 55);
-  r.returned_before_claim(id, 999, 56);  // not in its claim
-  auto c = r.claim_committed(id, {});
+  r.returned_before_claim(id, 102, 57);
+  r.returned_before_claim(id, 999, 56);  // not in its claims
+  auto c = r.claim_committed(id, 101, {});
   BOOST_TEST(c.returned_early.size() == 1u);
   BOOST_TEST(c.returned_early.count({100, 55}) == 1u);
+  // The second claim's return waits for its own feed.
+  BOOST_TEST(r.find(id)->returned_early.size() == 1u);
+  BOOST_TEST(r.claim_committed(id, 102, {}).returned_early.count({102, 57}) == 1u);
   BOOST_TEST(r.find(id)->returned_early.empty());
   auto a = attempt_of(id, 55, 100);
   a.code_returned = c.returned_early.count({100, 55}) == 1;

@@ -87,3 +87,48 @@ BOOST_AUTO_TEST_CASE(a_stopping_worker_asks_for_nothing_but_still_reports) {
   box = holding(0);
   BOOST_TEST(!next_report(7, box, give_back, true, 0, room, last));
 }
+
+// Two reports at the writer: each answer goes to the callers of the oldest.
+BOOST_AUTO_TEST_CASE(answers_reach_the_callers_of_the_reports_in_the_order_sent) {
+  reports_in_flight reports;
+  BOOST_TEST(reports.empty());
+  auto [first_to, first] = make_reply<status>();
+  auto [second_to, second] = make_reply<status>();
+  auto [third_to, third] = make_reply<status>();
+  reports_in_flight::replies one;
+  one.emplace_back(std::move(first_to));
+  one.emplace_back();  // an outcome nobody waits for
+  reports.sent(std::move(one));
+  BOOST_TEST(!reports.full());
+  reports_in_flight::replies two;
+  two.emplace_back(std::move(second_to));
+  two.emplace_back(std::move(third_to));
+  reports.sent(std::move(two));
+  BOOST_TEST(reports.full());
+
+  wire_status stale = to_wire(status{error::stale_attempt, "gone"});
+  BOOST_TEST(reports.answered({wire_status{}, stale}) == 2u);
+  BOOST_TEST(first.wait().ok());
+  BOOST_TEST(!reports.full());
+  BOOST_TEST(reports.answered({stale}) == 2u);  // a missing ack is ok
+  BOOST_TEST(second.wait().code() == error::stale_attempt);
+  BOOST_TEST(third.wait().ok());
+  BOOST_TEST(reports.empty());
+  BOOST_TEST(reports.answered({}) == 0u);  // nothing at the writer
+}
+
+BOOST_AUTO_TEST_CASE(a_dropped_connection_answers_every_report_at_the_writer) {
+  reports_in_flight reports;
+  auto [a_to, a] = make_reply<status>();
+  auto [b_to, b] = make_reply<status>();
+  reports_in_flight::replies one;
+  one.emplace_back(std::move(a_to));
+  reports.sent(std::move(one));
+  reports_in_flight::replies two;
+  two.emplace_back(std::move(b_to));
+  reports.sent(std::move(two));
+  reports.drop(status{error::unreachable, "dropped"});
+  BOOST_TEST(a.wait().code() == error::unreachable);
+  BOOST_TEST(b.wait().code() == error::unreachable);
+  BOOST_TEST(reports.empty());
+}

@@ -12,15 +12,19 @@ namespace {
 // The succeeding attempt stays in the jobs row: no attempts row for it.
 // A result_ttl_ms of 0 stores no result; another one sets its expiry. A
 // cancel request committed before this outcome wins (see after_cancel).
+// Read, then written by id (see claim_jobs.cpp: no RETURNING on the hot path).
+constexpr const char* read_completable =
+  "SELECT current_try, started_at, external_id, type, group_key, recurring_id, "
+  ERGON_JOB_HAS_LINKS " FROM jobs "
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 "
+  "AND cancel_requested_at IS NULL";
+
 constexpr const char* complete_job =
-  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?3, "
-  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?4 END, "
-  "result_expires_at = CASE WHEN ?4 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
-  "THEN NULL ELSE " ERGON_SQL_ADD_MS("?3", "result_ttl_ms") " END, "
-  "expires_at = NULL, last_outcome = 1, last_message = NULL "
-  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 AND cancel_requested_at IS NULL "
-  "RETURNING current_try, started_at, external_id, type, group_key, recurring_id, "
-  ERGON_JOB_HAS_LINKS;
+  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, "
+  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?3 END, "
+  "result_expires_at = CASE WHEN ?3 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
+  "THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "
+  "expires_at = NULL, last_outcome = 1, last_message = NULL WHERE id = ?1";
 
 status stale(int64_t row) {
   return {error::stale_attempt,
@@ -78,17 +82,12 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
                       + std::to_string(args.max_result_bytes)));
         continue;
       }
-      auto s = d.prepare(complete_job);
+      auto s = d.prepare(read_completable);
       if (!s)
         return s.error();
       auto& q = **s;
       q.bind(1, r.row);
       q.bind(2, r.token);
-      q.bind(3, now_ms);
-      if (r.text.empty())
-        q.bind_null(4);
-      else
-        q.bind_blob(4, r.text);
       if (!q.step()) {
         if (!q.step_status())
           return q.step_status();
@@ -112,6 +111,20 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       end.key.recurring_id = q.column_text(5);
       bool linked = q.column_int(6) != 0;
       q.reset();
+      auto w = d.prepare(complete_job);
+      if (!w)
+        return w.error();
+      auto& u = **w;
+      u.bind(1, r.row);
+      u.bind(2, now_ms);
+      if (r.text.empty())
+        u.bind_null(3);
+      else
+        u.bind_blob(3, r.text);
+      if (u.step() || !u.step_status())
+        return u.step_status().ok() ? status{error::internal, "a completion returned a row"}
+                                    : u.step_status();
+      u.reset();
       if (linked) {
         auto next = on_job_final(d, r.row, job_status::succeeded, now_ms);
         if (!next)

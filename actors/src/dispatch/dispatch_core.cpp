@@ -38,9 +38,9 @@ struct dispatch_core::state {
   worker_registry workers;
   // Workers on other nodes: their attempts are lost when they go down.
   std::unordered_set<uint64_t> remote;
-  // Remote workers that went down with a claim at the writer: its attempts
-  // are lost as soon as it commits.
-  std::unordered_set<uint64_t> lost_with_claim;
+  // Remote workers that went down with claims at the writer, and how many:
+  // their attempts are lost as soon as each commits.
+  std::unordered_map<uint64_t, size_t> lost_with_claims;
   bool draining = false;
   int64_t hold_until = 0;  // no claims before this (after a storage error)
   // Ended attempts, for metrics.
@@ -364,10 +364,10 @@ void worker_gone(state& st, uint64_t worker, int64_t now) {
   bool remote = st.remote.erase(worker) == 1;
   if (remote)
     lose_attempts(st, st.attempts.running_on(worker));
-  if (auto picks = st.workers.remove(worker)) {
-    if (remote && !picks->empty())
-      st.lost_with_claim.insert(worker);
-    restore_picks(st, *picks, now);
+  if (auto gone = st.workers.remove(worker)) {
+    if (remote && gone->claims > 0)
+      st.lost_with_claims[worker] = gone->claims;
+    restore_picks(st, gone->picks, now);
     update_capacity(st);
   }
 }
@@ -414,19 +414,33 @@ void start_attempt(state& st, uint64_t worker, const storage::claimed_job& j,
   st.policy.record_wait(std::max<int64_t>(0, j.started_at - j.key.run_at));
 }
 
+// One claim of `worker` committed or failed; true if the worker was lost
+// with it at the writer.
+bool claim_of_lost_worker_ended(state& st, uint64_t worker) {
+  auto lost = st.lost_with_claims.find(worker);
+  if (lost == st.lost_with_claims.end())
+    return false;
+  if (--lost->second == 0)
+    st.lost_with_claims.erase(lost);
+  return true;
+}
+
 // A worker's claim committed. Its missed jobs never ran: they were cancelled
 // or updated meanwhile, and the feed that did so put them where they belong.
 // If the worker died its claimed attempts expire and retry.
 void on_claim(state& st, const claim_result& c,
               std::unordered_map<int64_t, picked_job>& picks) {
-  auto claim = st.workers.claim_committed(c.worker_id, c.missed);
+  auto row = !c.claimed.empty() ? c.claimed.front().key.row
+             : !c.missed.empty() ? c.missed.front()
+                                 : 0;
+  auto claim = st.workers.claim_committed(c.worker_id, row, c.missed);
   for (auto& job : claim.missed) {
     st.policy.unpick(job, false);
     st.preempting.started(job.row, false);
   }
   for (auto& j : c.claimed)
     start_attempt(st, c.worker_id, j, claim);
-  if (st.lost_with_claim.erase(c.worker_id) == 1) {
+  if (claim_of_lost_worker_ended(st, c.worker_id)) {
     std::vector<storage::attempt_ref> lost;
     for (auto& j : c.claimed)
       lost.push_back({j.key.row, j.token});
@@ -553,8 +567,8 @@ void on_write_failed(state& st, const write_failed& w, int64_t now) {
   auto retry_at = storage::add_ms(now, storage_retry_ms);
   st.hold_until = retry_at;
   if (!w.claim_rows.empty()) {
-    st.lost_with_claim.erase(w.worker_id);
-    auto claim = st.workers.claim_failed(w.worker_id);
+    claim_of_lost_worker_ended(st, w.worker_id);
+    auto claim = st.workers.claim_failed(w.worker_id, w.claim_rows.front());
     restore_picks(st, claim.picks, now);
     if (claim.left)
       answer_unregister(st, w.worker_id);

@@ -47,7 +47,7 @@ bool worker_registry::credit(uint64_t id, int32_t capacity, int64_t received) {
 std::vector<int64_t> worker_registry::claim(uint64_t id, const picker& pick) {
   std::vector<int64_t> rows;
   auto i = workers_.find(id);
-  if (i == workers_.end() || i->second.claiming || i->second.leaving)
+  if (i == workers_.end() || !i->second.may_claim())
     return rows;
   auto& w = i->second;
   std::vector<picked_job> picks;
@@ -64,64 +64,77 @@ std::vector<int64_t> worker_registry::claim(uint64_t id, const picker& pick) {
     // itself, possibly before the claim's feed arrives.
     w.sent += p.job.weight;
   }
-  if (!picks.empty()) {
-    w.claiming = true;
-    w.claim = std::move(picks);
-  }
+  if (!picks.empty())
+    w.claims.push_back(std::move(picks));
   return rows;
+}
+
+std::deque<std::vector<picked_job>>::iterator worker_registry::claim_of(worker& w, int64_t row) {
+  return std::find_if(w.claims.begin(), w.claims.end(), [&](const std::vector<picked_job>& c) {
+    return std::any_of(c.begin(), c.end(), [&](const picked_job& p) { return p.job.row == row; });
+  });
 }
 
 void worker_registry::returned_before_claim(uint64_t id, int64_t row, int64_t token) {
   auto w = workers_.find(id);
-  if (w == workers_.end())
-    return;
-  for (auto& p : w->second.claim)
-    if (p.job.row == row)
-      w->second.returned_early.emplace(row, token);
+  if (w != workers_.end() && claim_of(w->second, row) != w->second.claims.end())
+    w->second.returned_early.emplace(row, token);
 }
 
 worker_registry::committed_claim worker_registry::claim_committed(
-    uint64_t id, const std::vector<int64_t>& missed) {
+    uint64_t id, int64_t row, const std::vector<int64_t>& missed) {
   committed_claim out;
   auto i = workers_.find(id);
   if (i == workers_.end())
     return out;
   auto& w = i->second;
-  for (auto& p : w.claim)
+  auto claim = claim_of(w, row);
+  if (claim == w.claims.end())
+    return out;
+  for (auto& p : *claim)
     out.picked.emplace(p.job.row, p);
   // Missed jobs never reached the worker.
-  for (auto row : missed)
-    if (auto p = out.picked.find(row); p != out.picked.end()) {
+  for (auto m : missed)
+    if (auto p = out.picked.find(m); p != out.picked.end()) {
       out.missed.push_back(p->second.job);
       w.sent -= p->second.job.weight;
     }
-  // Returns reported for this claim all arrived before its feed.
-  out.returned_early = std::move(w.returned_early);
-  w.returned_early.clear();
-  out.left = end_claim(i);
+  // Returns reported for this claim all arrived before its feed; those of
+  // a later claim wait for theirs.
+  for (auto r = w.returned_early.begin(); r != w.returned_early.end();)
+    if (out.picked.count(r->first) == 1) {
+      out.returned_early.insert(*r);
+      r = w.returned_early.erase(r);
+    } else {
+      ++r;
+    }
+  out.left = end_claim(i, claim);
   if (!out.left)
     wait_for_jobs(id);
   return out;
 }
 
-worker_registry::failed_claim worker_registry::claim_failed(uint64_t id) {
+worker_registry::failed_claim worker_registry::claim_failed(uint64_t id, int64_t row) {
   failed_claim out;
   auto i = workers_.find(id);
   if (i == workers_.end())
     return out;
-  for (auto& p : i->second.claim)
+  auto claim = claim_of(i->second, row);
+  if (claim == i->second.claims.end())
+    return out;
+  for (auto& p : *claim)
     i->second.sent -= p.job.weight;
-  out.picks = i->second.claim;
-  out.left = end_claim(i);
+  out.picks = *claim;
+  out.left = end_claim(i, claim);
   if (!out.left)
     waiting_.push_back(id);
   return out;
 }
 
-bool worker_registry::end_claim(std::unordered_map<uint64_t, worker>::iterator i) {
-  i->second.claiming = false;
-  i->second.claim.clear();
-  if (!i->second.leaving)
+bool worker_registry::end_claim(std::unordered_map<uint64_t, worker>::iterator i,
+                                std::deque<std::vector<picked_job>>::iterator claim) {
+  i->second.claims.erase(claim);
+  if (!i->second.leaving || i->second.claiming())
     return false;
   workers_.erase(i);
   return true;
@@ -132,7 +145,7 @@ worker_registry::leave_result worker_registry::leave(uint64_t id) {
   if (w == workers_.end())
     return leave_result::unknown;
   w->second.capacity = 0;
-  if (!w->second.claiming) {
+  if (!w->second.claiming()) {
     workers_.erase(w);
     return leave_result::left;
   }
@@ -140,13 +153,16 @@ worker_registry::leave_result worker_registry::leave(uint64_t id) {
   return leave_result::after_claim;
 }
 
-std::optional<std::vector<picked_job>> worker_registry::remove(uint64_t id) {
+std::optional<worker_registry::removed> worker_registry::remove(uint64_t id) {
   auto w = workers_.find(id);
   if (w == workers_.end())
     return std::nullopt;
-  auto picks = std::move(w->second.claim);
+  removed out;
+  out.claims = w->second.claims.size();
+  for (auto& c : w->second.claims)
+    out.picks.insert(out.picks.end(), c.begin(), c.end());
   workers_.erase(w);
-  return picks;
+  return out;
 }
 
 std::optional<uint64_t> worker_registry::pop_waiting() {
@@ -155,14 +171,14 @@ std::optional<uint64_t> worker_registry::pop_waiting() {
   auto id = waiting_.front();
   waiting_.pop_front();
   auto w = workers_.find(id);
-  if (w == workers_.end() || w->second.claiming || w->second.leaving || w->second.wanted() <= 0)
+  if (w == workers_.end() || !w->second.may_claim())
     return std::nullopt;
   return id;
 }
 
 void worker_registry::wait_for_jobs(uint64_t id) {
   auto w = workers_.find(id);
-  if (w != workers_.end() && !w->second.claiming && w->second.wanted() > 0)
+  if (w != workers_.end() && w->second.may_claim())
     waiting_.push_back(id);
 }
 

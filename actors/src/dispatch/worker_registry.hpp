@@ -6,8 +6,9 @@
 // Credit: a worker's last report said it had `capacity` units free after
 // receiving `received` units in all; `sent` counts every unit claimed for
 // it. It wants `capacity - (sent - received)` more, so reports that overtake
-// jobs on their way never make it over-assigned. A worker has at most one
-// claim at the writer; its next claim waits for that claim's commit feed.
+// jobs on their way never make it over-assigned. A worker has at most
+// max_claims_at_writer claims at the writer: the next one can be picked
+// while the last commits, so a fast worker's claims share transactions.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ namespace ergon::actors {
 
 class worker_registry {
  public:
+  /// Claims one worker may have at the writer at once.
+  static constexpr size_t max_claims_at_writer = 2;
+
   struct worker {
     std::vector<uint32_t> types;  ///< scheduling_policy's type ids
     int32_t max_capacity = 0;
@@ -33,13 +37,22 @@ class worker_registry {
     int32_t capacity = 0;
     int64_t received = 0;
     int64_t sent = 0;
-    bool claiming = false;  ///< a claim for it is at the writer
-    bool leaving = false;   ///< unregistered while claiming: goes after the claim
-    std::vector<picked_job> claim;  ///< the jobs of the claim at the writer
+    bool leaving = false;  ///< unregistered while claiming: goes after its claims
+    /// The jobs of each of its claims at the writer, oldest first.
+    std::deque<std::vector<picked_job>> claims;
     /// The writer hands claimed jobs to the worker directly, so the worker
     /// may report an attempt's code as returned before its claim's feed
     /// arrives: (row, token) pairs kept until then.
     std::set<std::pair<int64_t, int64_t>> returned_early;
+    /// A claim for it is at the writer.
+    bool claiming() const { return !claims.empty(); }
+    /// It may have one more claim picked now. Not while a return waits for
+    /// its claim's feed: the slot it frees is counted only then, and a pick
+    /// made before would see its group one job fuller than it is.
+    bool may_claim() const {
+      return !leaving && claims.size() < max_claims_at_writer && wanted() > 0
+             && returned_early.empty();
+    }
 
     /// Units the dispatcher may still assign: free capacity minus what is
     /// on its way to the worker.
@@ -67,15 +80,16 @@ class worker_registry {
   using picker = std::function<std::optional<picked_job>(const std::vector<uint32_t>& types,
                                                          int32_t room)>;
 
-  /// Picks jobs for the room the worker wants and records them as its claim
+  /// Picks jobs for the room the worker wants and records them as a claim
   /// at the writer; returns their rows. Room beyond max_capacity is its
   /// prefetch window, so each pick must still fit max_capacity. Picks
-  /// nothing while a claim is at the writer or the worker is leaving.
+  /// nothing while max_claims_at_writer claims are there or the worker is
+  /// leaving.
   std::vector<int64_t> claim(uint64_t id, const picker& pick);
 
   /// The worker reports the code of attempt (row, token) returned, and the
   /// attempt is not running yet: kept for claim_committed() if `row` is in
-  /// its claim at the writer.
+  /// one of its claims at the writer.
   void returned_before_claim(uint64_t id, int64_t row, int64_t token);
 
   /// What a committed claim had picked.
@@ -87,10 +101,12 @@ class worker_registry {
     bool left = false;  ///< it was leaving and is gone now: answer its unregister
   };
 
-  /// The worker's claim committed; `missed` rows were not claimed, and
-  /// their weight no longer counts as sent. The worker waits for more jobs
-  /// if it wants some. Empty if it is not registered.
-  committed_claim claim_committed(uint64_t id, const std::vector<int64_t>& missed);
+  /// The worker's claim that picked `row` committed (a claim's feeds can
+  /// come out of order: one that failed is told after the commit of the
+  /// transaction it shared); `missed` rows were not claimed, and their
+  /// weight no longer counts as sent. The worker waits for more jobs if it
+  /// wants some. Empty if it is not registered or has no such claim.
+  committed_claim claim_committed(uint64_t id, int64_t row, const std::vector<int64_t>& missed);
 
   /// What a failed claim had picked.
   struct failed_claim {
@@ -98,23 +114,28 @@ class worker_registry {
     bool left = false;  ///< it was leaving and is gone now: answer its unregister
   };
 
-  /// The worker's claim did not commit: its weight no longer counts as
-  /// sent, and the worker waits for jobs again.
-  failed_claim claim_failed(uint64_t id);
+  /// The worker's claim that picked `row` did not commit: its weight no
+  /// longer counts as sent, and the worker waits for jobs again.
+  failed_claim claim_failed(uint64_t id, int64_t row);
 
   enum class leave_result {
     unknown,      ///< not registered
     left,         ///< gone now
-    after_claim,  ///< goes when its claim at the writer commits or fails
+    after_claim,  ///< goes when its claims at the writer commit or fail
   };
 
   /// The worker unregisters: it gets no more jobs, and its capacity no
   /// longer counts. Jobs of a claim at the writer still reach it first.
   leave_result leave(uint64_t id);
 
-  /// The worker is gone. Returns the picks of its claim at the writer, to
-  /// put back; nothing if it is not registered.
-  std::optional<std::vector<picked_job>> remove(uint64_t id);
+  /// The worker is gone. Returns the picks of its claims at the writer, to
+  /// put back, and how many claims they were; nothing if it is not
+  /// registered.
+  struct removed {
+    std::vector<picked_job> picks;
+    size_t claims = 0;
+  };
+  std::optional<removed> remove(uint64_t id);
 
   // -- the waiting line --------------------------------------------------------------
 
@@ -125,8 +146,8 @@ class worker_registry {
   /// (gone, claiming, leaving, or without room); it leaves the line anyway.
   std::optional<uint64_t> pop_waiting();
 
-  /// Puts the worker at the back of the line if it wants jobs and has no
-  /// claim at the writer.
+  /// Puts the worker at the back of the line if it may have a claim picked
+  /// (worker::may_claim).
   void wait_for_jobs(uint64_t id);
 
   // -- capacity ----------------------------------------------------------------------
@@ -154,8 +175,11 @@ class worker_registry {
   }
 
  private:
-  // Clears the worker's claim at the writer; a leaving worker goes (true).
-  bool end_claim(std::unordered_map<uint64_t, worker>::iterator i);
+  // The worker's claim at the writer that picked `row`, or end().
+  static std::deque<std::vector<picked_job>>::iterator claim_of(worker& w, int64_t row);
+  // Drops a claim at the writer; a leaving worker with none left goes (true).
+  bool end_claim(std::unordered_map<uint64_t, worker>::iterator i,
+                 std::deque<std::vector<picked_job>>::iterator claim);
 
   std::unordered_map<uint64_t, worker> workers_;
   std::deque<uint64_t> waiting_;

@@ -30,4 +30,23 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
   return plan;
 }
 
+size_t reports_in_flight::answered(const std::vector<wire_status>& acks) {
+  if (sent_.empty())
+    return 0;
+  auto callers = std::move(sent_.front());
+  sent_.pop_front();
+  for (size_t i = 0; i < callers.size(); ++i)
+    if (callers[i])
+      callers[i]->deliver(i < acks.size() ? from_wire(acks[i]) : status{});
+  return callers.size();
+}
+
+void reports_in_flight::drop(const status& why) {
+  for (auto& callers : sent_)
+    for (auto& c : callers)
+      if (c)
+        c->deliver(why);
+  sent_.clear();
+}
+
 }  // namespace ergon::actors

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <vector>
 
@@ -44,5 +45,35 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
                                        std::vector<storage::attempt_ref>& to_release,
                                        bool stopping, int64_t received_weight,
                                        const report_room& room, last_room& last);
+
+/// The reports with writes (outcomes, claims given back) at the writer,
+/// oldest first, and each one's blocking callers, one per outcome. The
+/// writer answers them in the order they were sent: each goes to the
+/// dispatcher, which sends its writes on in order, and a transaction's
+/// answers go out in the order of its requests.
+class reports_in_flight {
+ public:
+  using replies = std::vector<std::optional<reply_to<status>>>;
+
+  /// Reports at the writer at once. A second one carries what finished
+  /// while the first commits, so the two can share a transaction.
+  static constexpr size_t max = 2;
+
+  bool empty() const noexcept { return sent_.empty(); }
+  /// No report with writes may go until an answer comes.
+  bool full() const noexcept { return sent_.size() >= max; }
+
+  /// A report with writes went, with these callers.
+  void sent(replies callers) { sent_.push_back(std::move(callers)); }
+  /// The oldest report was answered: its callers get their acks, in order
+  /// (ok for a caller without one). Returns how many callers there were;
+  /// 0 and nothing else if no report is at the writer.
+  size_t answered(const std::vector<wire_status>& acks);
+  /// The connection dropped: every caller gets `why`.
+  void drop(const status& why);
+
+ private:
+  std::deque<replies> sent_;
+};
 
 }  // namespace ergon::actors

@@ -34,9 +34,8 @@ struct worker_state {
   std::unordered_map<int64_t, std::shared_ptr<running_attempt>> attempts;
   int64_t received_weight = 0;  // every unit ever assigned to us
   // A report with outcomes or releases is at the writer: the next waits.
-  bool report_in_flight = false;
+  reports_in_flight reports;
   // Blocking callers of the report in flight, one per outcome.
-  std::vector<std::optional<reply_to<status>>> report_replies;
   // Claims to give back in the next report (stopping).
   std::vector<storage::attempt_ref> to_release;
   // What the last report said, to skip sending the same room twice.
@@ -56,7 +55,7 @@ using worker_ptr = gated<worker_actor::stateful_base<worker_state>>*;
 
 void finish_stop_if_idle(worker_ptr self) {
   auto& st = self->state;
-  if (!st.link.unregistered() || st.report_in_flight || !st.attempts.empty()
+  if (!st.link.unregistered() || !st.reports.empty() || !st.attempts.empty()
       || !st.to_release.empty())
     return;
   for (auto& r : st.stop_replies)
@@ -130,7 +129,7 @@ void report(worker_ptr self) {
     answer_offline(self);
     return;
   }
-  if (!st.link.registered() || st.report_in_flight)
+  if (!st.link.registered() || st.reports.full())
     return;
   report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
   for (;;) {
@@ -146,15 +145,13 @@ void report(worker_ptr self) {
     if (auto next = next_report(st.link.worker_id(), box, st.to_release, st.link.stopping(),
                                 st.received_weight, room, st.last)) {
       ++st.cfg.counters->requests_sent;
-      if (next->carries_writes) {
-        st.report_in_flight = true;
-        st.report_replies = std::move(box.replies);
-      }
+      if (next->carries_writes)
+        st.reports.sent(std::move(box.replies));
       // Not anonymous: the dispatcher names the sender as the writer's
       // addressee. (send() can't go from a typed actor to an untyped handle.)
       caf::unsafe_send_as(self, st.dispatcher, std::move(next->report));
-      if (next->carries_writes)
-        return;  // the answer arms the next report
+      if (st.reports.full())
+        return;  // an answer arms the next report
     }
     if (st.runner->arm_poke())
       return;
@@ -164,14 +161,8 @@ void report(worker_ptr self) {
 void on_assign(worker_ptr self, assign_jobs& a) {
   auto& st = self->state;
   if (a.answers_report) {
-    for (size_t i = 0; i < st.report_replies.size(); ++i) {
-      auto ack = i < a.acks.size() ? from_wire(a.acks[i]) : status{};
-      if (st.report_replies[i])
-        st.report_replies[i]->deliver(ack);
-    }
+    st.reports.answered(a.acks);
     st.cfg.counters->outcomes_committed += static_cast<int64_t>(a.acks.size());
-    st.report_replies.clear();
-    st.report_in_flight = false;
   }
   if (!a.jobs.empty()) {
     ++st.cfg.counters->batches_received;
@@ -337,11 +328,7 @@ void rejoin(worker_ptr self) {
 void forget_connection(worker_ptr self) {
   auto& st = self->state;
   st.writer = worker_writer_actor{};
-  for (auto& r : st.report_replies)
-    if (r)
-      r->deliver(outcome_unacknowledged());
-  st.report_replies.clear();
-  st.report_in_flight = false;
+  st.reports.drop(outcome_unacknowledged());
   for (auto& a : st.runner->take_waiting())
     st.attempts.erase(a->token());
   st.to_release.clear();
