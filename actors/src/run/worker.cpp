@@ -33,9 +33,8 @@ struct worker_state {
   // Attempts held (running or waiting), by token.
   std::unordered_map<int64_t, std::shared_ptr<running_attempt>> attempts;
   int64_t received_weight = 0;  // every unit ever assigned to us
-  // A report with outcomes or releases is at the writer: the next waits.
+  // Reports with outcomes or releases at the writer, and their callers.
   reports_in_flight reports;
-  // Blocking callers of the report in flight, one per outcome.
   // Claims to give back in the next report (stopping).
   std::vector<storage::attempt_ref> to_release;
   // What the last report said, to skip sending the same room twice.
@@ -121,8 +120,8 @@ void flush_progress(worker_ptr self) {
 }
 
 // Sends what the job threads left, the claims to give back and the room
-// there is, as one report. One report with outcomes at a time: whatever
-// happens meanwhile joins the next one.
+// there is, as one report. At most reports_in_flight::max reports with
+// outcomes at a time: whatever happens meanwhile joins the next one.
 void report(worker_ptr self) {
   auto& st = self->state;
   if (st.link.phase() == worker_phase::left_offline) {
