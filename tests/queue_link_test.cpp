@@ -20,7 +20,7 @@ bool nothing(const link_steps& s) {
 BOOST_AUTO_TEST_CASE(a_local_worker_registers_reports_and_leaves_when_asked) {
   queue_link link{false};
   BOOST_TEST(!link.registered());
-  auto s = link.registered(7);
+  auto s = link.joined(7);
   BOOST_TEST(link.worker_id() == 7u);
   BOOST_TEST((link.phase() == worker_phase::running));
   BOOST_TEST(s.report);
@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(a_local_worker_registers_reports_and_leaves_when_asked) {
 
 BOOST_AUTO_TEST_CASE(a_second_stop_only_checks_whether_the_worker_is_done) {
   queue_link link{false};
-  link.registered(1);
+  link.joined(1);
   link.stop();
   auto s = link.stop();
   BOOST_TEST(s.stop_if_idle);
@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(a_stop_before_the_registration_answer_leaves_right_after_it
   BOOST_TEST(s.give_back_waiting);
   BOOST_TEST(!s.unregister);  // nothing to leave yet
   BOOST_TEST(!s.report);
-  s = link.registered(3);
+  s = link.joined(3);
   BOOST_TEST((link.phase() == worker_phase::leaving));
   BOOST_TEST(s.unregister);
   BOOST_TEST(s.report);
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(a_local_worker_whose_queue_refuses_it_gives_up) {
 
 BOOST_AUTO_TEST_CASE(a_remote_worker_that_loses_its_queue_forgets_the_connection_and_rejoins) {
   queue_link link{true};
-  auto s = link.registered(4);
+  auto s = link.joined(4);
   BOOST_TEST(s.watch_queue);
   s = link.queue_down();
   BOOST_TEST((link.phase() == worker_phase::lost));
@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_that_loses_its_queue_forgets_the_connection
   BOOST_TEST(!link.registered());
   // Once per drop: the same loss seen again does nothing.
   BOOST_TEST(nothing(link.queue_down()));
-  s = link.registered(9);
+  s = link.joined(9);
   BOOST_TEST((link.phase() == worker_phase::running));
   BOOST_TEST(link.worker_id() == 9u);
   BOOST_TEST(s.report);
@@ -103,14 +103,14 @@ BOOST_AUTO_TEST_CASE(a_failed_registration_of_a_remote_worker_rejoins) {
 
 BOOST_AUTO_TEST_CASE(a_local_worker_ignores_the_queue_going_down) {
   queue_link link{false};
-  link.registered(2);
+  link.joined(2);
   BOOST_TEST(nothing(link.queue_down()));
   BOOST_TEST((link.phase() == worker_phase::running));
 }
 
 BOOST_AUTO_TEST_CASE(stopping_while_lost_stops_offline_and_answers_outcomes_at_once) {
   queue_link link{true};
-  link.registered(5);
+  link.joined(5);
   link.queue_down();
   auto s = link.stop();
   BOOST_TEST((link.phase() == worker_phase::left_offline));
@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(stopping_while_lost_stops_offline_and_answers_outcomes_at_o
 
 BOOST_AUTO_TEST_CASE(a_drop_while_leaving_stops_offline_instead_of_rejoining) {
   queue_link link{true};
-  link.registered(6);
+  link.joined(6);
   link.stop();
   auto s = link.queue_down();
   BOOST_TEST((link.phase() == worker_phase::left_offline));
@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(a_registration_that_lands_after_an_offline_stop_leaves_agai
   queue_link link{true};
   link.join_failed();  // lost, rejoining
   link.stop();         // left_offline
-  auto s = link.registered(8);
+  auto s = link.joined(8);
   BOOST_TEST((link.phase() == worker_phase::left));
   BOOST_TEST(s.unregister);
   BOOST_TEST(s.report);
@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(left_is_harmless_in_any_other_phase) {
   auto s = link.left();
   BOOST_TEST((link.phase() == worker_phase::joining));
   BOOST_TEST(s.stop_if_idle);
-  link.registered(1);
+  link.joined(1);
   link.left();
   BOOST_TEST((link.phase() == worker_phase::running));
 }

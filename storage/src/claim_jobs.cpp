@@ -59,9 +59,8 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     w.bind(3, c.token);
     w.bind(4, now_ms);
     w.bind(5, j.expires_at);
-    if (w.step() || !w.step_status())
-      return w.step_status().ok() ? status{error::internal, "claim returned a row"}
-                                  : w.step_status();
+    if (auto st = d.run(w); !st)
+      return st;
     out.claimed.push_back(std::move(j));
   }
   return out;

@@ -9,16 +9,17 @@
 namespace ergon::storage {
 namespace {
 
-// The succeeding attempt stays in the jobs row: no attempts row for it.
-// A result_ttl_ms of 0 stores no result; another one sets its expiry. A
-// cancel request committed before this outcome wins (see after_cancel).
-// Read, then written by id (see claim_jobs.cpp: no RETURNING on the hot path).
+// Read, then written by id (see claim_jobs.cpp: no RETURNING on the hot
+// path). A cancel request committed before this outcome wins (see
+// after_cancel).
 constexpr const char* read_completable =
   "SELECT current_try, started_at, external_id, type, group_key, recurring_id, "
   ERGON_JOB_HAS_LINKS " FROM jobs "
   "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 "
   "AND cancel_requested_at IS NULL";
 
+// The succeeding attempt stays in the jobs row: no attempts row for it.
+// A result_ttl_ms of 0 stores no result; another one sets its expiry.
 constexpr const char* complete_job =
   "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, "
   "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?3 END, "
@@ -121,10 +122,8 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
         u.bind_null(3);
       else
         u.bind_blob(3, r.text);
-      if (u.step() || !u.step_status())
-        return u.step_status().ok() ? status{error::internal, "a completion returned a row"}
-                                    : u.step_status();
-      u.reset();
+      if (auto st = d.run(u); !st)
+        return st;
       if (linked) {
         auto next = on_job_final(d, r.row, job_status::succeeded, now_ms);
         if (!next)

@@ -16,7 +16,7 @@ bool queue_link::unregistered() const {
   return phase_ == worker_phase::left || phase_ == worker_phase::left_offline;
 }
 
-link_steps queue_link::registered(uint64_t id) {
+link_steps queue_link::joined(uint64_t id) {
   link_steps out;
   worker_id_ = id;
   // Asked to stop meanwhile: it registered only to leave.

@@ -1,5 +1,5 @@
 // queue_link: where a worker stands with its queue, and what each turn of
-// the connection (registered, asked to stop, let go, lost) asks of it next.
+// the connection (joined, asked to stop, let go, lost) asks of it next.
 // No actors: the worker actor does the steps this returns.
 #pragma once
 
@@ -60,7 +60,7 @@ class queue_link {
   bool unregistered() const;
 
   /// The dispatcher answered the registration with `id`.
-  link_steps registered(uint64_t id);
+  link_steps joined(uint64_t id);
   /// Asked to stop (again: only stop_if_idle).
   link_steps stop();
   /// The dispatcher confirmed the unregistration, or is gone.

@@ -295,7 +295,7 @@ void on_tick(worker_ptr self) {
 
 void on_registered(worker_ptr self, worker_registered& r) {
   self->state.writer = r.writer;
-  follow(self, self->state.link.registered(r.worker_id));
+  follow(self, self->state.link.joined(r.worker_id));
 }
 
 // The queue can't take us (it closed): nothing will ever arrive.
