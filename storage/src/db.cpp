@@ -90,6 +90,15 @@ void stmt::bind_blob(int i, std::string_view v) {
                     SQLITE_TRANSIENT);
 }
 
+void stmt::bind_text_static(int i, std::string_view v) {
+  sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+}
+
+void stmt::bind_blob_static(int i, std::string_view v) {
+  sqlite3_bind_blob(s_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
+                    SQLITE_STATIC);
+}
+
 void stmt::bind_null(int i) {
   sqlite3_bind_null(s_, i);
 }

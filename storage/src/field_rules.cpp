@@ -41,72 +41,78 @@ std::string code_point(unsigned cp) {
   return out;
 }
 
+// The failure of a check: field names come in as views of literals, so
+// that the passing path builds no string.
+status refused(std::string_view field, std::string what) {
+  return invalid_field(std::string{field}, std::move(what));
+}
+
 }  // namespace
 
-status check_label(const std::string& field, const std::string& value) {
+status check_label(std::string_view field, const std::string& value) {
   if (value.empty())
-    return invalid_field(field, "must not be empty");
+    return refused(field, "must not be empty");
   return check_label_size(field, value);
 }
 
-status check_label_size(const std::string& field, const std::string& value) {
+status check_label_size(std::string_view field, const std::string& value) {
   if (value.size() > max_type_bytes)
-    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
+    return refused(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
                                   + std::to_string(max_type_bytes));
   for (size_t i = 0; i < value.size();) {
     auto n = utf8_sequence(value, i);
     if (n == 0)
-      return invalid_field(field, "is not UTF-8 (byte " + std::to_string(i) + ")");
+      return refused(field, "is not UTF-8 (byte " + std::to_string(i) + ")");
     auto c = static_cast<unsigned char>(value[i]);
     unsigned cp = n == 1   ? c
                   : n == 2 ? ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(value[i + 1]) & 0x3Fu)
                            : 0x800;
     if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
-      return invalid_field(field, "holds a control character (" + code_point(cp) + " at byte "
+      return refused(field, "holds a control character (" + code_point(cp) + " at byte "
                                     + std::to_string(i) + ")");
     i += n;
   }
   return {};
 }
 
-status check_key(const std::string& field, const std::string& value) {
+status check_key(std::string_view field, const std::string& value) {
   if (value.empty())
-    return invalid_field(field, "must not be empty");
+    return refused(field, "must not be empty");
   if (value.size() > max_type_bytes)
-    return invalid_field(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
+    return refused(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
                                   + std::to_string(max_type_bytes));
   return {};
 }
 
-status check_weight(const std::string& field, int64_t value) {
+status check_weight(std::string_view field, int64_t value) {
   if (value < 1 || value > max_weight)
-    return invalid_field(field, "must be between 1 and " + std::to_string(max_weight)
+    return refused(field, "must be between 1 and " + std::to_string(max_weight)
                                   + ", got " + std::to_string(value));
   return {};
 }
 
-status check_prefetch(const std::string& field, int64_t value) {
+status check_prefetch(std::string_view field, int64_t value) {
   if (value < 0 || value > max_weight)
-    return invalid_field(field, "must be between 0 and " + std::to_string(max_weight)
+    return refused(field, "must be between 0 and " + std::to_string(max_weight)
                                   + ", got " + std::to_string(value));
   return {};
 }
 
-status check_positive_ms(const std::string& field, int64_t ms) {
+status check_positive_ms(std::string_view field, int64_t ms) {
   if (ms <= 0)
-    return invalid_field(field, "must be > 0 ms, got " + std::to_string(ms));
+    return refused(field, "must be > 0 ms, got " + std::to_string(ms));
   return {};
 }
 
-status check_not_negative_ms(const std::string& field, int64_t ms) {
+status check_not_negative_ms(std::string_view field, int64_t ms) {
   if (ms < 0)
-    return invalid_field(field, "must be >= 0 ms, got " + std::to_string(ms));
+    return refused(field, "must be >= 0 ms, got " + std::to_string(ms));
   return {};
 }
 
-status check_not_negative(const std::string& field, int64_t value) {
+status check_not_negative(std::string_view field, int64_t value) {
   if (value < 0)
-    return invalid_field(field, "must be >= 0, got " + std::to_string(value));
+    return refused(field, "must be >= 0, got " + std::to_string(value));
   return {};
 }
 

@@ -91,7 +91,7 @@ result<stmt*> prepare_insert(db& d) {
 status insert_job(db& d, stmt& s, const job& j, const job_key& k,
                   std::optional<int64_t> scheduled_at) {
   s.reset();
-  bind_id(s, 1, k.id);
+  s.bind_blob_static(1, id_bytes(k.id));
   bind_template(s, 2, j);
   s.bind(14, k.run_at);
   s.bind(15, k.deadline);
@@ -101,9 +101,12 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   if (k.recurring_id.empty())
     s.bind_null(19);
   else
-    s.bind_text(19, k.recurring_id);
+    s.bind_text_static(19, k.recurring_id);
   s.bind(20, scheduled_at);
-  s.bind(21, j.unique_key);
+  if (j.unique_key)
+    s.bind_text_static(21, *j.unique_key);
+  else
+    s.bind_null(21);
   if (j.unique_key && j.unique_hold_ms > 0)
     s.bind(22, j.unique_hold_ms);
   else
@@ -120,12 +123,18 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
 }
 
 void bind_template(stmt& s, int first, const job& j) {
-  s.bind_text(first, j.type);
-  s.bind(first + 1, j.name);
-  s.bind(first + 2, j.group);
+  auto text = [&](int i, const std::optional<std::string>& v) {
+    if (v)
+      s.bind_text_static(i, *v);
+    else
+      s.bind_null(i);
+  };
+  s.bind_text_static(first, j.type);
+  text(first + 1, j.name);
+  text(first + 2, j.group);
   s.bind(first + 3, j.priority);
   s.bind(first + 4, j.weight);
-  s.bind_blob(first + 5, j.payload);
+  s.bind_blob_static(first + 5, j.payload);
   s.bind(first + 6, j.max_retries);
   s.bind(first + 7, j.backoff.initial_ms);
   s.bind(first + 8, j.backoff.multiplier);
@@ -268,9 +277,12 @@ status not_pending_error(const job_id& id, job_status s) {
           "job " + id.to_string() + " already " + to_string(s)};
 }
 
+std::string_view id_bytes(const job_id& id) {
+  return {reinterpret_cast<const char*>(id.bytes().data()), id.bytes().size()};
+}
+
 void bind_id(stmt& s, int i, const job_id& id) {
-  s.bind_blob(i, std::string_view{reinterpret_cast<const char*>(id.bytes().data()),
-                                  id.bytes().size()});
+  s.bind_blob(i, id_bytes(id));
 }
 
 job_id column_id(const stmt& s, int i) {

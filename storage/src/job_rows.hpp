@@ -84,7 +84,8 @@ status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
   "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "     \
   "heartbeat_increment_ms"
 
-/// Binds ERGON_TEMPLATE_COLUMNS of `j` to parameters first .. first + 11.
+/// Binds ERGON_TEMPLATE_COLUMNS of `j` to parameters first .. first + 11,
+/// without copies: `j` must outlive the statement's next step.
 void bind_template(stmt& s, int first, const job& j);
 
 /// Marks the pending job at `row` cancelled at `now_ms`, with `why` as its
@@ -99,6 +100,9 @@ result<int64_t> next_row(db& d);
 
 /// Binds a job id as a 16-byte blob.
 void bind_id(stmt& s, int i, const job_id& id);
+
+/// The 16 bytes `bind_id` binds, as a view of `id`.
+std::string_view id_bytes(const job_id& id);
 
 /// Reads a 16-byte blob column as a job id.
 job_id column_id(const stmt& s, int i);

@@ -44,12 +44,20 @@ status check_backoff(const backoff_policy& b) {
   return {};
 }
 
-// Runs checks in order and returns the first failure.
+// Runs checks in order and returns the first failure. A passing check's
+// status is dropped, not assigned: every submit runs about 20 of them.
 template <class... Checks>
 status first_failure(Checks&&... checks) {
-  status result;
-  (void) ((result = checks(), result.ok()) && ...);
-  return result;
+  status failure;
+  auto passes = [&](auto& check) {
+    auto st = check();
+    if (st)
+      return true;
+    failure = std::move(st);
+    return false;
+  };
+  (void) (passes(checks) && ...);
+  return failure;
 }
 
 // The template's failure with its field under "job.".

@@ -61,6 +61,11 @@ class stmt {
   void bind_text(int i, std::string_view v);
   void bind_blob(int i, std::string_view v);
   void bind_null(int i);
+  /// As bind_text and bind_blob, without SQLite's copy: `v` must stay alive
+  /// and unchanged until the statement's next step has ended. The insert
+  /// path binds so: each copy is a malloc and a free per column and job.
+  void bind_text_static(int i, std::string_view v);
+  void bind_blob_static(int i, std::string_view v);
   void bind(int i, const std::optional<std::string>& v) {
     if (v) bind_text(i, *v); else bind_null(i);
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "ergon/error.hpp"
 
@@ -13,29 +14,29 @@ namespace ergon::storage {
 /// A type, name, group or recurring id: 1 to max_type_bytes bytes of
 /// UTF-8 without control characters (U+0000 to U+001F, U+007F to U+009F).
 /// Labels reach metrics, logs and the dashboard as they are.
-status check_label(const std::string& field, const std::string& value);
+status check_label(std::string_view field, const std::string& value);
 
 /// The same, but may be empty: for names such as the group "" of jobs
 /// without one.
-status check_label_size(const std::string& field, const std::string& value);
+status check_label_size(std::string_view field, const std::string& value);
 
 /// A unique key: 1 to max_type_bytes bytes of any kind (a hash, say).
-status check_key(const std::string& field, const std::string& value);
+status check_key(std::string_view field, const std::string& value);
 
 /// A weight or a capacity in weight units: 1 to max_weight.
-status check_weight(const std::string& field, int64_t value);
+status check_weight(std::string_view field, int64_t value);
 
 /// Weight units a worker holds beyond max_concurrency: 0 to max_weight.
-status check_prefetch(const std::string& field, int64_t value);
+status check_prefetch(std::string_view field, int64_t value);
 
 /// A duration that must be > 0 ms.
-status check_positive_ms(const std::string& field, int64_t ms);
+status check_positive_ms(std::string_view field, int64_t ms);
 
 /// A duration that must be >= 0 ms.
-status check_not_negative_ms(const std::string& field, int64_t ms);
+status check_not_negative_ms(std::string_view field, int64_t ms);
 
 /// A time or size that must be >= 0.
-status check_not_negative(const std::string& field, int64_t value);
+status check_not_negative(std::string_view field, int64_t value);
 
 /// Longest progress message, in bytes.
 inline constexpr size_t max_progress_message_bytes = 1'024;
