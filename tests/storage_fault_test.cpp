@@ -809,11 +809,12 @@ struct power_fixture {
     vfs.reset();  // powers on again if a failed test left it off
   }
 
-  void open(bool synchronous_full) {
+  void open(bool synchronous_full, bool checkpoint_in_commits = false) {
     sub.cancel();
     options o;
     o.clock = clock;
     o.synchronous_full = synchronous_full;
+    o.checkpoint_in_commits = checkpoint_in_commits;
     auto r = bounded("open", [&] { return queue::open(path, o); });
     BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
     q = std::make_unique<queue>(std::move(*r));
@@ -911,15 +912,21 @@ BOOST_AUTO_TEST_CASE(with_synchronous_full_every_acknowledged_job_and_outcome_su
   finish(acked);
 }
 
-// synchronous=NORMAL syncs the WAL only when it checkpoints (here: the commit
-// that takes the WAL past 1,000 pages) and when it starts the WAL over, so a
-// power loss may take the commits since the last checkpoint: acknowledged,
-// yet gone. SQLite never corrupts the file for it, and since commits are
-// appended in order, what survives is always a prefix of what was
-// acknowledged. A checkpoint syncs the WAL and then the database file, so a
-// database sync after a commit (counted by the shim) proves it durable.
-BOOST_AUTO_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothing_corrupts) {
-  open(false);
+// synchronous=NORMAL syncs the WAL only when it checkpoints (past 1,000
+// pages) and when it starts the WAL over, so a power loss may take the
+// commits since the last checkpoint: acknowledged, yet gone. SQLite never
+// corrupts the file for it, and since commits are appended in order, what
+// survives is always a prefix of what was acknowledged. A checkpoint syncs
+// the WAL and then the database file, so a database sync after a commit
+// (counted by the shim) proves it durable. Within commits, the commit that
+// takes the WAL past the threshold checkpoints before it is acknowledged; on
+// the checkpointer's thread, a little after.
+struct normal_power_loss : power_fixture {
+  void run(bool checkpoint_in_commits);
+};
+
+void normal_power_loss::run(bool checkpoint_in_commits) {
+  open(false, checkpoint_in_commits);
   struct ack {
     std::string role;
     job_id id;
@@ -934,7 +941,7 @@ BOOST_AUTO_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothin
     auto before = vfs.db_syncs();
     record(role, submit(role), before);
   }
-  // 5 x 900 KB takes the WAL past 1,000 pages of 4 KiB: this commit checkpoints.
+  // 5 x 900 KB takes the WAL past 1,000 pages of 4 KiB: a checkpoint follows.
   std::vector<job> big;
   for (int k = 1; k <= 5; ++k) {
     auto j = make_job("BIG" + std::to_string(k), "ok");
@@ -944,7 +951,11 @@ BOOST_AUTO_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothin
   auto before = vfs.db_syncs();
   auto ids = bounded("submit_batch", [&] { return q->submit_batch(big); });
   BOOST_REQUIRE(ids.has_value());
-  BOOST_REQUIRE_MESSAGE(vfs.db_syncs() > before, "the big batch did not checkpoint");
+  if (checkpoint_in_commits)
+    BOOST_REQUIRE_MESSAGE(vfs.db_syncs() > before, "the big batch did not checkpoint");
+  else
+    BOOST_REQUIRE_MESSAGE(vfs.wait_db_syncs_above(before, hang_bound),
+                          "no checkpoint followed the big batch");
   for (int k = 0; k < 5; ++k)
     record("BIG" + std::to_string(k + 1), (*ids)[k], before);
   for (auto role : {"L1", "L2", "L3", "L4"}) {
@@ -953,9 +964,10 @@ BOOST_AUTO_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothin
   }
   auto syncs_at_loss = vfs.db_syncs();
   lose_power();
-  open(false);
+  open(false, checkpoint_in_commits);
   std::map<std::string, job_id> survivors;
   size_t lost = 0;
+  size_t unsynced = 0;
   for (auto& a : acks) {
     BOOST_TEST_CONTEXT("job " << a.role) {
       // Durable if a checkpoint followed its commit: one after the
@@ -964,6 +976,8 @@ BOOST_AUTO_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothin
       bool there = exists(a.id);
       if (synced)
         BOOST_TEST(there, "synced, yet lost");
+      else
+        ++unsynced;
       BOOST_TEST(!(there && lost > 0), "survives although an earlier acknowledged job is lost");
       if (there)
         survivors[a.role] = a.id;
@@ -973,10 +987,26 @@ BOOST_AUTO_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothin
   }
   BOOST_TEST_MESSAGE("synchronous=NORMAL power loss: " << lost << " of " << acks.size()
                                                        << " acknowledged jobs lost");
-  // Nothing synced L1-L4, and the model drops every unsynced write: proof
-  // that the power loss took effect.
-  BOOST_TEST(lost == 4u);
+  // The model drops every unsynced write: proof that the power loss took
+  // effect. Within commits nothing synced L1-L4. On the thread, a pass that
+  // had not yet marked the WAL folded in may still take L1 along, but the
+  // WAL then starts over, and L4 stays in it.
+  BOOST_TEST(lost == unsynced);
+  if (checkpoint_in_commits)
+    BOOST_TEST(lost == 4u);
+  else
+    BOOST_TEST(lost >= 1u);
   finish(survivors);
+}
+
+BOOST_FIXTURE_TEST_CASE(with_synchronous_normal_what_was_synced_survives_and_nothing_corrupts,
+                        normal_power_loss) {
+  run(false);
+}
+
+BOOST_FIXTURE_TEST_CASE(checkpoints_within_commits_sync_the_commit_that_takes_the_wal_past,
+                        normal_power_loss) {
+  run(true);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -121,6 +121,11 @@ uint64_t fault_vfs::db_syncs() const {
   return db_syncs_;
 }
 
+bool fault_vfs::wait_db_syncs_above(uint64_t n, std::chrono::milliseconds limit) const {
+  std::unique_lock<std::mutex> lock{mtx_};
+  return db_synced_.wait_for(lock, limit, [&] { return db_syncs_ > n; });
+}
+
 void fault_vfs::reset_counts() {
   std::lock_guard<std::mutex> guard{mtx_};
   counts_.fill(0);
@@ -370,8 +375,10 @@ int fault_vfs::x_sync(sqlite3_file* f, int flags) {
       r->pMethods->xFileSize(r, &size);
       d->synced_size = size;
       d->undo.clear();
-      if (!d->is_wal)
+      if (!d->is_wal) {
         ++me.db_syncs_;
+        me.db_synced_.notify_all();
+      }
     }
     return rc;
   });

@@ -27,6 +27,8 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -88,6 +90,10 @@ class fault_vfs {
   /// Successful syncs of main database files since the last `reset_counts`.
   /// In WAL mode only checkpoints sync them, right after syncing the WAL.
   uint64_t db_syncs() const;
+
+  /// Blocks until db_syncs() is above `n` or `limit` has passed: whether it
+  /// is. For checkpoints that run on a thread of their own.
+  bool wait_db_syncs_above(uint64_t n, std::chrono::milliseconds limit) const;
 
   void reset_counts();
 
@@ -179,6 +185,7 @@ class fault_vfs {
   mutable std::mutex mtx_;
   std::array<uint64_t, file_op_count> counts_{};
   uint64_t db_syncs_ = 0;
+  mutable std::condition_variable db_synced_;
   bool armed_ = false;
   fault fault_;
   uint64_t armed_at_ = 0;  // count_[fault_.op] when armed

@@ -17,6 +17,7 @@
 
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/respond.hpp"
+#include "ergon/storage/checkpointer.hpp"
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/op/add_finished_counts.hpp"
 #include "ergon/storage/op/advance_low_mark.hpp"
@@ -106,6 +107,7 @@ class writer {
 
   void run(caf::blocking_actor* self) {
     me_ = caf::actor_cast<caf::actor>(self);
+    fold_wal_apart();
     bool stopping = false;
     std::vector<reply_to<status>> on_closed;
     caf::behavior bhvr{
@@ -169,6 +171,7 @@ class writer {
         self->receive(bhvr);
       finish_batch(n);
     }
+    checkpoints_.reset();
     // The database file alone then holds every commit: users copy it, and a
     // reader still open keeps the last connection from folding the WAL in.
     // A checkpoint that fails loses nothing: the WAL stays beside the file.
@@ -184,6 +187,19 @@ class writer {
   }
 
  private:
+  // Without a checkpointer, SQLite's own autocheckpoint stays: slower, and
+  // it loses nothing either.
+  void fold_wal_apart() {
+    if (!cfg_.checkpoints_apart || storage::names_private_database(cfg_.db->path()))
+      return;
+    auto started = storage::checkpointer::start(*cfg_.db, cfg_.db_options);
+    if (started)
+      checkpoints_ = std::move(*started);
+    else
+      std::cerr << "ergon: " << cfg_.db->path()
+                << ": checkpoints stay within commits: " << started.error() << '\n';
+  }
+
   // Spins briefly before receive() sleeps: the next request of a busy caller
   // usually arrives within microseconds, and waking costs ~25 us. Before it
   // sleeps it hands over any feeds it held back.
@@ -711,6 +727,8 @@ class writer {
   };
 
   db_writer_config cfg_;
+  // After cfg_: it watches cfg_.db's commits, so it goes first.
+  std::unique_ptr<storage::checkpointer> checkpoints_;
   // What it sends carries it as the sender: gated actors, and the
   // transport's rules on remote workers, refuse messages without one.
   caf::actor me_;

@@ -146,6 +146,11 @@ using db_writer_actor = worker_writer_actor::extend<
 struct db_writer_config {
   /// The migrated write connection; the writer takes it over.
   std::shared_ptr<storage::db> db;
+  /// How db was opened: the checkpointer opens its own connection so.
+  storage::db_options db_options;
+  /// Checkpoints on a thread of their own (storage::checkpointer), not
+  /// within commits (options::checkpoint_in_commits).
+  bool checkpoints_apart = true;
   std::shared_ptr<ergon::clock> clock;
   std::shared_ptr<job_counters> counters;
   /// Commit feeds go here; the listener (set with listen_to) is rung.
