@@ -163,8 +163,8 @@ struct options {
   /// within commits, under synchronous=NORMAL, the commit that checkpoints
   /// is durable once acknowledged. Either way a crash loses nothing
   /// acknowledged, and a power loss under NORMAL may take the commits since
-  /// the last checkpoint. Past 8,000 pages the writer folds the WAL in
-  /// itself either way, so it stays bounded under a steady load.
+  /// the last checkpoint. On the own thread, past 8,000 pages the writer
+  /// folds the WAL in itself, so it stays bounded under a steady load.
   bool checkpoint_in_commits = false;
 
   /// How long a write waits for a lock held by another program before it

@@ -47,20 +47,28 @@ checkpointer::~checkpointer() {
 int checkpointer::on_commit(void* ctx, sqlite3* writer, const char* schema, int wal_pages) {
   auto* self = static_cast<checkpointer*>(ctx);
   std::unique_lock<std::mutex> lock(self->mutex_);
-  // A pass asked for or running covers this commit's need, or the next
-  // commit asks again: one wake-up per pass, not per commit.
-  if (self->asked_ || self->running_)
-    return SQLITE_OK;
-  if (wal_pages < self->folded_)
-    self->folded_ = 0;  // the WAL started over: count from its start
+  // A WAL shorter than at the last commit has started over: what a pass
+  // folded in before counts no more, nor what one running now will report.
+  if (wal_pages < self->last_wal_pages_) {
+    self->folded_ = 0;
+    ++self->restarts_;
+  }
+  self->last_wal_pages_ = wal_pages;
   switch (decide_checkpoint(wal_pages, self->folded_, self->limits_)) {
     case checkpoint_step::none:
       break;
     case checkpoint_step::background:
-      self->asked_ = true;
-      self->changed_.notify_all();
+      // A pass asked for or running covers it, or a later commit asks
+      // again: one wake-up per pass, not per commit.
+      if (!self->asked_ && !self->running_) {
+        self->asked_ = true;
+        self->changed_.notify_all();
+      }
       break;
     case checkpoint_step::inline_now: {
+      // The bound holds even behind a slow pass: wait for it (at most one).
+      self->changed_.wait(lock, [&] { return !self->running_; });
+      self->asked_ = false;
       lock.unlock();
       int folded = 0;
       int rc = sqlite3_wal_checkpoint_v2(writer, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr,
@@ -84,6 +92,7 @@ void checkpointer::run() {
       return;
     asked_ = false;
     running_ = true;
+    auto restarts = restarts_;
     lock.unlock();
     // PASSIVE never waits on the writer; a failure leaves the frames in the
     // WAL for the next pass.
@@ -93,7 +102,8 @@ void checkpointer::run() {
     lock.lock();
     running_ = false;
     if (rc == SQLITE_OK) {
-      folded_ = folded;
+      if (restarts == restarts_)
+        folded_ = folded;
       ++background_passes_;
     }
     changed_.notify_all();

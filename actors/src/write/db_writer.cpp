@@ -321,8 +321,6 @@ class writer {
         ids = std::move(done.ids);
         if (!done.added.empty())
           next_row_ = done.added.back().row + 1;
-        auto& added = release_.feed().added;
-        added.reserve(added.size() + done.added.size());
         for (auto& k : done.added)
           add_pending(std::move(k));
         for (auto& k : done.replaced)

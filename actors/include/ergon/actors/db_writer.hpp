@@ -149,7 +149,8 @@ struct db_writer_config {
   /// How db was opened: the checkpointer opens its own connection so.
   storage::db_options db_options;
   /// Checkpoints on a thread of their own (storage::checkpointer), not
-  /// within commits (options::checkpoint_in_commits).
+  /// within commits (options::checkpoint_in_commits). Its connection is
+  /// opened with db_options: keep them those db was opened with.
   bool checkpoints_apart = true;
   std::shared_ptr<ergon::clock> clock;
   std::shared_ptr<job_counters> counters;

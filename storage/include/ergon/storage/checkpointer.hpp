@@ -19,9 +19,10 @@ struct checkpoint_limits {
   /// From here the checkpointer's thread folds the WAL in (SQLite's
   /// autocheckpoint default).
   int background_pages = 1'000;
-  /// From here the writer folds it in itself, within the commit. A WAL can
-  /// restart from its beginning only once every frame is in the file, which
-  /// a background pass under a steady load may never reach: this bounds it.
+  /// From here the writer folds it in itself, within the commit, after a
+  /// pass that is running ends. A WAL can restart from its beginning only
+  /// once every frame is in the file, which a background pass under a
+  /// steady load may never reach: this bounds it.
   int inline_pages = 8'000;
 };
 
@@ -72,7 +73,9 @@ class checkpointer {
   std::condition_variable changed_;
   bool asked_ = false;
   bool running_ = false;
-  int folded_ = 0;  // WAL pages the last pass folded in
+  int folded_ = 0;          // WAL pages the last pass folded in
+  int last_wal_pages_ = 0;  // the WAL's length at the last commit
+  uint64_t restarts_ = 0;   // times the WAL was seen to start over
   bool stopping_ = false;
   uint64_t background_passes_ = 0;
   uint64_t inline_passes_ = 0;
