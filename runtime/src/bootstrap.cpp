@@ -73,8 +73,8 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
     return st;
   actors::db_writer_config wcfg;
   wcfg.db = std::move(write_db);
-  wcfg.db_options = db_opts;
-  wcfg.checkpoints_apart = !opts.checkpoint_in_commits;
+  if (!opts.checkpoint_in_commits)
+    wcfg.checkpoint_connection = db_opts;
   wcfg.clock = p->clk;
   wcfg.counters = p->counters;
   wcfg.batch_limit = opts.writer_batch_limit;

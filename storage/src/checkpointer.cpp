@@ -35,7 +35,7 @@ checkpointer::checkpointer(db& writer, std::unique_ptr<db> own, checkpoint_limit
 }
 
 checkpointer::~checkpointer() {
-  sqlite3_wal_autocheckpoint(writer_.raw(), 1'000);
+  sqlite3_wal_autocheckpoint(writer_.raw(), sqlite_autocheckpoint_pages);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;

@@ -103,10 +103,7 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   else
     s.bind_text_static(19, k.recurring_id);
   s.bind(20, scheduled_at);
-  if (j.unique_key)
-    s.bind_text_static(21, *j.unique_key);
-  else
-    s.bind_null(21);
+  s.bind_static(21, j.unique_key);
   if (j.unique_key && j.unique_hold_ms > 0)
     s.bind(22, j.unique_hold_ms);
   else
@@ -123,15 +120,9 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
 }
 
 void bind_template(stmt& s, int first, const job& j) {
-  auto text = [&](int i, const std::optional<std::string>& v) {
-    if (v)
-      s.bind_text_static(i, *v);
-    else
-      s.bind_null(i);
-  };
   s.bind_text_static(first, j.type);
-  text(first + 1, j.name);
-  text(first + 2, j.group);
+  s.bind_static(first + 1, j.name);
+  s.bind_static(first + 2, j.group);
   s.bind(first + 3, j.priority);
   s.bind(first + 4, j.weight);
   s.bind_blob_static(first + 5, j.payload);

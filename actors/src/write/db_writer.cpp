@@ -190,9 +190,9 @@ class writer {
   // Without a checkpointer, SQLite's own autocheckpoint stays: slower, and
   // it loses nothing either.
   void fold_wal_apart() {
-    if (!cfg_.checkpoints_apart || storage::names_private_database(cfg_.db->path()))
+    if (!cfg_.checkpoint_connection || storage::names_private_database(cfg_.db->path()))
       return;
-    auto started = storage::checkpointer::start(*cfg_.db, cfg_.db_options);
+    auto started = storage::checkpointer::start(*cfg_.db, *cfg_.checkpoint_connection);
     if (started)
       checkpoints_ = std::move(*started);
     else

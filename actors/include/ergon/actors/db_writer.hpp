@@ -12,6 +12,7 @@
 #include <functional>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <vector>
 
@@ -146,12 +147,10 @@ using db_writer_actor = worker_writer_actor::extend<
 struct db_writer_config {
   /// The migrated write connection; the writer takes it over.
   std::shared_ptr<storage::db> db;
-  /// How db was opened: the checkpointer opens its own connection so.
-  storage::db_options db_options;
-  /// Checkpoints on a thread of their own (storage::checkpointer), not
-  /// within commits (options::checkpoint_in_commits). Its connection is
-  /// opened with db_options: keep them those db was opened with.
-  bool checkpoints_apart = true;
+  /// Set: checkpoints run on a thread of their own (storage::checkpointer),
+  /// whose connection opens with these, the options db was opened with.
+  /// Unset: within commits (options::checkpoint_in_commits).
+  std::optional<storage::db_options> checkpoint_connection;
   std::shared_ptr<ergon::clock> clock;
   std::shared_ptr<job_counters> counters;
   /// Commit feeds go here; the listener (set with listen_to) is rung.

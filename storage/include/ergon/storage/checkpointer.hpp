@@ -14,11 +14,13 @@
 
 namespace ergon::storage {
 
+/// SQLite's default autocheckpoint, in WAL pages.
+inline constexpr int sqlite_autocheckpoint_pages = 1'000;
+
 /// When a checkpoint runs, by the WAL's length in pages after a commit.
 struct checkpoint_limits {
-  /// From here the checkpointer's thread folds the WAL in (SQLite's
-  /// autocheckpoint default).
-  int background_pages = 1'000;
+  /// From here the checkpointer's thread folds the WAL in.
+  int background_pages = sqlite_autocheckpoint_pages;
   /// From here the writer folds it in itself, within the commit, after a
   /// pass that is running ends. A WAL can restart from its beginning only
   /// once every frame is in the file, which a background pass under a

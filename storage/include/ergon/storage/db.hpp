@@ -66,6 +66,9 @@ class stmt {
   /// path binds so: each copy is a malloc and a free per column and job.
   void bind_text_static(int i, std::string_view v);
   void bind_blob_static(int i, std::string_view v);
+  void bind_static(int i, const std::optional<std::string>& v) {
+    if (v) bind_text_static(i, *v); else bind_null(i);
+  }
   void bind(int i, const std::optional<std::string>& v) {
     if (v) bind_text(i, *v); else bind_null(i);
   }
