@@ -39,11 +39,15 @@ struct rig {
   bool events = true;
   dispatch_core core;
 
-  explicit rig(scheduling_options s = {}) : core(config_of(std::move(s)), {}, t0) {}
+  // Standing offers only where a test asks for them: the others claim
+  // every job through the dispatcher, as their orderings need.
+  explicit rig(scheduling_options s = {}, bool offers = false)
+      : core(config_of(std::move(s), offers), {}, t0) {}
 
-  dispatch_core::config config_of(scheduling_options s) {
+  dispatch_core::config config_of(scheduling_options s, bool offers) {
     dispatch_core::config c;
     c.scheduling = std::move(s);
+    c.offers = offers;
     c.wants_events = [this] { return events; };
     c.wants_finished = [] { return true; };
     c.new_token = [this] { return next_token++; };
@@ -92,6 +96,36 @@ struct rig {
     f.claims.push_back(std::move(c));
     committed.push_back(std::move(f));
     return w.claims;
+  }
+
+  // Commits a submit of job `row` that the writer claimed with `offer`, in
+  // one transaction, as the writer does. Returns the attempt.
+  storage::attempt_ref commit_offered(const job_offer& offer, int64_t row,
+                                      const std::string& type = "t") {
+    storage::job_key k;
+    k.row = row;
+    k.id = storage::make_job_id(t0, 0, row);
+    k.type = type;
+    k.run_at = k.added_at = k.ready_since = now;
+    jobs[row] = k;
+    storage::claimed_job j;
+    j.key = k;
+    j.token = 7'000 + row;
+    j.try_number = ++tries[row];
+    j.started_at = now;
+    j.expires_at = now + attempt_ms;
+    commit_feed f;
+    f.added.push_back(k);
+    f.claims.push_back({offer.worker_id, {j}, {}, offer.serial});
+    committed.push_back(std::move(f));
+    return {row, j.token};
+  }
+
+  // The writer gives offer `serial` back unused.
+  void commit_offer_ended(uint64_t serial) {
+    commit_feed f;
+    f.offers_ended.push_back(serial);
+    committed.push_back(std::move(f));
   }
 
   // Commits the end of attempt `a` with `outcome`; the job ends in `status`.
@@ -175,11 +209,23 @@ struct rig {
   }
 };
 
-std::vector<worker_writes> writes_of(const effects& fx) {
-  std::vector<worker_writes> out;
+// The writes of kind W the core asked for, in order.
+template <class W>
+std::vector<W> sent_of(const effects& fx) {
+  std::vector<W> out;
   for (auto& w : fx.writes)
-    if (auto* b = std::get_if<worker_writes>(&w))
-      out.push_back(*b);
+    if (auto* x = std::get_if<W>(&w))
+      out.push_back(*x);
+  return out;
+}
+
+std::vector<worker_writes> writes_of(const effects& fx) { return sent_of<worker_writes>(fx); }
+std::vector<job_offer> offers_of(const effects& fx) { return sent_of<job_offer>(fx); }
+
+std::vector<uint64_t> withdrawn_of(const effects& fx) {
+  std::vector<uint64_t> out;
+  for (auto& w : sent_of<withdraw_offer>(fx))
+    out.push_back(w.serial);
   return out;
 }
 
@@ -192,9 +238,8 @@ std::vector<storage::attempt_ref> claims_of(const effects& fx) {
 
 std::vector<storage::attempt_ref> lost_of(const effects& fx) {
   std::vector<storage::attempt_ref> out;
-  for (auto& w : fx.writes)
-    if (auto* l = std::get_if<lose_batch>(&w))
-      out.insert(out.end(), l->args.attempts.begin(), l->args.attempts.end());
+  for (auto& l : sent_of<lose_batch>(fx))
+    out.insert(out.end(), l.args.attempts.begin(), l.args.attempts.end());
   return out;
 }
 
@@ -594,4 +639,199 @@ BOOST_AUTO_TEST_CASE(every_id_of_a_gone_actor_goes_before_anything_is_handed_out
   r.core.workers_gone({first, second}, r.now, fx);
   BOOST_TEST(claims_of(fx).empty());
   BOOST_TEST(r.metrics().remote_workers == 0);
+}
+
+// -- standing offers -------------------------------------------------------------------
+
+// A hungry worker with nothing ready gets one offer of its whole room; the
+// writer claims a new job with it, and the job runs and counts as picked.
+BOOST_AUTO_TEST_CASE(a_hungry_worker_with_nothing_ready_gets_an_offer_the_writer_claims_with) {
+  rig r{{}, true};
+  auto w = r.add_worker(2, false, {"t", "u"});
+  auto fx = r.report(w, 2, 0);
+  auto offers = offers_of(fx);
+  BOOST_REQUIRE_EQUAL(offers.size(), 1u);
+  BOOST_TEST(offers[0].worker_id == w);
+  BOOST_TEST(offers[0].room == 2);
+  BOOST_TEST((offers[0].types == std::vector<std::string>{"t", "u"}));
+  BOOST_TEST(offers[0].valid_until == storage::never_ms);
+  BOOST_TEST((fx.hungry == std::optional<bool>{true}));  // feeds ring at once
+  // One offer at a time, however often the core looks.
+  BOOST_TEST(offers_of(r.catch_up()).empty());
+  auto a = r.commit_offered(offers[0], 1);
+  fx = r.catch_up();
+  BOOST_TEST(has(kinds_of(fx), event_kind::started));
+  BOOST_TEST(running_slots(r) == 1);
+  BOOST_TEST(fx.wake_at == t0 + attempt_ms);  // the attempt's expiry is watched
+  // The rest of its room is offered again.
+  offers = offers_of(fx);
+  BOOST_REQUIRE_EQUAL(offers.size(), 1u);
+  BOOST_TEST(offers[0].room == 1);
+  // The attempt ends as any other.
+  r.report(w, 1, 1, {a});
+  BOOST_TEST(running_slots(r) == 0);
+  r.commit_end(a, attempt_outcome::succeeded, job_status::succeeded);
+  fx = r.catch_up();
+  BOOST_TEST(fx.finished == std::vector<int64_t>{1});
+}
+
+// A job that is ready decides through the policy: the offer goes back
+// first, and the worker's room is claimed only once it did (its room is
+// held by the offer until then, so nothing is given twice).
+BOOST_AUTO_TEST_CASE(an_offer_is_withdrawn_once_a_job_is_ready_and_the_job_claimed_after) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  r.submit(1);  // committed without the offer (the writer found it void)
+  auto fx = r.catch_up();
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{offer.serial});
+  BOOST_TEST(claims_of(fx).empty());
+  BOOST_TEST(withdrawn_of(r.catch_up()).empty());  // once
+  r.commit_offer_ended(offer.serial);
+  fx = r.catch_up();
+  auto claims = claims_of(fx);
+  BOOST_REQUIRE_EQUAL(claims.size(), 1u);
+  BOOST_TEST(claims[0].row == 1);
+  BOOST_TEST(offers_of(fx).empty());
+}
+
+// Gates the offer cannot see make it go back: a pause, for instance.
+BOOST_AUTO_TEST_CASE(a_pause_withdraws_the_offer_and_no_offer_stands_while_it_lasts) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  effects fx;
+  scheduling_control pause;
+  pause.op = scheduling_control::pause_type;
+  pause.name = "other";
+  BOOST_REQUIRE(r.core.control(pause, r.now, fx));
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{offer.serial});
+  r.commit_offer_ended(offer.serial);
+  fx = r.catch_up();
+  BOOST_TEST(offers_of(fx).empty());
+  BOOST_TEST((fx.hungry == std::optional<bool>{true}));  // it waits in line instead
+  fx = effects{};
+  scheduling_control resume;
+  resume.op = scheduling_control::resume_all;
+  BOOST_REQUIRE(r.core.control(resume, r.now, fx));
+  BOOST_TEST(offers_of(fx).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(no_offer_with_a_rate_limit_or_a_cap) {
+  scheduling_options limited;
+  limited.type_rate_limits["t"] = rate_limit{10.0, 1};
+  rig r{limited, true};
+  auto w = r.add_worker(1);
+  BOOST_TEST(offers_of(r.report(w, 1, 0)).empty());
+  scheduling_options capped;
+  capped.type_max_running["t"] = 1;
+  rig c{capped, true};
+  w = c.add_worker(1);
+  BOOST_TEST(offers_of(c.report(w, 1, 0)).empty());
+}
+
+// A waiting job due later bounds the offer: from then on the writer
+// leaves it, and the core withdraws it when the job is ready.
+BOOST_AUTO_TEST_CASE(an_offer_is_valid_until_a_waiting_job_is_due) {
+  rig r{{}, true};
+  auto k = r.submit(1);
+  k.run_at = t0 + 5'000;
+  r.committed.back().added.back() = k;
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  BOOST_TEST(offer.valid_until == t0 + 5'000);
+  auto fx = r.tick_at(t0 + 5'000);
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{offer.serial});
+}
+
+// A worker leaving with an offer out goes when the offer comes back.
+BOOST_AUTO_TEST_CASE(a_worker_that_leaves_with_an_offer_out_is_answered_after_it) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  effects fx;
+  BOOST_TEST((r.core.unregister_worker(w, r.now, fx) == dispatch_core::leaving::after_claim));
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{offer.serial});
+  BOOST_TEST(fx.unregistered.empty());
+  // The writer had used it already: the job reaches the worker first.
+  r.commit_offered(offer, 1);
+  fx = r.catch_up();
+  BOOST_TEST(fx.unregistered == std::vector<uint64_t>{w});
+  BOOST_TEST(!r.core.registered(w));
+  BOOST_TEST(running_slots(r) == 1);  // its attempt runs out as any other
+}
+
+// A remote worker lost with an offer out: a job the writer claimed with it
+// is lost at once; an offer given back loses nothing.
+BOOST_AUTO_TEST_CASE(a_remote_worker_gone_with_an_offer_out_loses_what_it_claimed) {
+  rig r{{}, true};
+  auto w = r.add_worker(1, true);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  auto fx = r.gone(w);
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{offer.serial});
+  auto a = r.commit_offered(offer, 1);
+  fx = r.catch_up();
+  auto lost = lost_of(fx);
+  BOOST_REQUIRE_EQUAL(lost.size(), 1u);
+  BOOST_TEST(lost[0].row == a.row);
+  BOOST_TEST(lost[0].token == a.token);
+  auto v = r.add_worker(1, true);
+  offer = offers_of(r.report(v, 1, 0)).at(0);
+  r.gone(v);
+  r.commit_offer_ended(offer.serial);
+  BOOST_TEST(lost_of(r.catch_up()).empty());
+}
+
+// The writer hands the job over before the dispatcher reads the feed: a
+// return reported first is kept for the offer's claim and frees its slot.
+BOOST_AUTO_TEST_CASE(a_return_that_overtakes_the_offers_feed_frees_the_slot_at_it) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  storage::attempt_ref a{1, 7'001};
+  r.report(w, 0, 1, {a});  // before the writer even committed
+  auto committed = r.commit_offered(offer, 1);
+  BOOST_TEST(committed.token == a.token);
+  r.catch_up();
+  BOOST_TEST(running_slots(r) == 0);
+  // Returns kept for an offer that comes back unused are dropped.
+  offer = offers_of(r.report(w, 1, 1)).at(0);
+  r.report(w, 1, 1, {{99, 1}});
+  r.commit_offer_ended(offer.serial);
+  BOOST_TEST(offers_of(r.catch_up()).size() == 1u);  // it may have jobs again
+}
+
+// The writer's use of an offer that did not commit comes back as a failed
+// write: the offer ends. The failure was the submit's, so claims go on.
+BOOST_AUTO_TEST_CASE(an_offer_whose_commit_failed_ends_and_claims_go_on) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  commit_feed f;
+  f.failed.push_back({w, {}, {}, {}, status{error::internal, "disk I/O error"}, offer.serial});
+  r.committed.push_back(std::move(f));
+  auto fx = r.catch_up();
+  auto again = offers_of(fx);
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_TEST(again[0].serial != offer.serial);
+  r.commit_offer_ended(offer.serial);  // a stale answer changes nothing
+  BOOST_TEST(withdrawn_of(r.catch_up()).empty());
+  r.submit(1);
+  fx = r.catch_up();
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{again[0].serial});
+  r.commit_offer_ended(again[0].serial);
+  BOOST_TEST(claims_of(r.catch_up()).size() == 1u);
+}
+
+// A return of an attempt that ended already, reported while an offer is
+// out, is kept only until the offer comes back: the worker gets jobs after.
+BOOST_AUTO_TEST_CASE(a_stale_return_reported_while_an_offer_is_out_blocks_nothing_after_it) {
+  rig r{{}, true};
+  auto w = r.add_worker(2);
+  auto offer = offers_of(r.report(w, 2, 0)).at(0);
+  r.report(w, 2, 0, {{99, 1}});
+  r.commit_offered(offer, 1);
+  auto again = offers_of(r.catch_up());
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_TEST(again[0].room == 1);
 }

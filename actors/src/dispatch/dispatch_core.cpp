@@ -43,6 +43,14 @@ struct dispatch_core::state {
   std::unordered_map<uint64_t, size_t> lost_with_claims;
   bool draining = false;
   int64_t hold_until = 0;  // no claims before this (after a storage error)
+  // The standing offer at the writer (job_offer), until the writer answers.
+  struct standing_offer {
+    uint64_t serial = 0;
+    uint64_t worker = 0;
+    bool withdrawn = false;  // withdraw_offer sent
+  };
+  std::optional<standing_offer> offer;
+  uint64_t next_offer = 1;
   // Ended attempts, for metrics.
   run_stats runs;
   // Preemption (scheduling_options::preemption).
@@ -297,7 +305,40 @@ void update_capacity(state& st) {
 
 // Tells the writer whether new jobs are wanted right away.
 void publish_hunger(state& st) {
-  st.out->hungry = !st.draining && st.workers.anyone_waiting();
+  st.out->hungry = !st.draining
+                   && (st.workers.anyone_waiting() || (st.offer && !st.offer->withdrawn));
+}
+
+// While nothing is ready, the first worker in line gets a standing offer:
+// the writer may claim the next new job for it in the transaction that
+// inserts it, one commit and two wake-ups before a claim of ours could. The
+// pick is the same as ours only while nothing else could decide it, so the
+// offer is withdrawn as soon as a job is ready, a gate or pause stands, its
+// worker leaves, the queue drains, or claims are held after a failed write.
+void keep_offer(state& st, int64_t now) {
+  bool open = st.cfg.offers && !st.draining && now >= st.hold_until
+              && st.policy.ready_count() == 0 && st.policy.ungated();
+  if (st.offer) {
+    auto* w = st.workers.find(st.offer->worker);
+    if (!st.offer->withdrawn && !(open && w && !w->leaving)) {
+      st.offer->withdrawn = true;
+      st.send(withdraw_offer{st.offer->serial});
+    }
+    return;
+  }
+  if (!open)
+    return;
+  auto id = st.workers.offer();
+  if (!id)
+    return;
+  auto* w = st.workers.find(*id);
+  job_offer o{st.next_offer++, *id, {}, w->offered, storage::never_ms};
+  for (auto t : w->types)
+    o.types.push_back(st.policy.type_name(t));
+  if (auto due = st.policy.next_wake(now))
+    o.valid_until = *due;  // a waiting job due then goes first
+  st.offer = state::standing_offer{o.serial, *id, false};
+  st.send(std::move(o));
 }
 
 // Picks jobs for the worker's room, each with a new attempt token.
@@ -318,6 +359,7 @@ void dispatch(state& st, int64_t now) {
   st.policy.promote(now);
   read_pressure(st);
   if (st.draining || now < st.hold_until || st.policy.ready_count() == 0) {
+    keep_offer(st, now);
     publish_hunger(st);
     return;
   }
@@ -337,6 +379,7 @@ void dispatch(state& st, int64_t now) {
       break;
   }
   preempt(st, now);
+  keep_offer(st, now);
   publish_hunger(st);
 }
 
@@ -425,15 +468,51 @@ bool claim_of_lost_worker_ended(state& st, uint64_t worker) {
   return true;
 }
 
+// The writer gave offer `serial` back unused (or could not commit its use).
+void offer_ended(state& st, uint64_t serial) {
+  if (!st.offer || st.offer->serial != serial)
+    return;
+  auto worker = st.offer->worker;
+  st.offer.reset();
+  claim_of_lost_worker_ended(st, worker);
+  if (st.workers.offer_ended(worker))
+    answer_unregister(st, worker);
+}
+
+// The writer claimed a new job with the worker's offer. Nothing else was
+// ready, so the policy picks that job now as it would have: shares and
+// turns count it as usual. A pick that differs (a job made ready here while
+// the offer was on its way) goes back; the offer's job runs all the same.
+worker_registry::committed_claim offer_claimed(state& st, const claim_result& c, int64_t now) {
+  if (st.offer && st.offer->serial == c.offer)
+    st.offer.reset();
+  auto& key = c.claimed.front().key;
+  std::optional<picked_job> pick;
+  if (auto* w = st.workers.find(c.worker_id); w && w->offered > 0) {
+    pick = st.policy.pick(w->types, w->offered, now);
+    if (pick && pick->job.row != key.row) {
+      restore_picks(st, {*pick}, now);
+      pick.reset();
+    }
+  }
+  st.preempting.started(key.row, true);
+  return st.workers.offer_taken(c.worker_id, key.row, key.weight, pick);
+}
+
 // A worker's claim committed. Its missed jobs never ran: they were cancelled
 // or updated meanwhile, and the feed that did so put them where they belong.
 // If the worker died its claimed attempts expire and retry.
 void on_claim(state& st, const claim_result& c,
-              std::unordered_map<int64_t, picked_job>& picks) {
+              std::unordered_map<int64_t, picked_job>& picks, int64_t now) {
+  if (c.offer && c.claimed.empty()) {
+    offer_ended(st, c.offer);
+    return;
+  }
   auto row = !c.claimed.empty() ? c.claimed.front().key.row
              : !c.missed.empty() ? c.missed.front()
                                  : 0;
-  auto claim = st.workers.claim_committed(c.worker_id, row, c.missed);
+  auto claim = c.offer ? offer_claimed(st, c, now)
+                       : st.workers.claim_committed(c.worker_id, row, c.missed);
   for (auto& job : claim.missed) {
     st.policy.unpick(job, false);
     st.preempting.started(job.row, false);
@@ -538,7 +617,9 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
     left_queue(st, k, now);
   std::unordered_map<int64_t, picked_job> picks;
   for (auto& c : f.claims)
-    on_claim(st, c, picks);
+    on_claim(st, c, picks, now);
+  for (auto serial : f.offers_ended)
+    offer_ended(st, serial);
   for (auto& end : f.ended) {
     st.runs.ended(end.type, end.outcome, now - end.started_at);
     end_attempt(st, end, now);
@@ -564,6 +645,12 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
 }
 
 void on_write_failed(state& st, const write_failed& w, int64_t now) {
+  // An offer costs no write until a submit uses it: its failure (that
+  // submit's) is no reason to hold claims back.
+  if (w.offer) {
+    offer_ended(st, w.offer);
+    return;
+  }
   auto retry_at = storage::add_ms(now, storage_retry_ms);
   st.hold_until = retry_at;
   if (!w.claim_rows.empty()) {

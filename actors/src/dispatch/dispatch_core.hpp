@@ -41,14 +41,18 @@ class dispatch_core {
     std::function<bool()> wants_finished;
     /// Attempt tokens: a fresh non-negative number per claim. Null: random.
     std::function<int64_t()> new_token;
+    /// Standing offers (job_offer) to a hungry worker while nothing is
+    /// ready; false: the dispatcher claims every job itself.
+    bool offers = true;
     /// The writer's commit feeds that wait, oldest first; each input takes
     /// and applies them before it decides. Null: none.
     std::function<std::vector<commit_feed>()> take_feeds;
   };
 
-  /// A write for the writer, in the order it must be sent. worker_writes and
-  /// lose_batch go ahead of submissions (high priority).
-  using write = std::variant<worker_writes, expire_batch, expire_pending_batch, lose_batch>;
+  /// A write for the writer, in the order it must be sent. worker_writes,
+  /// lose_batch and offers go ahead of submissions (high priority).
+  using write = std::variant<worker_writes, expire_batch, expire_pending_batch, lose_batch,
+                             job_offer, withdraw_offer>;
 
   /// A request to a worker's running attempt.
   struct to_worker {

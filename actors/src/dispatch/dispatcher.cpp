@@ -90,6 +90,12 @@ void perform(dispatcher_ptr self, effects& fx, const reporter* from = nullptr) {
       auto handle = writes_handle(st, b->worker_id, from);
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer,
                                                   worker_batch{std::move(handle), std::move(*b)});
+    } else if (auto* o = std::get_if<job_offer>(&w)) {
+      auto handle = writes_handle(st, o->worker_id, from);
+      caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer,
+                                                  offer_batch{std::move(handle), std::move(*o)});
+    } else if (auto* back = std::get_if<withdraw_offer>(&w)) {
+      caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, *back);
     } else if (auto* lost = std::get_if<lose_batch>(&w)) {
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*lost));
     } else if (auto* expiring = std::get_if<expire_batch>(&w)) {

@@ -729,6 +729,19 @@ std::vector<allocation_change> scheduling_policy::rebalance() {
   return changes;
 }
 
+bool scheduling_policy::ungated() const {
+  if (opts_.admission || !opts_.group_rate_limits.empty() || !opts_.type_rate_limits.empty()
+      || !opts_.type_max_running.empty() || !groups_ahead_.empty() || !types_ahead_.empty())
+    return false;
+  for (auto& g : groups_)
+    if (g.pause.paused || g.cap)
+      return false;
+  for (auto& t : types_)
+    if (t.pause.paused || t.cap)
+      return false;
+  return true;
+}
+
 std::optional<int64_t> scheduling_policy::next_wake(int64_t now) const {
   std::optional<int64_t> next;
   auto consider = [&](int64_t t) {

@@ -1,6 +1,7 @@
 #include "worker_registry.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace ergon::actors {
 
@@ -77,7 +78,8 @@ std::deque<std::vector<picked_job>>::iterator worker_registry::claim_of(worker& 
 
 void worker_registry::returned_before_claim(uint64_t id, int64_t row, int64_t token) {
   auto w = workers_.find(id);
-  if (w != workers_.end() && claim_of(w->second, row) != w->second.claims.end())
+  if (w != workers_.end()
+      && (w->second.offered > 0 || claim_of(w->second, row) != w->second.claims.end()))
     w->second.returned_early.emplace(row, token);
 }
 
@@ -134,10 +136,78 @@ worker_registry::failed_claim worker_registry::claim_failed(uint64_t id, int64_t
 bool worker_registry::end_claim(std::unordered_map<uint64_t, worker>::iterator i,
                                 std::deque<std::vector<picked_job>>::iterator claim) {
   i->second.claims.erase(claim);
+  return gone_if_left(i);
+}
+
+// Returns kept while an offer was out that belong to none of the worker's
+// claims: of attempts that ended already, or of none at all.
+void worker_registry::drop_stale_returns(worker& w) {
+  for (auto r = w.returned_early.begin(); r != w.returned_early.end();)
+    if (claim_of(w, r->first) == w.claims.end())
+      r = w.returned_early.erase(r);
+    else
+      ++r;
+}
+
+bool worker_registry::gone_if_left(std::unordered_map<uint64_t, worker>::iterator i) {
   if (!i->second.leaving || i->second.claiming())
     return false;
   workers_.erase(i);
   return true;
+}
+
+std::optional<uint64_t> worker_registry::offer() {
+  while (!waiting_.empty()) {
+    auto w = workers_.find(waiting_.front());
+    if (w == workers_.end() || !w->second.may_claim()) {
+      waiting_.pop_front();  // stale: pop_waiting() would skip it too
+      continue;
+    }
+    if (w->second.claiming())
+      return std::nullopt;
+    waiting_.pop_front();
+    w->second.offered = std::min(w->second.wanted(), w->second.max_capacity);
+    w->second.sent += w->second.offered;
+    return w->first;
+  }
+  return std::nullopt;
+}
+
+worker_registry::committed_claim worker_registry::offer_taken(
+    uint64_t id, int64_t row, int32_t weight, const std::optional<picked_job>& pick) {
+  committed_claim out;
+  auto i = workers_.find(id);
+  if (i == workers_.end() || i->second.offered == 0)
+    return out;
+  auto& w = i->second;
+  w.sent -= w.offered - weight;
+  w.offered = 0;
+  if (pick)
+    out.picked.emplace(row, *pick);
+  auto r = w.returned_early.lower_bound({row, INT64_MIN});
+  while (r != w.returned_early.end() && r->first == row) {
+    out.returned_early.insert(*r);
+    r = w.returned_early.erase(r);
+  }
+  drop_stale_returns(w);
+  out.left = gone_if_left(i);
+  if (!out.left)
+    wait_for_jobs(id);
+  return out;
+}
+
+bool worker_registry::offer_ended(uint64_t id) {
+  auto i = workers_.find(id);
+  if (i == workers_.end() || i->second.offered == 0)
+    return false;
+  auto& w = i->second;
+  w.sent -= w.offered;
+  w.offered = 0;
+  drop_stale_returns(w);
+  if (gone_if_left(i))
+    return true;
+  wait_for_jobs(id);
+  return false;
 }
 
 worker_registry::leave_result worker_registry::leave(uint64_t id) {
@@ -158,7 +228,7 @@ std::optional<worker_registry::removed> worker_registry::remove(uint64_t id) {
   if (w == workers_.end())
     return std::nullopt;
   removed out;
-  out.claims = w->second.claims.size();
+  out.claims = w->second.at_writer();
   for (auto& c : w->second.claims)
     out.picks.insert(out.picks.end(), c.begin(), c.end());
   workers_.erase(w);

@@ -9,6 +9,10 @@
 // jobs on their way never make it over-assigned. A worker has at most
 // max_claims_at_writer claims at the writer: the next one can be picked
 // while the last commits, so a fast worker's claims share transactions.
+//
+// A standing offer (dispatch_core) counts as one of those claims: it holds
+// the worker's room at the writer until the writer claims a new job with it
+// or gives it back.
 #pragma once
 
 #include <cstdint>
@@ -38,19 +42,22 @@ class worker_registry {
     int64_t received = 0;
     int64_t sent = 0;
     bool leaving = false;  ///< unregistered while claiming: goes after its claims
+    /// Room held by a standing offer at the writer, counted as sent; 0: none.
+    int32_t offered = 0;
     /// The jobs of each of its claims at the writer, oldest first.
     std::deque<std::vector<picked_job>> claims;
     /// The writer hands claimed jobs to the worker directly, so the worker
     /// may report an attempt's code as returned before its claim's feed
     /// arrives: (row, token) pairs kept until then.
     std::set<std::pair<int64_t, int64_t>> returned_early;
-    /// A claim for it is at the writer.
-    bool claiming() const { return !claims.empty(); }
+    /// A claim or an offer for it is at the writer.
+    bool claiming() const { return !claims.empty() || offered > 0; }
+    size_t at_writer() const { return claims.size() + (offered > 0 ? 1 : 0); }
     /// It may have one more claim picked now. Not while a return waits for
     /// its claim's feed: the slot it frees is counted only then, and a pick
     /// made before would see its group one job fuller than it is.
     bool may_claim() const {
-      return !leaving && claims.size() < max_claims_at_writer && wanted() > 0
+      return !leaving && at_writer() < max_claims_at_writer && wanted() > 0
              && returned_early.empty();
     }
 
@@ -89,7 +96,8 @@ class worker_registry {
 
   /// The worker reports the code of attempt (row, token) returned, and the
   /// attempt is not running yet: kept for claim_committed() if `row` is in
-  /// one of its claims at the writer.
+  /// one of its claims at the writer, or for offer_taken() while it has an
+  /// offer there.
   void returned_before_claim(uint64_t id, int64_t row, int64_t token);
 
   /// What a committed claim had picked.
@@ -118,6 +126,24 @@ class worker_registry {
   /// longer counts as sent, and the worker waits for jobs again.
   failed_claim claim_failed(uint64_t id, int64_t row);
 
+  // -- standing offers ------------------------------------------------------------
+
+  /// Takes the first worker in line out of it and holds its room (up to its
+  /// max_capacity) for a standing offer; returns it. Nothing if that worker
+  /// has a claim or offer at the writer already (it keeps its place).
+  std::optional<uint64_t> offer();
+
+  /// The writer claimed job `row` of `weight` with the worker's offer, in
+  /// the transaction that inserted it; `pick` is the policy's pick of it,
+  /// if it made one. The rest of the offered room is free again. Empty if
+  /// the worker is not registered or has no offer.
+  committed_claim offer_taken(uint64_t id, int64_t row, int32_t weight,
+                              const std::optional<picked_job>& pick);
+
+  /// The worker's offer came back unused: its room is free again, and the
+  /// worker waits for jobs. True if it was leaving and is gone now.
+  bool offer_ended(uint64_t id);
+
   enum class leave_result {
     unknown,      ///< not registered
     left,         ///< gone now
@@ -129,8 +155,8 @@ class worker_registry {
   leave_result leave(uint64_t id);
 
   /// The worker is gone. Returns the picks of its claims at the writer, to
-  /// put back, and how many claims they were; nothing if it is not
-  /// registered.
+  /// put back, and how many claims (an offer counts as one) were there;
+  /// nothing if it is not registered.
   struct removed {
     std::vector<picked_job> picks;
     size_t claims = 0;
@@ -180,6 +206,9 @@ class worker_registry {
   // Drops a claim at the writer; a leaving worker with none left goes (true).
   bool end_claim(std::unordered_map<uint64_t, worker>::iterator i,
                  std::deque<std::vector<picked_job>>::iterator claim);
+  static void drop_stale_returns(worker& w);
+  // A leaving worker with nothing left at the writer goes (true).
+  bool gone_if_left(std::unordered_map<uint64_t, worker>::iterator i);
 
   std::unordered_map<uint64_t, worker> workers_;
   std::deque<uint64_t> waiting_;

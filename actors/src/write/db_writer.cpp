@@ -68,7 +68,8 @@ bool feed_channel::push(commit_feed f) {
   bool only_additions = f.cancelled.empty() && f.changed.empty() && f.claims.empty()
                         && f.ended.empty() && f.released.empty() && f.extended.empty()
                         && f.expired.empty() && f.failed.empty() && f.cancel_requests.empty()
-                        && f.progress.empty() && f.requeued.empty();
+                        && f.progress.empty() && f.requeued.empty()
+                        && f.offers_ended.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -146,6 +147,8 @@ class writer {
         on_delete_recurring(c);
       },
       [&](worker_batch& b) { on_worker_batch(b); },
+      [&](offer_batch& o) { on_offer(o); },
+      [&](withdraw_offer& w) { on_withdraw(w); },
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },
       [&](lose_batch& l) { on_lose(l); },
@@ -521,6 +524,90 @@ class writer {
       release_.assign(std::move(b.worker), std::move(out));
   }
 
+  // -- the standing offer (job_offer) -------------------------------------------------
+
+  void on_offer(offer_batch& b) {
+    if (offer_ && !offer_->taken)
+      give_back_offer();  // one at a time: not sent before the last one ended
+    offer_ = standing_offer{std::move(b.worker), std::move(b.offer), false};
+  }
+
+  void on_withdraw(const withdraw_offer& w) {
+    if (offer_ && offer_->offer.serial == w.serial && !offer_->taken)
+      give_back_offer();
+  }
+
+  // Answers the offer unused in this transaction's feed; if that does not
+  // commit, as a failed write, so the dispatcher hears of it either way.
+  void give_back_offer() {
+    auto worker = offer_->offer.worker_id;
+    auto serial = offer_->offer.serial;
+    offer_.reset();
+    release_.feed().offers_ended.push_back(serial);
+    after_commit([this, worker, serial](const status& commit) {
+      if (!commit)
+        release_.fail({worker, {}, {}, {}, commit, serial});
+    });
+  }
+
+  // Before COMMIT: the offer's job is the one due job of this transaction
+  // that fits it, if the transaction makes no other fitting job ready. With
+  // another one the dispatcher must choose, and the offer goes back.
+  void use_offer() {
+    auto& o = offer_->offer;
+    auto now = cfg_.clock->now_ms();
+    auto& f = release_.feed();
+    auto fits = [&](const storage::job_key& k) {
+      return k.run_at <= now && k.weight <= o.room
+             && std::find(o.types.begin(), o.types.end(), k.type) != o.types.end();
+    };
+    std::optional<int64_t> row;
+    size_t fitting = 0;
+    for (auto& k : f.added)
+      if (fits(k)) {
+        row = k.row;
+        ++fitting;
+      }
+    for (auto& k : f.requeued)
+      fitting += fits(k);
+    for (auto& r : f.released)
+      fitting += fits(r.key);
+    for (auto& c : f.changed)
+      fitting += fits(c.after);
+    for (auto& e : f.ended)
+      fitting += e.status == job_status::pending && fits(e.key);
+    if (fitting == 0)
+      return;
+    if (fitting > 1 || !row || now >= o.valid_until) {
+      give_back_offer();
+      return;
+    }
+    storage::claim_jobs_args args{{{*row, static_cast<int64_t>(rng_() >> 1)}}};
+    assign_jobs out;
+    auto r = in_request<storage::claim_jobs_result>(
+      [&] { return storage::claim_jobs(*cfg_.db, args, now); },
+      [&](storage::claim_jobs_result& claimed) {
+        if (claimed.claimed.size() != 1)
+          return;  // not pending (cancelled by this transaction): it stands
+        auto& j = claimed.claimed.front();
+        release_.counts().move(j.key.type, j.key.group, job_status::pending, job_status::running);
+        out.jobs.push_back(assignment_of(j));
+        j.payload.clear();
+        release_.feed().claims.push_back(
+          {o.worker_id, std::move(claimed.claimed), {}, o.serial});
+      });
+    if (!r || out.jobs.empty())
+      return;  // it stands; a claim that failed wrote nothing
+    offer_->taken = true;
+    release_.assign(offer_->worker, std::move(out));
+    after_commit([this, worker = o.worker_id, serial = o.serial](const status& commit) {
+      if (offer_ && offer_->offer.serial == serial)
+        offer_.reset();
+      if (!commit)
+        release_.fail({worker, {}, {}, {}, commit, serial});
+    });
+  }
+
   // The statuses are final unless the commit fails (see finish_batch).
   std::vector<wire_status> record_outcomes(std::vector<storage::attempt_report>& reports) {
     storage::finish_attempts_args args;
@@ -679,6 +766,8 @@ class writer {
 
   // `requests`: the messages this batch took.
   void finish_batch(size_t requests) {
+    if (open_ && begin_status_ && offer_ && !offer_->taken)
+      use_offer();
     if (open_)
       cfg_.db->end_reads();  // COMMIT would leave them holding a snapshot
     status commit;
@@ -743,6 +832,13 @@ class writer {
   status begin_status_;
   int64_t finished_since_advance_ = 0;
   static constexpr int64_t low_mark_every = 1'024;
+  // The dispatcher's standing offer; taken: used by the open transaction.
+  struct standing_offer {
+    caf::actor worker;
+    job_offer offer;
+    bool taken = false;
+  };
+  std::optional<standing_offer> offer_;
   // What the open transaction releases when it ends, and where to.
   commit_release<caf::actor> release_;
   release_sink sink_{*this};

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "ergon/error.hpp"
@@ -41,11 +42,34 @@ struct expire_pending_batch {
   std::vector<int64_t> rows;
 };
 
-/// The claims of one worker_writes.
+/// A standing offer: while nothing is ready for a hungry worker, the
+/// dispatcher lets the writer claim one new job for it within the
+/// transaction that inserts the job, and hand it over after that one
+/// commit. The writer takes it only for the one job of its transaction that
+/// fits (`types`, at most `room` units, due) when that transaction makes no
+/// other job ready that fits, and only before `valid_until` (when a waiting
+/// job becomes due). Otherwise it gives the offer back in the feed
+/// (commit_feed::offers_ended), as it does on withdraw_offer.
+struct job_offer {
+  uint64_t serial = 0;  ///< names the offer in the answer
+  uint64_t worker_id = 0;
+  std::vector<std::string> types;
+  int32_t room = 0;
+  int64_t valid_until = 0;
+};
+
+/// The dispatcher takes offer `serial` back (nothing fits it any more, or
+/// its worker leaves). Answered only if the offer is still unused.
+struct withdraw_offer {
+  uint64_t serial = 0;
+};
+
+/// The claims of one worker_writes, or the one claim of an offer.
 struct claim_result {
   uint64_t worker_id = 0;
   std::vector<storage::claimed_job> claimed;
   std::vector<int64_t> missed;
+  uint64_t offer = 0;  ///< the offer the writer claimed it with; 0: none
 };
 
 /// A running attempt's expiry moved (heartbeat, checkpoint, or an expiry
@@ -65,6 +89,9 @@ struct write_failed {
   std::vector<storage::expire_attempt_args> expiries;  ///< also lost attempts
   std::vector<int64_t> deadline_rows;
   status why;
+  /// An offer whose use or giving back did not commit: it ended unused
+  /// (alone in its write_failed).
+  uint64_t offer = 0;
 };
 
 /// A running job asked to stop (queue::cancel).
@@ -88,12 +115,13 @@ struct commit_feed {
   std::vector<cancel_request> cancel_requests;
   std::vector<storage::progress_stored> progress;
   std::vector<storage::job_key> requeued;  ///< failed jobs retry_failed put back
+  std::vector<uint64_t> offers_ended;  ///< standing offers given back unused
 
   bool empty() const noexcept {
     return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
            && ended.empty() && released.empty() && extended.empty() && expired.empty()
            && failed.empty() && cancel_requests.empty() && progress.empty()
-           && requeued.empty();
+           && requeued.empty() && offers_ended.empty();
   }
 };
 

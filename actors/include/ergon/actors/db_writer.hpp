@@ -99,6 +99,13 @@ struct worker_batch {
   worker_writes writes;
 };
 
+/// A standing offer for `worker` (local only): after the commit that claims
+/// a job with it, the writer sends `worker` that job in an assign_jobs.
+struct offer_batch {
+  caf::actor worker;
+  job_offer offer;
+};
+
 /// Rings `listener` with feed_ready_atom when commit feeds wait in
 /// `channel` (local only).
 struct listen_to {
@@ -140,7 +147,7 @@ using db_writer_actor = worker_writer_actor::extend<
   call_signature<delete_finished_call>, call_signature<put_recurring_call>,
   call_signature<delete_recurring_call>, call_signature<close_call>,
   caf::replies_to<sweep_step>::with<sweep_reply>, caf::reacts_to<worker_batch>,
-  caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
+  caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
   caf::reacts_to<lose_batch>, caf::reacts_to<listen_to>, caf::reacts_to<after_writes>>;
 
 /// How to run the writer.
@@ -182,6 +189,10 @@ struct allowed_unsafe_message_type<ergon::actors::local_call<Args, V>>
     : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::worker_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::offer_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::withdraw_offer> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_batch> : std::true_type {};
 template <>

@@ -142,6 +142,12 @@ class scheduling_policy {
   /// capacity changed since the last call, and returns what changed.
   std::vector<allocation_change> rebalance();
 
+  /// Whether nothing but a worker's types and room can hold back a ready
+  /// job: no pause (paused-ahead names included), group or type cap, rate
+  /// limit or admission. Then, with nothing else ready, any due job a
+  /// worker fits is the one pick() gives it (standing offers rely on this).
+  bool ungated() const;
+
   /// The earliest time something becomes possible without an outside event:
   /// a waiting job's run_at, a pause deadline, a rate-limit token.
   std::optional<int64_t> next_wake(int64_t now) const;
