@@ -223,9 +223,13 @@ struct options {
   size_t writer_batch_limit = 1'024;
 
   /// How long the writer spins on an empty mailbox before it sleeps, 0 to 1 s. Spinning
-  /// saves the ~25 us wake-up on the next request, at the cost of up to this
-  /// much CPU after each burst of writes. On 2 cores, longer spins measured
-  /// worse: the spinner holds a core the rest of the pipeline needs.
+  /// saves the wake-up on the next request, at the cost of up to this much
+  /// CPU after each burst of writes. On 2 cores, longer spins measured worse
+  /// under load: the spinner holds a core the rest of the pipeline needs.
+  /// For latency at a low rate, a spin longer than the gap between submits
+  /// keeps the writer awake: on the 2-core VM of docs/performance.md, 3 ms
+  /// took a lone submit's start from about 0.44 to 0.25 ms, for about 2 ms
+  /// of CPU per job (the wake-up of a sleeping writer was ~220 us there).
   std::chrono::microseconds writer_idle_spin{50};
 
   /// Read-only connections for job_info and listing calls. Each holds its
