@@ -1,0 +1,214 @@
+// A PostgreSQL 15 server of the test's own (issue 29): initdb and pg_ctl in a
+// temporary folder, listening on 127.0.0.1 and a free port only, with
+// Debian's defaults otherwise (fsync and synchronous_commit on). initdb
+// refuses to run as root, so a test run as root runs the server as the
+// `postgres` user. The destructor stops the server (fast shutdown) even
+// when the test failed, and removes the folder. Connections are trusted
+// from loopback for the superuser `ergon`.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+extern char** environ;
+
+namespace ergon::test {
+
+class pg_server {
+ public:
+  /// Starts the server. Throws std::runtime_error naming the step that
+  /// failed (no PostgreSQL 15 binaries, initdb, start), with its output.
+  pg_server() {
+    bin_ = find_bin();
+    make_folder();
+    run_as_owner({bin_ + "/initdb", "-D", data(), "--username=ergon", "--auth=trust",
+                  "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"},
+                 "initdb");
+    // A free port can be taken between the probe and the start: try again.
+    std::string why;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      port_ = free_port();
+      try {
+        run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-l", folder_ + "/server.log", "-w",
+                      "-t", "60", "-o",
+                      "-p " + std::to_string(port_)
+                        + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + folder_,
+                      "start"},
+                     "pg_ctl start");
+        running_ = true;
+        return;
+      } catch (const std::runtime_error& e) {
+        why = e.what();
+      }
+    }
+    remove_folder();
+    throw std::runtime_error(why);
+  }
+
+  pg_server(const pg_server&) = delete;
+  pg_server& operator=(const pg_server&) = delete;
+
+  ~pg_server() {
+    if (running_) {
+      try {
+        run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-m", "fast", "-w", "stop"}, "pg_ctl stop");
+      } catch (const std::exception&) {
+        // Nothing else to do: the folder goes anyway.
+      }
+    }
+    remove_folder();
+  }
+
+  int port() const noexcept { return port_; }
+  /// The temporary folder with the data, the socket and the logs.
+  const std::string& folder() const noexcept { return folder_; }
+
+  /// A libpq connection URI for database `db` as the superuser.
+  std::string uri(const std::string& db = "postgres") const {
+    return "postgresql://ergon@127.0.0.1:" + std::to_string(port_) + "/" + db;
+  }
+
+  /// A new empty database for one test; returns its URI.
+  std::string fresh_database() {
+    auto name = "t" + std::to_string(++databases_);
+    run_sql(uri(), "CREATE DATABASE " + name);
+    return uri(name);
+  }
+
+  /// Runs `sql` on `conninfo`; throws with the server's message on error.
+  static void run_sql(const std::string& conninfo, const std::string& sql) {
+    PGconn* c = PQconnectdb(conninfo.c_str());
+    if (PQstatus(c) != CONNECTION_OK) {
+      std::string why = PQerrorMessage(c);
+      PQfinish(c);
+      throw std::runtime_error("connect to " + conninfo + ": " + why);
+    }
+    PGresult* r = PQexec(c, sql.c_str());
+    auto st = PQresultStatus(r);
+    std::string why = PQresultErrorMessage(r);
+    PQclear(r);
+    PQfinish(c);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+      throw std::runtime_error(sql + ": " + why);
+  }
+
+ private:
+  std::string data() const { return folder_ + "/data"; }
+
+  static std::string find_bin() {
+    for (const char* dir : {"/usr/lib/postgresql/15/bin"})
+      if (::access((std::string{dir} + "/pg_ctl").c_str(), X_OK) == 0)
+        return dir;
+    throw std::runtime_error(
+      "PostgreSQL 15 is not installed (no /usr/lib/postgresql/15/bin/pg_ctl): "
+      "install postgresql-15, or run tools/setup-deps");
+  }
+
+  void make_folder() {
+    std::string templ = (std::filesystem::temp_directory_path() / "ergon-pg-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr)
+      throw std::runtime_error("mkdtemp: " + std::string{std::strerror(errno)});
+    folder_ = templ;
+    if (::geteuid() == 0) {
+      auto* pw = ::getpwnam("postgres");
+      if (pw == nullptr)
+        throw std::runtime_error("running as root, and there is no postgres user to run the "
+                                 "server as");
+      uid_ = pw->pw_uid;
+      gid_ = pw->pw_gid;
+      if (::chown(folder_.c_str(), uid_, gid_) != 0)
+        throw std::runtime_error("chown " + folder_ + ": " + std::strerror(errno));
+    }
+  }
+
+  void remove_folder() {
+    if (folder_.empty())
+      return;
+    std::error_code ec;
+    std::filesystem::remove_all(folder_, ec);
+    folder_.clear();
+  }
+
+  // A port on 127.0.0.1 that nothing listens on now.
+  static int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0
+        || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      if (fd >= 0)
+        ::close(fd);
+      throw std::runtime_error("no free port on 127.0.0.1");
+    }
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+
+  // Runs `argv` as the server's owner and waits; throws with its output if
+  // it fails.
+  void run_as_owner(std::vector<std::string> argv, const std::string& what) {
+    auto out_path = folder_ + "/" + std::to_string(++commands_) + ".out";
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (out < 0 || (uid_ != 0 && ::fchown(out, uid_, gid_) != 0))
+        ::_exit(126);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(out, STDERR_FILENO);
+      if (uid_ != 0 && (::setgroups(0, nullptr) != 0 || ::setgid(gid_) != 0
+                        || ::setuid(uid_) != 0))
+        ::_exit(126);
+      if (::chdir(folder_.c_str()) != 0)
+        ::_exit(126);
+      ::execve(args[0], args.data(), environ);
+      ::_exit(127);
+    }
+    if (pid < 0)
+      throw std::runtime_error(what + ": fork failed");
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      return;
+    std::ifstream in{out_path};
+    std::stringstream text;
+    text << in.rdbuf();
+    throw std::runtime_error(what + " failed (status " + std::to_string(st) + "): " + text.str());
+  }
+
+  std::string bin_;
+  std::string folder_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  int port_ = 0;
+  bool running_ = false;
+  int commands_ = 0;
+  int databases_ = 0;
+};
+
+}  // namespace ergon::test
