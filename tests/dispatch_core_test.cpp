@@ -835,3 +835,70 @@ BOOST_AUTO_TEST_CASE(a_stale_return_reported_while_an_offer_is_out_blocks_nothin
   BOOST_REQUIRE_EQUAL(again.size(), 1u);
   BOOST_TEST(again[0].room == 1);
 }
+
+// A waiting job that arrives due sooner than the offer knows goes first:
+// the offer goes back, and the next one is bounded by it.
+BOOST_AUTO_TEST_CASE(an_offer_goes_back_when_a_job_due_sooner_arrives) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  auto offer = offers_of(r.report(w, 1, 0)).at(0);
+  BOOST_TEST(offer.valid_until == storage::never_ms);
+  auto k = r.submit(1);
+  k.run_at = t0 + 5'000;
+  r.committed.back().added.back() = k;
+  auto fx = r.catch_up();
+  BOOST_TEST(withdrawn_of(fx) == std::vector<uint64_t>{offer.serial});
+  r.commit_offer_ended(offer.serial);
+  auto again = offers_of(r.catch_up());
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_TEST(again[0].valid_until == t0 + 5'000);
+}
+
+// The writer checks that no feed after the ones the offer was made with
+// made a job ready: the offer says which it had applied.
+BOOST_AUTO_TEST_CASE(an_offer_names_the_last_feed_it_was_made_with) {
+  rig r{{}, true};
+  auto w = r.add_worker(1);
+  r.submit(1, "other");
+  r.committed.back().seq = 41;
+  commit_feed idle;
+  idle.seq = 42;
+  r.committed.push_back(idle);
+  auto offer = offers_of(r.report(w, 1, 0));
+  BOOST_TEST(offer.empty());  // job 1 is ready (for nobody): no offer
+  commit_feed gone;
+  gone.cancelled.push_back(r.jobs.at(1));
+  gone.seq = 43;
+  r.committed.push_back(gone);
+  offer = offers_of(r.catch_up());
+  BOOST_REQUIRE_EQUAL(offer.size(), 1u);
+  BOOST_TEST(offer[0].fed_through == 43u);
+}
+
+// A job that yielded for a preemptor resumes ahead of its priority when
+// the preemptor ends, which the writer can't see: no offer meanwhile.
+BOOST_AUTO_TEST_CASE(no_offer_while_a_yielded_job_waits_for_its_preemptor) {
+  scheduling_options s;
+  s.preemption = preemption_options{10};
+  rig r{s, true};
+  r.submit(1, "t", 0);
+  auto w = r.add_worker(1);
+  auto low = r.run_one(w);
+  r.submit(2, "t", 10);
+  r.catch_up();
+  auto fx = r.report(w, 1, 1, {low});
+  auto high = claims_of(fx).at(0);
+  r.commit_end(low, attempt_outcome::yielded, job_status::pending);
+  r.commit_claims(writes_of(fx).at(0));
+  r.catch_up();
+  BOOST_REQUIRE_EQUAL(r.metrics().preempted_waiting, 1);
+  auto idle = r.add_worker(1);
+  fx = r.report(idle, 1, 0);
+  BOOST_TEST(offers_of(fx).empty());
+  BOOST_TEST((fx.hungry == std::optional<bool>{true}));
+  // The preemptor's code returns: the yielded job is claimed at once.
+  fx = r.report(w, 1, 2, {high});
+  auto again = claims_of(fx);
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_TEST(again[0].row == 1);
+}

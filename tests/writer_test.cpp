@@ -4,10 +4,12 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/job_builder.hpp"
@@ -37,6 +39,7 @@ struct writer_fixture {
   std::unique_ptr<caf::actor_system> sys;
   actors::db_writer_actor writer;
   std::shared_ptr<actors::job_counters> counters = std::make_shared<actors::job_counters>();
+  std::shared_ptr<actors::feed_channel> feeds = std::make_shared<actors::feed_channel>();
 
   void start(storage::db_options db_opts = {}) {
     db_opts.busy_timeout_ms = 20'000;
@@ -49,7 +52,16 @@ struct writer_fixture {
     wcfg.db = std::move(*d);
     wcfg.clock = std::make_shared<manual_clock>(t0);
     wcfg.counters = counters;
+    wcfg.feeds = feeds;
     writer = actors::spawn_db_writer(*sys, std::move(wcfg));
+  }
+
+  // The feeds of every write sent so far, once they are committed.
+  std::vector<actors::commit_feed> fed() {
+    std::promise<void> done;
+    caf::anon_send(writer, actors::after_writes{[&] { done.set_value(); }});
+    done.get_future().wait();
+    return feeds->take();
   }
 
   ~writer_fixture() {
@@ -330,6 +342,98 @@ BOOST_AUTO_TEST_CASE(a_corrupt_file_is_refused_at_open) {
   auto q = queue::open(dir.file("q.db"));
   BOOST_REQUIRE(!q.has_value());
   BOOST_TEST(q.error().code() == error::corrupt);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- standing offers ---------------------------------------------------------------------
+
+namespace {
+
+// A started writer with a listener, and a worker to hand jobs to.
+struct offer_fixture : writer_fixture {
+  std::unique_ptr<caf::scoped_actor> listener;
+  std::unique_ptr<caf::scoped_actor> worker;
+
+  offer_fixture() {
+    start();
+    listener = std::make_unique<caf::scoped_actor>(*sys);
+    worker = std::make_unique<caf::scoped_actor>(*sys);
+    caf::anon_send(writer, actors::listen_to{*listener});
+  }
+
+  // Offer `serial` of worker 7's room for type "t".
+  void offer(uint64_t serial, int32_t room, uint64_t fed_through) {
+    caf::anon_send(writer, actors::offer_batch{*worker, {serial, 7, {"t"}, room,
+                                                         storage::never_ms, fed_through}});
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(standing_offers, offer_fixture)
+
+// The one new job that fits is claimed in its insert's transaction, handed
+// to the worker after that commit, and fed as a claim naming the offer.
+BOOST_AUTO_TEST_CASE(an_offer_claims_the_new_job_in_its_insert_transaction) {
+  offer(1, 1, 0);
+  auto ids = send_submit({make()}).wait();
+  BOOST_REQUIRE(ids.has_value());
+  bool assigned = false;
+  (*worker)->receive(
+    [&](actors::assign_jobs& a) {
+      BOOST_REQUIRE_EQUAL(a.jobs.size(), 1u);
+      BOOST_TEST(a.jobs[0].id == actors::to_wire(ids->at(0)));
+      assigned = true;
+    },
+    caf::after(std::chrono::seconds(30)) >> [] {});
+  BOOST_TEST(assigned);
+  auto f = fed();
+  BOOST_REQUIRE_EQUAL(f.size(), 1u);
+  BOOST_REQUIRE_EQUAL(f[0].claims.size(), 1u);
+  BOOST_TEST(f[0].claims[0].offer == 1u);
+  BOOST_TEST(f[0].claims[0].worker_id == 7u);
+  BOOST_TEST(f[0].added.size() == 1u);
+  BOOST_TEST(f[0].seq == 1u);
+  sqlite_probe probe{dir.file("q.db"), sqlite_probe::read_only};
+  BOOST_TEST(probe.text("SELECT status FROM jobs") == "1");  // running
+}
+
+// A feed the dispatcher had not applied made a job ready: it decided
+// without that job, so the offer goes back and claims nothing.
+BOOST_AUTO_TEST_CASE(an_offer_made_before_a_ready_feed_was_applied_goes_back) {
+  BOOST_REQUIRE(send_submit({make()}).wait().has_value());
+  auto f = fed();
+  BOOST_REQUIRE_EQUAL(f.size(), 1u);
+  BOOST_TEST(f[0].seq == 1u);
+  offer(2, 1, 0);
+  BOOST_REQUIRE(send_submit({make()}).wait().has_value());
+  f = fed();
+  bool given_back = false;
+  for (auto& feed : f) {
+    BOOST_TEST(feed.claims.empty());
+    given_back = given_back || feed.offers_ended == std::vector<uint64_t>{2};
+  }
+  BOOST_TEST(given_back);
+  // Made knowing that feed, an offer is used.
+  offer(3, 1, f.back().seq);
+  BOOST_REQUIRE(send_submit({make()}).wait().has_value());
+  f = fed();
+  BOOST_REQUIRE_EQUAL(f.size(), 1u);
+  BOOST_REQUIRE_EQUAL(f[0].claims.size(), 1u);
+  BOOST_TEST(f[0].claims[0].offer == 3u);
+}
+
+// Two new jobs that fit, or one the same transaction updated: the
+// dispatcher must choose, so the offer goes back.
+BOOST_AUTO_TEST_CASE(an_offer_goes_back_when_its_transaction_makes_two_fitting_jobs_ready) {
+  offer(1, 2, 0);
+  BOOST_REQUIRE(send_submit({make(), make()}).wait().has_value());
+  auto f = fed();
+  BOOST_REQUIRE_EQUAL(f.size(), 1u);
+  BOOST_TEST(f[0].claims.empty());
+  BOOST_TEST(f[0].offers_ended == std::vector<uint64_t>{1});
+  BOOST_TEST(f[0].added.size() == 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -47,10 +47,12 @@ struct dispatch_core::state {
   struct standing_offer {
     uint64_t serial = 0;
     uint64_t worker = 0;
+    int64_t valid_until = 0;
     bool withdrawn = false;  // withdraw_offer sent
   };
   std::optional<standing_offer> offer;
   uint64_t next_offer = 1;
+  uint64_t fed_through = 0;  // the last commit feed applied (commit_feed::seq)
   // Ended attempts, for metrics.
   run_stats runs;
   // Preemption (scheduling_options::preemption).
@@ -316,11 +318,16 @@ void publish_hunger(state& st) {
 // offer is withdrawn as soon as a job is ready, a gate or pause stands, its
 // worker leaves, the queue drains, or claims are held after a failed write.
 void keep_offer(state& st, int64_t now) {
+  // A yielded job held for its preemptor resumes when the preemptor ends,
+  // ahead of its priority: the writer can't see that.
   bool open = st.cfg.offers && !st.draining && now >= st.hold_until
-              && st.policy.ready_count() == 0 && st.policy.ungated();
+              && st.policy.ready_count() == 0 && st.policy.ungated()
+              && st.preempting.held() == 0;
+  // A waiting job due sooner than the offer knows (added since) goes first.
+  auto due = st.policy.next_wake(now).value_or(storage::never_ms);
   if (st.offer) {
     auto* w = st.workers.find(st.offer->worker);
-    if (!st.offer->withdrawn && !(open && w && !w->leaving)) {
+    if (!st.offer->withdrawn && !(open && w && !w->leaving && due >= st.offer->valid_until)) {
       st.offer->withdrawn = true;
       st.send(withdraw_offer{st.offer->serial});
     }
@@ -332,12 +339,10 @@ void keep_offer(state& st, int64_t now) {
   if (!id)
     return;
   auto* w = st.workers.find(*id);
-  job_offer o{st.next_offer++, *id, {}, w->offered, storage::never_ms};
+  job_offer o{st.next_offer++, *id, {}, w->offered, due, st.fed_through};
   for (auto t : w->types)
     o.types.push_back(st.policy.type_name(t));
-  if (auto due = st.policy.next_wake(now))
-    o.valid_until = *due;  // a waiting job due then goes first
-  st.offer = state::standing_offer{o.serial, *id, false};
+  st.offer = state::standing_offer{o.serial, *id, o.valid_until, false};
   st.send(std::move(o));
 }
 
@@ -705,6 +710,7 @@ void drain_feeds(state& st, int64_t now) {
   if (feeds.empty())
     return;
   for (auto& f : feeds) {
+    st.fed_through = std::max(st.fed_through, f.seq);
     on_feed(st, f, now);
     for (auto& w : f.failed)
       on_write_failed(st, w, now);

@@ -530,6 +530,15 @@ class writer {
     if (offer_ && !offer_->taken)
       give_back_offer();  // one at a time: not sent before the last one ended
     offer_ = standing_offer{std::move(b.worker), std::move(b.offer), false};
+    if (decided_without_a_ready_job())
+      give_back_offer();
+  }
+
+  // A feed the dispatcher had not applied when it made the offer made a job
+  // ready (a feed held back while no worker was hungry, say): that job may
+  // be the one its pick would have chosen.
+  bool decided_without_a_ready_job() const {
+    return last_ready_feed_ > offer_->offer.fed_through;
   }
 
   void on_withdraw(const withdraw_offer& w) {
@@ -554,6 +563,10 @@ class writer {
   // that fits it, if the transaction makes no other fitting job ready. With
   // another one the dispatcher must choose, and the offer goes back.
   void use_offer() {
+    if (decided_without_a_ready_job()) {
+      give_back_offer();
+      return;
+    }
     auto& o = offer_->offer;
     auto now = cfg_.clock->now_ms();
     auto& f = release_.feed();
@@ -578,7 +591,14 @@ class writer {
       fitting += e.status == job_status::pending && fits(e.key);
     if (fitting == 0)
       return;
-    if (fitting > 1 || !row || now >= o.valid_until) {
+    // A job updated or cancelled by this transaction: its key above is stale.
+    auto touched = [&](int64_t r) {
+      return std::any_of(f.changed.begin(), f.changed.end(),
+                         [&](const storage::key_change& c) { return c.after.row == r; })
+             || std::any_of(f.cancelled.begin(), f.cancelled.end(),
+                            [&](const storage::job_key& k) { return k.row == r; });
+    };
+    if (fitting > 1 || !row || now >= o.valid_until || touched(*row)) {
       give_back_offer();
       return;
     }
@@ -808,7 +828,12 @@ class writer {
       caf::send_as(w.me_, worker, std::move(out));
     }
     bool push(commit_feed feed) override {
-      return w.cfg_.listener && w.cfg_.feeds->push(std::move(feed));
+      if (!w.cfg_.listener)
+        return false;
+      feed.seq = ++w.last_feed_;
+      if (w.makes_ready(feed))
+        w.last_ready_feed_ = feed.seq;
+      return w.cfg_.feeds->push(std::move(feed));
     }
     void ring() override { caf::send_as(w.me_, w.cfg_.listener, feed_ready_atom::value); }
   };
@@ -832,6 +857,26 @@ class writer {
   status begin_status_;
   int64_t finished_since_advance_ = 0;
   static constexpr int64_t low_mark_every = 1'024;
+  // Whether the dispatcher may find a job ready after `f`: one added,
+  // requeued, given back, changed or retried that is due, or a failed claim
+  // whose picks it puts back.
+  bool makes_ready(const commit_feed& f) const {
+    auto now = cfg_.clock->now_ms();
+    auto due = [&](const storage::job_key& k) { return k.run_at <= now; };
+    return !f.failed.empty() || std::any_of(f.added.begin(), f.added.end(), due)
+           || std::any_of(f.requeued.begin(), f.requeued.end(), due)
+           || std::any_of(f.released.begin(), f.released.end(),
+                          [&](const storage::released_claim& r) { return due(r.key); })
+           || std::any_of(f.changed.begin(), f.changed.end(),
+                          [&](const storage::key_change& c) { return due(c.after); })
+           || std::any_of(f.ended.begin(), f.ended.end(), [&](const storage::attempt_end& e) {
+                return e.status == job_status::pending && due(e.key);
+              });
+  }
+
+  // Feeds sent so far, and the last of them that made a job ready.
+  uint64_t last_feed_ = 0;
+  uint64_t last_ready_feed_ = 0;
   // The dispatcher's standing offer; taken: used by the open transaction.
   struct standing_offer {
     caf::actor worker;

@@ -47,15 +47,17 @@ struct expire_pending_batch {
 /// transaction that inserts the job, and hand it over after that one
 /// commit. The writer takes it only for the one job of its transaction that
 /// fits (`types`, at most `room` units, due) when that transaction makes no
-/// other job ready that fits, and only before `valid_until` (when a waiting
-/// job becomes due). Otherwise it gives the offer back in the feed
-/// (commit_feed::offers_ended), as it does on withdraw_offer.
+/// other job ready that fits, no feed after `fed_through` made a job ready
+/// (the dispatcher decided without it), and only before `valid_until` (when
+/// a waiting job becomes due). Otherwise it gives the offer back in the
+/// feed (commit_feed::offers_ended), as it does on withdraw_offer.
 struct job_offer {
   uint64_t serial = 0;  ///< names the offer in the answer
   uint64_t worker_id = 0;
   std::vector<std::string> types;
   int32_t room = 0;
   int64_t valid_until = 0;
+  uint64_t fed_through = 0;  ///< the last feed (commit_feed::seq) the dispatcher applied
 };
 
 /// The dispatcher takes offer `serial` back (nothing fits it any more, or
@@ -116,6 +118,7 @@ struct commit_feed {
   std::vector<storage::progress_stored> progress;
   std::vector<storage::job_key> requeued;  ///< failed jobs retry_failed put back
   std::vector<uint64_t> offers_ended;  ///< standing offers given back unused
+  uint64_t seq = 0;  ///< the writer numbers the feeds it sends, from 1
 
   bool empty() const noexcept {
     return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
