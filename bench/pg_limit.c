@@ -19,9 +19,12 @@
  *              INSERT ... SELECT FROM unnest($1::text[]), the claims as one
  *              UPDATE with LIMIT 256, the completions as one UPDATE with
  *              the ids as an array parameter
+ *   pipelined  batch256 in libpq's pipeline mode: up to 4 insert batches in
+ *              flight, and each batch's completion sent together with the
+ *              next batch's claim (one round trip for both)
  *
  * Usage: pg_limit CONNINFO [N] [RUNS] [MODE]
- *   Without MODE runs tx-per-op, then batch256. The table is dropped and
+ *   Without MODE runs tx-per-op, batch256, then pipelined. The table is dropped and
  *   made again for every run. Prints "peer workload jobs_per_s - -" lines
  *   (median of RUNS), per-run details on stderr. The server's settings are
  *   its own: Debian's defaults keep fsync and synchronous_commit on.
@@ -97,9 +100,44 @@ static int make_payload(char *out, size_t size, int i) {
                   i, i % 100000, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
 }
 
+/* Pipeline mode: sends a prepared statement and a sync (its own
+ * transaction), and reads one such pair back. */
+static void send_synced(PGconn *c, const char *name, int n, const char *const *values) {
+  if (!PQsendQueryPrepared(c, name, n, values, NULL, NULL, 0) || !PQpipelineSync(c))
+    die(c, name);
+}
+static PGresult *read_synced(PGconn *c, ExecStatusType want, const char *what) {
+  PGresult *r = check(c, PQgetResult(c), want, what);
+  PGresult *end = PQgetResult(c);
+  if (end != NULL) die(c, "pipeline: more than one result");
+  PGresult *sync = PQgetResult(c);
+  if (PQresultStatus(sync) != PGRES_PIPELINE_SYNC) die(c, "pipeline: no sync");
+  PQclear(sync);
+  return r;
+}
+
+/* Writes the claimed ids as an array literal into `array`; returns the
+ * payload bytes (touching each payload, as a handler would). */
+static long long ids_of(const PGresult *claimed, char *array) {
+  long long bytes = 0;
+  size_t at = 0;
+  array[at++] = '{';
+  for (int j = 0; j < PQntuples(claimed); ++j) {
+    if (j) array[at++] = ',';
+    const char *id = PQgetvalue(claimed, j, 0);
+    size_t len = strlen(id);
+    memcpy(array + at, id, len);
+    at += len;
+    bytes += PQgetlength(claimed, j, 1);
+  }
+  array[at++] = '}';
+  array[at] = 0;
+  return bytes;
+}
+
 typedef struct { double insert_s, cc_s; } result;
 
-static result run_once(const char *conninfo, int n, int batched) {
+static result run_once(const char *conninfo, int n, int batched, int pipelined) {
   PGconn *c = PQconnectdb(conninfo);
   if (PQstatus(c) != CONNECTION_OK) die(c, "connect");
   PQclear(PQexec(c, "SET client_min_messages = warning"));
@@ -137,9 +175,36 @@ static result run_once(const char *conninfo, int n, int batched) {
   char *array = malloc((size_t)BATCH * 2 * sizeof payload + 16);
   result r;
 
+  if (pipelined && !PQenterPipelineMode(c)) die(c, "pipeline mode");
+  /* Each batch's array stays alive until its result is read. */
+  enum { depth = 4 };
+  char *arrays[depth];
+  for (int d = 0; d < depth; ++d) arrays[d] = malloc((size_t)BATCH * 2 * 256 + 16);
+
   /* ---- insert N ---- */
   double t0 = now_s();
-  for (int i = 0; i < n;) {
+  int in_flight = 0;
+  for (int i = 0, b = 0; pipelined && i < n; ++b) {
+    if (in_flight == depth) {
+      PQclear(read_synced(c, PGRES_COMMAND_OK, "insert"));
+      --in_flight;
+    }
+    char *a = arrays[b % depth];
+    size_t at = 0;
+    a[at++] = '{';
+    for (int k = 0; k < BATCH && i < n; ++k, ++i) {
+      make_payload(payload, sizeof payload, i);
+      at = append_element(a, at, payload, k == 0);
+    }
+    a[at++] = '}';
+    a[at] = 0;
+    snprintf(t, sizeof t, "%lld", now_ms_wall());
+    const char *v[3] = {"bench", a, t};
+    send_synced(c, "insn", 3, v);
+    ++in_flight;
+  }
+  for (; in_flight > 0; --in_flight) PQclear(read_synced(c, PGRES_COMMAND_OK, "insert"));
+  for (int i = pipelined ? n : 0; i < n;) {
     snprintf(t, sizeof t, "%lld", now_ms_wall());
     if (!batched) {
       make_payload(payload, sizeof payload, i);
@@ -166,25 +231,35 @@ static result run_once(const char *conninfo, int n, int batched) {
   long long checksum = 0;
   int claimed_total = 0;
   t0 = now_s();
-  while (claimed_total < n) {
+  if (pipelined) {
+    snprintf(t, sizeof t, "%lld", now_ms_wall());
+    const char *cv[2] = {"bench", t};
+    send_synced(c, "claim", 2, cv);
+    for (int done_sent = 0;;) {
+      /* Results come back in the order sent: the completion first. */
+      if (done_sent) PQclear(read_synced(c, PGRES_COMMAND_OK, "done"));
+      PGresult *claimed = read_synced(c, PGRES_TUPLES_OK, "claim");
+      int k = PQntuples(claimed);
+      if (k == 0) { PQclear(claimed); break; }
+      checksum += ids_of(claimed, array);
+      PQclear(claimed);
+      claimed_total += k;
+      /* This batch's completion and the next batch's claim, one round trip. */
+      snprintf(t, sizeof t, "%lld", now_ms_wall());
+      const char *dv[2] = {array, t};
+      send_synced(c, "done", 2, dv);
+      send_synced(c, "claim", 2, cv);
+      done_sent = 1;
+    }
+  }
+  while (!pipelined && claimed_total < n) {
     snprintf(t, sizeof t, "%lld", now_ms_wall());
     const char *cv[2] = {"bench", t};
     PGresult *claimed = run(c, "claim", 2, cv, PGRES_TUPLES_OK);
     int k = PQntuples(claimed);
     if (k == 0) { PQclear(claimed); break; }
     /* the (no-op) handler would run here */
-    size_t at = 0;
-    array[at++] = '{';
-    for (int j = 0; j < k; ++j) {
-      if (j) array[at++] = ',';
-      const char *id = PQgetvalue(claimed, j, 0);
-      size_t len = strlen(id);
-      memcpy(array + at, id, len);
-      at += len;
-      checksum += PQgetlength(claimed, j, 1); /* touch the payload */
-    }
-    array[at++] = '}';
-    array[at] = 0;
+    checksum += ids_of(claimed, array);
     PQclear(claimed);
     snprintf(t, sizeof t, "%lld", now_ms_wall());
     const char *dv[2] = {array, t};
@@ -193,6 +268,8 @@ static result run_once(const char *conninfo, int n, int batched) {
   }
   r.cc_s = now_s() - t0;
   free(array);
+  for (int d = 0; d < depth; ++d) free(arrays[d]);
+  if (pipelined && !PQexitPipelineMode(c)) die(c, "leaving pipeline mode");
 
   /* verify */
   PGresult *cnt = check(c, PQexec(c, "SELECT count(*) FROM ergon_limit_jobs WHERE status = 2"),
@@ -208,13 +285,14 @@ static result run_once(const char *conninfo, int n, int batched) {
   return r;
 }
 
-static void bench(const char *conninfo, int n, int runs, int batched) {
+static void bench(const char *conninfo, int n, int runs, int batched, int pipelined) {
   char peer[96];
-  snprintf(peer, sizeof peer, "limit-pg(%s)", batched ? "batch256" : "tx-per-op");
+  snprintf(peer, sizeof peer, "limit-pg(%s)",
+           pipelined ? "pipelined" : batched ? "batch256" : "tx-per-op");
   double *life = malloc(sizeof(double) * runs), *ins = malloc(sizeof(double) * runs),
          *cc = malloc(sizeof(double) * runs);
   for (int r = 0; r < runs; r++) {
-    result x = run_once(conninfo, n, batched);
+    result x = run_once(conninfo, n, batched, pipelined);
     ins[r] = n / x.insert_s;
     cc[r] = n / x.cc_s;
     life[r] = n / (x.insert_s + x.cc_s);
@@ -231,7 +309,7 @@ static void bench(const char *conninfo, int n, int runs, int batched) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s CONNINFO [N] [RUNS] [tx-per-op|batch256]\n", argv[0]);
+    fprintf(stderr, "usage: %s CONNINFO [N] [RUNS] [tx-per-op|batch256|pipelined]\n", argv[0]);
     return 2;
   }
   const char *conninfo = argv[1];
@@ -243,14 +321,16 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr, "# limit-pg: libpq %d, N=%d, RUNS=%d\n", PQlibVersion(), n, runs);
   if (argc > 4) {
-    if (strcmp(argv[4], "batch256") != 0 && strcmp(argv[4], "tx-per-op") != 0) {
-      fprintf(stderr, "MODE must be tx-per-op or batch256, got %s\n", argv[4]);
+    int pipelined = strcmp(argv[4], "pipelined") == 0;
+    if (!pipelined && strcmp(argv[4], "batch256") != 0 && strcmp(argv[4], "tx-per-op") != 0) {
+      fprintf(stderr, "MODE must be tx-per-op, batch256 or pipelined, got %s\n", argv[4]);
       return 2;
     }
-    bench(conninfo, n, runs, strcmp(argv[4], "batch256") == 0);
+    bench(conninfo, n, runs, pipelined || strcmp(argv[4], "batch256") == 0, pipelined);
   } else {
-    bench(conninfo, n, runs, 0);
-    bench(conninfo, n, runs, 1);
+    bench(conninfo, n, runs, 0, 0);
+    bench(conninfo, n, runs, 1, 0);
+    bench(conninfo, n, runs, 1, 1);
   }
   return 0;
 }
