@@ -360,14 +360,8 @@ std::vector<storage::attempt_ref> claim_for(state& st, uint64_t worker, int64_t 
   return claims;
 }
 
-void dispatch(state& st, int64_t now) {
-  st.policy.promote(now);
-  read_pressure(st);
-  if (st.draining || now < st.hold_until || st.policy.ready_count() == 0) {
-    keep_offer(st, now);
-    publish_hunger(st);
-    return;
-  }
+// Claims ready jobs for the waiting workers, in line order.
+void hand_out(state& st, int64_t now) {
   for (size_t n = st.workers.waiting_count(); n > 0; --n) {
     auto wid = st.workers.pop_waiting();
     if (!wid)
@@ -384,6 +378,13 @@ void dispatch(state& st, int64_t now) {
       break;
   }
   preempt(st, now);
+}
+
+void dispatch(state& st, int64_t now) {
+  st.policy.promote(now);
+  read_pressure(st);
+  if (!st.draining && now >= st.hold_until && st.policy.ready_count() > 0)
+    hand_out(st, now);
   keep_offer(st, now);
   publish_hunger(st);
 }

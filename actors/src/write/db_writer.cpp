@@ -62,6 +62,23 @@ job_assignment assignment_of(const storage::claimed_job& j) {
   return a;
 }
 
+// Calls `f(key, submitted)` with every job a feed leaves pending: added
+// (submitted: true), requeued, given back, changed, and retried.
+template <class F>
+void each_pending_key(const commit_feed& feed, F f) {
+  for (auto& k : feed.added)
+    f(k, true);
+  for (auto& k : feed.requeued)
+    f(k, false);
+  for (auto& r : feed.released)
+    f(r.key, false);
+  for (auto& c : feed.changed)
+    f(c.after, false);
+  for (auto& e : feed.ended)
+    if (e.status == job_status::pending)
+      f(e.key, false);
+}
+
 }  // namespace
 
 bool feed_channel::push(commit_feed f) {
@@ -576,19 +593,13 @@ class writer {
     };
     std::optional<int64_t> row;
     size_t fitting = 0;
-    for (auto& k : f.added)
-      if (fits(k)) {
+    each_pending_key(f, [&](const storage::job_key& k, bool submitted) {
+      if (!fits(k))
+        return;
+      ++fitting;
+      if (submitted)
         row = k.row;
-        ++fitting;
-      }
-    for (auto& k : f.requeued)
-      fitting += fits(k);
-    for (auto& r : f.released)
-      fitting += fits(r.key);
-    for (auto& c : f.changed)
-      fitting += fits(c.after);
-    for (auto& e : f.ended)
-      fitting += e.status == job_status::pending && fits(e.key);
+    });
     if (fitting == 0)
       return;
     // A job updated or cancelled by this transaction: its key above is stale.
@@ -862,16 +873,9 @@ class writer {
   // whose picks it puts back.
   bool makes_ready(const commit_feed& f) const {
     auto now = cfg_.clock->now_ms();
-    auto due = [&](const storage::job_key& k) { return k.run_at <= now; };
-    return !f.failed.empty() || std::any_of(f.added.begin(), f.added.end(), due)
-           || std::any_of(f.requeued.begin(), f.requeued.end(), due)
-           || std::any_of(f.released.begin(), f.released.end(),
-                          [&](const storage::released_claim& r) { return due(r.key); })
-           || std::any_of(f.changed.begin(), f.changed.end(),
-                          [&](const storage::key_change& c) { return due(c.after); })
-           || std::any_of(f.ended.begin(), f.ended.end(), [&](const storage::attempt_end& e) {
-                return e.status == job_status::pending && due(e.key);
-              });
+    bool ready = !f.failed.empty();
+    each_pending_key(f, [&](const storage::job_key& k, bool) { ready = ready || k.run_at <= now; });
+    return ready;
   }
 
   // Feeds sent so far, and the last of them that made a job ready.
