@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ergon/job_builder.hpp"
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/op/claim_jobs.hpp"
 #include "ergon/storage/op/insert_jobs.hpp"
 #include "ergon/storage/op/read_jobs.hpp"
@@ -283,7 +283,7 @@ bool same_fields(const job& a, const job& b) {
 
 storage::db& database() {
   static std::unique_ptr<storage::db> d = [] {
-    auto opened = storage::db::open(":memory:", storage::db_options{});
+    auto opened = storage::sqlite_db::open(":memory:", storage::sqlite_options{});
     require(opened.has_value(), "open: " + opened.error().to_string());
     auto st = storage::migrate(**opened);
     require(st.ok(), "migrate: " + st.to_string());

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ergon/storage/checkpointer.hpp"
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
@@ -33,10 +33,10 @@ constexpr int past_autocheckpoint = 250;
 struct file_db {
   temp_dir dir;
   std::string path = dir.file("c.db");
-  std::unique_ptr<db> writer = open_writer();
+  std::unique_ptr<sqlite_db> writer = open_writer();
 
-  std::unique_ptr<db> open_writer() {
-    auto d = db::open(path, {});
+  std::unique_ptr<sqlite_db> open_writer() {
+    auto d = sqlite_db::open(path, {});
     BOOST_REQUIRE(d);
     BOOST_REQUIRE((*d)->exec("CREATE TABLE t (x BLOB)"));
     return std::move(*d);
@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(the_writer_gets_its_autocheckpoint_back) {
 }
 
 BOOST_AUTO_TEST_CASE(a_private_database_has_no_wal_to_fold) {
-  auto d = db::open(":memory:", {});
+  auto d = sqlite_db::open(":memory:", {});
   BOOST_REQUIRE(d);
   auto c = checkpointer::start(**d, {});
   BOOST_REQUIRE(!c);

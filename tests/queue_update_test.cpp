@@ -4,7 +4,7 @@
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/op/claim_jobs.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "support/test_support.hpp"
@@ -37,7 +37,7 @@ struct fixture {
 
   // Claims a job through a second connection, as a worker's claim would.
   void make_running(const job_id& id) {
-    auto d = storage::db::open(dir.file("q.db"), storage::db_options{});
+    auto d = storage::sqlite_db::open(dir.file("q.db"), storage::sqlite_options{});
     BOOST_REQUIRE(d.has_value());
     auto row = storage::row_of(id);
     BOOST_REQUIRE(row.has_value());

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/op/add_finished_counts.hpp"
 #include "ergon/storage/op/advance_low_mark.hpp"
@@ -28,10 +28,13 @@
 #include "ergon/storage/op/update_pending.hpp"
 #include "ergon/storage/records.hpp"
 #include "ergon/storage/schema.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
 using namespace ergon::storage;
+using ergon::test::engine_probe;
+using ergon::test::sqlite_only;
 using ergon::test::sqlite_probe;
 using ergon::test::temp_dir;
 
@@ -39,12 +42,9 @@ namespace {
 
 constexpr int64_t t0 = 1'700'000'000'000;
 
+// A fresh migrated database on the test engine (ERGON_TEST_ENGINE).
 std::unique_ptr<db> open_migrated(const std::string& path) {
-  auto d = db::open(path, db_options{});
-  BOOST_REQUIRE_MESSAGE(d.has_value(), d.error().to_string());
-  auto st = migrate(**d);
-  BOOST_REQUIRE_MESSAGE(st.ok(), st.to_string());
-  return std::move(*d);
+  return ergon::test::fresh_db(path);
 }
 
 job simple_job(std::string type = "t", int32_t priority = 0) {
@@ -58,10 +58,10 @@ job simple_job(std::string type = "t", int32_t priority = 0) {
 // Inserts inside a transaction, as db_writer does.
 std::vector<job_key> insert(db& d, std::vector<job> jobs, int64_t now = t0,
                                  uint32_t tag = 7) {
-  BOOST_REQUIRE(d.exec("BEGIN").ok());
+  BOOST_REQUIRE(d.begin_write().ok());
   auto r = insert_jobs(d, insert_jobs_args{std::move(jobs), 0, tag}, now);
   BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
-  BOOST_REQUIRE(d.exec("COMMIT").ok());
+  BOOST_REQUIRE(d.commit().ok());
   return std::move(r->added);
 }
 
@@ -72,10 +72,13 @@ BOOST_AUTO_TEST_SUITE(schema)
 BOOST_AUTO_TEST_CASE(migrating_an_empty_file_creates_the_current_schema) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
-  sqlite_probe probe{dir.file("q.db")};
-  BOOST_TEST(probe.number("PRAGMA user_version") == current_schema_version());
+  engine_probe probe{*d, dir.file("q.db")};
+  BOOST_TEST(*schema_version(*d) == current_schema_version(d->engine()));
   BOOST_TEST(probe.number("SELECT count(*) FROM sqlite_master WHERE name IN "
-                          "('jobs', 'attempts', 'meta')") == 3);
+                          "('jobs', 'attempts', 'meta')",
+                          "SELECT count(*) FROM pg_tables WHERE schemaname = 'ergon' AND "
+                          "tablename IN ('jobs', 'attempts', 'meta')")
+             == 3);
   auto meta = read_meta(*d);
   BOOST_REQUIRE(meta.has_value());
   BOOST_TEST(meta->unfinished_low_mark == 0);
@@ -86,6 +89,7 @@ BOOST_AUTO_TEST_CASE(reopening_keeps_jobs_and_migrating_again_changes_nothing) {
   temp_dir dir;
   job_id id;
   uint32_t tag = 0;
+  std::unique_ptr<db> first;
   {
     auto d = open_migrated(dir.file("q.db"));
     tag = read_meta(*d)->id_tag;
@@ -93,10 +97,13 @@ BOOST_AUTO_TEST_CASE(reopening_keeps_jobs_and_migrating_again_changes_nothing) {
     j.payload = std::string("\0\1binary", 8);
     j.name = "named";
     id = insert(*d, {j}, t0, tag).front().id;
+    first = std::move(d);
   }
-  std::string before = sqlite_probe{dir.file("q.db")}.dump();
-  auto d = open_migrated(dir.file("q.db"));
-  BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+  std::string before = engine_probe(*first, dir.file("q.db")).dump();
+  auto d = ergon::test::reopen(*first, dir.file("q.db"));
+  first.reset();
+  BOOST_REQUIRE(migrate(*d).ok());
+  BOOST_TEST(engine_probe(*d, dir.file("q.db")).dump() == before);
   BOOST_TEST(read_meta(*d)->id_tag == tag);
   auto info = read_job(*d, id);
   BOOST_REQUIRE(info.has_value());
@@ -108,40 +115,58 @@ BOOST_AUTO_TEST_CASE(reopening_keeps_jobs_and_migrating_again_changes_nothing) {
 
 BOOST_AUTO_TEST_CASE(a_file_from_a_newer_ergon_is_refused) {
   temp_dir dir;
-  open_migrated(dir.file("q.db"));
-  sqlite_probe{dir.file("q.db"), sqlite_probe::writable}.exec("PRAGMA user_version = 999");
-  auto d = db::open(dir.file("q.db"), db_options{});
-  BOOST_REQUIRE(d.has_value());
-  auto st = migrate(**d);
+  auto d = open_migrated(dir.file("q.db"));
+  engine_probe(*d, dir.file("q.db")).exec("PRAGMA user_version = 999",
+                                          "UPDATE schema_version SET version = 999");
+  auto st = migrate(*ergon::test::reopen(*d, dir.file("q.db")));
   BOOST_TEST(st.code() == error::corrupt);
   BOOST_TEST(st.message().find("999") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_database_is_refused) {
+BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_database_is_refused,
+                     *sqlite_only("a PostgreSQL schema is not a file")) {
   temp_dir dir;
   std::ofstream{dir.file("junk.db")} << std::string(8192, 'x');
-  auto d = db::open(dir.file("junk.db"), db_options{});
+  auto d = sqlite_db::open(dir.file("junk.db"), sqlite_options{});
   BOOST_REQUIRE(!d.has_value());
   BOOST_TEST(d.error().code() == error::corrupt);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(pragmas)
+BOOST_AUTO_TEST_CASE(a_schema_with_other_tables_is_refused_and_left_unchanged,
+                     *ergon::test::postgres_only("SQLite's rule for files is tested above")) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  storage::pg_options o = static_cast<pg_db&>(*d).options();
+  o.schema = "theirs";
+  engine_probe(*d, "").exec("", "CREATE SCHEMA theirs; CREATE TABLE theirs.orders (id int)");
+  auto other = pg_db::open(o);
+  BOOST_REQUIRE(other.has_value());
+  auto st = migrate(**other);
+  BOOST_TEST(st.code() == error::corrupt);
+  BOOST_TEST(st.message().find("orders") != std::string::npos, st.message());
+  BOOST_TEST(engine_probe(*d, "").number("", "SELECT count(*) FROM pg_tables WHERE "
+                                             "schemaname = 'theirs'")
+             == 1);
+}
+
+BOOST_AUTO_TEST_SUITE(pragmas, *sqlite_only("pragmas are SQLite's"))
 
 BOOST_AUTO_TEST_CASE(journal_mode_reads_back_as_wal) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
   BOOST_TEST(sqlite_probe{dir.file("q.db")}.text("PRAGMA journal_mode") == "wal");
-  BOOST_TEST(*d->pragma_text("PRAGMA synchronous") == "1");  // NORMAL
-  BOOST_TEST(*d->pragma_text("PRAGMA foreign_keys") == "1");
+  auto& sqlite = static_cast<sqlite_db&>(*d);
+  BOOST_TEST(*sqlite.pragma_text("PRAGMA synchronous") == "1");  // NORMAL
+  BOOST_TEST(*sqlite.pragma_text("PRAGMA foreign_keys") == "1");
 }
 
 BOOST_AUTO_TEST_CASE(synchronous_full_is_an_option) {
   temp_dir dir;
-  db_options opts;
+  sqlite_options opts;
   opts.synchronous_full = true;
-  auto d = db::open(dir.file("q.db"), opts);
+  auto d = sqlite_db::open(dir.file("q.db"), opts);
   BOOST_REQUIRE(d.has_value());
   BOOST_TEST(*(*d)->pragma_text("PRAGMA synchronous") == "2");  // FULL
 }
@@ -149,7 +174,7 @@ BOOST_AUTO_TEST_CASE(synchronous_full_is_an_option) {
 BOOST_AUTO_TEST_CASE(opening_fails_when_wal_does_not_take) {
   // SQLite keeps temporary databases (empty path) out of WAL and answers
   // "delete": the read-back must catch it.
-  auto d = db::open("", db_options{});
+  auto d = sqlite_db::open("", sqlite_options{});
   BOOST_REQUIRE(!d.has_value());
   BOOST_TEST(d.error().code() == error::io_error);
   BOOST_TEST(d.error().message().find("expected 'wal'") != std::string::npos);
@@ -229,17 +254,17 @@ BOOST_AUTO_TEST_CASE(one_invalid_job_fails_the_whole_call_and_writes_nothing) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
   insert(*d, {simple_job("existing")});
-  auto before = sqlite_probe{dir.file("q.db")}.dump();
+  auto before = engine_probe(*d, dir.file("q.db")).dump();
   auto bad = simple_job();
   bad.weight = 0;
-  BOOST_REQUIRE(d->exec("BEGIN").ok());
+  BOOST_REQUIRE(d->begin_write().ok());
   auto r = insert_jobs(*d, insert_jobs_args{{simple_job(), bad, simple_job()}, 0, 1}, t0);
-  BOOST_REQUIRE(d->exec("COMMIT").ok());
+  BOOST_REQUIRE(d->commit().ok());
   BOOST_REQUIRE(!r.has_value());
   BOOST_TEST(r.error().code() == error::invalid_argument);
   BOOST_TEST(r.error().field() == "weight");
   BOOST_TEST(r.error().message().find("job 1 of 3") != std::string::npos);
-  BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+  BOOST_TEST(engine_probe(*d, dir.file("q.db")).dump() == before);
 }
 
 BOOST_AUTO_TEST_CASE(payload_limit_is_enforced) {
@@ -250,7 +275,7 @@ BOOST_AUTO_TEST_CASE(payload_limit_is_enforced) {
   auto r = insert_jobs(*d, insert_jobs_args{{big}, 10, 1}, t0);
   BOOST_REQUIRE(!r.has_value());
   BOOST_TEST(r.error().field() == "payload");
-  BOOST_TEST(sqlite_probe{dir.file("q.db")}.number("SELECT count(*) FROM jobs") == 0);
+  BOOST_TEST(engine_probe(*d, dir.file("q.db")).number("SELECT count(*) FROM jobs") == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -291,10 +316,10 @@ BOOST_AUTO_TEST_CASE(update_and_cancel_report_each_error_distinctly) {
   for (auto& e : {expectation{unknown, error::not_found},
                   expectation{rows[1].id, error::job_running},
                   expectation{rows[2].id, error::job_finished}}) {
-    auto before = sqlite_probe{dir.file("q.db")}.dump();
+    auto before = engine_probe(*d, dir.file("q.db")).dump();
     BOOST_TEST(update_pending(*d, update_pending_args{e.id, u, 0}, t0).error().code() == e.code);
     BOOST_TEST(cancel_pending(*d, cancel_pending_args{e.id}, t0).error().code() == e.code);
-    BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+    BOOST_TEST(engine_probe(*d, dir.file("q.db")).dump() == before);
   }
 }
 
@@ -422,12 +447,12 @@ BOOST_AUTO_TEST_CASE(loading_leaves_no_read_open_so_the_connection_can_write_lat
   temp_dir dir;
   auto a = open_migrated(dir.file("q.db"));
   BOOST_REQUIRE(load_unfinished(*a, 0).has_value());
-  auto b = open_migrated(dir.file("q.db"));
+  auto b = ergon::test::reopen(*a, dir.file("q.db"));
   auto rows = insert(*b, {simple_job()});
-  BOOST_REQUIRE(a->exec("BEGIN IMMEDIATE").ok());
+  BOOST_REQUIRE(a->begin_write().ok());
   auto r = cancel_pending(*a, cancel_pending_args{rows[0].id}, t0);
   BOOST_TEST_REQUIRE(r.has_value(), (r ? "" : r.error().to_string()));
-  BOOST_REQUIRE(a->exec("COMMIT").ok());
+  BOOST_REQUIRE(a->commit().ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -446,17 +471,21 @@ std::string pairs(const result<std::vector<type_status_count>>& counts) {
 }
 
 status in_transaction(db& d, const count_delta& delta) {
-  BOOST_REQUIRE(d.exec("BEGIN").ok());
+  BOOST_REQUIRE(d.begin_write().ok());
   auto st = add_finished_counts(d, delta);
-  BOOST_REQUIRE(d.exec(st ? "COMMIT" : "ROLLBACK").ok());
+  if (st)
+    BOOST_REQUIRE(d.commit().ok());
+  else
+    d.rollback();
   return st;
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs) {
+BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs,
+                     *sqlite_only("PostgreSQL schemas start past SQLite's version 1")) {
   temp_dir dir;
-  auto opened = db::open(dir.file("q.db"), db_options{});
+  auto opened = sqlite_db::open(dir.file("q.db"), sqlite_options{});
   BOOST_REQUIRE(opened.has_value());
   auto& d = **opened;
   BOOST_REQUIRE(migrate(d).ok());
@@ -493,10 +522,12 @@ BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs) {
 BOOST_AUTO_TEST_CASE(a_delta_upserts_each_changed_finished_pair_and_skips_the_rest) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
-  sqlite_probe probe{dir.file("q.db")};
+  engine_probe probe{*d, dir.file("q.db")};
   auto listing = [&] {
     return probe.text("SELECT coalesce(group_concat(type || status || '=' || count, ' '), '') "
-                      "FROM (SELECT * FROM finished_counts ORDER BY type, status)");
+                      "FROM (SELECT * FROM finished_counts ORDER BY type, status)",
+                      "SELECT coalesce(string_agg(type || status || '=' || count, ' ' "
+                      "ORDER BY type, status), '') FROM finished_counts");
   };
   count_delta delta;
   delta.add("a", job_status::pending, 2);
@@ -567,9 +598,13 @@ BOOST_AUTO_TEST_CASE(the_low_mark_advances_to_the_first_unfinished_row_within_it
 BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_transaction) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
-  sqlite_probe{dir.file("q.db"), sqlite_probe::writable}.exec(
+  engine_probe(*d, dir.file("q.db")).exec(
     "CREATE TRIGGER reject_poison BEFORE INSERT ON finished_counts WHEN NEW.type = 'poison' "
-    "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;");
+    "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;",
+    "CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN IF NEW.type = 'poison' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$;"
+    "CREATE TRIGGER reject_poison BEFORE INSERT ON finished_counts FOR EACH ROW "
+    "EXECUTE FUNCTION reject_poison()");
   count_delta delta;
   delta.add("a", job_status::succeeded);
   delta.add("poison", job_status::succeeded);
@@ -590,7 +625,7 @@ BOOST_AUTO_TEST_CASE(every_end_of_a_requested_attempt_cancels_the_job) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
   auto keys = insert(*d, {simple_job(), simple_job(), simple_job(), simple_job()});
-  BOOST_REQUIRE(d->exec("BEGIN").ok());
+  BOOST_REQUIRE(d->begin_write().ok());
   std::vector<attempt_ref> claims;
   for (auto& k : keys)
     claims.push_back({k.row, k.row * 10});
@@ -619,8 +654,8 @@ BOOST_AUTO_TEST_CASE(every_end_of_a_requested_attempt_cancels_the_job) {
   auto recovered = recover_running(*d, {{keys[3].row}, retry_timing::immediate, {0.0}}, t0 + 5);
   BOOST_REQUIRE(recovered.has_value());
   BOOST_TEST(recovered->at(0).status == job_status::cancelled);
-  BOOST_REQUIRE(d->exec("COMMIT").ok());
-  sqlite_probe probe{dir.file("q.db")};
+  BOOST_REQUIRE(d->commit().ok());
+  engine_probe probe{*d, dir.file("q.db")};
   BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status = 4") == 4);
   BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE checkpoint IS NOT NULL") == 0);
   BOOST_TEST(probe.number("SELECT count(*) FROM attempts") == 0);  // no retry recorded
@@ -630,7 +665,7 @@ BOOST_AUTO_TEST_CASE(deleted_rows_are_never_reused) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
   auto keys = insert(*d, {simple_job(), simple_job(), simple_job()});
-  BOOST_REQUIRE(d->exec("BEGIN").ok());
+  BOOST_REQUIRE(d->begin_write().ok());
   for (auto& k : keys)
     BOOST_REQUIRE(cancel_pending(*d, {k.id}, t0).has_value());
   delete_finished_args del;
@@ -638,7 +673,7 @@ BOOST_AUTO_TEST_CASE(deleted_rows_are_never_reused) {
   auto gone = delete_finished(*d, del);
   BOOST_REQUIRE(gone.has_value());
   BOOST_TEST(gone->deleted.size() == 3u);
-  BOOST_REQUIRE(d->exec("COMMIT").ok());
+  BOOST_REQUIRE(d->commit().ok());
   auto again = insert(*d, {simple_job()});
   BOOST_TEST(again[0].row == keys.back().row + 1);
 }

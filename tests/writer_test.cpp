@@ -14,6 +14,7 @@
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/schema.hpp"
 #include "support/child_process.hpp"
 #include "support/test_support.hpp"
@@ -41,9 +42,9 @@ struct writer_fixture {
   std::shared_ptr<actors::job_counters> counters = std::make_shared<actors::job_counters>();
   std::shared_ptr<actors::feed_channel> feeds = std::make_shared<actors::feed_channel>();
 
-  void start(storage::db_options db_opts = {}) {
+  void start(storage::sqlite_options db_opts = {}) {
     db_opts.busy_timeout_ms = 20'000;
-    auto d = storage::db::open(dir.file("q.db"), db_opts);
+    auto d = storage::sqlite_db::open(dir.file("q.db"), db_opts);
     BOOST_REQUIRE(d.has_value());
     BOOST_REQUIRE(storage::migrate(**d).ok());
     cfg.set("scheduler.max-threads", 2);
@@ -135,7 +136,7 @@ BOOST_AUTO_TEST_CASE(a_failing_request_does_not_fail_the_others_in_its_batch) {
 BOOST_AUTO_TEST_CASE(when_sqlite_aborts_the_transaction_no_earlier_request_is_acknowledged) {
   // A full disk makes SQLite roll back the whole transaction, taking the
   // earlier requests of the batch with it: they must fail, not report success.
-  storage::db_options opts;
+  storage::sqlite_options opts;
   opts.max_bytes = 256 * 1024;
   start(opts);
   write_lock lock{dir.file("q.db")};

@@ -1,13 +1,14 @@
 #include "bootstrap.hpp"
 
+#include <iostream>
+
 #include <caf/io/middleman.hpp>
-
-
 #include <caf/actor_cast.hpp>
 
 #include "ergon/storage/op/count_jobs.hpp"
 #include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/schema.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "http_endpoint.hpp"
 #include "recover.hpp"
 #include "validate_options.hpp"
@@ -15,8 +16,8 @@
 namespace ergon::runtime {
 namespace {
 
-storage::db_options db_options_from(const options& opts) {
-  storage::db_options d;
+storage::sqlite_options db_options_from(const options& opts) {
+  storage::sqlite_options d;
   d.synchronous_full = opts.synchronous_full;
   d.busy_timeout_ms = opts.busy_timeout.count();
   d.cache_kib = opts.cache_kib;
@@ -56,9 +57,10 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   if (auto st = storage::check_ergon_file(path); !st)
     return st;
   auto db_opts = db_options_from(opts);
-  auto opened = storage::db::open(path, db_opts);
+  auto opened = storage::sqlite_db::open(path, db_opts);
   if (!opened)
     return opened.error();
+  auto& sqlite = **opened;
   std::shared_ptr<storage::db> write_db = std::move(*opened);
   if (auto st = storage::migrate(*write_db); !st)
     return st;
@@ -71,10 +73,13 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   p->counters = std::make_shared<actors::job_counters>();
   if (auto st = seed_counters(*write_db, *p->counters); !st)
     return st;
+  // Without a checkpointer, SQLite's own autocheckpoint stays: slower, and
+  // it loses nothing either.
+  if (!opts.checkpoint_in_commits && !storage::names_private_database(path))
+    if (auto st = sqlite.checkpoint_apart(db_opts); !st)
+      std::cerr << "ergon: " << path << ": checkpoints stay within commits: " << st << '\n';
   actors::db_writer_config wcfg;
   wcfg.db = std::move(write_db);
-  if (!opts.checkpoint_in_commits)
-    wcfg.checkpoint_connection = db_opts;
   wcfg.clock = p->clk;
   wcfg.counters = p->counters;
   wcfg.batch_limit = opts.writer_batch_limit;
@@ -103,7 +108,8 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.
   actors::tell(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
-  p->reads = std::make_unique<read_pool>(path, db_opts, opts.read_connections);
+  p->reads = std::make_unique<read_pool>(read_pool::sqlite_reader(path, db_opts),
+                                         opts.read_connections);
   p->opts = std::move(opts);
   if (p->opts.http) {
     if (auto served = runtime::serve_http(*p, *p->opts.http); !served) {

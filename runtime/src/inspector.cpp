@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ergon/queue.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/op/backup_to.hpp"
 #include "ergon/storage/op/count_jobs.hpp"
 #include "ergon/storage/op/list_jobs.hpp"
@@ -72,18 +73,17 @@ result<inspector> queue::inspect(const std::string& path) {
   if (auto checked = storage::check_ergon_file(path, true); !checked)
     return checked;
   auto p = std::make_unique<inspector_impl>();
-  storage::db_options opts;
+  storage::sqlite_options opts;
   opts.read_only = true;
-  p->reads = std::make_unique<runtime::read_pool>(path, opts, 2);
-  auto version = p->with_connection(
-    [](storage::db& d) { return d.pragma_text("PRAGMA user_version"); });
+  p->reads = std::make_unique<runtime::read_pool>(runtime::read_pool::sqlite_reader(path, opts), 2);
+  auto version = p->with_connection([](storage::db& d) { return storage::schema_version(d); });
   if (!version)
     return version.error();
-  auto v = std::stoi(*version);
+  auto v = *version;
   if (v == 0)
     return status{error::corrupt, path + " has no ergon tables yet: no queue has opened it"};
   if (v > storage::current_schema_version())
-    return status{error::corrupt, path + ": schema version " + *version
+    return status{error::corrupt, path + ": schema version " + std::to_string(v)
                                     + " is newer than this ergon build supports"};
   p->version = v;
   p->path = path;
@@ -170,7 +170,10 @@ result<int64_t> inspector::backup(const std::string& out) const {
   if (!impl_)
     return closed_inspector();
   return impl_->with_connection([&](storage::db& d) -> result<int64_t> {
-    auto done = storage::backup_to(d, out, 0600);
+    if (d.engine() != storage::engine::sqlite)
+      return status{error::invalid_argument,
+                    d.location() + ": back a PostgreSQL queue up with pg_dump (docs/postgres.md)"};
+    auto done = storage::backup_to(static_cast<storage::sqlite_db&>(d), out, 0600);
     if (!done)
       return done.error();
     return done->bytes;

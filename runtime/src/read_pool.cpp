@@ -4,9 +4,17 @@
 
 namespace ergon::runtime {
 
-read_pool::read_pool(std::string path, storage::db_options opts, size_t max_idle)
-    : path_(std::move(path)), opts_(opts), max_idle_(max_idle) {
-  opts_.read_only = true;
+read_pool::read_pool(opener open, size_t max_idle)
+    : open_(std::move(open)), max_idle_(max_idle) {}
+
+read_pool::opener read_pool::sqlite_reader(std::string path, storage::sqlite_options opts) {
+  opts.read_only = true;
+  return [path = std::move(path), opts]() -> result<std::unique_ptr<storage::db>> {
+    auto d = storage::sqlite_db::open(path, opts);
+    if (!d)
+      return d.error();
+    return std::unique_ptr<storage::db>{std::move(*d)};
+  };
 }
 
 result<read_pool::lease> read_pool::borrow() {
@@ -20,7 +28,7 @@ result<read_pool::lease> read_pool::borrow() {
       return lease{*this, std::move(d)};
     }
   }
-  auto d = storage::db::open(path_, opts_);
+  auto d = open_();
   if (!d)
     return d.error();
   return lease{*this, std::move(*d)};

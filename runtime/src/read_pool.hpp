@@ -2,18 +2,25 @@
 // the writer. Internal to runtime/.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 
 namespace ergon::runtime {
 
 class read_pool {
  public:
-  read_pool(std::string path, storage::db_options opts, size_t max_idle);
+  /// How a new read connection opens.
+  using opener = std::function<result<std::unique_ptr<storage::db>>()>;
+
+  read_pool(opener open, size_t max_idle);
+
+  /// Opens read-only connections to the SQLite file at `path`.
+  static opener sqlite_reader(std::string path, storage::sqlite_options opts);
 
   /// A connection returned to the pool when the lease ends.
   class lease {
@@ -40,8 +47,7 @@ class read_pool {
 
  private:
   void give_back(std::unique_ptr<storage::db> d);
-  std::string path_;
-  storage::db_options opts_;
+  opener open_;
   size_t max_idle_;
   std::mutex mtx_;
   std::vector<std::unique_ptr<storage::db>> idle_;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ergon/options.hpp"
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/records.hpp"
 
 namespace ergon::runtime {

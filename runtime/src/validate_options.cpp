@@ -7,6 +7,7 @@
 #include "private_files.hpp"
 
 #include "ergon/job.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/schema.hpp"
 

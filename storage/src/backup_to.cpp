@@ -10,7 +10,7 @@
 #include <cstring>
 #include <random>
 
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -89,7 +89,7 @@ status check_copy(sqlite3* copy, const std::string& path) {
 
 }  // namespace
 
-result<backup_result> backup_to(db& source, const std::string& out, uint32_t file_mode) {
+result<backup_result> backup_to(sqlite_db& source, const std::string& out, uint32_t file_mode) {
   if (out.empty())
     return status{error::invalid_argument, "the backup's path is empty", "out"};
   struct stat st {};

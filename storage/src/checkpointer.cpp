@@ -14,20 +14,20 @@ checkpoint_step decide_checkpoint(int wal_pages, int folded, const checkpoint_li
   return checkpoint_step::none;
 }
 
-result<std::unique_ptr<checkpointer>> checkpointer::start(db& writer, const db_options& opts,
+result<std::unique_ptr<checkpointer>> checkpointer::start(sqlite_db& writer, const sqlite_options& opts,
                                                           checkpoint_limits limits) {
   if (names_private_database(writer.path()))
     return invalid_field("path", "a private in-memory database has no WAL to fold in");
   auto own_opts = opts;
   own_opts.read_only = false;  // a checkpoint writes the database file
   own_opts.cache_kib = 2'048;   // it copies frames, and caches next to nothing
-  auto own = db::open(writer.path(), own_opts);
+  auto own = sqlite_db::open(writer.path(), own_opts);
   if (!own)
     return own.error();
   return std::unique_ptr<checkpointer>{new checkpointer(writer, std::move(*own), limits)};
 }
 
-checkpointer::checkpointer(db& writer, std::unique_ptr<db> own, checkpoint_limits limits)
+checkpointer::checkpointer(sqlite_db& writer, std::unique_ptr<sqlite_db> own, checkpoint_limits limits)
     : writer_(writer), own_(std::move(own)), limits_(limits) {
   thread_ = std::thread([this] { run(); });
   // Replaces SQLite's autocheckpoint, which is itself a WAL hook.

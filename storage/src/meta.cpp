@@ -32,7 +32,7 @@ result<meta_values> read_meta(db& d) {
   if (!s.step_status())
     return s.step_status();
   if (found != 2)
-    return status{error::corrupt, d.path() + ": the meta table is incomplete"};
+    return status{error::corrupt, d.location() + ": the meta table is incomplete"};
   return out;
 }
 

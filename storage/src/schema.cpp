@@ -1,5 +1,9 @@
 #include "ergon/storage/schema.hpp"
 
+#include "ergon/storage/pg_db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
+#include "schema_steps.hpp"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -282,22 +286,37 @@ status check_ergon_file(const std::string& path, bool read_only) {
   return refuse("it holds other tables (" + names + ")");
 }
 
-int current_schema_version() noexcept {
-  return migration_count;
+int current_schema_version(engine e) noexcept {
+  return e == engine::sqlite ? migration_count : current_postgres_schema_version();
 }
 
 status migrate(db& d) {
-  return migrate(d, migration_count);
+  return migrate(d, current_schema_version(d.engine()));
+}
+
+result<int> schema_version(db& d) {
+  if (d.engine() == engine::postgres)
+    return postgres_schema_version(static_cast<pg_db&>(d));
+  auto text = static_cast<sqlite_db&>(d).pragma_text(read_version);
+  if (!text)
+    return text.error();
+  return std::stoi(*text);
 }
 
 status migrate(db& d, int target) {
+  if (d.engine() == engine::postgres)
+    return migrate_postgres(static_cast<pg_db&>(d), target);
+  return migrate_sqlite(static_cast<sqlite_db&>(d), target);
+}
+
+status migrate_sqlite(sqlite_db& d, int target) {
   auto version_text = d.pragma_text(read_version);
   if (!version_text)
     return version_text.error();
   int version = std::stoi(*version_text);
   if (version > migration_count)
     return {error::corrupt,
-            d.path() + ": schema version " + std::to_string(version)
+            d.location() + ": schema version " + std::to_string(version)
               + " is newer than this ergon build supports ("
               + std::to_string(migration_count) + ")"};
   for (int v = version; v < std::min(target, migration_count); ++v) {

@@ -17,7 +17,6 @@
 
 #include "ergon/actors/protocol.hpp"
 #include "ergon/actors/respond.hpp"
-#include "ergon/storage/checkpointer.hpp"
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/op/add_finished_counts.hpp"
 #include "ergon/storage/op/advance_low_mark.hpp"
@@ -45,9 +44,6 @@
 namespace ergon::actors {
 namespace {
 
-constexpr const char* begin_batch = "BEGIN IMMEDIATE";
-constexpr const char* commit_batch = "COMMIT";
-constexpr const char* rollback_batch = "ROLLBACK";
 
 job_assignment assignment_of(const storage::claimed_job& j) {
   job_assignment a;
@@ -125,7 +121,6 @@ class writer {
 
   void run(caf::blocking_actor* self) {
     me_ = caf::actor_cast<caf::actor>(self);
-    fold_wal_apart();
     bool stopping = false;
     std::vector<reply_to<status>> on_closed;
     caf::behavior bhvr{
@@ -191,14 +186,12 @@ class writer {
         self->receive(bhvr);
       finish_batch(n);
     }
-    checkpoints_.reset();
-    // The database file alone then holds every commit: users copy it, and a
+    // SQLite's file alone then holds every commit: users copy it, and a
     // reader still open keeps the last connection from folding the WAL in.
-    // A checkpoint that fails loses nothing: the WAL stays beside the file.
-    if (!storage::names_private_database(cfg_.db->path()))
-      if (auto st = cfg_.db->checkpoint_truncate(); !st)
-        std::cerr << "ergon: " << cfg_.db->path() << ": the WAL stays beside the file: " << st
-                  << '\n';
+    // A failure loses nothing: the WAL stays beside the file.
+    if (auto st = cfg_.db->settle(); !st)
+      std::cerr << "ergon: " << cfg_.db->location() << ": the WAL stays beside the file: " << st
+                << '\n';
     // Close the connection before acknowledging, so a caller may reopen the
     // file at once.
     cfg_.db.reset();
@@ -207,19 +200,6 @@ class writer {
   }
 
  private:
-  // Without a checkpointer, SQLite's own autocheckpoint stays: slower, and
-  // it loses nothing either.
-  void fold_wal_apart() {
-    if (!cfg_.checkpoint_connection || storage::names_private_database(cfg_.db->path()))
-      return;
-    auto started = storage::checkpointer::start(*cfg_.db, *cfg_.checkpoint_connection);
-    if (started)
-      checkpoints_ = std::move(*started);
-    else
-      std::cerr << "ergon: " << cfg_.db->path()
-                << ": checkpoints stay within commits: " << started.error() << '\n';
-  }
-
   // Spins briefly before receive() sleeps: the next request of a busy caller
   // usually arrives within microseconds, and waking costs ~25 us. Before it
   // sleeps it hands over any feeds it held back.
@@ -242,7 +222,7 @@ class writer {
   template <class R, class Op, class Publish>
   result<R> in_request(Op&& op, Publish&& publish) {
     if (!open_) {
-      begin_status_ = run_cached(begin_batch);
+      begin_status_ = cfg_.db->begin_write();
       open_ = true;
       if (!begin_status_)
         return begin_status_;
@@ -250,7 +230,7 @@ class writer {
       if (r) {
         publish(*r);
       } else {
-        run_cached(rollback_batch);
+        cfg_.db->rollback();
         open_ = false;
         next_row_ = 0;
       }
@@ -295,11 +275,6 @@ class writer {
     auto moved = storage::advance_low_mark(*cfg_.db, 4 * finished_since_advance_ + low_mark_every);
     finished_since_advance_ = 0;
     return moved ? status{} : moved.error();
-  }
-
-  status run_cached(const char* sql) {
-    auto s = cfg_.db->prepare(sql);
-    return s ? cfg_.db->run(**s) : s.error();
   }
 
   // Registers what to do once the batch's fate is known: `f` gets the commit
@@ -811,14 +786,14 @@ class writer {
         commit = advance_low_mark();
       if (commit) {
         auto started = std::chrono::steady_clock::now();
-        commit = run_cached(commit_batch);
+        commit = cfg_.db->commit();
         auto took = std::chrono::steady_clock::now() - started;
         if (commit)
           cfg_.stats->committed(
             requests, std::chrono::duration_cast<std::chrono::microseconds>(took).count());
       }
       if (!commit)
-        run_cached(rollback_batch);
+        cfg_.db->rollback();
     } else if (open_) {
       commit = begin_status_;  // BEGIN failed: nothing was written
     }
@@ -851,7 +826,6 @@ class writer {
 
   db_writer_config cfg_;
   // After cfg_: it watches cfg_.db's commits, so it goes first.
-  std::unique_ptr<storage::checkpointer> checkpoints_;
   // What it sends carries it as the sender: gated actors, and the
   // transport's rules on remote workers, refuse messages without one.
   caf::actor me_;

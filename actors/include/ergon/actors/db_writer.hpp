@@ -154,10 +154,6 @@ using db_writer_actor = worker_writer_actor::extend<
 struct db_writer_config {
   /// The migrated write connection; the writer takes it over.
   std::shared_ptr<storage::db> db;
-  /// Set: checkpoints run on a thread of their own (storage::checkpointer),
-  /// whose connection opens with these, the options db was opened with.
-  /// Unset: within commits (options::checkpoint_in_commits).
-  std::optional<storage::db_options> checkpoint_connection;
   std::shared_ptr<ergon::clock> clock;
   std::shared_ptr<job_counters> counters;
   /// Commit feeds go here; the listener (set with listen_to) is rung.

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 
 namespace ergon::storage {
 
@@ -46,7 +46,7 @@ class checkpointer {
   /// writer's autocheckpoint and watches its commits. Fails with the open's
   /// error; a private in-memory database has no WAL and is refused
   /// (invalid_argument).
-  static result<std::unique_ptr<checkpointer>> start(db& writer, const db_options& opts,
+  static result<std::unique_ptr<checkpointer>> start(sqlite_db& writer, const sqlite_options& opts,
                                                      checkpoint_limits limits = {});
 
   /// Stops the thread after the pass it is running and gives the writer its
@@ -64,12 +64,12 @@ class checkpointer {
   uint64_t inline_passes() const;
 
  private:
-  checkpointer(db& writer, std::unique_ptr<db> own, checkpoint_limits limits);
+  checkpointer(sqlite_db& writer, std::unique_ptr<sqlite_db> own, checkpoint_limits limits);
   static int on_commit(void* self, sqlite3* writer, const char* schema, int wal_pages);
   void run();
 
-  db& writer_;
-  std::unique_ptr<db> own_;
+  sqlite_db& writer_;
+  std::unique_ptr<sqlite_db> own_;
   checkpoint_limits limits_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;

@@ -1,71 +1,56 @@
-// db: one SQLite connection with a cache of prepared statements.
+// db: one connection to the queue's storage, whatever the engine (SQLite or
+// PostgreSQL), with a cache of prepared statements.
 //
 // Every statement in ergon is a named constexpr string passed to
-// `db::prepare`; parameters are always bound, never spliced into SQL.
+// `db::prepare`; parameters are always bound, never spliced into SQL. Both
+// engines take SQLite's `?N` parameters. Where their SQL differs, the
+// operation names both texts in one `dialect_sql` beside it.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "ergon/error.hpp"
 
-struct sqlite3;
-struct sqlite3_stmt;
-
 namespace ergon::storage {
 
-/// How a connection is opened.
-struct db_options {
-  /// synchronous=FULL instead of NORMAL: survives power loss, costs an fsync
-  /// per commit.
-  bool synchronous_full = false;
-  /// How long a write waits for another process's lock before failing `busy`.
-  int64_t busy_timeout_ms = 5'000;
-  /// Page cache per connection, in KiB.
-  int64_t cache_kib = 64 * 1024;
-  /// Upper bound on the main database file; 0 means unlimited. A write past
-  /// it fails with `storage_full`. With a bound, the WAL is cut back to
-  /// 4 MiB at checkpoints (journal_size_limit).
-  int64_t max_bytes = 0;
-  /// Open read-only (for query connections).
-  bool read_only = false;
-  /// Permissions of the file when this open creates it.
-  unsigned file_mode = 0600;
+/// Which engine a connection talks to.
+enum class engine : uint8_t {
+  sqlite,    ///< one file, one host: the embedded default
+  postgres,  ///< a PostgreSQL server (libpq)
 };
 
-class db;
+/// One statement in each engine's SQL. Both must be string constants: the
+/// statement cache is keyed by address.
+struct dialect_sql {
+  const char* sqlite;
+  const char* postgres;
+};
 
-/// Whether SQLite gives every connection to `path` a private database of its
-/// own ("" or ":memory:"): a queue's connections could not share it.
-inline bool names_private_database(const std::string& path) {
-  return path.empty() || path == ":memory:";
-}
-
-/// A prepared statement owned by a db's cache. Reset and cleared bindings on
-/// every `db::prepare`, so callers never see a previous caller's state.
+/// A prepared statement owned by a db's cache. Reset, with cleared bindings,
+/// on every `db::prepare`, so callers never see a previous caller's state.
 class stmt {
  public:
-  explicit stmt(sqlite3_stmt* s) noexcept : s_(s) {}
+  stmt() = default;
   stmt(const stmt&) = delete;
   stmt& operator=(const stmt&) = delete;
-  ~stmt();
+  virtual ~stmt() = default;
 
   // Binding; indexes start at 1 as in SQLite.
-  void bind(int i, int64_t v);
+  virtual void bind(int i, int64_t v) = 0;
   void bind(int i, int32_t v) { bind(i, static_cast<int64_t>(v)); }
-  void bind(int i, double v);
-  void bind_text(int i, std::string_view v);
-  void bind_blob(int i, std::string_view v);
-  void bind_null(int i);
-  /// As bind_text and bind_blob, without SQLite's copy: `v` must stay alive
-  /// and unchanged until the statement's next step has ended. The insert
-  /// path binds so: each copy is a malloc and a free per column and job.
-  void bind_text_static(int i, std::string_view v);
-  void bind_blob_static(int i, std::string_view v);
+  virtual void bind(int i, double v) = 0;
+  virtual void bind_text(int i, std::string_view v) = 0;
+  /// A zero-length value binds an empty blob, not NULL.
+  virtual void bind_blob(int i, std::string_view v) = 0;
+  virtual void bind_null(int i) = 0;
+  /// As bind_text and bind_blob, without a copy: `v` must stay alive and
+  /// unchanged until the statement's next step has ended. The insert path
+  /// binds so: on SQLite each copy is a malloc and a free per column and job.
+  virtual void bind_text_static(int i, std::string_view v) = 0;
+  virtual void bind_blob_static(int i, std::string_view v) = 0;
   void bind_static(int i, const std::optional<std::string>& v) {
     if (v) bind_text_static(i, *v); else bind_null(i);
   }
@@ -76,93 +61,96 @@ class stmt {
     if (v) bind(i, *v); else bind_null(i);
   }
 
-  /// Runs one step: true if a row is available, false when done.
-  /// Errors are returned through `db::last_status()` via `step_status`.
-  bool step();
+  /// Runs one step: true if a row is available, false when done or failed.
+  virtual bool step() = 0;
   /// The status of the last `step()`: ok unless it failed.
   const status& step_status() const noexcept { return status_; }
 
-  int64_t column_int(int i) const;
-  double column_double(int i) const;
-  bool column_is_null(int i) const;
-  std::string column_text(int i) const;
-  std::string column_blob(int i) const;
-  std::optional<int64_t> column_opt_int(int i) const;
-  std::optional<std::string> column_opt_text(int i) const;
-  std::optional<std::string> column_opt_blob(int i) const;
+  virtual int64_t column_int(int i) const = 0;
+  virtual double column_double(int i) const = 0;
+  virtual bool column_is_null(int i) const = 0;
+  virtual std::string column_text(int i) const = 0;
+  virtual std::string column_blob(int i) const = 0;
+  std::optional<int64_t> column_opt_int(int i) const {
+    return column_is_null(i) ? std::nullopt : std::optional<int64_t>{column_int(i)};
+  }
+  std::optional<std::string> column_opt_text(int i) const {
+    return column_is_null(i) ? std::nullopt : std::optional<std::string>{column_text(i)};
+  }
+  std::optional<std::string> column_opt_blob(int i) const {
+    return column_is_null(i) ? std::nullopt : std::optional<std::string>{column_blob(i)};
+  }
 
   /// Makes the statement runnable again, keeping its bindings.
-  void reset();
+  virtual void reset() = 0;
 
-  sqlite3_stmt* raw() const noexcept { return s_; }
-
- private:
-  sqlite3_stmt* s_;
+ protected:
   status status_;
 };
 
-/// An open SQLite connection. Not thread-safe: each thread or actor owns its own.
+/// An open connection. Not thread-safe: each thread or actor owns its own.
 class db {
  public:
-  /// Opens `path` with the pragmas ergon requires. For a file, journal_mode
-  /// must read back as "wal", or opening fails with `io_error`. The special
-  /// path ":memory:" gives a private in-memory database (unit tests only).
-  static result<std::unique_ptr<db>> open(const std::string& path,
-                                          const db_options& opts);
-
+  db() = default;
   db(const db&) = delete;
   db& operator=(const db&) = delete;
-  ~db();
+  virtual ~db() = default;
+
+  virtual storage::engine engine() const noexcept = 0;
+
+  /// Where the data lives, for messages: a file's path, or a PostgreSQL
+  /// URI without its password.
+  virtual const std::string& location() const noexcept = 0;
 
   /// Returns the cached statement for `sql`, reset and unbound. The cache is
   /// keyed by the string's address, so `sql` must be a string constant.
   /// A statement that fails to compile is a bug in ergon: `internal` error.
-  result<stmt*> prepare(const char* sql);
+  virtual result<stmt*> prepare(const char* sql) = 0;
+  /// This engine's text of `sql`.
+  result<stmt*> prepare(const dialect_sql& sql) {
+    return prepare(engine() == engine::sqlite ? sql.sqlite : sql.postgres);
+  }
 
-  /// Runs SQL without results (pragmas, BEGIN, schema). Statement text is
-  /// always a constant, never user input.
-  status exec(const char* sql);
+  /// Runs SQL without parameters or results (BEGIN, schema). Statement text
+  /// is always a constant, never user input.
+  virtual status exec(const char* sql) = 0;
 
   /// Steps `s` to completion, discarding rows; returns the first error.
-  status run(stmt& s);
+  status run(stmt& s) {
+    while (s.step()) {
+      // Drain rows; callers that want them use step() directly.
+    }
+    return s.step_status();
+  }
+
+  /// Opens the writer's transaction: SQLite takes the write lock at once
+  /// (BEGIN IMMEDIATE); PostgreSQL checks that this connection still owns
+  /// the queue. Errors as for any write.
+  virtual status begin_write() = 0;
+  /// Commits the open transaction. An error leaves it open on SQLite (for
+  /// rollback) and ended on PostgreSQL.
+  virtual status commit() = 0;
+  /// Ends the open transaction, if any, without its changes.
+  virtual void rollback() noexcept = 0;
 
   /// Whether a transaction is open. SQLite may roll back a whole transaction
-  /// on its own after SQLITE_FULL, IOERR, BUSY or NOMEM; callers that batch
+  /// on its own after SQLITE_FULL, IOERR, BUSY or NOMEM; PostgreSQL's is
+  /// dead after any failed statement but a savepoint's. Callers that batch
   /// requests check this after every failure.
-  bool in_transaction() const noexcept;
+  virtual bool in_transaction() const noexcept = 0;
 
-  /// Resets every statement still mid-step. A statement that was not run to
-  /// its end holds a read snapshot: a reader would keep seeing old data, and
-  /// a writer could not write again once another connection had written.
-  void end_reads() noexcept;
-
-  /// Copies every committed page from the WAL into the database file and
-  /// empties the WAL, so the database file alone holds the data (a user
-  /// may copy it). Waits for readers as busy_timeout allows. Errors: busy
-  /// (a reader kept it from finishing), io_error.
-  status checkpoint_truncate();
+  /// Ends every read still mid-step. A statement that was not run to its end
+  /// holds a read snapshot on SQLite: a reader would keep seeing old data,
+  /// and a writer could not write again once another connection had.
+  virtual void end_reads() noexcept = 0;
 
   /// Rows changed by the last INSERT/UPDATE/DELETE.
-  int64_t changes() const noexcept;
-  int64_t last_insert_rowid() const noexcept;
+  virtual int64_t changes() const noexcept = 0;
 
-  /// Converts the connection's last error (or `rc`) to an ergon status.
-  status error_status(int rc, std::string_view context) const;
-
-  /// The value of a pragma, e.g. "journal_mode".
-  result<std::string> pragma_text(const char* sql);
-
-  const std::string& path() const noexcept { return path_; }
-  sqlite3* raw() const noexcept { return db_; }
-
- private:
-  db(sqlite3* handle, std::string path) noexcept;
-  sqlite3* db_;
-  std::string path_;
-  std::unordered_map<const char*, std::unique_ptr<stmt>> cache_;
+  /// Makes the stored data whole before the writer's last close: SQLite
+  /// folds its WAL into the file, so the file alone holds every commit.
+  /// Errors lose nothing (the WAL stays beside the file).
+  virtual status settle() { return {}; }
 };
-
-/// Maps an SQLite result code to an ergon error code.
-error error_from_sqlite(int rc) noexcept;
 
 }  // namespace ergon::storage

@@ -9,9 +9,10 @@
 
 namespace ergon::storage {
 
-/// The schema version this build writes. Each migration moves the file one
-/// version up; a file with a higher version was written by a newer ergon.
-int current_schema_version() noexcept;
+/// The schema version this build writes on engine `e`. Each migration moves
+/// the schema one version up; a higher version was written by a newer ergon.
+/// The two engines count their own versions.
+int current_schema_version(engine e = engine::sqlite) noexcept;
 
 /// The first schema version with the finished_counts table (see count_jobs).
 inline constexpr int finished_counts_version = 2;
@@ -40,15 +41,23 @@ inline constexpr int32_t application_id = 0x4552474E;
 /// checkpoint a WAL file that a dead owner left.
 status check_ergon_file(const std::string& path, bool read_only = false);
 
-/// Brings `d` to `current_schema_version()`, one transaction per migration.
-/// Fails with `corrupt` if the file is newer than this build, or is not a
-/// database; with `read_only` if it needs migrating and can't be written.
-/// Marks the file with `application_id`. Calling it on an up-to-date file
-/// changes nothing.
+/// Brings `d` to `current_schema_version()`. Fails with `corrupt` if the
+/// schema is newer than this build, or is not ergon's; with `read_only` if it
+/// needs migrating and can't be written.
+///  - SQLite: one transaction per migration; marks the file with
+///    `application_id`.
+///  - PostgreSQL: creates the schema if it is missing, then migrates in one
+///    transaction under an advisory lock. A schema that holds tables but not
+///    ergon's `schema_version` is refused, naming them.
+/// Calling it on an up-to-date schema changes nothing.
 status migrate(db& d);
 
+/// The schema version `d` holds: 0 for a database or schema no queue has
+/// migrated yet.
+result<int> schema_version(db& d);
+
 /// Like `migrate(d)`, but stops at `version` (tests make older files with
-/// it). A file already past `version` is left as it is.
+/// it). A schema already past `version` is left as it is.
 status migrate(db& d, int version);
 
 }  // namespace ergon::storage

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ergon/error.hpp"
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
 
 namespace ergon::storage {
 
@@ -20,6 +20,6 @@ struct backup_result {
 /// already_exists (`out` exists; nothing is overwritten), invalid_argument
 /// ("out": empty), io_error or read_only (can't write beside `out`),
 /// corrupt (the copy fails its check; it is removed), busy.
-result<backup_result> backup_to(db& source, const std::string& out, uint32_t file_mode);
+result<backup_result> backup_to(sqlite_db& source, const std::string& out, uint32_t file_mode);
 
 }  // namespace ergon::storage

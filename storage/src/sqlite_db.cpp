@@ -1,4 +1,6 @@
-#include "ergon/storage/db.hpp"
+#include "ergon/storage/sqlite_db.hpp"
+
+#include "ergon/storage/checkpointer.hpp"
 
 #include <sqlite3.h>
 
@@ -13,6 +15,9 @@
 namespace ergon::storage {
 namespace {
 
+constexpr const char* begin_immediate = "BEGIN IMMEDIATE";
+constexpr const char* commit_tx = "COMMIT";
+constexpr const char* rollback_tx = "ROLLBACK";
 constexpr const char* pragma_journal_wal = "PRAGMA journal_mode = WAL";
 constexpr const char* pragma_sync_normal = "PRAGMA synchronous = NORMAL";
 constexpr const char* pragma_sync_full = "PRAGMA synchronous = FULL";
@@ -63,47 +68,47 @@ error error_from_sqlite(int rc) noexcept {
 
 // -- stmt ----------------------------------------------------------------------
 
-stmt::~stmt() {
+sqlite_stmt::~sqlite_stmt() {
   sqlite3_finalize(s_);
 }
 
-void stmt::reset() {
+void sqlite_stmt::reset() {
   sqlite3_reset(s_);
   status_ = {};
 }
 
-void stmt::bind(int i, int64_t v) {
+void sqlite_stmt::bind(int i, int64_t v) {
   sqlite3_bind_int64(s_, i, v);
 }
 
-void stmt::bind(int i, double v) {
+void sqlite_stmt::bind(int i, double v) {
   sqlite3_bind_double(s_, i, v);
 }
 
-void stmt::bind_text(int i, std::string_view v) {
+void sqlite_stmt::bind_text(int i, std::string_view v) {
   sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
 }
 
-void stmt::bind_blob(int i, std::string_view v) {
+void sqlite_stmt::bind_blob(int i, std::string_view v) {
   // A zero-length blob, not NULL: payload columns are NOT NULL.
   sqlite3_bind_blob(s_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
                     SQLITE_TRANSIENT);
 }
 
-void stmt::bind_text_static(int i, std::string_view v) {
+void sqlite_stmt::bind_text_static(int i, std::string_view v) {
   sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
 }
 
-void stmt::bind_blob_static(int i, std::string_view v) {
+void sqlite_stmt::bind_blob_static(int i, std::string_view v) {
   sqlite3_bind_blob(s_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
                     SQLITE_STATIC);
 }
 
-void stmt::bind_null(int i) {
+void sqlite_stmt::bind_null(int i) {
   sqlite3_bind_null(s_, i);
 }
 
-bool stmt::step() {
+bool sqlite_stmt::step() {
   int rc = sqlite3_step(s_);
   if (rc == SQLITE_ROW)
     return true;
@@ -115,66 +120,49 @@ bool stmt::step() {
   return false;
 }
 
-int64_t stmt::column_int(int i) const {
+int64_t sqlite_stmt::column_int(int i) const {
   return sqlite3_column_int64(s_, i);
 }
 
-double stmt::column_double(int i) const {
+double sqlite_stmt::column_double(int i) const {
   return sqlite3_column_double(s_, i);
 }
 
-bool stmt::column_is_null(int i) const {
+bool sqlite_stmt::column_is_null(int i) const {
   return sqlite3_column_type(s_, i) == SQLITE_NULL;
 }
 
-std::string stmt::column_text(int i) const {
+std::string sqlite_stmt::column_text(int i) const {
   auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
   return p == nullptr ? std::string{}
                       : std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, i)));
 }
 
-std::string stmt::column_blob(int i) const {
+std::string sqlite_stmt::column_blob(int i) const {
   auto p = static_cast<const char*>(sqlite3_column_blob(s_, i));
   return p == nullptr ? std::string{}
                       : std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, i)));
 }
 
-std::optional<int64_t> stmt::column_opt_int(int i) const {
-  if (column_is_null(i))
-    return std::nullopt;
-  return column_int(i);
-}
-
-std::optional<std::string> stmt::column_opt_text(int i) const {
-  if (column_is_null(i))
-    return std::nullopt;
-  return column_text(i);
-}
-
-std::optional<std::string> stmt::column_opt_blob(int i) const {
-  if (column_is_null(i))
-    return std::nullopt;
-  return column_blob(i);
-}
-
 // -- db ------------------------------------------------------------------------
 
-db::db(sqlite3* handle, std::string path) noexcept
+sqlite_db::sqlite_db(sqlite3* handle, std::string path) noexcept
     : db_(handle), path_(std::move(path)) {}
 
-status db::checkpoint_truncate() {
+status sqlite_db::checkpoint_truncate() {
   end_reads();
   int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   return rc == SQLITE_OK ? status{} : error_status(rc, "checkpoint at close");
 }
 
-db::~db() {
+sqlite_db::~sqlite_db() {
+  checkpoints_.reset();
   cache_.clear();
   sqlite3_close(db_);
 }
 
-result<std::unique_ptr<db>> db::open(const std::string& path,
-                                     const db_options& opts) {
+result<std::unique_ptr<sqlite_db>> sqlite_db::open(const std::string& path,
+                                     const sqlite_options& opts) {
   // SQLite creates files 0644 less the umask, and gives the -wal and -shm
   // files its main file's mode: made here first, all three are private.
   if (!opts.read_only && !names_private_database(path)) {
@@ -195,7 +183,7 @@ result<std::unique_ptr<db>> db::open(const std::string& path,
     sqlite3_close(handle);
     return st;
   }
-  std::unique_ptr<db> d{new db(handle, path)};
+  std::unique_ptr<sqlite_db> d{new sqlite_db(handle, path)};
   sqlite3_extended_result_codes(handle, 1);
   // SQLite takes an int: longer waits are as good as forever.
   sqlite3_busy_timeout(handle, static_cast<int>(std::clamp<int64_t>(opts.busy_timeout_ms, 0,
@@ -238,7 +226,7 @@ result<std::unique_ptr<db>> db::open(const std::string& path,
   return d;
 }
 
-result<stmt*> db::prepare(const char* sql) {
+result<stmt*> sqlite_db::prepare(const char* sql) {
   auto i = cache_.find(sql);
   if (i != cache_.end()) {
     i->second->reset();
@@ -255,11 +243,11 @@ result<stmt*> db::prepare(const char* sql) {
       code = error::internal;
     return status{code, std::string{"preparing statement: "} + message_of(db_, rc)};
   }
-  auto [pos, added] = cache_.emplace(sql, std::make_unique<stmt>(raw));
+  auto [pos, added] = cache_.emplace(sql, std::make_unique<sqlite_stmt>(raw));
   return pos->second.get();
 }
 
-status db::exec(const char* sql) {
+status sqlite_db::exec(const char* sql) {
   char* msg = nullptr;
   int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &msg);
   if (rc == SQLITE_OK)
@@ -269,36 +257,57 @@ status db::exec(const char* sql) {
   return {error_from_sqlite(rc), path_ + ": " + text};
 }
 
-status db::run(stmt& s) {
-  while (s.step()) {
-    // Drain rows; callers that want them use step() directly.
-  }
-  return s.step_status();
-}
-
-void db::end_reads() noexcept {
+void sqlite_db::end_reads() noexcept {
   for (auto* s = sqlite3_next_stmt(db_, nullptr); s != nullptr; s = sqlite3_next_stmt(db_, s))
     if (sqlite3_stmt_busy(s))
       sqlite3_reset(s);
 }
 
-bool db::in_transaction() const noexcept {
+// Cached: each is run per batch, and exec() would parse it every time.
+status sqlite_db::run_cached(const char* sql) {
+  auto s = prepare(sql);
+  return s ? run(**s) : s.error();
+}
+
+status sqlite_db::begin_write() {
+  return run_cached(begin_immediate);
+}
+
+status sqlite_db::commit() {
+  return run_cached(commit_tx);
+}
+
+void sqlite_db::rollback() noexcept {
+  if (in_transaction())
+    (void)run_cached(rollback_tx);
+}
+
+status sqlite_db::checkpoint_apart(const sqlite_options& opts) {
+  auto started = checkpointer::start(*this, opts);
+  if (!started)
+    return started.error();
+  checkpoints_ = std::move(*started);
+  return {};
+}
+
+status sqlite_db::settle() {
+  checkpoints_.reset();
+  return names_private_database(path_) ? status{} : checkpoint_truncate();
+}
+
+bool sqlite_db::in_transaction() const noexcept {
   return sqlite3_get_autocommit(db_) == 0;
 }
 
-int64_t db::changes() const noexcept {
+int64_t sqlite_db::changes() const noexcept {
   return sqlite3_changes(db_);
 }
 
-int64_t db::last_insert_rowid() const noexcept {
-  return sqlite3_last_insert_rowid(db_);
-}
-
-status db::error_status(int rc, std::string_view context) const {
+status sqlite_db::error_status(int rc, std::string_view context) const {
   return {error_from_sqlite(rc), std::string{context} + ": " + message_of(db_, rc)};
 }
 
-result<std::string> db::pragma_text(const char* sql) {
+result<std::string> sqlite_db::pragma_text(const char* sql) {
   sqlite3_stmt* raw = nullptr;
   int rc = sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr);
   if (rc != SQLITE_OK)

@@ -1,0 +1,176 @@
+// pg_db: a db on a PostgreSQL server, through libpq (storage/src/pg_db.cpp).
+//
+// Statements use the extended protocol with binary parameters and results.
+// Each is prepared once per session; the server infers its parameter types,
+// and a bound value is sent in the form the parameter takes. All tables live
+// in one schema, which is the session's search_path, so the SQL both engines
+// share names tables without a schema.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ergon/error.hpp"
+#include "ergon/storage/db.hpp"
+
+struct pg_conn;
+struct pg_result;
+
+namespace ergon::storage {
+
+/// Where a PostgreSQL queue lives and how its connections behave.
+struct pg_options {
+  /// A libpq connection URI (postgresql://user@host:port/db?...) or keyword
+  /// string, without ergon's own `schema` parameter.
+  std::string conninfo;
+  /// The schema that holds the queue's tables: a plain lowercase SQL
+  /// identifier (letters, digits, '_'; at most 63 bytes).
+  std::string schema = "ergon";
+  /// How long connecting may take before failing `unreachable`.
+  std::chrono::milliseconds connect_timeout{10'000};
+  /// Sessions that only read (default_transaction_read_only).
+  bool read_only = false;
+};
+
+/// Splits `uri` into libpq's part and ergon's `schema` query parameter,
+/// which libpq would refuse. Errors: invalid_argument naming "schema" (not a
+/// plain identifier) or "db" (not a postgresql:// or postgres:// URI).
+result<pg_options> parse_pg_uri(const std::string& uri);
+
+/// Whether `location` names a PostgreSQL server rather than a SQLite file.
+bool names_postgres(std::string_view location) noexcept;
+
+class pg_db;
+
+/// A prepared PostgreSQL statement. After a reconnect it prepares itself
+/// again on the new session before it runs.
+class pg_stmt final : public stmt {
+ public:
+  pg_stmt(pg_db& owner, const char* sql, std::string text, std::string name);
+  ~pg_stmt() override;
+
+  void bind(int i, int64_t v) override;
+  void bind(int i, double v) override;
+  using stmt::bind;
+  void bind_text(int i, std::string_view v) override;
+  void bind_blob(int i, std::string_view v) override;
+  void bind_null(int i) override;
+  void bind_text_static(int i, std::string_view v) override;
+  void bind_blob_static(int i, std::string_view v) override;
+  /// Arrays, for statements that take a whole batch in one parameter
+  /// (`unnest`): an int8[], text[] or bytea[] parameter.
+  void bind_ints(int i, const std::vector<int64_t>& v);
+  void bind_texts(int i, const std::vector<std::string_view>& v);
+  void bind_blobs(int i, const std::vector<std::string_view>& v);
+  bool step() override;
+  int64_t column_int(int i) const override;
+  double column_double(int i) const override;
+  bool column_is_null(int i) const override;
+  std::string column_text(int i) const override;
+  std::string column_blob(int i) const override;
+  void reset() override;
+  /// Clears every binding (db::prepare does).
+  void clear();
+
+  /// Rows the last run changed or returned.
+  int64_t changes() const noexcept { return changes_; }
+
+ private:
+  struct param {
+    std::string own;          // the bytes, unless they are borrowed
+    const char* data = nullptr;
+    int length = 0;
+    int format = 1;           // 1 binary, 0 text
+    bool null = true;
+  };
+  friend class pg_db;
+  status ensure_prepared();
+  param& slot(int i);
+  unsigned type_of(int i) const;
+  void put_text_form(int i, std::string value);
+  const char* value(int i, int& length) const;
+
+  pg_db& db_;
+  const char* sql_;      // the cache key: ergon's text with ?N parameters
+  std::string text_;     // the text sent, with $N parameters
+  std::string name_;
+  uint64_t session_ = 0; // the session it was prepared on; 0: none yet
+  std::vector<unsigned> types_;  // what the server inferred per parameter
+  std::vector<param> params_;
+  pg_result* res_ = nullptr;
+  int row_ = -1;
+  int rows_ = 0;
+  bool ran_ = false;
+  int64_t changes_ = 0;
+};
+
+/// An open PostgreSQL session.
+class pg_db final : public db {
+ public:
+  /// Connects, sets the session's search_path to the schema, and checks the
+  /// server (PostgreSQL 12 or later). Errors: unreachable (no server, or it
+  /// refused), unauthenticated (its authentication failed),
+  /// invalid_argument (the options).
+  static result<std::unique_ptr<pg_db>> open(const pg_options& opts);
+
+  ~pg_db() override;
+
+  storage::engine engine() const noexcept override { return engine::postgres; }
+  const std::string& location() const noexcept override { return location_; }
+  using db::prepare;
+  result<stmt*> prepare(const char* sql) override;
+  status exec(const char* sql) override;
+  status begin_write() override;
+  status commit() override { return exec("COMMIT"); }
+  void rollback() noexcept override {
+    if (in_transaction())
+      (void)exec("ROLLBACK");
+  }
+  bool in_transaction() const noexcept override;
+  void end_reads() noexcept override {}
+  int64_t changes() const noexcept override { return changes_; }
+
+  /// Makes every later begin_write check, inside its transaction, that the
+  /// lease row still carries `epoch` (ownership.hpp), and take a share lock
+  /// on it: a successor's takeover waits for the transaction, and once it
+  /// has committed, the transaction fails `busy`.
+  void fence(int64_t epoch) noexcept { epoch_ = epoch; }
+
+  const pg_options& options() const noexcept { return opts_; }
+  pg_conn* raw() const noexcept { return conn_; }
+
+  /// The ergon status for a failed result (or the connection's error if
+  /// `res` is null), with `context` in front of the server's message.
+  status error_status(const pg_result* res, std::string_view context) const;
+
+  /// Records a statement's changed rows as the connection's changes().
+  void note_changes(int64_t n) noexcept { changes_ = n; }
+
+ private:
+  friend class pg_stmt;
+  pg_db(pg_conn* conn, pg_options opts, std::string location) noexcept;
+  status reconnect_if_lost();
+
+  pg_conn* conn_;
+  pg_options opts_;
+  std::string location_;
+  std::unordered_map<const char*, std::unique_ptr<pg_stmt>> cache_;
+  unsigned next_name_ = 0;
+  uint64_t session_ = 1;  // counts sessions: prepared statements die with one
+  bool in_write_ = false;
+  std::chrono::steady_clock::time_point next_attempt_{};
+  std::chrono::milliseconds backoff_{0};
+  int64_t changes_ = 0;
+  std::optional<int64_t> epoch_;
+};
+
+/// The ergon error for a SQLSTATE (e.g. "57014": timeout).
+error error_from_sqlstate(std::string_view sqlstate) noexcept;
+
+}  // namespace ergon::storage

@@ -1,0 +1,622 @@
+#include "ergon/storage/pg_db.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace ergon::storage {
+namespace {
+
+// Type OIDs (catalog/pg_type_d.h, which Debian's libpq-dev does not ship).
+constexpr Oid bool_oid = 16;
+constexpr Oid bytea_oid = 17;
+constexpr Oid name_oid = 19;
+constexpr Oid int8_oid = 20;
+constexpr Oid int2_oid = 21;
+constexpr Oid int4_oid = 23;
+constexpr Oid text_oid = 25;
+constexpr Oid float4_oid = 700;
+constexpr Oid float8_oid = 701;
+constexpr Oid unknown_oid = 705;
+constexpr Oid bpchar_oid = 1042;
+constexpr Oid varchar_oid = 1043;
+constexpr Oid numeric_oid = 1700;
+constexpr Oid bytea_array_oid = 1001;
+constexpr Oid text_array_oid = 1009;
+constexpr Oid int8_array_oid = 1016;
+
+constexpr const char* read_lease_epoch = "SELECT epoch FROM lease FOR SHARE";
+
+bool is_text_type(Oid t) {
+  return t == text_oid || t == varchar_oid || t == bpchar_oid || t == name_oid
+         || t == unknown_oid;
+}
+
+void put_be(std::string& out, uint64_t v, int bytes) {
+  for (int k = bytes - 1; k >= 0; --k)
+    out.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+}
+
+uint64_t get_be(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int k = 0; k < bytes; ++k)
+    v = (v << 8) | static_cast<unsigned char>(p[k]);
+  return v;
+}
+
+// SQLite's ?N parameters as PostgreSQL's $N, outside quoted text.
+std::string dollar_parameters(const char* sql) {
+  std::string out;
+  bool quoted = false;
+  for (const char* p = sql; *p != '\0'; ++p) {
+    if (*p == '\'')
+      quoted = !quoted;
+    if (*p == '?' && !quoted)
+      out.push_back('$');
+    else
+      out.push_back(*p);
+  }
+  return out;
+}
+
+// Binary NUMERIC (sum() of bigints): base-10000 digits, as an integer.
+int64_t numeric_to_int(const char* p, int length) {
+  if (length < 8)
+    return 0;
+  auto ndigits = static_cast<int16_t>(get_be(p, 2));
+  auto weight = static_cast<int16_t>(get_be(p + 2, 2));
+  auto sign = static_cast<uint16_t>(get_be(p + 4, 2));
+  long double v = 0;
+  for (int k = 0; k < ndigits && 8 + 2 * k + 2 <= length; ++k)
+    v += static_cast<long double>(get_be(p + 8 + 2 * k, 2)) * std::pow(10000.0L, weight - k);
+  if (sign == 0x4000)
+    v = -v;
+  return static_cast<int64_t>(v);
+}
+
+std::string result_message(const PGresult* res, const PGconn* conn) {
+  std::string m = res != nullptr ? PQresultErrorMessage(res) : "";
+  if (m.empty() && conn != nullptr)
+    m = PQerrorMessage(conn);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' '))
+    m.pop_back();
+  return m.empty() ? "the connection to PostgreSQL was lost" : m;
+}
+
+bool plain_identifier(std::string_view s) {
+  if (s.empty() || s.size() > 63 || (s[0] >= '0' && s[0] <= '9'))
+    return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+}  // namespace
+
+error error_from_sqlstate(std::string_view s) noexcept {
+  if (s.size() != 5)
+    return error::unreachable;  // no SQLSTATE: the connection is gone
+  auto cls = s.substr(0, 2);
+  if (cls == "08" || s == "57P01" || s == "57P02" || s == "57P03")
+    return error::unreachable;
+  if (s == "57014")
+    return error::timeout;  // statement_timeout, or a cancel
+  if (s == "25006" || s == "42501" || s == "28000")
+    return error::read_only;  // a read-only standby or transaction; no privilege
+  if (s == "28P01")
+    return error::unauthenticated;
+  if (s == "53100" || s == "53200" || s == "54000")
+    return error::storage_full;
+  if (cls == "53" || cls == "58")
+    return error::io_error;
+  if (cls == "40" || s == "55P03" || s == "55006")
+    return error::busy;  // serialization failure, deadlock, lock not available
+  if (cls == "22" || cls == "23")
+    return error::invalid_argument;
+  if (s == "XX001" || s == "XX002")
+    return error::corrupt;
+  return error::internal;
+}
+
+bool names_postgres(std::string_view location) noexcept {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+}
+
+result<pg_options> parse_pg_uri(const std::string& uri) {
+  if (!names_postgres(uri))
+    return invalid_field("db", "'" + uri + "' is not a postgresql:// URI");
+  pg_options out;
+  auto q = uri.find('?');
+  if (q == std::string::npos) {
+    out.conninfo = uri;
+    return out;
+  }
+  std::string kept;
+  size_t at = q + 1;
+  while (at <= uri.size()) {
+    auto amp = uri.find('&', at);
+    if (amp == std::string::npos)
+      amp = uri.size();
+    auto part = uri.substr(at, amp - at);
+    if (part.rfind("schema=", 0) == 0) {
+      out.schema = part.substr(7);
+      if (!plain_identifier(out.schema))
+        return invalid_field("schema", "'" + out.schema
+                                         + "' is not a plain lowercase SQL identifier "
+                                           "(a-z, 0-9, _; at most 63 bytes)");
+    } else if (!part.empty()) {
+      kept += (kept.empty() ? "" : "&") + part;
+    }
+    at = amp + 1;
+  }
+  out.conninfo = uri.substr(0, q) + (kept.empty() ? "" : "?" + kept);
+  return out;
+}
+
+// -- pg_stmt -------------------------------------------------------------------
+
+pg_stmt::pg_stmt(pg_db& owner, const char* sql, std::string text, std::string name)
+    : db_(owner), sql_(sql), text_(std::move(text)), name_(std::move(name)) {}
+
+pg_stmt::~pg_stmt() {
+  if (res_ != nullptr)
+    PQclear(res_);
+}
+
+status pg_stmt::ensure_prepared() {
+  if (session_ == db_.session_)
+    return {};
+  PGresult* r = PQprepare(db_.conn_, name_.c_str(), text_.c_str(), 0, nullptr);
+  bool ok = r != nullptr && PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) {
+    auto st = db_.error_status(r, "preparing statement");
+    PQclear(r);
+    // Text that does not compile is our bug, unless the session is the
+    // problem (gone, read-only, no privilege).
+    if (st.code() == error::invalid_argument)
+      return status{error::internal, st.message() + ": " + text_};
+    return st;
+  }
+  PQclear(r);
+  r = PQdescribePrepared(db_.conn_, name_.c_str());
+  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) {
+    auto st = db_.error_status(r, "describing statement");
+    PQclear(r);
+    return st;
+  }
+  types_.resize(static_cast<size_t>(PQnparams(r)));
+  for (size_t k = 0; k < types_.size(); ++k)
+    types_[k] = PQparamtype(r, static_cast<int>(k));
+  PQclear(r);
+  params_.resize(types_.size());
+  session_ = db_.session_;
+  return {};
+}
+
+pg_stmt::param& pg_stmt::slot(int i) {
+  auto k = static_cast<size_t>(i - 1);
+  if (params_.size() <= k)
+    params_.resize(k + 1);  // past the statement's parameters: the run fails
+  reset();
+  auto& p = params_[k];
+  p.null = false;
+  p.format = 1;
+  p.own.clear();
+  return p;
+}
+
+unsigned pg_stmt::type_of(int i) const {
+  auto k = static_cast<size_t>(i - 1);
+  return k < types_.size() ? types_[k] : unknown_oid;
+}
+
+void pg_stmt::put_text_form(int i, std::string value) {
+  auto& p = slot(i);
+  p.own = std::move(value);
+  p.format = 0;
+  p.data = nullptr;
+}
+
+void pg_stmt::bind(int i, int64_t v) {
+  switch (type_of(i)) {
+    case int8_oid: {
+      auto& p = slot(i);
+      put_be(p.own, static_cast<uint64_t>(v), 8);
+      return;
+    }
+    case int4_oid:
+      if (v >= INT32_MIN && v <= INT32_MAX) {
+        auto& p = slot(i);
+        put_be(p.own, static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
+        return;
+      }
+      break;
+    case bool_oid: {
+      auto& p = slot(i);
+      p.own.push_back(v != 0 ? 1 : 0);
+      return;
+    }
+    case float8_oid:
+      bind(i, static_cast<double>(v));
+      return;
+    default:
+      break;
+  }
+  put_text_form(i, std::to_string(v));  // the server converts, or refuses
+}
+
+void pg_stmt::bind(int i, double v) {
+  if (type_of(i) == float8_oid) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(bits));
+    put_be(slot(i).own, bits, 8);
+    return;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  put_text_form(i, text);
+}
+
+void pg_stmt::bind_text(int i, std::string_view v) {
+  if (!is_text_type(type_of(i))) {
+    put_text_form(i, std::string{v});
+    return;
+  }
+  slot(i).own.assign(v.data(), v.size());
+}
+
+void pg_stmt::bind_blob(int i, std::string_view v) {
+  slot(i).own.assign(v.data(), v.size());
+}
+
+void pg_stmt::bind_text_static(int i, std::string_view v) {
+  if (!is_text_type(type_of(i))) {
+    put_text_form(i, std::string{v});
+    return;
+  }
+  auto& p = slot(i);
+  p.data = v.data();
+  p.length = static_cast<int>(v.size());
+}
+
+void pg_stmt::bind_blob_static(int i, std::string_view v) {
+  auto& p = slot(i);
+  p.data = v.data();
+  p.length = static_cast<int>(v.size());
+}
+
+void pg_stmt::bind_null(int i) {
+  slot(i).null = true;
+}
+
+namespace {
+
+// The binary array format: dimensions, flags, element type, then per
+// dimension its length and lower bound, then each element's length and bytes.
+template <class Each>
+std::string binary_array(Oid element, size_t n, Each&& each) {
+  std::string out;
+  put_be(out, n == 0 ? 0 : 1, 4);
+  put_be(out, 0, 4);
+  put_be(out, element, 4);
+  if (n > 0) {
+    put_be(out, n, 4);
+    put_be(out, 1, 4);
+  }
+  for (size_t k = 0; k < n; ++k)
+    each(out, k);
+  return out;
+}
+
+}  // namespace
+
+void pg_stmt::bind_ints(int i, const std::vector<int64_t>& v) {
+  slot(i).own = binary_array(int8_oid, v.size(), [&](std::string& out, size_t k) {
+    put_be(out, 8, 4);
+    put_be(out, static_cast<uint64_t>(v[k]), 8);
+  });
+}
+
+void pg_stmt::bind_texts(int i, const std::vector<std::string_view>& v) {
+  slot(i).own = binary_array(text_oid, v.size(), [&](std::string& out, size_t k) {
+    put_be(out, v[k].size(), 4);
+    out.append(v[k]);
+  });
+}
+
+void pg_stmt::bind_blobs(int i, const std::vector<std::string_view>& v) {
+  slot(i).own = binary_array(bytea_oid, v.size(), [&](std::string& out, size_t k) {
+    put_be(out, v[k].size(), 4);
+    out.append(v[k]);
+  });
+}
+
+void pg_stmt::clear() {
+  reset();
+  for (auto& p : params_)
+    p = param{};
+}
+
+void pg_stmt::reset() {
+  if (res_ != nullptr)
+    PQclear(res_);
+  res_ = nullptr;
+  row_ = -1;
+  rows_ = 0;
+  ran_ = false;
+  status_ = {};
+}
+
+bool pg_stmt::step() {
+  if (!ran_) {
+    ran_ = true;
+    if (auto st = db_.reconnect_if_lost(); !st) {
+      status_ = st;
+      return false;
+    }
+    if (auto st = ensure_prepared(); !st) {
+      status_ = st;
+      return false;
+    }
+    std::vector<const char*> values(params_.size());
+    std::vector<int> lengths(params_.size());
+    std::vector<int> formats(params_.size());
+    for (size_t k = 0; k < params_.size(); ++k) {
+      auto& p = params_[k];
+      formats[k] = p.format;
+      if (p.null)
+        continue;
+      if (p.data != nullptr) {
+        values[k] = p.length == 0 ? "" : p.data;
+        lengths[k] = p.length;
+      } else {
+        values[k] = p.own.c_str();
+        lengths[k] = static_cast<int>(p.own.size());
+      }
+    }
+    res_ = PQexecPrepared(db_.conn_, name_.c_str(), static_cast<int>(params_.size()),
+                          values.data(), lengths.data(), formats.data(), 1);
+    auto rs = res_ != nullptr ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
+    if (rs == PGRES_TUPLES_OK) {
+      rows_ = PQntuples(res_);
+      changes_ = rows_;
+    } else if (rs == PGRES_COMMAND_OK) {
+      changes_ = std::atoll(PQcmdTuples(res_));
+    } else {
+      status_ = db_.error_status(res_, "");
+      PQclear(res_);
+      res_ = nullptr;
+      return false;
+    }
+    db_.note_changes(changes_);
+  }
+  return ++row_ < rows_;
+}
+
+const char* pg_stmt::value(int i, int& length) const {
+  if (res_ == nullptr || row_ < 0 || row_ >= rows_ || PQgetisnull(res_, row_, i)) {
+    length = 0;
+    return nullptr;
+  }
+  length = PQgetlength(res_, row_, i);
+  return PQgetvalue(res_, row_, i);
+}
+
+int64_t pg_stmt::column_int(int i) const {
+  int n = 0;
+  auto p = value(i, n);
+  if (p == nullptr)
+    return 0;
+  switch (PQftype(res_, i)) {
+    case int8_oid:
+      return static_cast<int64_t>(get_be(p, 8));
+    case int4_oid:
+      return static_cast<int32_t>(get_be(p, 4));
+    case int2_oid:
+      return static_cast<int16_t>(get_be(p, 2));
+    case bool_oid:
+      return p[0] != 0;
+    case float8_oid:
+    case float4_oid:
+      return static_cast<int64_t>(column_double(i));
+    case numeric_oid:
+      return numeric_to_int(p, n);
+    default:
+      return std::atoll(std::string(p, static_cast<size_t>(n)).c_str());
+  }
+}
+
+double pg_stmt::column_double(int i) const {
+  int n = 0;
+  auto p = value(i, n);
+  if (p == nullptr)
+    return 0;
+  switch (PQftype(res_, i)) {
+    case float8_oid: {
+      uint64_t bits = get_be(p, 8);
+      double v;
+      std::memcpy(&v, &bits, sizeof(v));
+      return v;
+    }
+    case float4_oid: {
+      auto bits = static_cast<uint32_t>(get_be(p, 4));
+      float v;
+      std::memcpy(&v, &bits, sizeof(v));
+      return v;
+    }
+    default:
+      return static_cast<double>(column_int(i));
+  }
+}
+
+bool pg_stmt::column_is_null(int i) const {
+  return res_ == nullptr || row_ < 0 || row_ >= rows_ || PQgetisnull(res_, row_, i);
+}
+
+std::string pg_stmt::column_text(int i) const {
+  int n = 0;
+  auto p = value(i, n);
+  return p == nullptr ? std::string{} : std::string(p, static_cast<size_t>(n));
+}
+
+std::string pg_stmt::column_blob(int i) const {
+  return column_text(i);
+}
+
+// -- pg_db ---------------------------------------------------------------------
+
+pg_db::pg_db(PGconn* conn, pg_options opts, std::string location) noexcept
+    : conn_(conn), opts_(std::move(opts)), location_(std::move(location)) {}
+
+pg_db::~pg_db() {
+  cache_.clear();
+  PQfinish(conn_);
+}
+
+result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
+  if (!plain_identifier(opts.schema))
+    return invalid_field("schema", "'" + opts.schema
+                                     + "' is not a plain lowercase SQL identifier");
+  // The session's own options keep the user's, then name the schema.
+  std::string options;
+  char* err = nullptr;
+  if (PQconninfoOption* given = PQconninfoParse(opts.conninfo.c_str(), &err)) {
+    for (auto* o = given; o->keyword != nullptr; ++o)
+      if (std::strcmp(o->keyword, "options") == 0 && o->val != nullptr)
+        options = std::string{o->val} + " ";
+    PQconninfoFree(given);
+  } else {
+    std::string why = err != nullptr ? err : "unparsable";
+    PQfreemem(err);
+    while (!why.empty() && why.back() == '\n')
+      why.pop_back();
+    return invalid_field("db", "the PostgreSQL connection string: " + why);
+  }
+  options += "-c search_path=" + opts.schema;
+  if (opts.read_only)
+    options += " -c default_transaction_read_only=on";
+  auto timeout = std::to_string(std::max<int64_t>(2, (opts.connect_timeout.count() + 999) / 1000));
+  const char* keys[] = {"dbname", "options", "connect_timeout", "fallback_application_name",
+                        nullptr};
+  const char* values[] = {opts.conninfo.c_str(), options.c_str(), timeout.c_str(), "ergon",
+                          nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, 1);
+  if (conn == nullptr)
+    return status{error::internal, "libpq could not allocate a connection"};
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string why = result_message(nullptr, conn);
+    PQfinish(conn);
+    auto code = why.find("authentication failed") != std::string::npos
+                    || why.find("no password supplied") != std::string::npos
+                  ? error::unauthenticated
+                  : error::unreachable;
+    return status{code, "PostgreSQL: " + why};
+  }
+  if (PQserverVersion(conn) < 120000) {
+    auto v = std::to_string(PQserverVersion(conn));
+    PQfinish(conn);
+    return status{error::invalid_argument, "PostgreSQL " + v + " is older than 12", "db"};
+  }
+  std::string location = std::string{"postgresql://"} + PQuser(conn) + "@" + PQhost(conn) + ":"
+                         + PQport(conn) + "/" + PQdb(conn) + "?schema=" + opts.schema;
+  return std::unique_ptr<pg_db>{new pg_db(conn, opts, std::move(location))};
+}
+
+status pg_db::error_status(const PGresult* res, std::string_view context) const {
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  auto code = PQstatus(conn_) == CONNECTION_BAD ? error::unreachable
+              : state != nullptr               ? error_from_sqlstate(state)
+                                               : error::unreachable;
+  std::string text = (context.empty() ? std::string{} : std::string{context} + ": ")
+                     + location_ + ": " + result_message(res, conn_);
+  return {code, std::move(text)};
+}
+
+status pg_db::reconnect_if_lost() {
+  if (PQstatus(conn_) != CONNECTION_BAD)
+    return {};
+  if (in_write_)
+    return {error::unreachable, location_ + ": the connection was lost within a transaction"};
+  auto now = std::chrono::steady_clock::now();
+  if (now < next_attempt_)
+    return {error::unreachable, location_ + ": the connection is lost; reconnecting"};
+  PQreset(conn_);
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    backoff_ = std::min<std::chrono::milliseconds>(
+      std::chrono::milliseconds{5'000},
+      backoff_.count() == 0 ? std::chrono::milliseconds{100} : 2 * backoff_);
+    next_attempt_ = now + backoff_;
+    return error_status(nullptr, "reconnecting");
+  }
+  backoff_ = {};
+  ++session_;  // statements prepare themselves again
+  return {};
+}
+
+result<stmt*> pg_db::prepare(const char* sql) {
+  auto i = cache_.find(sql);
+  if (i != cache_.end()) {
+    i->second->clear();
+    return i->second.get();
+  }
+  auto s = std::make_unique<pg_stmt>(*this, sql, dollar_parameters(sql),
+                                     "ergon_" + std::to_string(next_name_++));
+  if (auto st = reconnect_if_lost(); !st)
+    return st;
+  if (auto st = s->ensure_prepared(); !st)
+    return st;
+  auto [pos, added] = cache_.emplace(sql, std::move(s));
+  return pos->second.get();
+}
+
+status pg_db::exec(const char* sql) {
+  if (auto st = reconnect_if_lost(); !st)
+    return st;
+  PGresult* r = PQexec(conn_, sql);
+  auto rs = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  status st;
+  if (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK)
+    changes_ = std::atoll(PQcmdTuples(r));
+  else
+    st = error_status(r, "");
+  PQclear(r);
+  if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
+    in_write_ = false;
+  return st;
+}
+
+status pg_db::begin_write() {
+  in_write_ = false;
+  if (auto st = exec("BEGIN"); !st)
+    return st;
+  in_write_ = true;
+  if (!epoch_)
+    return {};
+  auto s = prepare(read_lease_epoch);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  status st;
+  if (!q.step())
+    st = q.step_status() ? status{error::busy, location_ + ": the lease row is gone"}
+                         : q.step_status();
+  else if (q.column_int(0) != *epoch_)
+    st = {error::busy, location_ + ": another process took the queue over (lease epoch "
+                         + std::to_string(q.column_int(0)) + ", this one holds "
+                         + std::to_string(*epoch_) + ")"};
+  q.reset();
+  if (!st)
+    rollback();
+  return st;
+}
+
+bool pg_db::in_transaction() const noexcept {
+  auto t = PQtransactionStatus(conn_);
+  return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+}  // namespace ergon::storage

@@ -1,0 +1,261 @@
+// The PostgreSQL schema and its versioned migrations. The tables and columns
+// are SQLite's (schema.cpp explains each), so both engines share most SQL:
+// integers are bigint, REAL is double precision, BLOB is bytea, and all times
+// are int64 ms since the Unix epoch, as on SQLite.
+#include <set>
+#include <string>
+
+#include "ergon/storage/pg_db.hpp"
+#include "ergon/storage/schema.hpp"
+#include "schema_steps.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// Version 1 is SQLite's version 5, plus:
+//  - schema_version: the mark of an ergon schema (SQLite's application_id)
+//    and its version (SQLite's user_version);
+//  - lease: the one owner of the queue and its epoch (ownership.hpp).
+constexpr const char* migration_1 = R"sql(
+CREATE TABLE jobs (
+  id                     bigint  PRIMARY KEY,
+  external_id            bytea   NOT NULL,
+  type                   text    NOT NULL,
+  name                   text,
+  group_key              text,
+  priority               bigint  NOT NULL,
+  weight                 bigint  NOT NULL,
+  run_at                 bigint  NOT NULL,
+  ready_since            bigint  NOT NULL,
+  deadline               bigint,
+  payload                bytea   NOT NULL,
+  checkpoint             bytea,
+  result                 bytea,
+  status                 bigint  NOT NULL,
+  current_try            bigint  NOT NULL DEFAULT 0,
+  max_retries            bigint  NOT NULL,
+  backoff_initial_ms     bigint  NOT NULL,
+  backoff_multiplier     double precision NOT NULL,
+  backoff_randomization  double precision NOT NULL,
+  timeout_ms             bigint  NOT NULL,
+  heartbeat_increment_ms bigint  NOT NULL,
+  attempt_token          bigint,
+  expires_at             bigint,
+  added_at               bigint  NOT NULL,
+  started_at             bigint,
+  finished_at            bigint,
+  last_outcome           bigint,
+  last_message           text,
+  recurring_id           text,
+  scheduled_at           bigint,
+  unique_key             text,
+  unique_hold_ms         bigint,
+  cancel_requested_at    bigint,
+  try_base               bigint  NOT NULL DEFAULT 0,
+  result_ttl_ms          bigint,
+  result_expires_at      bigint,
+  progress_done          bigint,
+  progress_total         bigint,
+  progress_message       text,
+  progress_at            bigint,
+  progress_eta           bigint,
+  yields                 bigint  NOT NULL DEFAULT 0,
+  io_read_bytes          bigint,
+  io_write_bytes         bigint
+);
+CREATE INDEX jobs_by_name ON jobs(name) WHERE name IS NOT NULL;
+CREATE UNIQUE INDEX jobs_one_unfinished_instance ON jobs(recurring_id)
+  WHERE recurring_id IS NOT NULL AND status < 2;
+CREATE INDEX jobs_unsuccessful ON jobs(status, id) WHERE status >= 3;
+CREATE INDEX jobs_by_result_expiry ON jobs(result_expires_at)
+  WHERE result_expires_at IS NOT NULL;
+CREATE TABLE attempts (
+  job_id      bigint NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  try         bigint NOT NULL,
+  started_at  bigint NOT NULL,
+  finished_at bigint NOT NULL,
+  outcome     bigint NOT NULL,
+  message     text   NOT NULL,
+  PRIMARY KEY (job_id, try)
+);
+CREATE TABLE meta (
+  key   text   PRIMARY KEY,
+  value bigint NOT NULL
+);
+INSERT INTO meta (key, value) VALUES ('id_tag', floor(random() * 1073741824)::bigint);
+INSERT INTO meta (key, value) VALUES ('unfinished_low_mark', 0);
+CREATE TABLE finished_counts (
+  type   text   NOT NULL,
+  status bigint NOT NULL,
+  count  bigint NOT NULL,
+  PRIMARY KEY (type, status)
+);
+CREATE TABLE recurring_jobs (
+  id                     text    PRIMARY KEY,
+  schedule               text    NOT NULL,
+  time_zone              text    NOT NULL,
+  catch_up               bigint  NOT NULL,
+  since                  bigint  NOT NULL,
+  type                   text    NOT NULL,
+  name                   text,
+  group_key              text,
+  priority               bigint  NOT NULL,
+  weight                 bigint  NOT NULL,
+  ttl_ms                 bigint,
+  payload                bytea   NOT NULL,
+  max_retries            bigint  NOT NULL,
+  backoff_initial_ms     bigint  NOT NULL,
+  backoff_multiplier     double precision NOT NULL,
+  backoff_randomization  double precision NOT NULL,
+  timeout_ms             bigint  NOT NULL,
+  heartbeat_increment_ms bigint  NOT NULL,
+  added_at               bigint  NOT NULL,
+  updated_at             bigint  NOT NULL,
+  last_job               bytea,
+  last_scheduled_at      bigint,
+  last_finished_at       bigint,
+  last_status            bigint
+);
+CREATE TABLE unique_keys (
+  key        text   PRIMARY KEY,
+  job_id     bigint NOT NULL,
+  job        bytea  NOT NULL,
+  held_until bigint
+);
+CREATE TABLE lease (
+  one           boolean PRIMARY KEY DEFAULT true CHECK (one),
+  epoch         bigint  NOT NULL,
+  host          text    NOT NULL,
+  pid           bigint  NOT NULL,
+  backend_pid   bigint  NOT NULL,
+  backend_start timestamptz,
+  expires_at    timestamptz NOT NULL
+);
+)sql";
+
+constexpr const char* migrations[] = {migration_1};
+constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
+
+constexpr const char* create_schema_version =
+  "CREATE TABLE schema_version (version bigint NOT NULL)";
+constexpr const char* read_version = "SELECT version FROM schema_version";
+constexpr const char* set_version = "UPDATE schema_version SET version = ?1";
+constexpr const char* first_version = "INSERT INTO schema_version (version) VALUES (0)";
+constexpr const char* list_tables =
+  "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1";
+constexpr const char* read_schema = "SELECT current_schema() IS NOT NULL";
+// One migrating process at a time, whatever else runs.
+constexpr const char* lock_migrations =
+  "SELECT pg_advisory_xact_lock(hashtext('ergon migrate ' || current_setting('search_path')))";
+
+template <class Body>
+status run_in_tx(pg_db& d, Body&& body) {
+  if (auto st = d.exec("BEGIN"); !st)
+    return st;
+  auto st = body();
+  if (st)
+    st = d.exec("COMMIT");
+  if (!st)
+    d.rollback();
+  return st;
+}
+
+result<std::set<std::string>> tables_of(pg_db& d) {
+  auto s = d.prepare(list_tables);
+  if (!s)
+    return s.error();
+  std::set<std::string> out;
+  while ((*s)->step())
+    out.insert((*s)->column_text(0));
+  if (!(*s)->step_status())
+    return (*s)->step_status();
+  return out;
+}
+
+}  // namespace
+
+int current_postgres_schema_version() noexcept {
+  return migration_count;
+}
+
+result<int> postgres_schema_version(pg_db& d) {
+  auto tables = tables_of(d);
+  if (!tables)
+    return tables.error();
+  if (!tables->count("schema_version"))
+    return 0;
+  auto read = d.prepare(read_version);
+  if (!read)
+    return read.error();
+  if (!(*read)->step())
+    return (*read)->step_status() ? 0 : result<int>{(*read)->step_status()};
+  auto v = static_cast<int>((*read)->column_int(0));
+  (*read)->reset();
+  return v;
+}
+
+status migrate_postgres(pg_db& d, int target) {
+  const auto& schema = d.options().schema;
+  // The schema's name is a checked plain identifier (pg_db::open).
+  auto create = "CREATE SCHEMA IF NOT EXISTS " + schema;
+  if (auto st = d.exec(create.c_str()); !st)
+    return st;
+  auto has_schema = d.prepare(read_schema);
+  if (!has_schema)
+    return has_schema.error();
+  if (!(*has_schema)->step() || (*has_schema)->column_int(0) == 0)
+    return (*has_schema)->step_status()
+             ? status{error::internal, d.location() + ": schema " + schema + " is not searched"}
+             : (*has_schema)->step_status();
+  (*has_schema)->reset();
+  return run_in_tx(d, [&]() -> status {
+    auto locked = d.prepare(lock_migrations);
+    if (!locked)
+      return locked.error();
+    if (auto st = d.run(**locked); !st)
+      return st;
+    auto tables = tables_of(d);
+    if (!tables)
+      return tables.error();
+    if (!tables->count("schema_version")) {
+      if (!tables->empty()) {
+        std::string names;
+        for (auto& t : *tables)
+          names += (names.empty() ? "" : ", ") + t;
+        return {error::corrupt, d.location() + ": schema " + schema
+                                  + " is not an ergon schema: it holds other tables (" + names
+                                  + "); ergon leaves it unchanged"};
+      }
+      if (auto st = d.exec(create_schema_version); !st)
+        return st;
+      if (auto st = d.exec(first_version); !st)
+        return st;
+    }
+    auto read = d.prepare(read_version);
+    if (!read)
+      return read.error();
+    if (!(*read)->step())
+      return (*read)->step_status() ? status{error::corrupt, d.location()
+                                                               + ": schema_version is empty"}
+                                    : (*read)->step_status();
+    auto version = (*read)->column_int(0);
+    (*read)->reset();
+    if (version > migration_count)
+      return {error::corrupt, d.location() + ": schema version " + std::to_string(version)
+                                + " is newer than this ergon build supports ("
+                                + std::to_string(migration_count) + ")"};
+    for (auto v = version; v < std::min<int64_t>(target, migration_count); ++v) {
+      if (auto st = d.exec(migrations[v]); !st)
+        return st;
+      auto set = d.prepare(set_version);
+      if (!set)
+        return set.error();
+      (*set)->bind(1, v + 1);
+      if (auto st = d.run(**set); !st)
+        return st;
+    }
+    return status{};
+  });
+}
+
+}  // namespace ergon::storage

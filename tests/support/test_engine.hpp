@@ -1,0 +1,161 @@
+// The storage engine a test executable runs on: ERGON_TEST_ENGINE=sqlite
+// (the default) or postgres. ctest runs the engine-neutral executables once
+// per engine (issue 29). On PostgreSQL, the process starts one server of its
+// own on first use (pg_server.hpp), and each test gets a fresh database.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <boost/test/unit_test.hpp>
+
+#include "ergon/storage/db.hpp"
+#include "ergon/storage/pg_db.hpp"
+#include "ergon/storage/schema.hpp"
+#include "ergon/storage/sqlite_db.hpp"
+#include "support/pg_server.hpp"
+#include "support/test_support.hpp"
+
+namespace ergon::test {
+
+/// The engine ERGON_TEST_ENGINE names. Anything but "postgres" or "sqlite"
+/// ends the run: a typo must not quietly test the other engine.
+inline storage::engine test_engine() {
+  static const storage::engine e = [] {
+    const char* v = std::getenv("ERGON_TEST_ENGINE");
+    std::string name = v != nullptr ? v : "sqlite";
+    if (name == "sqlite")
+      return storage::engine::sqlite;
+    if (name == "postgres")
+      return storage::engine::postgres;
+    throw std::runtime_error("ERGON_TEST_ENGINE is '" + name + "': sqlite or postgres");
+  }();
+  return e;
+}
+
+inline bool on_postgres() {
+  return test_engine() == storage::engine::postgres;
+}
+
+/// This process's PostgreSQL server, started on first use and stopped at
+/// exit.
+inline pg_server& shared_pg_server() {
+  static pg_server server;
+  return server;
+}
+
+/// A fresh migrated connection on the test engine: the file `sqlite_path`
+/// for SQLite, a new database for PostgreSQL.
+inline std::unique_ptr<storage::db> fresh_db(const std::string& sqlite_path) {
+  std::unique_ptr<storage::db> d;
+  if (on_postgres()) {
+    storage::pg_options o;
+    o.conninfo = shared_pg_server().fresh_database();
+    auto opened = storage::pg_db::open(o);
+    BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
+    d = std::move(*opened);
+  } else {
+    auto opened = storage::sqlite_db::open(sqlite_path, storage::sqlite_options{});
+    BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
+    d = std::move(*opened);
+  }
+  auto st = storage::migrate(*d);
+  BOOST_REQUIRE_MESSAGE(st.ok(), st.to_string());
+  return d;
+}
+
+/// Another connection to the data of `d` (opened by fresh_db with the same
+/// `sqlite_path`), migrated as d is.
+inline std::unique_ptr<storage::db> reopen(storage::db& d, const std::string& sqlite_path) {
+  if (d.engine() == storage::engine::postgres) {
+    auto opened = storage::pg_db::open(static_cast<storage::pg_db&>(d).options());
+    BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
+    return std::move(*opened);
+  }
+  auto opened = storage::sqlite_db::open(sqlite_path, storage::sqlite_options{});
+  BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
+  return std::move(*opened);
+}
+
+/// Reads and writes a test's data behind ergon's back, on either engine:
+/// SQLite through a connection of its own to the file, PostgreSQL on the
+/// session of `d` (so it sees what d has not committed).
+class engine_probe {
+ public:
+  engine_probe(storage::db& d, std::string sqlite_path) : d_(d), path_(std::move(sqlite_path)) {}
+
+  /// The first column of the first row as text ("" if there is none); the
+  /// SQL for the engine in use.
+  std::string text(const std::string& sqlite_sql, const std::string& postgres_sql) const {
+    if (!pg())
+      return sqlite_probe{path_}.text(sqlite_sql);
+    PGresult* r = PQexec(pg(), postgres_sql.c_str());
+    BOOST_REQUIRE_MESSAGE(PQresultStatus(r) == PGRES_TUPLES_OK,
+                          postgres_sql + ": " + PQresultErrorMessage(r));
+    std::string out = PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    PQclear(r);
+    return out;
+  }
+  std::string text(const std::string& sql) const { return text(sql, sql); }
+  int64_t number(const std::string& sqlite_sql, const std::string& postgres_sql) const {
+    return std::stoll("0" + text(sqlite_sql, postgres_sql));
+  }
+  int64_t number(const std::string& sql) const { return number(sql, sql); }
+
+  void exec(const std::string& sqlite_sql, const std::string& postgres_sql) const {
+    if (!pg()) {
+      sqlite_probe{path_, sqlite_probe::writable}.exec(sqlite_sql);
+      return;
+    }
+    PGresult* r = PQexec(pg(), postgres_sql.c_str());
+    auto st = PQresultStatus(r);
+    std::string why = PQresultErrorMessage(r);
+    PQclear(r);
+    BOOST_REQUIRE_MESSAGE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, postgres_sql + ": " + why);
+  }
+
+  /// Every job and attempt row, for "nothing changed" checks.
+  std::string dump() const {
+    if (!pg())
+      return sqlite_probe{path_}.dump();
+    return text("",
+                "SELECT coalesce(string_agg(r, '|' ORDER BY id), '') FROM ("
+                "SELECT id, id || ',' || encode(external_id, 'hex') || ',' || type || ',' || status"
+                " || ',' || priority || ',' || weight || ',' || run_at || ','"
+                " || encode(payload, 'hex') || ',' || current_try AS r FROM jobs) j")
+           + "#"
+           + text("", "SELECT coalesce(string_agg(job_id || ',' || try || ',' || outcome, '|' "
+                      "ORDER BY job_id, try), '') FROM attempts");
+  }
+
+ private:
+  PGconn* pg() const {
+    return d_.engine() == storage::engine::postgres ? static_cast<storage::pg_db&>(d_).raw()
+                                                    : nullptr;
+  }
+  storage::db& d_;
+  std::string path_;
+};
+
+/// A test precondition: runs the test on one engine only, and says why in
+/// the skip message.
+struct only_on {
+  storage::engine engine;
+  const char* why;
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    boost::test_tools::assertion_result r{test_engine() == engine};
+    r.message() << "skipped on this engine: " << why;
+    return r;
+  }
+};
+
+inline auto sqlite_only(const char* why) {
+  return boost::unit_test::precondition(only_on{storage::engine::sqlite, why});
+}
+inline auto postgres_only(const char* why) {
+  return boost::unit_test::precondition(only_on{storage::engine::postgres, why});
+}
+
+}  // namespace ergon::test
