@@ -641,7 +641,7 @@ BOOST_AUTO_TEST_CASE(every_end_of_a_requested_attempt_cancels_the_job) {
   auto beat = heartbeat(*d, {keys[0].row, keys[0].row * 10, std::string{"cp"}, 0}, t0 + 2);
   BOOST_TEST(beat.error().code() == error::cancelled);
   auto released = release_claims(*d, {{claims[0]}}, t0 + 3);
-  BOOST_REQUIRE(released.has_value());
+  BOOST_REQUIRE_MESSAGE(released.has_value(), released.error().to_string());
   BOOST_TEST(released->released.empty());
   BOOST_REQUIRE(released->cancelled.size() == 1u);
   BOOST_TEST(released->cancelled[0].status == job_status::cancelled);
@@ -671,7 +671,7 @@ BOOST_AUTO_TEST_CASE(deleted_rows_are_never_reused) {
   delete_finished_args del;
   del.filter.status = job_status::cancelled;
   auto gone = delete_finished(*d, del);
-  BOOST_REQUIRE(gone.has_value());
+  BOOST_REQUIRE_MESSAGE(gone.has_value(), gone.error().to_string());
   BOOST_TEST(gone->deleted.size() == 3u);
   BOOST_REQUIRE(d->commit().ok());
   auto again = insert(*d, {simple_job()});

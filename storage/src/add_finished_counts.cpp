@@ -5,7 +5,7 @@ namespace {
 
 constexpr const char* upsert_count =
   "INSERT INTO finished_counts (type, status, count) VALUES (?1, ?2, ?3) "
-  "ON CONFLICT (type, status) DO UPDATE SET count = count + excluded.count";
+  "ON CONFLICT (type, status) DO UPDATE SET count = finished_counts.count + excluded.count";
 
 bool is_finished(size_t status) {
   return status >= static_cast<size_t>(job_status::succeeded);

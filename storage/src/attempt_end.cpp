@@ -14,7 +14,7 @@ constexpr const char* select_running =
   "SELECT current_try, max_retries, backoff_initial_ms, backoff_multiplier, "
   "backoff_randomization, started_at, " ERGON_JOB_HAS_LINKS ", try_base, "
   "cancel_requested_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS " "
-  "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND (?2 IS NULL OR attempt_token = ?2)";
+  "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND (CAST(?2 AS BIGINT) IS NULL OR attempt_token = ?2)";
 
 constexpr const char* insert_attempt =
   "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message) "

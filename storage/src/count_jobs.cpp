@@ -14,7 +14,7 @@ constexpr const char* read_counts_sql =
   "  SELECT type, status, count(*) FROM jobs"
   "  WHERE id >= (SELECT value FROM meta WHERE key = 'unfinished_low_mark')"
   "    AND status IN (" ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ") GROUP BY type, status"
-  ") ORDER BY type, status";
+  ") AS counts ORDER BY type, status";
 
 // Every job is read: only for files without finished_counts, and to check it.
 constexpr const char* count_by_type_and_status =

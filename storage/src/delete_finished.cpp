@@ -14,15 +14,21 @@ constexpr const char* select_row_range =
   "SELECT coalesce((SELECT min(id) FROM jobs), 0), coalesce((SELECT max(id) FROM jobs), 0)";
 
 // New rows must come after every row there was (see rows::next_row).
-constexpr const char* keep_high_water =
+constexpr dialect_sql keep_high_water = {
   "INSERT INTO meta (key, value) VALUES ('row_high_water', "
   "coalesce((SELECT max(id) FROM jobs), 0)) "
-  "ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)";
+  "ON CONFLICT (key) DO UPDATE SET value = max(meta.value, excluded.value)",
+  "INSERT INTO meta (key, value) VALUES ('row_high_water', "
+  "coalesce((SELECT max(id) FROM jobs), 0)) "
+  "ON CONFLICT (key) DO UPDATE SET value = greatest(meta.value, excluded.value)"};
 
-constexpr const char* drop_results =
+constexpr dialect_sql drop_results = {
   "UPDATE jobs SET result = NULL, result_expires_at = NULL WHERE id IN "
   "(SELECT id FROM jobs INDEXED BY jobs_by_result_expiry "
-  "WHERE result_expires_at IS NOT NULL AND result_expires_at <= ?1 LIMIT ?2)";
+  "WHERE result_expires_at IS NOT NULL AND result_expires_at <= ?1 LIMIT ?2)",
+  "UPDATE jobs SET result = NULL, result_expires_at = NULL WHERE id = ANY(ARRAY("
+  "SELECT id FROM jobs WHERE result_expires_at IS NOT NULL AND result_expires_at <= ?1 "
+  "LIMIT ?2))"};
 
 }  // namespace
 
@@ -36,7 +42,7 @@ result<delete_finished_result> delete_finished(db& d, const delete_finished_args
     return mark.error();
   if (auto st = d.run(**mark); !st)
     return st;
-  auto s = d.prepare(filter_sql::select(filter_sql::use::removal, args.filter, false));
+  auto s = d.prepare(filter_sql::select(filter_sql::use::removal, args.filter, false, d.engine()));
   if (!s)
     return s.error();
   auto& q = **s;

@@ -7,11 +7,13 @@ namespace ergon::storage {
 namespace {
 
 // A checkpoint counts as a heartbeat.
-constexpr const char* extend_expiry =
-  "UPDATE jobs SET expires_at = max(expires_at, " ERGON_SQL_ADD_MS("?3", "heartbeat_increment_ms") "), "
-  "checkpoint = coalesce(?4, checkpoint) "
-  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 AND cancel_requested_at IS NULL "
-  "RETURNING expires_at";
+#define ERGON_EXTEND_EXPIRY(greater)                                                        \
+  "UPDATE jobs SET expires_at = " greater "(expires_at, "                                    \
+  ERGON_SQL_ADD_MS("?3", "heartbeat_increment_ms") "), checkpoint = coalesce(?4, checkpoint) " \
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 "               \
+  "AND cancel_requested_at IS NULL RETURNING expires_at"
+constexpr dialect_sql extend_expiry = {ERGON_EXTEND_EXPIRY("max"),
+                                       ERGON_EXTEND_EXPIRY("greatest")};
 
 constexpr const char* select_cancel_requested =
   "SELECT 1 FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2 "

@@ -16,7 +16,9 @@ constexpr const char* select_holder =
   "WHERE k.key = ?1";
 
 constexpr const char* take_key =
-  "INSERT OR REPLACE INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL)";
+  "INSERT INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL) "
+  "ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, job = excluded.job, "
+  "held_until = NULL";
 
 // Prefixes a failure with the job's position in a batch.
 status in_batch(status st, size_t index, size_t size) {

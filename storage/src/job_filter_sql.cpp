@@ -8,12 +8,14 @@
 namespace ergon::storage::filter_sql {
 namespace {
 
-// Every optional field is a bound parameter that filters only when set.
+// Every optional field is a bound parameter that filters only when set. The
+// casts give PostgreSQL each parameter's type where it is tested for NULL.
 constexpr const char* residual =
-  " AND (?3 IS NULL OR status = ?3) AND (?4 IS NULL OR type = ?4)"
-  " AND (?5 IS NULL OR group_key = ?5) AND (?6 IS NULL OR name = ?6)"
-  " AND (?7 IS NULL OR added_at >= ?7) AND (?8 IS NULL OR added_at < ?8)"
-  " AND (?9 IS NULL OR finished_at >= ?9) AND (?10 IS NULL OR finished_at < ?10)";
+  " AND (CAST(?3 AS BIGINT) IS NULL OR status = ?3) AND (CAST(?4 AS TEXT) IS NULL OR type = ?4)"
+  " AND (CAST(?5 AS TEXT) IS NULL OR group_key = ?5) AND (CAST(?6 AS TEXT) IS NULL OR name = ?6)"
+  " AND (CAST(?7 AS BIGINT) IS NULL OR added_at >= ?7) AND (CAST(?8 AS BIGINT) IS NULL OR added_at < ?8)"
+  " AND (CAST(?9 AS BIGINT) IS NULL OR finished_at >= ?9)"
+  " AND (CAST(?10 AS BIGINT) IS NULL OR finished_at < ?10)";
 
 bool is_unsuccessful(job_status s) {
   return s == job_status::failed || s == job_status::cancelled || s == job_status::expired;
@@ -31,15 +33,21 @@ path path_of(const job_filter& f) {
   return by_row;
 }
 
-std::string build(use u, path p, bool newest_first) {
+std::string build(use u, path p, bool newest_first, engine e) {
+  // PostgreSQL plans its own way to the same indexes: it has no INDEXED BY.
+  bool sqlite = e == engine::sqlite;
   std::string select = u == use::info ? "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs"
                                       : "SELECT id FROM jobs";
   // A literal `status >= 3` lets SQLite use the partial index; `name = ?6`
   // implies the name index's `name IS NOT NULL` by itself.
   switch (p) {
-    case by_name: select += " INDEXED BY jobs_by_name WHERE name = ?6 AND "; break;
+    case by_name:
+      select += sqlite ? " INDEXED BY jobs_by_name" : "";
+      select += " WHERE name = ?6 AND ";
+      break;
     case unsuccessful:
-      select += " INDEXED BY jobs_unsuccessful WHERE status >= " ERGON_SQL_FIRST_UNSUCCESSFUL " AND status = ?3 AND ";
+      select += sqlite ? " INDEXED BY jobs_unsuccessful" : "";
+      select += " WHERE status >= " ERGON_SQL_FIRST_UNSUCCESSFUL " AND status = ?3 AND ";
       break;
     case unfinished: select += " WHERE id >= ?2 AND "; break;
     default: select += " WHERE "; break;
@@ -53,10 +61,12 @@ std::string build(use u, path p, bool newest_first) {
 }
 
 constexpr size_t use_count = 3;
-using table = std::array<std::string, use_count * path_count * 2>;
+constexpr size_t engine_count = 2;
+using table = std::array<std::string, use_count * path_count * 2 * engine_count>;
 
-size_t slot(use u, path p, bool newest_first) {
-  return (static_cast<size_t>(u) * path_count + p) * 2 + (newest_first ? 1 : 0);
+size_t slot(use u, path p, bool newest_first, engine e) {
+  return ((static_cast<size_t>(u) * path_count + p) * 2 + (newest_first ? 1 : 0)) * engine_count
+         + static_cast<size_t>(e);
 }
 
 const table& statements() {
@@ -65,7 +75,8 @@ const table& statements() {
     for (auto u : {use::info, use::rows, use::removal})
       for (size_t p = 0; p < path_count; ++p)
         for (bool desc : {false, true})
-          t[slot(u, static_cast<path>(p), desc)] = build(u, static_cast<path>(p), desc);
+          for (auto e : {engine::sqlite, engine::postgres})
+            t[slot(u, static_cast<path>(p), desc, e)] = build(u, static_cast<path>(p), desc, e);
     return t;
   }();
   return all;
@@ -73,8 +84,8 @@ const table& statements() {
 
 }  // namespace
 
-const char* select(use u, const job_filter& f, bool newest_first) {
-  return statements()[slot(u, path_of(f), newest_first)].c_str();
+const char* select(use u, const job_filter& f, bool newest_first, engine e) {
+  return statements()[slot(u, path_of(f), newest_first, e)].c_str();
 }
 
 void bind(stmt& s, const job_filter& f, range r, int64_t low_mark, int64_t limit) {

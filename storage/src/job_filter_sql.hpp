@@ -25,9 +25,9 @@ enum class use : uint8_t {
 };
 
 /// The statement for the rows `f` matches past the cursor, in id order
-/// (descending with newest_first), at most ?11 of them. Bind with bind().
-/// A constant string (db::prepare caches by address).
-const char* select(use u, const job_filter& f, bool newest_first);
+/// (descending with newest_first), at most ?11 of them, in engine `e`'s SQL.
+/// Bind with bind(). A constant string (db::prepare caches by address).
+const char* select(use u, const job_filter& f, bool newest_first, engine e);
 
 /// Where a range of rows starts and ends, exclusive: `after` is the cursor
 /// (0 or INT64_MAX for none, by direction), `far_end` the other end.

@@ -31,9 +31,11 @@ constexpr const char* cancel_pending_row =
 
 // Past the highest row there ever was: delete_finished records it before it
 // deletes, so row ids never go back below the unfinished low mark.
-constexpr const char* select_max_row =
+constexpr dialect_sql select_max_row = {
   "SELECT max(coalesce((SELECT max(id) FROM jobs), 0), "
-  "coalesce((SELECT value FROM meta WHERE key = 'row_high_water'), 0))";
+  "coalesce((SELECT value FROM meta WHERE key = 'row_high_water'), 0))",
+  "SELECT greatest(coalesce((SELECT max(id) FROM jobs), 0), "
+  "coalesce((SELECT value FROM meta WHERE key = 'row_high_water'), 0))"};
 
 }  // namespace
 

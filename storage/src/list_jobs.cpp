@@ -7,8 +7,8 @@
 
 namespace ergon::storage {
 
-const char* list_jobs_sql(const job_filter& filter, bool newest_first) {
-  return filter_sql::select(filter_sql::use::info, filter, newest_first);
+const char* list_jobs_sql(const job_filter& filter, bool newest_first, engine e) {
+  return filter_sql::select(filter_sql::use::info, filter, newest_first, e);
 }
 
 result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& page) {
@@ -31,7 +31,7 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
       return meta.error();
     mark = meta->unfinished_low_mark;
   }
-  auto s = d.prepare(list_jobs_sql(filter, page.newest_first));
+  auto s = d.prepare(list_jobs_sql(filter, page.newest_first, d.engine()));
   if (!s)
     return s.error();
   auto& q = **s;

@@ -6,11 +6,13 @@ namespace {
 constexpr const char* select_meta =
   "SELECT key, value FROM meta WHERE key IN ('id_tag', 'unfinished_low_mark')";
 
-constexpr const char* update_low_mark =
-  "UPDATE meta SET value = max(value, ?1) WHERE key = 'unfinished_low_mark'";
+constexpr dialect_sql update_low_mark = {
+  "UPDATE meta SET value = max(value, ?1) WHERE key = 'unfinished_low_mark'",
+  "UPDATE meta SET value = greatest(value, ?1) WHERE key = 'unfinished_low_mark'"};
 
-constexpr const char* lower_mark =
-  "UPDATE meta SET value = min(value, ?1) WHERE key = 'unfinished_low_mark'";
+constexpr dialect_sql lower_mark = {
+  "UPDATE meta SET value = min(value, ?1) WHERE key = 'unfinished_low_mark'",
+  "UPDATE meta SET value = least(value, ?1) WHERE key = 'unfinished_low_mark'"};
 
 }  // namespace
 
@@ -38,7 +40,7 @@ result<meta_values> read_meta(db& d) {
 
 namespace {
 
-status move_low_mark(db& d, const char* sql, int64_t mark) {
+status move_low_mark(db& d, const dialect_sql& sql, int64_t mark) {
   auto prepared = d.prepare(sql);
   if (!prepared)
     return prepared.error();

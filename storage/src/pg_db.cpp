@@ -170,14 +170,25 @@ pg_stmt::~pg_stmt() {
 status pg_stmt::ensure_prepared() {
   if (session_ == db_.session_)
     return {};
-  PGresult* r = PQprepare(db_.conn_, name_.c_str(), text_.c_str(), 0, nullptr);
+  // A parameter the text skips (a filter path that needs no ?2) still gets
+  // bound: declared bigint, it takes the value and goes unused.
+  std::vector<Oid> declared;
+  for (const char* p = text_.c_str(); *p != '\0'; ++p)
+    if (*p == '$' && p[1] >= '1' && p[1] <= '9') {
+      auto n = static_cast<size_t>(std::strtoul(p + 1, nullptr, 10));
+      if (declared.size() < n)
+        declared.resize(n, int8_oid);
+      declared[n - 1] = 0;  // the server infers it
+    }
+  PGresult* r = PQprepare(db_.conn_, name_.c_str(), text_.c_str(),
+                          static_cast<int>(declared.size()), declared.data());
   bool ok = r != nullptr && PQresultStatus(r) == PGRES_COMMAND_OK;
   if (!ok) {
     auto st = db_.error_status(r, "preparing statement");
     PQclear(r);
     // Text that does not compile is our bug, unless the session is the
     // problem (gone, read-only, no privilege).
-    if (st.code() == error::invalid_argument)
+    if (st.code() == error::invalid_argument || st.code() == error::internal)
       return status{error::internal, st.message() + ": " + text_};
     return st;
   }

@@ -1,7 +1,8 @@
 // The PostgreSQL schema and its versioned migrations. The tables and columns
 // are SQLite's (schema.cpp explains each), so both engines share most SQL:
-// integers are bigint, REAL is double precision, BLOB is bytea, and all times
-// are int64 ms since the Unix epoch, as on SQLite.
+// integers are bigint, REAL is double precision, BLOB is bytea, text
+// compares bytes (COLLATE "C", SQLite's BINARY), and all times are int64 ms
+// since the Unix epoch, as on SQLite.
 #include <set>
 #include <string>
 
@@ -20,9 +21,9 @@ constexpr const char* migration_1 = R"sql(
 CREATE TABLE jobs (
   id                     bigint  PRIMARY KEY,
   external_id            bytea   NOT NULL,
-  type                   text    NOT NULL,
-  name                   text,
-  group_key              text,
+  type                   text COLLATE "C"    NOT NULL,
+  name                   text COLLATE "C",
+  group_key              text COLLATE "C",
   priority               bigint  NOT NULL,
   weight                 bigint  NOT NULL,
   run_at                 bigint  NOT NULL,
@@ -45,10 +46,10 @@ CREATE TABLE jobs (
   started_at             bigint,
   finished_at            bigint,
   last_outcome           bigint,
-  last_message           text,
-  recurring_id           text,
+  last_message           text COLLATE "C",
+  recurring_id           text COLLATE "C",
   scheduled_at           bigint,
-  unique_key             text,
+  unique_key             text COLLATE "C",
   unique_hold_ms         bigint,
   cancel_requested_at    bigint,
   try_base               bigint  NOT NULL DEFAULT 0,
@@ -56,7 +57,7 @@ CREATE TABLE jobs (
   result_expires_at      bigint,
   progress_done          bigint,
   progress_total         bigint,
-  progress_message       text,
+  progress_message       text COLLATE "C",
   progress_at            bigint,
   progress_eta           bigint,
   yields                 bigint  NOT NULL DEFAULT 0,
@@ -75,30 +76,30 @@ CREATE TABLE attempts (
   started_at  bigint NOT NULL,
   finished_at bigint NOT NULL,
   outcome     bigint NOT NULL,
-  message     text   NOT NULL,
+  message     text COLLATE "C"   NOT NULL,
   PRIMARY KEY (job_id, try)
 );
 CREATE TABLE meta (
-  key   text   PRIMARY KEY,
+  key   text COLLATE "C"   PRIMARY KEY,
   value bigint NOT NULL
 );
 INSERT INTO meta (key, value) VALUES ('id_tag', floor(random() * 1073741824)::bigint);
 INSERT INTO meta (key, value) VALUES ('unfinished_low_mark', 0);
 CREATE TABLE finished_counts (
-  type   text   NOT NULL,
+  type   text COLLATE "C"   NOT NULL,
   status bigint NOT NULL,
   count  bigint NOT NULL,
   PRIMARY KEY (type, status)
 );
 CREATE TABLE recurring_jobs (
-  id                     text    PRIMARY KEY,
-  schedule               text    NOT NULL,
-  time_zone              text    NOT NULL,
+  id                     text COLLATE "C"    PRIMARY KEY,
+  schedule               text COLLATE "C"    NOT NULL,
+  time_zone              text COLLATE "C"    NOT NULL,
   catch_up               bigint  NOT NULL,
   since                  bigint  NOT NULL,
-  type                   text    NOT NULL,
-  name                   text,
-  group_key              text,
+  type                   text COLLATE "C"    NOT NULL,
+  name                   text COLLATE "C",
+  group_key              text COLLATE "C",
   priority               bigint  NOT NULL,
   weight                 bigint  NOT NULL,
   ttl_ms                 bigint,
@@ -117,7 +118,7 @@ CREATE TABLE recurring_jobs (
   last_status            bigint
 );
 CREATE TABLE unique_keys (
-  key        text   PRIMARY KEY,
+  key        text COLLATE "C"   PRIMARY KEY,
   job_id     bigint NOT NULL,
   job        bytea  NOT NULL,
   held_until bigint
@@ -125,7 +126,7 @@ CREATE TABLE unique_keys (
 CREATE TABLE lease (
   one           boolean PRIMARY KEY DEFAULT true CHECK (one),
   epoch         bigint  NOT NULL,
-  host          text    NOT NULL,
+  host          text COLLATE "C"    NOT NULL,
   pid           bigint  NOT NULL,
   backend_pid   bigint  NOT NULL,
   backend_start timestamptz,

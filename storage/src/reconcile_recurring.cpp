@@ -8,9 +8,11 @@
 namespace ergon::storage {
 namespace {
 
-constexpr const char* move_instance =
-  "UPDATE jobs SET run_at = ?2, scheduled_at = ?2, ready_since = max(?2, ?3), deadline = ?4 "
-  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS;
+#define ERGON_MOVE_INSTANCE(greater)                                                       \
+  "UPDATE jobs SET run_at = ?2, scheduled_at = ?2, ready_since = " greater "(?2, ?3), "    \
+  "deadline = ?4 WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS
+constexpr dialect_sql move_instance = {ERGON_MOVE_INSTANCE("max"),
+                                       ERGON_MOVE_INSTANCE("greatest")};
 
 }  // namespace
 

@@ -17,10 +17,13 @@ constexpr const char* select_recurring =
 
 // A byte-exact prefix: LIKE would fold ASCII case and need % and _
 // escaped, and substr() on TEXT counts characters and stops at a NUL.
-constexpr const char* select_with_prefix =
+// On PostgreSQL ids are text in the "C" collation: bytes, as on SQLite.
+constexpr dialect_sql select_with_prefix = {
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs "
   "WHERE id >= ?1 AND substr(CAST(id AS BLOB), 1, length(CAST(?1 AS BLOB))) = CAST(?1 AS BLOB) "
-  "ORDER BY id";
+  "ORDER BY id",
+  "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs "
+  "WHERE id >= ?1 AND starts_with(id, ?1) ORDER BY id"};
 
 
 // Served by the partial index jobs_one_unfinished_instance.

@@ -32,7 +32,9 @@ constexpr const char* select_unique_key =
   "SELECT unique_key, external_id FROM jobs WHERE id = ?1";
 
 constexpr const char* take_key =
-  "INSERT OR REPLACE INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL)";
+  "INSERT INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL) "
+  "ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, job = excluded.job, "
+  "held_until = NULL";
 
 // Rows of the failed jobs a bulk retry takes per statement.
 constexpr int64_t bulk_step = 1'000;
@@ -162,7 +164,7 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
   filter.status = job_status::failed;
   if (auto st = validate(filter); !st)
     return st;
-  auto s = d.prepare(filter_sql::select(filter_sql::use::rows, filter, false));
+  auto s = d.prepare(filter_sql::select(filter_sql::use::rows, filter, false, d.engine()));
   if (!s)
     return s.error();
   auto& q = **s;

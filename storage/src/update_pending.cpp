@@ -11,14 +11,16 @@ namespace {
 // A new payload replaces any checkpoint, unless kept (?9): the next attempt
 // should see the new payload. A
 // new run_at restarts the aging clock of a job that never started.
-constexpr const char* update_job =
-  "UPDATE jobs SET priority = coalesce(?2, priority), weight = coalesce(?3, weight), "
-  "run_at = coalesce(?4, run_at), payload = coalesce(?5, payload), "
-  "ready_since = CASE WHEN ?4 IS NOT NULL AND current_try = 0 THEN max(?4, ?8) "
-  "ELSE ready_since END, "
-  "checkpoint = CASE WHEN ?5 IS NULL OR ?9 THEN checkpoint ELSE NULL END, "
-  "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "
-  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING;
+#define ERGON_UPDATE_JOB(greater, keep)                                                 \
+  "UPDATE jobs SET priority = coalesce(?2, priority), weight = coalesce(?3, weight), "   \
+  "run_at = coalesce(?4, run_at), payload = coalesce(?5, payload), "                    \
+  "ready_since = CASE WHEN ?4 IS NOT NULL AND current_try = 0 THEN " greater "(?4, ?8) " \
+  "ELSE ready_since END, "                                                               \
+  "checkpoint = CASE WHEN ?5 IS NULL OR " keep " THEN checkpoint ELSE NULL END, "      \
+  "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "     \
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING
+constexpr dialect_sql update_job = {ERGON_UPDATE_JOB("max", "?9"),
+                                    ERGON_UPDATE_JOB("greatest", "?9::bigint <> 0")};
 
 }  // namespace
 

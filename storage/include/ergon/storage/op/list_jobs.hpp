@@ -14,6 +14,7 @@ namespace ergon::storage {
 result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& page);
 
 /// The statement list_jobs runs for `filter`, for EXPLAIN QUERY PLAN.
-const char* list_jobs_sql(const job_filter& filter, bool newest_first);
+const char* list_jobs_sql(const job_filter& filter, bool newest_first,
+                          engine e = engine::sqlite);
 
 }  // namespace ergon::storage
