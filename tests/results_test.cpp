@@ -73,7 +73,7 @@ BOOST_FIXTURE_TEST_CASE(a_result_ttl_sets_the_expiry_and_zero_stores_none, queue
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(wait)
+BOOST_AUTO_TEST_SUITE(waiting)
 
 BOOST_FIXTURE_TEST_CASE(resolves_on_every_final_status, queue_fixture) {
   gate g;

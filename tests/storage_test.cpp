@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 
 #include "ergon/storage/sqlite_db.hpp"
@@ -27,6 +28,7 @@
 #include "ergon/storage/op/release_claims.hpp"
 #include "ergon/storage/op/update_pending.hpp"
 #include "ergon/storage/records.hpp"
+#include "ergon/storage/pg_lease.hpp"
 #include "ergon/storage/schema.hpp"
 #include "support/test_engine.hpp"
 #include "support/test_support.hpp"
@@ -676,6 +678,77 @@ BOOST_AUTO_TEST_CASE(deleted_rows_are_never_reused) {
   BOOST_REQUIRE(d->commit().ok());
   auto again = insert(*d, {simple_job()});
   BOOST_TEST(again[0].row == keys.back().row + 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pg_lease_ownership,
+                      *ergon::test::postgres_only("SQLite's owner holds a flock (test-open)"))
+
+namespace {
+
+std::unique_ptr<pg_db> connect(db& d) {
+  auto c = pg_db::open(static_cast<pg_db&>(d).options());
+  BOOST_REQUIRE_MESSAGE(c.has_value(), c.error().to_string());
+  return std::move(*c);
+}
+
+constexpr std::chrono::milliseconds minute{60'000};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_second_owner_is_refused_naming_the_first) {
+  auto d = open_migrated("");
+  auto first = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE_MESSAGE(first.has_value(), first.error().to_string());
+  BOOST_TEST((*first)->epoch() == 1);
+  auto second = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE(!second.has_value());
+  BOOST_TEST(second.error().code() == error::busy);
+  auto pid = "pid " + std::to_string(::getpid());
+  BOOST_TEST(second.error().message().find(pid) != std::string::npos, second.error().message());
+  // Closing gives the lease up at once.
+  first->reset();
+  auto third = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE_MESSAGE(third.has_value(), third.error().to_string());
+  BOOST_TEST((*third)->epoch() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(an_owner_whose_session_died_is_replaced_before_its_lease_ends) {
+  auto d = open_migrated("");
+  auto first = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE(first.has_value());
+  // As if its process were SIGKILLed: the server ends the session.
+  engine_probe(*d, "").exec("", "SELECT pg_terminate_backend(CAST(backend_pid AS integer)) FROM lease");
+  auto second = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE_MESSAGE(second.has_value(), second.error().to_string());
+  BOOST_TEST((*second)->epoch() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_deposed_owner_commits_nothing_after_its_successor_took_over) {
+  auto d = open_migrated("");
+  auto first = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE(first.has_value());
+  auto writer = connect(*d);
+  writer->fence((*first)->epoch());
+  BOOST_REQUIRE(writer->begin_write().ok());
+  BOOST_REQUIRE(add_finished_counts(*writer, [] {
+                  count_delta c;
+                  c.add("before", job_status::succeeded);
+                  return c;
+                }()).ok());
+  BOOST_REQUIRE(writer->commit().ok());
+  // Its lease passes (a stopped or cut-off owner), and another takes over.
+  engine_probe(*d, "").exec("", "UPDATE lease SET expires_at = '-infinity'");
+  auto second = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE_MESSAGE(second.has_value(), second.error().to_string());
+  auto st = writer->begin_write();
+  BOOST_TEST(st.code() == error::busy);
+  BOOST_TEST(st.message().find("took the queue over") != std::string::npos, st.message());
+  BOOST_TEST(!writer->in_transaction());
+  BOOST_TEST((*first)->renew().code() == error::busy);
+  BOOST_TEST((*second)->renew().ok());
+  BOOST_TEST(finished_counts::pairs(count_jobs(*d)) == "before:succeeded=1 ");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -181,6 +181,12 @@ struct options {
   /// (up to writer_batch_limit jobs) + a small -shm file.
   int64_t max_database_bytes = 0;
 
+  /// PostgreSQL: how long the owner's lease lasts without a renewal (every
+  /// third of it). An owner that is stopped or cut off from the server is
+  /// replaced this long after its last renewal; one whose session ended (a
+  /// crash) is replaced at once. Between 1 s and 1 h. SQLite ignores it.
+  std::chrono::milliseconds lease_time{10'000};
+
   /// Permissions of a database file the open creates; its -wal and -shm
   /// files take the same. The default, 0600, lets only this user read
   /// payloads, results and checkpoints; 0640 lets the group read too. Must

@@ -8,6 +8,8 @@
 #include "ergon/storage/op/count_jobs.hpp"
 #include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/schema.hpp"
+#include "ergon/storage/pg_db.hpp"
+#include "ergon/storage/pg_lease.hpp"
 #include "ergon/storage/sqlite_db.hpp"
 #include "http_endpoint.hpp"
 #include "recover.hpp"
@@ -43,17 +45,19 @@ status seed_counters(storage::db& d, actors::job_counters& counters) {
   return {};
 }
 
-// `path` and `opts` are valid.
-result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::string& path,
-                                           options opts) {
-  auto p = std::make_unique<queue_impl>();
-  p->clk = opts.clock ? opts.clock : default_clock();
-  p->sys = &sys;
+// The migrated write connection of an owned queue, and how its reads connect.
+struct owned_storage {
+  std::shared_ptr<storage::db> write_db;
+  read_pool::opener reads;
+};
+
+// SQLite: the owner holds a flock on the file's lock file.
+result<owned_storage> own_sqlite(queue_impl& p, const std::string& path, const options& opts) {
   // Ownership first: nothing below may touch a file another queue runs on.
   auto owner = storage::ownership::acquire(path);
   if (!owner)
     return owner.error();
-  p->owner = std::move(*owner);
+  p.owner = std::move(*owner);
   if (auto st = storage::check_ergon_file(path); !st)
     return st;
   auto db_opts = db_options_from(opts);
@@ -64,6 +68,58 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   std::shared_ptr<storage::db> write_db = std::move(*opened);
   if (auto st = storage::migrate(*write_db); !st)
     return st;
+  // Without a checkpointer, SQLite's own autocheckpoint stays: slower, and
+  // it loses nothing either.
+  if (!opts.checkpoint_in_commits && !storage::names_private_database(path))
+    if (auto st = sqlite.checkpoint_apart(db_opts); !st)
+      std::cerr << "ergon: " << path << ": checkpoints stay within commits: " << st << '\n';
+  return owned_storage{std::move(write_db), read_pool::sqlite_reader(path, db_opts)};
+}
+
+// PostgreSQL: the owner holds the schema's lease, and its writer is fenced
+// with the lease's epoch. Migrating first creates the lease's table; two
+// openers migrate one after the other.
+result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const options& opts) {
+  auto pg_opts = storage::parse_pg_uri(uri);
+  if (!pg_opts)
+    return pg_opts.error();
+  auto opened = storage::pg_db::open(*pg_opts);
+  if (!opened)
+    return opened.error();
+  auto& writer = **opened;
+  std::shared_ptr<storage::db> write_db = std::move(*opened);
+  if (auto st = storage::migrate(*write_db); !st)
+    return st;
+  auto lease_conn = storage::pg_db::open(*pg_opts);
+  if (!lease_conn)
+    return lease_conn.error();
+  auto lease = storage::pg_lease::acquire(std::move(*lease_conn), opts.lease_time);
+  if (!lease)
+    return lease.error();
+  writer.fence((*lease)->epoch());
+  p.lease = std::make_unique<lease_keeper>(std::move(*lease), opts.lease_time);
+  auto read_opts = *pg_opts;
+  read_opts.read_only = true;
+  read_pool::opener reads = [read_opts]() -> result<std::unique_ptr<storage::db>> {
+    auto d = storage::pg_db::open(read_opts);
+    if (!d)
+      return d.error();
+    return std::unique_ptr<storage::db>{std::move(*d)};
+  };
+  return owned_storage{std::move(write_db), std::move(reads)};
+}
+
+// `path` and `opts` are valid.
+result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::string& path,
+                                           options opts) {
+  auto p = std::make_unique<queue_impl>();
+  p->clk = opts.clock ? opts.clock : default_clock();
+  p->sys = &sys;
+  auto owned = storage::names_postgres(path) ? own_postgres(*p, path, opts)
+                                             : own_sqlite(*p, path, opts);
+  if (!owned)
+    return owned.error();
+  auto write_db = std::move(owned->write_db);
   auto pending = recover(*write_db, opts.recovery, p->clk->now_ms());
   if (!pending)
     return pending.error();
@@ -73,11 +129,6 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   p->counters = std::make_shared<actors::job_counters>();
   if (auto st = seed_counters(*write_db, *p->counters); !st)
     return st;
-  // Without a checkpointer, SQLite's own autocheckpoint stays: slower, and
-  // it loses nothing either.
-  if (!opts.checkpoint_in_commits && !storage::names_private_database(path))
-    if (auto st = sqlite.checkpoint_apart(db_opts); !st)
-      std::cerr << "ergon: " << path << ": checkpoints stay within commits: " << st << '\n';
   actors::db_writer_config wcfg;
   wcfg.db = std::move(write_db);
   wcfg.clock = p->clk;
@@ -108,8 +159,7 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.
   actors::tell(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
-  p->reads = std::make_unique<read_pool>(read_pool::sqlite_reader(path, db_opts),
-                                         opts.read_connections);
+  p->reads = std::make_unique<read_pool>(std::move(owned->reads), opts.read_connections);
   p->opts = std::move(opts);
   if (p->opts.http) {
     if (auto served = runtime::serve_http(*p, *p->opts.http); !served) {

@@ -379,11 +379,12 @@ result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
   if (auto st = impl.attach(std::make_unique<actor_port_front>(std::move(*listener))); !st)
     return st;
   // Tools find the owner's port here (find_owner); a queue that can't say
-  // so still listens.
-  if (auto st = impl.owner->record_listener(bind, bound, !creds.secret.empty(),
-                                            !tls.certificate.empty());
-      !st)
-    std::cerr << "ergon: " << st << '\n';
+  // so still listens. A PostgreSQL queue's owner has no lock file.
+  if (impl.owner)
+    if (auto st = impl.owner->record_listener(bind, bound, !creds.secret.empty(),
+                                              !tls.certificate.empty());
+        !st)
+      std::cerr << "ergon: " << st << '\n';
   return bound;
 }
 

@@ -269,6 +269,7 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
     }
   }
   owner.reset();
+  lease.reset();
   return result;
 }
 

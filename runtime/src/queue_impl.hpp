@@ -23,6 +23,7 @@
 #include "ergon/actors/retention_sweeper.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/storage/ownership.hpp"
+#include "lease_keeper.hpp"
 #include "front_end.hpp"
 #include "read_pool.hpp"
 #include "worker_impl.hpp"
@@ -62,7 +63,9 @@ struct queue::impl {
   std::mutex fronts_mtx;
   std::vector<std::unique_ptr<runtime::front_end>> fronts;
   // Released last, once every connection of ours is closed.
+  /// The owner's hold: a flock on SQLite, a renewed lease on PostgreSQL.
   std::unique_ptr<storage::ownership> owner;
+  std::unique_ptr<runtime::lease_keeper> lease;
 
   // Sends a request to the writer and waits for the committed reply.
   template <class Args, class V>

@@ -20,7 +20,7 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
   auto unfinished = storage::load_unfinished(d, meta->unfinished_low_mark);
   if (!unfinished)
     return unfinished.error();
-  if (auto st = d.exec("BEGIN IMMEDIATE"); !st)
+  if (auto st = d.begin_write(); !st)
     return st;
   storage::recover_running_args args;
   args.timing = mode == recovery_mode::retry_immediately ? storage::retry_timing::immediate
@@ -47,9 +47,9 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
     st = storage::add_finished_counts(d, moved);
   }
   if (st)
-    st = d.exec("COMMIT");
+    st = d.commit();
   if (!st) {
-    d.exec("ROLLBACK");
+    d.rollback();
     return st;
   }
   auto pending = std::move(unfinished->pending);

@@ -7,6 +7,7 @@
 #include "private_files.hpp"
 
 #include "ergon/job.hpp"
+#include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/schema.hpp"
@@ -44,6 +45,8 @@ status validate(const rate_limit& r, const char* map, const std::string& key) {
 }  // namespace
 
 status validate_path(const std::string& path) {
+  if (storage::names_postgres(path))
+    return storage::parse_pg_uri(path).error();
   if (storage::names_private_database(path))
     return invalid_field("path", "'" + path + "' names no file; ergon needs a database file "
                                   "(use a temporary directory for a throwaway queue)");
@@ -64,6 +67,9 @@ status validate(const options& o) {
                                                + " us");
   if (auto st = check_not_negative("cache_kib", o.cache_kib); !st)
     return st;
+  if (o.lease_time < std::chrono::seconds(1) || o.lease_time > std::chrono::hours(1))
+    return invalid_field("lease_time", "must be between 1 s and 1 h, got "
+                                         + std::to_string(o.lease_time.count()) + " ms");
   if (auto st = check_at_least_one("scheduler.threads", o.scheduler.threads); !st)
     return st;
   if ((o.file_mode & 0600u) != 0600u || (o.file_mode & ~0666u) != 0) {

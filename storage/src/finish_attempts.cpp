@@ -20,12 +20,16 @@ constexpr const char* read_completable =
 
 // The succeeding attempt stays in the jobs row: no attempts row for it.
 // A result_ttl_ms of 0 stores no result; another one sets its expiry.
-constexpr const char* complete_job =
-  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, "
-  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE ?3 END, "
-  "result_expires_at = CASE WHEN ?3 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
-  "THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "
-  "expires_at = NULL, last_outcome = 1, last_message = NULL WHERE id = ?1";
+// PostgreSQL types a parameter that only a CASE returns as text: the result
+// parameter is cast to bytea there.
+#define ERGON_COMPLETE_JOB(result)                                                      \
+  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, "                \
+  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE " result " END, "                \
+  "result_expires_at = CASE WHEN ?3 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 " \
+  "THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "                     \
+  "expires_at = NULL, last_outcome = 1, last_message = NULL WHERE id = ?1"
+constexpr dialect_sql complete_job = {ERGON_COMPLETE_JOB("?3"),
+                                      ERGON_COMPLETE_JOB("CAST(?3 AS bytea)")};
 
 status stale(int64_t row) {
   return {error::stale_attempt,

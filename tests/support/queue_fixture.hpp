@@ -1,4 +1,5 @@
-// A queue on a temp file with a manual clock, for tests that run jobs.
+// A queue with a manual clock, for tests that run jobs: on a temp file, or
+// in a fresh PostgreSQL database with ERGON_TEST_ENGINE=postgres.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -6,6 +7,7 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "support/run_support.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 namespace ergon::test {
@@ -14,18 +16,20 @@ inline constexpr int64_t t0 = 1'700'000'000'000;
 
 struct queue_fixture {
   temp_dir dir;
+  /// Where the queue lives: a file in dir, or a PostgreSQL URI.
+  std::string location = test_location(dir);
   std::shared_ptr<manual_clock> clock = std::make_shared<manual_clock>(t0);
   std::unique_ptr<queue> q;
   std::unique_ptr<event_log> log;
 
   queue_fixture() { reopen(); }
 
-  /// (Re)opens the queue on the same file with `opts` and a fresh event log.
+  /// (Re)opens the queue on the same data with `opts` and a fresh event log.
   void reopen(options opts = {}) {
     log.reset();
     q.reset();
     opts.clock = clock;
-    auto r = queue::open(dir.file("q.db"), std::move(opts));
+    auto r = queue::open(location, std::move(opts));
     BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
     q = std::make_unique<queue>(std::move(*r));
     log = std::make_unique<event_log>(*q);

@@ -46,6 +46,12 @@ inline pg_server& shared_pg_server() {
   return server;
 }
 
+/// Where a test's queue lives on the test engine: the file q.db in `dir`,
+/// or a fresh PostgreSQL database.
+inline std::string test_location(const temp_dir& dir) {
+  return on_postgres() ? shared_pg_server().fresh_database() : dir.file("q.db");
+}
+
 /// A fresh migrated connection on the test engine: the file `sqlite_path`
 /// for SQLite, a new database for PostgreSQL.
 inline std::unique_ptr<storage::db> fresh_db(const std::string& sqlite_path) {

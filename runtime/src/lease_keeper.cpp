@@ -1,0 +1,35 @@
+#include "lease_keeper.hpp"
+
+#include <iostream>
+
+namespace ergon::runtime {
+
+lease_keeper::lease_keeper(std::unique_ptr<storage::pg_lease> lease,
+                           std::chrono::milliseconds lease_time)
+    : lease_(std::move(lease)), every_(lease_time / 3) {
+  thread_ = std::thread([this] { run(); });
+}
+
+lease_keeper::~lease_keeper() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  thread_.join();
+  lease_.reset();
+}
+
+void lease_keeper::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_.wait_for(lock, every_, [this] { return stopping_; })) {
+    auto st = lease_->renew();
+    if (st || deposed_)
+      continue;
+    if (st.code() == error::busy)
+      deposed_ = true;
+    std::cerr << "ergon: renewing the queue's lease: " << st << '\n';
+  }
+}
+
+}  // namespace ergon::runtime

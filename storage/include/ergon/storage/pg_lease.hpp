@@ -1,0 +1,60 @@
+// pg_lease: the one owner of a queue in a PostgreSQL schema
+// (storage/src/pg_lease.cpp). Internal to ergon.
+//
+// A flock can't be shared by hosts, and a session advisory lock survives a
+// partition (and breaks behind a transaction-mode pooler). So ownership is a
+// row with an epoch and an expiry on the server's clock:
+//  - A new owner takes the row when there is none, when its lease has
+//    passed, or when the holder's session is gone (pg_stat_activity): a
+//    SIGKILLed owner is replaced at once. Each takeover raises the epoch.
+//  - Every write transaction of the owner reads the epoch under a share lock
+//    (pg_db::fence): a takeover waits for it, and once a takeover has
+//    committed, the deposed owner's transactions fail `busy`. So nothing it
+//    does after its successor's first write commits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ergon/error.hpp"
+#include "ergon/storage/pg_db.hpp"
+
+namespace ergon::storage {
+
+class pg_lease {
+ public:
+  /// Takes the queue over through `conn`, which the lease keeps for
+  /// renew(), for `lease_time` from now on the server's clock. Errors:
+  /// busy (another owner holds an unexpired lease and its session lives;
+  /// the message names its host and pid and when the lease ends), and the
+  /// connection's errors.
+  static result<std::unique_ptr<pg_lease>> acquire(std::unique_ptr<pg_db> conn,
+                                                   std::chrono::milliseconds lease_time);
+
+  pg_lease(const pg_lease&) = delete;
+  pg_lease& operator=(const pg_lease&) = delete;
+
+  /// Ends the lease at once if it is still this one's, so a successor need
+  /// not wait for it to pass.
+  ~pg_lease();
+
+  /// The epoch this owner holds: fence its writer with it.
+  int64_t epoch() const noexcept { return epoch_; }
+
+  /// Extends the lease by lease_time from now. Errors: busy (the queue was
+  /// taken over: this owner must stop writing), and the connection's.
+  status renew();
+
+ private:
+  pg_lease(std::unique_ptr<pg_db> conn, std::chrono::milliseconds lease_time,
+           int64_t epoch) noexcept
+      : conn_(std::move(conn)), lease_time_(lease_time), epoch_(epoch) {}
+
+  std::unique_ptr<pg_db> conn_;
+  std::chrono::milliseconds lease_time_;
+  int64_t epoch_;
+};
+
+}  // namespace ergon::storage

@@ -1,0 +1,95 @@
+#include "ergon/storage/pg_lease.hpp"
+
+#include <unistd.h>
+
+namespace ergon::storage {
+namespace {
+
+// The holder's session lives if its backend does. Another role may not see
+// a backend's start time (NULL): the pid alone then decides.
+constexpr const char* take_over =
+  "INSERT INTO lease AS l (one, epoch, host, pid, backend_pid, backend_start, expires_at) "
+  "SELECT true, 1, ?1, ?2, pg_backend_pid(), a.backend_start, "
+  "clock_timestamp() + ?3 * interval '1 millisecond' "
+  "FROM pg_stat_activity a WHERE a.pid = pg_backend_pid() "
+  "ON CONFLICT (one) DO UPDATE SET epoch = l.epoch + 1, host = excluded.host, "
+  "pid = excluded.pid, backend_pid = excluded.backend_pid, "
+  "backend_start = excluded.backend_start, expires_at = excluded.expires_at "
+  "WHERE l.expires_at < clock_timestamp() OR NOT EXISTS (SELECT 1 FROM pg_stat_activity s "
+  "WHERE s.pid = l.backend_pid AND (s.backend_start IS NULL OR s.backend_start = l.backend_start)) "
+  "RETURNING epoch";
+
+constexpr const char* read_holder =
+  "SELECT host, pid, epoch, "
+  "CAST(floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000) AS bigint) FROM lease";
+
+constexpr const char* extend =
+  "UPDATE lease SET expires_at = clock_timestamp() + ?2 * interval '1 millisecond' "
+  "WHERE epoch = ?1";
+
+constexpr const char* give_up = "UPDATE lease SET expires_at = '-infinity' WHERE epoch = ?1";
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "?";
+  return name;
+}
+
+status held_by_another(pg_db& d) {
+  auto s = d.prepare(read_holder);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  if (!q.step())
+    return q.step_status() ? status{error::busy, d.location() + ": the queue's lease is taken"}
+                           : q.step_status();
+  auto text = d.location() + " is owned by pid " + std::to_string(q.column_int(1)) + " on "
+              + q.column_text(0) + " (lease epoch " + std::to_string(q.column_int(2))
+              + ", ending in " + std::to_string(q.column_int(3)) + " ms)";
+  q.reset();
+  return {error::busy, std::move(text)};
+}
+
+}  // namespace
+
+result<std::unique_ptr<pg_lease>> pg_lease::acquire(std::unique_ptr<pg_db> conn,
+                                                    std::chrono::milliseconds lease_time) {
+  auto s = conn->prepare(take_over);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind_text(1, host_name());
+  q.bind(2, static_cast<int64_t>(::getpid()));
+  q.bind(3, static_cast<int64_t>(lease_time.count()));
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return held_by_another(*conn);
+  }
+  auto epoch = q.column_int(0);
+  q.reset();
+  return std::unique_ptr<pg_lease>{new pg_lease(std::move(conn), lease_time, epoch)};
+}
+
+status pg_lease::renew() {
+  auto s = conn_->prepare(extend);
+  if (!s)
+    return s.error();
+  (*s)->bind(1, epoch_);
+  (*s)->bind(2, static_cast<int64_t>(lease_time_.count()));
+  if (auto st = conn_->run(**s); !st)
+    return st;
+  if (conn_->changes() == 1)
+    return {};
+  return held_by_another(*conn_);
+}
+
+pg_lease::~pg_lease() {
+  if (auto s = conn_->prepare(give_up)) {
+    (*s)->bind(1, epoch_);
+    (void)conn_->run(**s);
+  }
+}
+
+}  // namespace ergon::storage
