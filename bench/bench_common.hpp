@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <libpq-fe.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -94,10 +96,17 @@ struct line {
   }
 };
 
+/// The PostgreSQL server and database the benchmarks run on (--db
+/// postgresql://...); empty: SQLite files.
+inline std::string& postgres_base() {
+  static std::string uri;
+  return uri;
+}
+
 /// A fresh directory for one run's database, removed afterwards.
 class temp_dir {
  public:
-  explicit temp_dir(const std::string& tag) {
+  explicit temp_dir(const std::string& tag) : tag_(tag) {
     path_ = std::filesystem::temp_directory_path()
             / ("ergon-bench-" + tag + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
@@ -109,7 +118,26 @@ class temp_dir {
   }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
 
+  /// Where the run's queue lives: the file `name` here, or on PostgreSQL a
+  /// fresh schema named after the run.
+  std::string location(const std::string& name) const {
+    const auto& base = postgres_base();
+    if (base.empty())
+      return file(name);
+    std::string schema = "bench_";
+    for (char c : tag_)
+      schema += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+    PGconn* c = PQconnectdb(base.c_str());
+    PGresult* r = PQexec(c, ("DROP SCHEMA IF EXISTS " + schema + " CASCADE").c_str());
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+      std::fprintf(stderr, "dropping %s: %s", schema.c_str(), PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return base + (base.find('?') == std::string::npos ? "?" : "&") + "schema=" + schema;
+  }
+
  private:
+  std::string tag_;
   std::filesystem::path path_;
 };
 

@@ -23,7 +23,7 @@ job make_job() {
 options tuned;
 
 queue open_queue(const temp_dir& dir) {
-  auto q = queue::open(dir.file("w1.db"), tuned);
+  auto q = queue::open(dir.location("w1.db"), tuned);
   if (!q) {
     std::cerr << "open failed: " << q.error().to_string() << '\n';
     std::exit(1);
@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
       tuned.scheduler.moderate_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--caf-aggressive-polls") == 0 && i + 1 < argc)
       tuned.scheduler.aggressive_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--db") == 0 && i + 1 < argc)
+      postgres_base() = argv[++i];
     else if (std::strcmp(argv[i], "--caf-threads") == 0 && i + 1 < argc)
       tuned.scheduler.threads = static_cast<size_t>(std::atoi(argv[++i]));
     else

@@ -24,7 +24,7 @@ namespace {
 options tuned;
 
 queue open_queue(const temp_dir& dir) {
-  auto q = queue::open(dir.file("run.db"), tuned);
+  auto q = queue::open(dir.location("run.db"), tuned);
   if (!q) {
     std::cerr << "open failed: " << q.error() << '\n';
     std::exit(1);
@@ -130,7 +130,7 @@ line drain_history(size_t history, bool sweeping, const std::string& name) {
     opts.retention.succeeded = 1ms;
     opts.retention.interval = 1s;
   }
-  auto q = queue::open(dir.file("run.db"), opts);
+  auto q = queue::open(dir.location("run.db"), opts);
   check(q.error(), "open");
   std::vector<job> jobs(jobs_n, *job_builder("bench").payload(payload_100()).build());
   submit_bulk(*q, jobs);
@@ -194,7 +194,7 @@ line latency(size_t backlog, const std::string& name) {
 // Each open is followed by an untimed close.
 line open_time(size_t n, const std::string& name) {
   temp_dir dir{name};
-  auto path = dir.file("run.db");  // open_queue's file
+  auto path = dir.location("run.db");  // open_queue's file
   double build_s = 0;
   double drain_rate = 0;
   {
@@ -270,6 +270,8 @@ int main(int argc, char** argv) {
       tuned.scheduler.moderate_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--caf-aggressive-polls") == 0 && i + 1 < argc)
       tuned.scheduler.aggressive_poll_attempts = static_cast<size_t>(std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--db") == 0 && i + 1 < argc)
+      postgres_base() = argv[++i];
     else if (std::strcmp(argv[i], "--caf-threads") == 0 && i + 1 < argc)
       tuned.scheduler.threads = static_cast<size_t>(std::atoi(argv[++i]));
     else

@@ -14,6 +14,7 @@
 #include "support/child_process.hpp"
 #include "support/queue_fixture.hpp"
 
+using ergon::test::engine_probe;
 using namespace ergon;
 using namespace ergon::test;
 using namespace std::chrono_literals;
@@ -64,8 +65,8 @@ struct recurring_fixture : queue_fixture {
   }
 
   // Instances of `id` by status, counted in the file.
-  int64_t instances(const std::string& id, const std::string& where = "1") {
-    sqlite_probe p{dir.file("q.db")};
+  int64_t instances(const std::string& id, const std::string& where = "TRUE") {
+    engine_probe p{location};
     return p.number("SELECT count(*) FROM jobs WHERE recurring_id = '" + id + "' AND " + where);
   }
 };
@@ -496,7 +497,7 @@ BOOST_AUTO_TEST_CASE(list_by_prefix_treats_percent_and_underscore_as_characters)
   BOOST_TEST(ids("zz").empty());
   add(every_minute(std::string{"caf\xC3\xA9"}));  // a prefix ending inside a character
   BOOST_TEST(ids("caf\xC3") == (std::vector<std::string>{"caf\xC3\xA9"}));
-  auto in = queue::inspect(dir.file("q.db"));
+  auto in = queue::inspect(location);
   BOOST_REQUIRE(in.has_value());
   BOOST_TEST(in->list_recurring("a%")->size() == 2u);
   BOOST_TEST(in->recurring_info("b")->schedule == "every 1m");
@@ -513,7 +514,8 @@ BOOST_AUTO_TEST_SUITE(crashes)
 // instances' times are consecutive slots with none twice.
 BOOST_AUTO_TEST_CASE(kills_at_any_point_lose_no_instance_and_run_none_twice) {
   temp_dir dir;
-  auto path = dir.file("q.db");
+  auto location = ergon::test::test_location(dir);
+  auto path = location;
   std::mt19937 rng{42};
   int64_t clock_ms = t0;
   for (int kill = 0; kill < 40; ++kill) {
@@ -523,11 +525,11 @@ BOOST_AUTO_TEST_CASE(kills_at_any_point_lose_no_instance_and_run_none_twice) {
       BOOST_REQUIRE_MESSAGE(child.read_line() == "ran", "the child stopped (kill " << kill << ")");
     child.signal(SIGKILL);
     child.wait();
-    sqlite_probe p{path};
+    engine_probe p{path};
     BOOST_TEST(p.number("SELECT count(*) FROM jobs WHERE recurring_id = 'tick' AND status < 2")
                == 1);
     BOOST_TEST(p.number("SELECT count(*) FROM (SELECT scheduled_at FROM jobs GROUP BY "
-                        "scheduled_at HAVING count(*) > 1)")
+                        "scheduled_at HAVING count(*) > 1) AS twice")
                == 0);
     auto first = p.number("SELECT min(scheduled_at) FROM jobs");
     auto last = p.number("SELECT max(scheduled_at) FROM jobs");

@@ -13,6 +13,7 @@
 #include "support/child_process.hpp"
 #include "support/queue_fixture.hpp"
 
+using ergon::test::engine_probe;
 using namespace ergon;
 using namespace ergon::test;
 using namespace std::chrono_literals;
@@ -32,7 +33,7 @@ BOOST_AUTO_TEST_CASE(after_close_jobs_are_only_succeeded_or_pending) {
   g.open();
   BOOST_REQUIRE(closing.wait_for(hang_guard) == std::future_status::ready);
   BOOST_TEST(closing.get().ok());
-  sqlite_probe probe{dir.file("q.db")};
+  engine_probe probe{location};
   auto succeeded = probe.number("SELECT count(*) FROM jobs WHERE status = 2");
   auto pending = probe.number("SELECT count(*) FROM jobs WHERE status = 0");
   BOOST_TEST(succeeded >= 2);
@@ -49,7 +50,7 @@ BOOST_AUTO_TEST_CASE(close_with_zero_timeout_times_out_and_the_job_retries_after
   BOOST_REQUIRE(g.wait_for_waiting(1));
   auto st = q->close(0ms);
   BOOST_TEST(st.code() == error::timeout);
-  BOOST_TEST(sqlite_probe{dir.file("q.db")}.number("SELECT status FROM jobs") == 1);
+  BOOST_TEST(engine_probe{location}.number("SELECT status FROM jobs") == 1);
   reopen();
   auto i = info(id);
   BOOST_TEST(i.status == job_status::pending);
@@ -143,7 +144,8 @@ BOOST_AUTO_TEST_SUITE(signals)
 
 BOOST_AUTO_TEST_CASE(sigterm_closes_the_graceful_shutdown_example_cleanly) {
   temp_dir dir;
-  child_process child{{ERGON_EXAMPLE_GRACEFUL_SHUTDOWN, dir.file("q.db"), "100000"}};
+  auto location = ergon::test::test_location(dir);
+  child_process child{{ERGON_EXAMPLE_GRACEFUL_SHUTDOWN, location, "100000"}};
   BOOST_REQUIRE(child.wait_for_line("running; press Ctrl-C to stop"));
   child.signal(SIGTERM);
   BOOST_REQUIRE(child.wait_for_line("signal received, closing"));
@@ -152,7 +154,7 @@ BOOST_AUTO_TEST_CASE(sigterm_closes_the_graceful_shutdown_example_cleanly) {
   auto st = child.wait();
   BOOST_TEST(WIFEXITED(st));
   BOOST_TEST(WEXITSTATUS(st) == 0);
-  sqlite_probe probe{dir.file("q.db")};
+  engine_probe probe{location};
   BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status NOT IN (0, 2)") == 0);
   BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 100'000);
 }
@@ -163,9 +165,10 @@ BOOST_AUTO_TEST_SUITE(crashes)
 
 BOOST_AUTO_TEST_CASE(acknowledged_submits_survive_sigkill) {
   temp_dir dir;
+  auto location = ergon::test::test_location(dir);
   std::set<std::string> acked;
   {
-    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "submit", "100000"}};
+    child_process child{{ERGON_TEST_CRASH_WORKER, location, "submit", "100000"}};
     for (;;) {
       auto line = child.read_line();
       BOOST_REQUIRE_MESSAGE(line.rfind("acked ", 0) == 0, "child said: " + line);
@@ -180,7 +183,7 @@ BOOST_AUTO_TEST_CASE(acknowledged_submits_survive_sigkill) {
         acked.insert(line.substr(6));
     BOOST_TEST(WIFSIGNALED(child.wait()));
   }
-  auto q = queue::open(dir.file("q.db"));
+  auto q = queue::open(location);
   BOOST_REQUIRE(q.has_value());
   for (auto& text : acked) {
     auto id = job_id::parse(text);
@@ -252,22 +255,23 @@ std::vector<job_id> submit_work(const std::string& path, int n) {
 // recovered like running ones. Each runs exactly once afterwards.
 BOOST_AUTO_TEST_CASE(claims_in_the_window_of_a_killed_worker_are_recovered_once) {
   temp_dir dir;
-  auto ids = submit_work(dir.file("q.db"), 5);
+  auto location = ergon::test::test_location(dir);
+  auto ids = submit_work(location, 5);
   {
     // One job runs and blocks; a window of 2 holds two more, claimed.
-    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "hang", "2"}};
+    child_process child{{ERGON_TEST_CRASH_WORKER, location, "hang", "2"}};
     auto line = child.read_line();
     BOOST_REQUIRE_MESSAGE(line.rfind("started ", 0) == 0, "child said: " + line);
     BOOST_TEST(line.substr(8, 36) == ids[0].to_string());
     // The worker's first claim took 1 + 2 in one commit, before any started.
-    BOOST_REQUIRE(sqlite_probe{dir.file("q.db")}.number(
+    BOOST_REQUIRE(engine_probe{location}.number(
                     "SELECT count(*) FROM jobs WHERE status = 1") == 3);
     child.signal(SIGKILL);
     BOOST_TEST(WIFSIGNALED(child.wait()));
   }
   options opts;
   opts.recovery = recovery_mode::retry_immediately;
-  auto q = queue::open(dir.file("q.db"), opts);
+  auto q = queue::open(location, opts);
   BOOST_REQUIRE(q.has_value());
   std::mutex mtx;
   std::map<job_id, int> runs;
@@ -297,21 +301,22 @@ BOOST_AUTO_TEST_CASE(claims_in_the_window_of_a_killed_worker_are_recovered_once)
 
 BOOST_AUTO_TEST_CASE(a_job_killed_mid_run_retries_and_finishes_and_nothing_is_lost) {
   temp_dir dir;
-  auto ids = submit_work(dir.file("q.db"), 3);
+  auto location = ergon::test::test_location(dir);
+  auto ids = submit_work(location, 3);
   std::string killed;
   {
-    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "hang"}};
+    child_process child{{ERGON_TEST_CRASH_WORKER, location, "hang"}};
     auto line = child.read_line();
     BOOST_REQUIRE_MESSAGE(line.rfind("started ", 0) == 0, "child said: " + line);
     killed = line.substr(8, 36);
     child.signal(SIGKILL);
     BOOST_TEST(WIFSIGNALED(child.wait()));
   }
-  BOOST_TEST(sqlite_probe{dir.file("q.db")}.number("SELECT count(*) FROM jobs WHERE status = 1")
+  BOOST_TEST(engine_probe{location}.number("SELECT count(*) FROM jobs WHERE status = 1")
              == 1);
   options opts;
   opts.recovery = recovery_mode::retry_immediately;
-  auto q = queue::open(dir.file("q.db"), opts);
+  auto q = queue::open(location, opts);
   BOOST_REQUIRE(q.has_value());
   event_log log{*q};
   worker_options w;
@@ -334,16 +339,17 @@ BOOST_AUTO_TEST_CASE(a_job_killed_mid_run_retries_and_finishes_and_nothing_is_lo
 
 BOOST_AUTO_TEST_CASE(a_job_that_kills_its_process_every_time_ends_failed) {
   temp_dir dir;
+  auto location = ergon::test::test_location(dir);
   job_id id;
   {
-    auto q = queue::open(dir.file("q.db"));
+    auto q = queue::open(location);
     BOOST_REQUIRE(q.has_value());
     id = *q->submit(*job_builder("work").max_retries(2).backoff(0ms).build());
   }
   int kills = 0;
   int launches = 0;
   for (; launches < 10; ++launches) {
-    child_process child{{ERGON_TEST_CRASH_WORKER, dir.file("q.db"), "kill"}};
+    child_process child{{ERGON_TEST_CRASH_WORKER, location, "kill"}};
     auto line = child.read_line();
     auto st = child.wait();
     if (line == "idle") {
@@ -357,7 +363,7 @@ BOOST_AUTO_TEST_CASE(a_job_that_kills_its_process_every_time_ends_failed) {
   // 1 + max_retries runs, each killing the process; the next open fails it.
   BOOST_TEST(kills == 3);
   BOOST_TEST(launches == 3);
-  auto q = queue::open(dir.file("q.db"));
+  auto q = queue::open(location);
   BOOST_REQUIRE(q.has_value());
   auto i = q->job_info(id);
   BOOST_TEST(i->status == job_status::failed);

@@ -8,6 +8,7 @@
 
 #include "support/queue_fixture.hpp"
 
+using ergon::test::engine_probe;
 using namespace ergon;
 using namespace ergon::test;
 using namespace std::chrono_literals;
@@ -142,7 +143,7 @@ BOOST_AUTO_TEST_CASE(a_late_complete_from_an_expired_attempt_is_rejected_and_cha
   BOOST_REQUIRE(log->wait_for(event_kind::started, 1, id));
   advance(1'000ms);
   BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, id));
-  auto before = sqlite_probe{dir.file("q.db")}.dump();
+  auto before = engine_probe{location}.dump();
   after_expiry.release();
   auto f = late.get_future();
   BOOST_REQUIRE(f.wait_for(hang_guard) == std::future_status::ready);
@@ -151,7 +152,7 @@ BOOST_AUTO_TEST_CASE(a_late_complete_from_an_expired_attempt_is_rejected_and_cha
     BOOST_TEST(st.code() == error::stale_attempt);
     BOOST_TEST(!st.message().empty());
   }
-  BOOST_TEST(sqlite_probe{dir.file("q.db")}.dump() == before);
+  BOOST_TEST(engine_probe{location}.dump() == before);
   auto i = info(id);
   BOOST_TEST(i.status == job_status::failed);
   BOOST_TEST(!i.result.has_value());

@@ -12,6 +12,7 @@
 #include "support/queue_fixture.hpp"
 #include "support/server_process.hpp"
 
+using ergon::test::engine_probe;
 using namespace ergon;
 using namespace ergon::test;
 using namespace std::chrono_literals;
@@ -25,7 +26,7 @@ job keyed(const std::string& key, unique_policy p, const std::string& payload = 
 
 struct unique_fixture : queue_fixture {
   int64_t rows(const std::string& where) {
-    sqlite_probe p{dir.file("q.db")};
+    engine_probe p{location};
     return p.number("SELECT count(*) FROM jobs WHERE " + where);
   }
 };
@@ -277,7 +278,8 @@ BOOST_AUTO_TEST_SUITE(processes)
 BOOST_AUTO_TEST_CASE(eight_submitters_in_four_processes_share_one_key) {
   for (auto policy : {"skip", "replace", "reject"}) {
     temp_dir dir;
-    server_process server{dir.file("q.db")};
+    auto location = ergon::test::test_location(dir);
+    server_process server{location};
     std::vector<std::unique_ptr<child_process>> children;
     for (int i = 0; i < 4; ++i) {
       children.push_back(std::make_unique<child_process>(std::vector<std::string>{
@@ -299,7 +301,7 @@ BOOST_AUTO_TEST_CASE(eight_submitters_in_four_processes_share_one_key) {
         else
           BOOST_TEST(line == "error already_exists");
       }
-    sqlite_probe p{dir.file("q.db")};
+    engine_probe p{location};
     BOOST_TEST(p.number("SELECT count(*) FROM jobs WHERE status < 2") == 1, policy);
     if (std::string{policy} == "skip") {
       BOOST_TEST(outcomes["id"] == 8);

@@ -98,15 +98,7 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
     return lease.error();
   writer.fence((*lease)->epoch());
   p.lease = std::make_unique<lease_keeper>(std::move(*lease), opts.lease_time);
-  auto read_opts = *pg_opts;
-  read_opts.read_only = true;
-  read_pool::opener reads = [read_opts]() -> result<std::unique_ptr<storage::db>> {
-    auto d = storage::pg_db::open(read_opts);
-    if (!d)
-      return d.error();
-    return std::unique_ptr<storage::db>{std::move(*d)};
-  };
-  return owned_storage{std::move(write_db), std::move(reads)};
+  return owned_storage{std::move(write_db), read_pool::postgres_reader(*pg_opts)};
 }
 
 // `path` and `opts` are valid.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ergon/queue.hpp"
+#include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/op/backup_to.hpp"
 #include "ergon/storage/op/count_jobs.hpp"
@@ -64,7 +65,38 @@ result<std::vector<storage::type_status_count>> count_rows(const inspector_impl&
 
 }  // namespace
 
+namespace {
+
+// A PostgreSQL schema's version 1 holds every table and column of SQLite's
+// version 5: its readers need no older shapes.
+result<std::unique_ptr<inspector_impl>> inspect_postgres(const std::string& uri) {
+  auto opts = storage::parse_pg_uri(uri);
+  if (!opts)
+    return opts.error();
+  auto p = std::make_unique<inspector_impl>();
+  p->reads = std::make_unique<runtime::read_pool>(runtime::read_pool::postgres_reader(*opts), 2);
+  auto version = p->with_connection([](storage::db& d) { return storage::schema_version(d); });
+  if (!version)
+    return version.error();
+  if (*version == 0)
+    return status{error::corrupt, uri + " has no ergon tables yet: no queue has opened it"};
+  if (*version > storage::current_schema_version(storage::engine::postgres))
+    return status{error::corrupt, uri + ": schema version " + std::to_string(*version)
+                                    + " is newer than this ergon build supports"};
+  p->version = storage::current_schema_version();
+  p->path = uri;
+  return p;
+}
+
+}  // namespace
+
 result<inspector> queue::inspect(const std::string& path) {
+  if (storage::names_postgres(path)) {
+    auto p = inspect_postgres(path);
+    if (!p)
+      return p.error();
+    return inspector{std::move(*p)};
+  }
   if (storage::names_private_database(path))
     return invalid_field("path", "'" + path + "' names no file to inspect");
   struct stat st {};

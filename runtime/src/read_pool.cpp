@@ -17,6 +17,16 @@ read_pool::opener read_pool::sqlite_reader(std::string path, storage::sqlite_opt
   };
 }
 
+read_pool::opener read_pool::postgres_reader(storage::pg_options opts) {
+  opts.read_only = true;
+  return [opts]() -> result<std::unique_ptr<storage::db>> {
+    auto d = storage::pg_db::open(opts);
+    if (!d)
+      return d.error();
+    return std::unique_ptr<storage::db>{std::move(*d)};
+  };
+}
+
 result<read_pool::lease> read_pool::borrow() {
   {
     std::lock_guard<std::mutex> guard{mtx_};

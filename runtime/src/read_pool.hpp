@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/sqlite_db.hpp"
 
 namespace ergon::runtime {
@@ -21,6 +22,8 @@ class read_pool {
 
   /// Opens read-only connections to the SQLite file at `path`.
   static opener sqlite_reader(std::string path, storage::sqlite_options opts);
+  /// Opens read-only sessions on the PostgreSQL server and schema of `opts`.
+  static opener postgres_reader(storage::pg_options opts);
 
   /// A connection returned to the pool when the lease ends.
   class lease {

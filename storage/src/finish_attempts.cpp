@@ -1,5 +1,6 @@
 #include "ergon/storage/op/finish_attempts.hpp"
 
+#include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/times.hpp"
 #include "attempt_end.hpp"
 #include "job_final.hpp"
@@ -72,6 +73,103 @@ void record(finish_attempts_result& out, std::optional<attempt_end> ended, int64
   out.ended.push_back(std::move(*ended));
 }
 
+// PostgreSQL: a run of successes in one statement and one round trip. What
+// it does not complete (stale, or cancel requested) goes the row-by-row way.
+// Rows are found by index with `id = ANY(array)` (see claim_jobs.cpp); a
+// row's place in the array gives its token and result.
+#define ERGON_DONE_PLACE "array_position(CAST(?1 AS bigint[]), id)"
+#define ERGON_DONE_RESULT "(CAST(?4 AS bytea[]))[" ERGON_DONE_PLACE "]"
+constexpr const char* complete_batch =
+  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, "
+  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE " ERGON_DONE_RESULT " END, "
+  "result_expires_at = CASE WHEN " ERGON_DONE_RESULT " IS NULL OR result_ttl_ms IS NULL "
+  "OR result_ttl_ms = 0 THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "
+  "expires_at = NULL, last_outcome = 1, last_message = NULL "
+  "WHERE id = ANY(CAST(?1 AS bigint[])) AND status = " ERGON_SQL_RUNNING " "
+  "AND attempt_token = (CAST(?3 AS bigint[]))[" ERGON_DONE_PLACE "] "
+  "AND cancel_requested_at IS NULL "
+  "RETURNING " ERGON_DONE_PLACE ", current_try, started_at, external_id, type, group_key, "
+  "recurring_id, " ERGON_JOB_HAS_LINKS;
+
+status too_large(const attempt_report& r, size_t limit) {
+  return invalid_field("result", "is " + std::to_string(r.text.size())
+                                   + " bytes; the queue's limit is " + std::to_string(limit));
+}
+
+// The success of `r`, whose attempt the caller found current and completed
+// (columns of read_completable or complete_batch from `first`).
+attempt_end succeeded_end(const attempt_report& r, const stmt& q, int first) {
+  attempt_end end;
+  end.row = r.row;
+  end.try_number = static_cast<int32_t>(q.column_int(first));
+  end.started_at = q.column_int(first + 1);
+  end.id = rows::column_id(q, first + 2);
+  end.type = q.column_text(first + 3);
+  end.group = q.column_text(first + 4);
+  end.outcome = attempt_outcome::succeeded;
+  end.status = job_status::succeeded;
+  end.key.recurring_id = q.column_text(first + 5);
+  return end;
+}
+
+// A success whose attempt is not current: cancelled first, or stale.
+status not_completed(db& d, const attempt_report& r, int64_t now_ms,
+                     finish_attempts_result& out) {
+  auto cancelled = end_attempt(d, r.row, r.token, after_cancel, retry_timing::backoff, 0.0,
+                               now_ms);
+  if (!cancelled)
+    return cancelled.error();
+  record(out, std::move(*cancelled), r.row, cancelled_first(r.row));
+  return {};
+}
+
+// Completes the successes reports[from, to) in one statement.
+status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t from, size_t to,
+                            int64_t now_ms, finish_attempts_result& out) {
+  std::vector<int64_t> rows, tokens;
+  std::vector<std::optional<std::string_view>> results;
+  for (size_t i = from; i < to; ++i) {
+    const auto& r = args.reports[i];
+    rows.push_back(r.row);
+    tokens.push_back(r.token);
+    results.push_back(r.text.empty() ? std::nullopt : std::optional<std::string_view>{r.text});
+  }
+  auto s = d.prepare(complete_batch);
+  if (!s)
+    return s.error();
+  auto& q = static_cast<pg_stmt&>(**s);
+  q.bind_ints(1, rows);
+  q.bind(2, now_ms);
+  q.bind_ints(3, tokens);
+  q.bind_blobs(4, results);
+  std::vector<std::optional<attempt_end>> done(to - from);
+  std::vector<bool> linked(to - from, false);
+  while (q.step()) {
+    auto k = static_cast<size_t>(q.column_int(0) - 1);
+    done[k] = succeeded_end(args.reports[from + k], q, 1);
+    linked[k] = q.column_int(7) != 0;
+  }
+  if (!q.step_status())
+    return q.step_status();
+  for (size_t k = 0; k < done.size(); ++k) {
+    const auto& r = args.reports[from + k];
+    if (!done[k]) {
+      if (auto st = not_completed(d, r, now_ms, out); !st)
+        return st;
+      continue;
+    }
+    if (linked[k]) {
+      auto next = on_job_final(d, r.row, job_status::succeeded, now_ms);
+      if (!next)
+        return next.error();
+      done[k]->next_instance = std::move(*next);
+    }
+    out.statuses.emplace_back();
+    out.ended.push_back(std::move(*done[k]));
+  }
+  return {};
+}
+
 }  // namespace
 
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
@@ -82,9 +180,20 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
     const auto& r = args.reports[i];
     if (r.kind == report_kind::succeeded) {
       if (args.max_result_bytes != 0 && r.text.size() > args.max_result_bytes) {
-        out.statuses.push_back(invalid_field(
-          "result", "is " + std::to_string(r.text.size()) + " bytes; the queue's limit is "
-                      + std::to_string(args.max_result_bytes)));
+        out.statuses.push_back(too_large(r, args.max_result_bytes));
+        continue;
+      }
+      if (d.engine() == engine::postgres) {
+        // The run of successes that starts here, each within the limit.
+        size_t end = i + 1;
+        while (end < args.reports.size() && args.reports[end].kind == report_kind::succeeded
+               && (args.max_result_bytes == 0
+                   || args.reports[end].text.size() <= args.max_result_bytes))
+          ++end;
+        if (auto st = complete_on_postgres(static_cast<pg_db&>(d), args, i, end, now_ms, out);
+            !st)
+          return st;
+        i = end - 1;
         continue;
       }
       auto s = d.prepare(read_completable);
@@ -97,23 +206,11 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
         if (!q.step_status())
           return q.step_status();
         q.reset();
-        auto cancelled = end_attempt(d, r.row, r.token, after_cancel, retry_timing::backoff, 0.0,
-                                     now_ms);
-        if (!cancelled)
-          return cancelled.error();
-        record(out, std::move(*cancelled), r.row, cancelled_first(r.row));
+        if (auto st = not_completed(d, r, now_ms, out); !st)
+          return st;
         continue;
       }
-      attempt_end end;
-      end.row = r.row;
-      end.try_number = static_cast<int32_t>(q.column_int(0));
-      end.started_at = q.column_int(1);
-      end.id = rows::column_id(q, 2);
-      end.type = q.column_text(3);
-      end.group = q.column_text(4);
-      end.outcome = attempt_outcome::succeeded;
-      end.status = job_status::succeeded;
-      end.key.recurring_id = q.column_text(5);
+      auto end = succeeded_end(r, q, 0);
       bool linked = q.column_int(6) != 0;
       q.reset();
       auto w = d.prepare(complete_job);

@@ -25,11 +25,9 @@ constexpr Oid unknown_oid = 705;
 constexpr Oid bpchar_oid = 1042;
 constexpr Oid varchar_oid = 1043;
 constexpr Oid numeric_oid = 1700;
-constexpr Oid bytea_array_oid = 1001;
-constexpr Oid text_array_oid = 1009;
-constexpr Oid int8_array_oid = 1016;
 
-constexpr const char* read_lease_epoch = "SELECT epoch FROM lease FOR SHARE";
+// The fence of every write transaction (pg_lease.hpp), sent with its BEGIN.
+constexpr const char* begin_fenced = "BEGIN; SELECT epoch FROM lease FOR SHARE";
 
 bool is_text_type(Oid t) {
   return t == text_oid || t == varchar_oid || t == bpchar_oid || t == name_oid
@@ -273,7 +271,7 @@ void pg_stmt::bind(int i, double v) {
 }
 
 void pg_stmt::bind_text(int i, std::string_view v) {
-  if (!is_text_type(type_of(i))) {
+  if (!is_text_type(type_of(i)) && type_of(i) != bytea_oid) {
     put_text_form(i, std::string{v});
     return;
   }
@@ -285,7 +283,7 @@ void pg_stmt::bind_blob(int i, std::string_view v) {
 }
 
 void pg_stmt::bind_text_static(int i, std::string_view v) {
-  if (!is_text_type(type_of(i))) {
+  if (!is_text_type(type_of(i)) && type_of(i) != bytea_oid) {
     put_text_form(i, std::string{v});
     return;
   }
@@ -325,24 +323,67 @@ std::string binary_array(Oid element, size_t n, Each&& each) {
 
 }  // namespace
 
+namespace {
+
+void put_null(std::string& out) {
+  put_be(out, 0xffffffffu, 4);  // length -1
+}
+
+void put_int8(std::string& out, int64_t v) {
+  put_be(out, 8, 4);
+  put_be(out, static_cast<uint64_t>(v), 8);
+}
+
+void put_bytes(std::string& out, std::string_view v) {
+  put_be(out, v.size(), 4);
+  out.append(v);
+}
+
+}  // namespace
+
 void pg_stmt::bind_ints(int i, const std::vector<int64_t>& v) {
+  slot(i).own = binary_array(int8_oid, v.size(),
+                             [&](std::string& out, size_t k) { put_int8(out, v[k]); });
+}
+
+void pg_stmt::bind_ints(int i, const std::vector<std::optional<int64_t>>& v) {
   slot(i).own = binary_array(int8_oid, v.size(), [&](std::string& out, size_t k) {
-    put_be(out, 8, 4);
-    put_be(out, static_cast<uint64_t>(v[k]), 8);
+    if (v[k])
+      put_int8(out, *v[k]);
+    else
+      put_null(out);
   });
 }
 
-void pg_stmt::bind_texts(int i, const std::vector<std::string_view>& v) {
+void pg_stmt::bind_doubles(int i, const std::vector<double>& v) {
+  slot(i).own = binary_array(float8_oid, v.size(), [&](std::string& out, size_t k) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v[k], sizeof(bits));
+    put_be(out, 8, 4);
+    put_be(out, bits, 8);
+  });
+}
+
+void pg_stmt::bind_texts(int i, const std::vector<std::optional<std::string_view>>& v) {
   slot(i).own = binary_array(text_oid, v.size(), [&](std::string& out, size_t k) {
-    put_be(out, v[k].size(), 4);
-    out.append(v[k]);
+    if (v[k])
+      put_bytes(out, *v[k]);
+    else
+      put_null(out);
   });
 }
 
 void pg_stmt::bind_blobs(int i, const std::vector<std::string_view>& v) {
+  slot(i).own = binary_array(bytea_oid, v.size(),
+                             [&](std::string& out, size_t k) { put_bytes(out, v[k]); });
+}
+
+void pg_stmt::bind_blobs(int i, const std::vector<std::optional<std::string_view>>& v) {
   slot(i).own = binary_array(bytea_oid, v.size(), [&](std::string& out, size_t k) {
-    put_be(out, v[k].size(), 4);
-    out.append(v[k]);
+    if (v[k])
+      put_bytes(out, *v[k]);
+    else
+      put_null(out);
   });
 }
 
@@ -602,24 +643,27 @@ status pg_db::exec(const char* sql) {
 
 status pg_db::begin_write() {
   in_write_ = false;
-  if (auto st = exec("BEGIN"); !st)
-    return st;
-  in_write_ = true;
-  if (!epoch_)
+  if (!epoch_) {
+    if (auto st = exec("BEGIN"); !st)
+      return st;
+    in_write_ = true;
     return {};
-  auto s = prepare(read_lease_epoch);
-  if (!s)
-    return s.error();
-  auto& q = **s;
+  }
+  if (auto st = reconnect_if_lost(); !st)
+    return st;
+  // One round trip: the simple protocol runs both and answers with the last.
+  PGresult* r = PQexec(conn_, begin_fenced);
+  in_write_ = PQtransactionStatus(conn_) != PQTRANS_IDLE;
   status st;
-  if (!q.step())
-    st = q.step_status() ? status{error::busy, location_ + ": the lease row is gone"}
-                         : q.step_status();
-  else if (q.column_int(0) != *epoch_)
+  if (r == nullptr || PQresultStatus(r) != PGRES_TUPLES_OK)
+    st = error_status(r, "beginning a write");
+  else if (PQntuples(r) != 1)
+    st = {error::busy, location_ + ": the lease row is gone"};
+  else if (auto held = std::atoll(PQgetvalue(r, 0, 0)); held != *epoch_)
     st = {error::busy, location_ + ": another process took the queue over (lease epoch "
-                         + std::to_string(q.column_int(0)) + ", this one holds "
-                         + std::to_string(*epoch_) + ")"};
-  q.reset();
+                         + std::to_string(held) + ", this one holds " + std::to_string(*epoch_)
+                         + ")"};
+  PQclear(r);
   if (!st)
     rollback();
   return st;

@@ -9,7 +9,8 @@ namespace ergon::storage {
 namespace {
 
 #define ERGON_MOVE_INSTANCE(greater)                                                       \
-  "UPDATE jobs SET run_at = ?2, scheduled_at = ?2, ready_since = " greater "(?2, ?3), "    \
+  "UPDATE jobs SET run_at = ?2, scheduled_at = ?2, "                                        \
+  "ready_since = " greater "(CAST(?2 AS BIGINT), CAST(?3 AS BIGINT)), "                     \
   "deadline = ?4 WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS
 constexpr dialect_sql move_instance = {ERGON_MOVE_INSTANCE("max"),
                                        ERGON_MOVE_INSTANCE("greatest")};

@@ -17,13 +17,16 @@ constexpr const char* select_recurring =
 
 // A byte-exact prefix: LIKE would fold ASCII case and need % and _
 // escaped, and substr() on TEXT counts characters and stops at a NUL.
-// On PostgreSQL ids are text in the "C" collation: bytes, as on SQLite.
+// On PostgreSQL the prefix is bound as bytes: it may end inside a character,
+// which PostgreSQL's text can't hold. Ids sort by bytes on both (COLLATE "C").
 constexpr dialect_sql select_with_prefix = {
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs "
   "WHERE id >= ?1 AND substr(CAST(id AS BLOB), 1, length(CAST(?1 AS BLOB))) = CAST(?1 AS BLOB) "
   "ORDER BY id",
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs "
-  "WHERE id >= ?1 AND starts_with(id, ?1) ORDER BY id"};
+  "WHERE convert_to(id, 'UTF8') >= CAST(?1 AS bytea) "
+  "AND substr(convert_to(id, 'UTF8'), 1, length(CAST(?1 AS bytea))) = CAST(?1 AS bytea) "
+  "ORDER BY id"};
 
 
 // Served by the partial index jobs_one_unfinished_instance.

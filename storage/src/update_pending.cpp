@@ -14,7 +14,8 @@ namespace {
 #define ERGON_UPDATE_JOB(greater, keep)                                                 \
   "UPDATE jobs SET priority = coalesce(?2, priority), weight = coalesce(?3, weight), "   \
   "run_at = coalesce(?4, run_at), payload = coalesce(?5, payload), "                    \
-  "ready_since = CASE WHEN ?4 IS NOT NULL AND current_try = 0 THEN " greater "(?4, ?8) " \
+  "ready_since = CASE WHEN ?4 IS NOT NULL AND current_try = 0 "                          \
+  "THEN " greater "(CAST(?4 AS BIGINT), CAST(?8 AS BIGINT)) "                           \
   "ELSE ready_since END, "                                                               \
   "checkpoint = CASE WHEN ?5 IS NULL OR " keep " THEN checkpoint ELSE NULL END, "      \
   "max_retries = coalesce(?6, max_retries), timeout_ms = coalesce(?7, timeout_ms) "     \

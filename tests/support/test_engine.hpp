@@ -86,11 +86,35 @@ inline std::unique_ptr<storage::db> reopen(storage::db& d, const std::string& sq
 }
 
 /// Reads and writes a test's data behind ergon's back, on either engine:
-/// SQLite through a connection of its own to the file, PostgreSQL on the
-/// session of `d` (so it sees what d has not committed).
+/// SQLite through a connection of its own to the file; PostgreSQL on a
+/// session of its own to a location's URI, or on the session of a `db`
+/// (so it sees what that db has not committed).
 class engine_probe {
  public:
-  engine_probe(storage::db& d, std::string sqlite_path) : d_(d), path_(std::move(sqlite_path)) {}
+  /// The data at `location`: a file path or a postgresql:// URI.
+  explicit engine_probe(const std::string& location) {
+    if (!storage::names_postgres(location)) {
+      path_ = location;
+      return;
+    }
+    auto o = storage::parse_pg_uri(location);
+    BOOST_REQUIRE_MESSAGE(o.has_value(), o.error().to_string());
+    auto options = "-c search_path=" + o->schema;
+    const char* keys[] = {"dbname", "options", nullptr};
+    const char* values[] = {o->conninfo.c_str(), options.c_str(), nullptr};
+    own_ = PQconnectdbParams(keys, values, 1);
+    BOOST_REQUIRE_MESSAGE(PQstatus(own_) == CONNECTION_OK, PQerrorMessage(own_));
+  }
+  engine_probe(storage::db& d, std::string sqlite_path) : path_(std::move(sqlite_path)) {
+    if (d.engine() == storage::engine::postgres)
+      borrowed_ = static_cast<storage::pg_db&>(d).raw();
+  }
+  engine_probe(const engine_probe&) = delete;
+  engine_probe& operator=(const engine_probe&) = delete;
+  ~engine_probe() {
+    if (own_ != nullptr)
+      PQfinish(own_);
+  }
 
   /// The first column of the first row as text ("" if there is none); the
   /// SQL for the engine in use.
@@ -106,7 +130,8 @@ class engine_probe {
   }
   std::string text(const std::string& sql) const { return text(sql, sql); }
   int64_t number(const std::string& sqlite_sql, const std::string& postgres_sql) const {
-    return std::stoll("0" + text(sqlite_sql, postgres_sql));
+    auto t = text(sqlite_sql, postgres_sql);
+    return t.empty() ? 0 : std::stoll(t);
   }
   int64_t number(const std::string& sql) const { return number(sql, sql); }
 
@@ -119,8 +144,10 @@ class engine_probe {
     auto st = PQresultStatus(r);
     std::string why = PQresultErrorMessage(r);
     PQclear(r);
-    BOOST_REQUIRE_MESSAGE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, postgres_sql + ": " + why);
+    BOOST_REQUIRE_MESSAGE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK,
+                          postgres_sql + ": " + why);
   }
+  void exec(const std::string& sql) const { exec(sql, sql); }
 
   /// Every job and attempt row, for "nothing changed" checks.
   std::string dump() const {
@@ -137,12 +164,10 @@ class engine_probe {
   }
 
  private:
-  PGconn* pg() const {
-    return d_.engine() == storage::engine::postgres ? static_cast<storage::pg_db&>(d_).raw()
-                                                    : nullptr;
-  }
-  storage::db& d_;
+  PGconn* pg() const { return own_ != nullptr ? own_ : borrowed_; }
   std::string path_;
+  PGconn* own_ = nullptr;
+  PGconn* borrowed_ = nullptr;
 };
 
 /// A test precondition: runs the test on one engine only, and says why in

@@ -799,7 +799,10 @@ class writer {
     }
     release_.release(commit, sink_);
     open_ = false;
-    next_row_ = 0;
+    // The writer is the only one that adds rows: its next row stays good
+    // across commits, and a lost batch's rows start again from the table.
+    if (!commit)
+      next_row_ = 0;
     rows_in_batch_ = 0;
     begin_status_ = {};
   }
