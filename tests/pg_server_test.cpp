@@ -4,7 +4,10 @@
 #define BOOST_TEST_MODULE pg_server
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <thread>
 #include <memory>
 #include <string>
 
@@ -63,4 +66,48 @@ BOOST_AUTO_TEST_CASE(a_stopped_server_refuses_connections_and_leaves_no_folder) 
   BOOST_TEST(PQstatus(c) == CONNECTION_BAD);
   PQfinish(c);
   BOOST_TEST(!std::filesystem::exists(folder), folder);
+}
+
+BOOST_AUTO_TEST_CASE(a_test_process_killed_outright_leaves_no_server_behind) {
+  // The child starts a server, says where, and waits to be SIGKILLed: no
+  // destructor runs, so the watchdog must stop the server.
+  int out[2];
+  BOOST_REQUIRE(::pipe(out) == 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(out[0]);
+    try {
+      pg_server pg;
+      auto line = pg.uri() + " " + pg.folder() + "\n";
+      if (::write(out[1], line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        ::_exit(1);
+      ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(out[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) {
+    said.append(buf, static_cast<size_t>(n));
+    if (said.find('\n') != std::string::npos)
+      break;
+  }
+  ::close(out[0]);
+  auto space = said.find(' ');
+  BOOST_REQUIRE_MESSAGE(space != std::string::npos, "the child started no server");
+  auto uri = said.substr(0, space);
+  auto folder = said.substr(space + 1, said.find('\n') - space - 1);
+  BOOST_TEST(one_value(uri, "SELECT 1") == "1");
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  // The watchdog works on its own: wait for its effect, with a bound.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::filesystem::exists(folder) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  BOOST_TEST(!std::filesystem::exists(folder), folder);
+  PGconn* c = PQconnectdb(uri.c_str());
+  BOOST_TEST(PQstatus(c) == CONNECTION_BAD);
+  PQfinish(c);
 }

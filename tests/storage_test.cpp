@@ -752,3 +752,54 @@ BOOST_AUTO_TEST_CASE(a_deposed_owner_commits_nothing_after_its_successor_took_ov
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(postgres_plans,
+                      *ergon::test::postgres_only("SQLite's plans: test-listing"))
+
+namespace {
+
+// The plan PostgreSQL makes for `sql` (ergon's ?N text) with `args`, under
+// `mode` (plan_cache_mode): prepared statements get custom plans first, and
+// a generic one from the sixth run if it costs no more.
+std::string plan_of(db& d, std::string sql, const std::string& args, const std::string& mode) {
+  for (auto& c : sql)
+    if (c == '?')
+      c = '$';
+  engine_probe probe(d, "");
+  probe.exec("", "DEALLOCATE ALL; SET plan_cache_mode = " + mode + "; PREPARE checked AS " + sql);
+  PGresult* r = PQexec(static_cast<pg_db&>(d).raw(), ("EXPLAIN EXECUTE checked(" + args + ")").c_str());
+  BOOST_REQUIRE_MESSAGE(PQresultStatus(r) == PGRES_TUPLES_OK, PQresultErrorMessage(r));
+  std::string plan;
+  for (int i = 0; i < PQntuples(r); ++i)
+    plan += std::string{PQgetvalue(r, i, 0)} + "\n";
+  PQclear(r);
+  return plan;
+}
+
+}  // namespace
+
+// The finding: joined with the requests, or with IN over a
+// subquery, PostgreSQL 15 scans the table. Each batch must look its rows up
+// by primary key, under custom and generic plans, on a table of many rows.
+BOOST_AUTO_TEST_CASE(claims_and_completions_find_their_rows_by_primary_key) {
+  auto d = open_migrated("");
+  std::vector<job> jobs(5'000, simple_job());
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(insert_jobs(*d, insert_jobs_args{std::move(jobs), 0, 7}, t0).has_value());
+  BOOST_REQUIRE(d->commit().ok());
+  engine_probe(*d, "").exec("", "ANALYZE jobs");
+  std::string rows = "'{";
+  for (int i = 1; i <= 256; ++i)
+    rows += (i > 1 ? "," : "") + std::to_string(i * 7);
+  rows += "}'";
+  for (auto mode : {"force_custom_plan", "force_generic_plan"}) {
+    auto claim = plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1", mode);
+    BOOST_TEST(claim.find("jobs_pkey") != std::string::npos, mode << ":\n" << claim);
+    BOOST_TEST(claim.find("Seq Scan") == std::string::npos, mode << ":\n" << claim);
+    auto complete = plan_of(*d, complete_batch_sql(), rows + ", 1, " + rows + ", '{}'", mode);
+    BOOST_TEST(complete.find("jobs_pkey") != std::string::npos, mode << ":\n" << complete);
+    BOOST_TEST(complete.find("Seq Scan") == std::string::npos, mode << ":\n" << complete);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -86,6 +86,10 @@ result<claim_jobs_result> claim_on_postgres(pg_db& d, const claim_jobs_args& arg
 
 }  // namespace
 
+const char* claim_batch_sql() noexcept {
+  return claim_batch;
+}
+
 result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms) {
   if (d.engine() == engine::postgres)
     return claim_on_postgres(static_cast<pg_db&>(d), args, now_ms);

@@ -172,6 +172,10 @@ status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t f
 
 }  // namespace
 
+const char* complete_batch_sql() noexcept {
+  return complete_batch;
+}
+
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
                                                int64_t now_ms) {
   finish_attempts_result out;

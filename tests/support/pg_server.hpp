@@ -3,8 +3,9 @@
 // Debian's defaults otherwise (fsync and synchronous_commit on). initdb
 // refuses to run as root, so a test run as root runs the server as the
 // `postgres` user. The destructor stops the server (fast shutdown) even
-// when the test failed, and removes the folder. Connections are trusted
-// from loopback for the superuser `ergon`.
+// when the test failed, and removes the folder; a watchdog process does so
+// if the test process dies without it. Connections are trusted from
+// loopback for the superuser `ergon`.
 #pragma once
 
 #include <atomic>
@@ -55,6 +56,7 @@ class pg_server {
                       "start"},
                      "pg_ctl start");
         running_ = true;
+        start_watchdog();
         return;
       } catch (const std::runtime_error& e) {
         why = e.what();
@@ -68,6 +70,10 @@ class pg_server {
   pg_server& operator=(const pg_server&) = delete;
 
   ~pg_server() {
+    if (watchdog_fd_ >= 0) {
+      // Stopped below; the watchdog then finds nothing left to do.
+      ::close(watchdog_fd_);
+    }
     if (running_) {
       try {
         run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-m", "fast", "-w", "stop"}, "pg_ctl stop");
@@ -76,6 +82,9 @@ class pg_server {
       }
     }
     remove_folder();
+    if (watchdog_pid_ > 0)
+      while (::waitpid(watchdog_pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
   }
 
   int port() const noexcept { return port_; }
@@ -165,6 +174,35 @@ class pg_server {
     return ntohs(a.sin_port);
   }
 
+  // A test process that dies without its destructors (a crash, SIGKILL from
+  // a ctest timeout, exit from a static's destructor) must not leave a
+  // server behind: a shell of its own waits for a pipe from this process to
+  // close, then stops the server and removes the folder. It is exec'd at
+  // once: after a fork in a threaded process only such calls are safe.
+  void start_watchdog() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      throw std::runtime_error("pg_server: pipe failed");
+    std::string as_owner = uid_ != 0 ? "runuser -u postgres -- " : "";
+    std::string script = "read _; " + as_owner + bin_ + "/pg_ctl -D " + data()
+                         + " -m immediate -w stop >/dev/null 2>&1; rm -rf " + folder_;
+    const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setsid();  // out of the test's process group and its signals
+      ::dup2(fds[0], STDIN_FILENO);
+      ::execve("/bin/sh", const_cast<char* const*>(argv), environ);
+      ::_exit(127);
+    }
+    ::close(fds[0]);
+    if (pid < 0) {
+      ::close(fds[1]);
+      throw std::runtime_error("pg_server: fork failed");
+    }
+    watchdog_fd_ = fds[1];
+    watchdog_pid_ = pid;
+  }
+
   // Runs `argv` as the server's owner and waits; throws with its output if
   // it fails.
   void run_as_owner(std::vector<std::string> argv, const std::string& what) {
@@ -209,6 +247,8 @@ class pg_server {
   bool running_ = false;
   int commands_ = 0;
   int databases_ = 0;
+  int watchdog_fd_ = -1;
+  pid_t watchdog_pid_ = 0;
 };
 
 }  // namespace ergon::test

@@ -22,6 +22,10 @@ struct claim_jobs_result {
   std::vector<int64_t> missed;
 };
 
+/// PostgreSQL's statement that claims a batch (?1 rows, ?2 tokens, ?3 now),
+/// for the plan check in test-storage.
+const char* claim_batch_sql() noexcept;
+
 /// Marks each requested job running: try + 1, the attempt token, started_at
 /// and expires_at = now + timeout. Only jobs still pending and due are taken.
 result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms);

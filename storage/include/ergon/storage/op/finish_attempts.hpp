@@ -32,4 +32,8 @@ struct finish_attempts_result {
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
                                                int64_t now_ms);
 
+/// PostgreSQL's statement that completes a run of successes (?1 rows, ?2
+/// now, ?3 tokens, ?4 results), for the plan check in test-storage.
+const char* complete_batch_sql() noexcept;
+
 }  // namespace ergon::storage
