@@ -35,6 +35,8 @@ constexpr const char* insert_batch =
   "CAST(?20 AS bigint[]), CAST(?21 AS text[]), CAST(?22 AS bigint[]), CAST(?23 AS bigint[]), "
   "CAST(?24 AS bigint[]), CAST(?25 AS bigint[]))";
 
+constexpr size_t min_array_rows = 12;
+
 // Inserts `rows` (jobs and their new keys) with insert_batch.
 status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_key>>& rows) {
   auto n = rows.size();
@@ -302,9 +304,16 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
       return st;
     out.added.push_back(std::move(k));
   }
-  if (!batched.empty())
+  // A few rows go one statement each: the array statement costs more to
+  // run than it saves in round trips below about a dozen.
+  if (batched.size() >= min_array_rows) {
     if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched); !st)
       return st;
+  } else {
+    for (auto& [j, k] : batched)
+      if (auto st = rows::insert_job(d, **insert, *j, k, std::nullopt); !st)
+        return st;
+  }
   for (size_t i = 0; i < jobs.size(); ++i)
     out.ids[i] = p.held_by[i] ? *p.held_by[i] : *own[p.winner[i]];
   return out;

@@ -548,7 +548,11 @@ result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
       why.pop_back();
     return invalid_field("db", "the PostgreSQL connection string: " + why);
   }
-  options += "-c search_path=" + opts.schema;
+  // Generic plans: ergon's statements find rows by key or by a range an
+  // index serves whatever the values (test-storage checks the hot ones).
+  // PostgreSQL's default planned the batch statements afresh on every run,
+  // about 0.15 ms each.
+  options += "-c search_path=" + opts.schema + " -c plan_cache_mode=force_generic_plan";
   if (opts.read_only)
     options += " -c default_transaction_read_only=on";
   auto timeout = std::to_string(std::max<int64_t>(2, (opts.connect_timeout.count() + 999) / 1000));
