@@ -29,6 +29,11 @@ constexpr Oid numeric_oid = 1700;
 // The fence of every write transaction (pg_lease.hpp), sent with its BEGIN.
 constexpr const char* begin_fenced = "BEGIN; SELECT epoch FROM lease FOR SHARE";
 
+// The first write transaction of each session names it in the lease, so
+// that a successor can end it if it holds the lease row past the lease.
+constexpr const char* name_writer =
+  "UPDATE lease SET writer_pid = pg_backend_pid() WHERE epoch = ?1";
+
 bool is_text_type(Oid t) {
   return t == text_oid || t == varchar_oid || t == bpchar_oid || t == name_oid
          || t == unknown_oid;
@@ -668,6 +673,16 @@ status pg_db::begin_write() {
                          + std::to_string(held) + ", this one holds " + std::to_string(*epoch_)
                          + ")"};
   PQclear(r);
+  if (st && named_session_ != session_) {
+    auto s = prepare(name_writer);
+    st = s ? status{} : s.error();
+    if (st) {
+      (*s)->bind(1, *epoch_);
+      st = run(**s);
+    }
+    if (st)
+      named_session_ = session_;
+  }
   if (!st)
     rollback();
   return st;

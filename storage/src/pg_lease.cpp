@@ -29,6 +29,17 @@ constexpr const char* extend =
 
 constexpr const char* give_up = "UPDATE lease SET expires_at = '-infinity' WHERE epoch = ?1";
 
+// A holder stopped (SIGSTOP) or cut off within a write transaction keeps its
+// share lock on the lease row until PostgreSQL ends its session: a takeover
+// would wait that long. So a takeover waits a little, and then, once the
+// lease has passed, ends the holder's sessions, which rolls their
+// transactions back, and tries again.
+constexpr const char* begin_takeover = "BEGIN; SET LOCAL lock_timeout = '500ms'";
+constexpr const char* end_stale_sessions =
+  "SELECT pg_terminate_backend(CAST(backend_pid AS integer)), "
+  "pg_terminate_backend(CAST(writer_pid AS integer)) FROM lease "
+  "WHERE expires_at < clock_timestamp()";
+
 std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0)
@@ -55,21 +66,37 @@ status held_by_another(pg_db& d) {
 
 result<std::unique_ptr<pg_lease>> pg_lease::acquire(std::unique_ptr<pg_db> conn,
                                                     std::chrono::milliseconds lease_time) {
-  auto s = conn->prepare(take_over);
-  if (!s)
-    return s.error();
-  auto& q = **s;
-  q.bind_text(1, host_name());
-  q.bind(2, static_cast<int64_t>(::getpid()));
-  q.bind(3, static_cast<int64_t>(lease_time.count()));
-  if (!q.step()) {
-    if (!q.step_status())
-      return q.step_status();
-    return held_by_another(*conn);
+  for (int attempt = 0;; ++attempt) {
+    if (auto st = conn->exec(begin_takeover); !st)
+      return st;
+    auto s = conn->prepare(take_over);
+    if (!s) {
+      conn->rollback();
+      return s.error();
+    }
+    auto& q = **s;
+    q.bind_text(1, host_name());
+    q.bind(2, static_cast<int64_t>(::getpid()));
+    q.bind(3, static_cast<int64_t>(lease_time.count()));
+    if (q.step()) {
+      auto epoch = q.column_int(0);
+      q.reset();
+      if (auto st = conn->commit(); !st)
+        return st;
+      return std::unique_ptr<pg_lease>{new pg_lease(std::move(conn), lease_time, epoch)};
+    }
+    auto st = q.step_status();
+    conn->rollback();
+    if (st || (st.code() == error::busy && attempt > 0))
+      return held_by_another(*conn);
+    if (st.code() != error::busy)
+      return st;
+    auto end = conn->prepare(end_stale_sessions);
+    if (!end)
+      return end.error();
+    if (auto ended = conn->run(**end); !ended)
+      return ended;
   }
-  auto epoch = q.column_int(0);
-  q.reset();
-  return std::unique_ptr<pg_lease>{new pg_lease(std::move(conn), lease_time, epoch)};
 }
 
 status pg_lease::renew() {

@@ -16,7 +16,8 @@ namespace {
 // Version 1 is SQLite's version 5, plus:
 //  - schema_version: the mark of an ergon schema (SQLite's application_id)
 //    and its version (SQLite's user_version);
-//  - lease: the one owner of the queue and its epoch (ownership.hpp).
+//  - lease: the one owner of the queue and its epoch (pg_lease.hpp), with the
+//    server pids of its lease's and its writer's sessions.
 constexpr const char* migration_1 = R"sql(
 CREATE TABLE jobs (
   id                     bigint  PRIMARY KEY,
@@ -130,6 +131,7 @@ CREATE TABLE lease (
   pid           bigint  NOT NULL,
   backend_pid   bigint  NOT NULL,
   backend_start timestamptz,
+  writer_pid    bigint,
   expires_at    timestamptz NOT NULL
 );
 )sql";

@@ -12,8 +12,10 @@
 //   ergon-test-crash-worker <db> try-open     print "opened" or "refused <status>"
 //                                             and exit
 //
+// ERGON_TEST_LEASE_MS sets options::lease_time (a PostgreSQL queue's).
 // `hang` and `kill` recover with retry_immediately and exit with 0 when there
 // is no pending "work" job to run.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +34,9 @@ int main(int argc, char** argv) {
   std::string mode = argv[2];
   ergon::options opts;
   opts.recovery = ergon::recovery_mode::retry_immediately;
+  // PostgreSQL tests replace a stopped owner sooner than the default allows.
+  if (const char* ms = std::getenv("ERGON_TEST_LEASE_MS"))
+    opts.lease_time = std::chrono::milliseconds(std::atoi(ms));
   auto q = ergon::queue::open(path, opts);
   if (mode == "try-open") {
     if (q)

@@ -167,6 +167,7 @@ class pg_db final : public db {
   std::unordered_map<const char*, std::unique_ptr<pg_stmt>> cache_;
   unsigned next_name_ = 0;
   uint64_t session_ = 1;  // counts sessions: prepared statements die with one
+  uint64_t named_session_ = 0;  // the session the lease names as its writer
   bool in_write_ = false;
   std::chrono::steady_clock::time_point next_attempt_{};
   std::chrono::milliseconds backoff_{0};
