@@ -419,6 +419,32 @@ BOOST_AUTO_TEST_CASE(a_lost_worker_s_attempts_retry_at_once_or_fail_on_the_last_
   BOOST_TEST(again->empty());
 }
 
+// A report batch may hold a stale success and the current one of the same
+// row: the stale one changes nothing, the current one succeeds.
+BOOST_AUTO_TEST_CASE(a_stale_and_a_current_success_of_one_row_in_one_batch) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job()});
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[0].row, 5}, {rows[1].row, 6}}}, t0)
+                  .has_value());
+  finish_attempts_args done;
+  done.reports = {{rows[0].row, 4, report_kind::succeeded, "old"},
+                  {rows[0].row, 5, report_kind::succeeded, "new"},
+                  {rows[1].row, 6, report_kind::succeeded, ""}};
+  auto r = finish_attempts(*d, done, t0 + 1);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+  BOOST_REQUIRE(d->commit().ok());
+  BOOST_REQUIRE(r->statuses.size() == 3u);
+  BOOST_TEST(r->statuses[0].code() == error::stale_attempt);
+  BOOST_TEST(r->statuses[1].ok());
+  BOOST_TEST(r->statuses[2].ok());
+  auto info = read_job(*d, rows[0].id);
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->status == job_status::succeeded);
+  BOOST_TEST(info->result.value_or("") == "new");
+}
+
 BOOST_AUTO_TEST_CASE(load_unfinished_scans_from_the_low_mark) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
@@ -800,6 +826,44 @@ BOOST_AUTO_TEST_CASE(claims_and_completions_find_their_rows_by_primary_key) {
     BOOST_TEST(complete.find("jobs_pkey") != std::string::npos, mode << ":\n" << complete);
     BOOST_TEST(complete.find("Seq Scan") == std::string::npos, mode << ":\n" << complete);
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(postgres_sessions,
+                      *ergon::test::postgres_only("PostgreSQL's transactions and roles"))
+
+// PostgreSQL rolls a failed transaction back at COMMIT and answers without
+// an error: commit() must not report success then.
+BOOST_AUTO_TEST_CASE(committing_a_failed_transaction_is_an_error) {
+  auto d = open_migrated("");
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(!d->exec("SELECT no_such_column FROM jobs").ok());
+  auto st = d->commit();
+  BOOST_TEST(!st.ok());
+  BOOST_TEST(!d->in_transaction());
+}
+
+// A role that owns its schema and may not create schemas opens the queue;
+// one that may not create the schema it names gets read_only, naming why.
+BOOST_AUTO_TEST_CASE(a_role_that_owns_its_schema_needs_no_create_on_the_database) {
+  auto d = open_migrated("");
+  engine_probe(*d, "").exec("", "CREATE ROLE queue_role LOGIN; "
+                                "CREATE SCHEMA owned AUTHORIZATION queue_role");
+  auto as_role = static_cast<pg_db&>(*d).options();
+  as_role.conninfo += as_role.conninfo.find('?') == std::string::npos ? "?" : "&";
+  as_role.conninfo += "user=queue_role";
+  as_role.schema = "owned";
+  auto owned = pg_db::open(as_role);
+  BOOST_REQUIRE_MESSAGE(owned.has_value(), owned.error().to_string());
+  auto st = migrate(**owned);
+  BOOST_TEST(st.ok(), st.to_string());
+  as_role.schema = "elsewhere";
+  auto other = pg_db::open(as_role);
+  BOOST_REQUIRE(other.has_value());
+  st = migrate(**other);
+  BOOST_TEST(st.code() == error::read_only);
+  BOOST_TEST(st.message().find("permission denied") != std::string::npos, st.message());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,7 @@
 #include "ergon/storage/op/finish_attempts.hpp"
 
+#include <unordered_set>
+
 #include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/times.hpp"
 #include "attempt_end.hpp"
@@ -188,11 +190,14 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
         continue;
       }
       if (d.engine() == engine::postgres) {
-        // The run of successes that starts here, each within the limit.
+        // The run of successes that starts here, each within the limit and
+        // each of a row of its own: the statement matches a row's first token.
+        std::unordered_set<int64_t> rows_in_run{r.row};
         size_t end = i + 1;
         while (end < args.reports.size() && args.reports[end].kind == report_kind::succeeded
                && (args.max_result_bytes == 0
-                   || args.reports[end].text.size() <= args.max_result_bytes))
+                   || args.reports[end].text.size() <= args.max_result_bytes)
+               && rows_in_run.insert(args.reports[end].row).second)
           ++end;
         if (auto st = complete_on_postgres(static_cast<pg_db&>(d), args, i, end, now_ms, out);
             !st)

@@ -27,12 +27,15 @@ constexpr Oid varchar_oid = 1043;
 constexpr Oid numeric_oid = 1700;
 
 // The fence of every write transaction (pg_lease.hpp), sent with its BEGIN.
-constexpr const char* begin_fenced = "BEGIN; SELECT epoch FROM lease FOR SHARE";
+constexpr const char* begin_fenced = "BEGIN; SELECT epoch FROM lease FOR KEY SHARE";
 
-// The first write transaction of each session names it in the lease, so
-// that a successor can end it if it holds the lease row past the lease.
+// Each writer session names itself in the lease before its first write
+// transaction, so that a successor can end it if it holds the lease row
+// past the lease.
 constexpr const char* name_writer =
-  "UPDATE lease SET writer_pid = pg_backend_pid() WHERE epoch = ?1";
+  "UPDATE lease SET writer_pid = pg_backend_pid(), "
+  "writer_start = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()) "
+  "WHERE epoch = ?1";
 
 bool is_text_type(Oid t) {
   return t == text_oid || t == varchar_oid || t == bpchar_oid || t == name_oid
@@ -108,9 +111,9 @@ error error_from_sqlstate(std::string_view s) noexcept {
     return error::unreachable;
   if (s == "57014")
     return error::timeout;  // statement_timeout, or a cancel
-  if (s == "25006" || s == "42501" || s == "28000")
+  if (s == "25006" || s == "42501")
     return error::read_only;  // a read-only standby or transaction; no privilege
-  if (s == "28P01")
+  if (s == "28P01" || s == "28000")
     return error::unauthenticated;
   if (s == "53100" || s == "53200" || s == "54000")
     return error::storage_full;
@@ -206,7 +209,8 @@ status pg_stmt::ensure_prepared() {
   for (size_t k = 0; k < types_.size(); ++k)
     types_[k] = PQparamtype(r, static_cast<int>(k));
   PQclear(r);
-  params_.resize(types_.size());
+  if (params_.size() < types_.size())
+    params_.resize(types_.size());
   session_ = db_.session_;
   return {};
 }
@@ -220,6 +224,7 @@ pg_stmt::param& pg_stmt::slot(int i) {
   p.null = false;
   p.format = 1;
   p.own.clear();
+  p.data = nullptr;
   return p;
 }
 
@@ -417,6 +422,14 @@ bool pg_stmt::step() {
     }
     if (auto st = ensure_prepared(); !st) {
       status_ = st;
+      return false;
+    }
+    // Binding past the statement's parameters is ergon's bug: the server
+    // would answer with a protocol error, which reads as a lost connection.
+    if (params_.size() != types_.size()) {
+      status_ = {error::internal, db_.location_ + ": " + std::to_string(params_.size())
+                                    + " parameters bound for " + std::to_string(types_.size())
+                                    + ": " + text_};
       return false;
     }
     std::vector<const char*> values(params_.size());
@@ -660,6 +673,17 @@ status pg_db::begin_write() {
   }
   if (auto st = reconnect_if_lost(); !st)
     return st;
+  if (named_session_ != session_) {
+    auto s = prepare(name_writer);
+    if (!s)
+      return s.error();
+    (*s)->bind(1, *epoch_);
+    if (auto st = run(**s); !st)
+      return st;
+    if (changes_ != 1)
+      return {error::busy, location_ + ": the queue was taken over"};
+    named_session_ = session_;
+  }
   // One round trip: the simple protocol runs both and answers with the last.
   PGresult* r = PQexec(conn_, begin_fenced);
   in_write_ = PQtransactionStatus(conn_) != PQTRANS_IDLE;
@@ -673,18 +697,24 @@ status pg_db::begin_write() {
                          + std::to_string(held) + ", this one holds " + std::to_string(*epoch_)
                          + ")"};
   PQclear(r);
-  if (st && named_session_ != session_) {
-    auto s = prepare(name_writer);
-    st = s ? status{} : s.error();
-    if (st) {
-      (*s)->bind(1, *epoch_);
-      st = run(**s);
-    }
-    if (st)
-      named_session_ = session_;
-  }
   if (!st)
     rollback();
+  return st;
+}
+
+status pg_db::commit() {
+  if (auto st = reconnect_if_lost(); !st)
+    return st;
+  PGresult* r = PQexec(conn_, "COMMIT");
+  status st;
+  // A transaction that had failed answers COMMIT with ROLLBACK.
+  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK)
+    st = error_status(r, "committing");
+  else if (std::strcmp(PQcmdStatus(r), "COMMIT") != 0)
+    st = {error::internal, location_ + ": COMMIT rolled back a failed transaction"};
+  PQclear(r);
+  if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
+    in_write_ = false;
   return st;
 }
 

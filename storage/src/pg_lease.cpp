@@ -14,7 +14,8 @@ constexpr const char* take_over =
   "FROM pg_stat_activity a WHERE a.pid = pg_backend_pid() "
   "ON CONFLICT (one) DO UPDATE SET epoch = l.epoch + 1, host = excluded.host, "
   "pid = excluded.pid, backend_pid = excluded.backend_pid, "
-  "backend_start = excluded.backend_start, expires_at = excluded.expires_at "
+  "backend_start = excluded.backend_start, expires_at = excluded.expires_at, "
+  "writer_pid = NULL, writer_start = NULL "
   "WHERE l.expires_at < clock_timestamp() OR NOT EXISTS (SELECT 1 FROM pg_stat_activity s "
   "WHERE s.pid = l.backend_pid AND (s.backend_start IS NULL OR s.backend_start = l.backend_start)) "
   "RETURNING epoch";
@@ -23,22 +24,30 @@ constexpr const char* read_holder =
   "SELECT host, pid, epoch, "
   "CAST(floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000) AS bigint) FROM lease";
 
+// Also names the session again: the keeper's connection may have been
+// reset, and a dead session's pid would let anyone take over.
 constexpr const char* extend =
-  "UPDATE lease SET expires_at = clock_timestamp() + ?2 * interval '1 millisecond' "
+  "UPDATE lease SET expires_at = clock_timestamp() + ?2 * interval '1 millisecond', "
+  "backend_pid = pg_backend_pid(), "
+  "backend_start = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()) "
   "WHERE epoch = ?1";
 
 constexpr const char* give_up = "UPDATE lease SET expires_at = '-infinity' WHERE epoch = ?1";
 
-// A holder stopped (SIGSTOP) or cut off within a write transaction keeps its
-// share lock on the lease row until PostgreSQL ends its session: a takeover
-// would wait that long. So a takeover waits a little, and then, once the
-// lease has passed, ends the holder's sessions, which rolls their
-// transactions back, and tries again.
-constexpr const char* begin_takeover = "BEGIN; SET LOCAL lock_timeout = '500ms'";
+// A takeover locks the row FOR UPDATE first: the owner's write transactions
+// hold it FOR KEY SHARE (pg_db's fence), which renewals don't wait for but
+// this does. A holder stopped (SIGSTOP) or cut off within a write
+// transaction keeps that lock until PostgreSQL ends its session, so a
+// takeover waits a little, and then, once the lease has passed, ends the
+// holder's sessions (by pid and start time: a pid may be reused), which
+// rolls their transactions back, and tries again.
+constexpr const char* begin_takeover =
+  "BEGIN; SET LOCAL lock_timeout = '500ms'; SELECT epoch FROM lease FOR UPDATE";
 constexpr const char* end_stale_sessions =
-  "SELECT pg_terminate_backend(CAST(backend_pid AS integer)), "
-  "pg_terminate_backend(CAST(writer_pid AS integer)) FROM lease "
-  "WHERE expires_at < clock_timestamp()";
+  "SELECT pg_terminate_backend(a.pid) FROM lease l JOIN pg_stat_activity a "
+  "ON (a.pid = l.backend_pid AND a.backend_start IS NOT DISTINCT FROM l.backend_start) "
+  "OR (a.pid = l.writer_pid AND a.backend_start IS NOT DISTINCT FROM l.writer_start) "
+  "WHERE l.expires_at < clock_timestamp()";
 
 std::string host_name() {
   char name[256] = {};
@@ -67,8 +76,19 @@ status held_by_another(pg_db& d) {
 result<std::unique_ptr<pg_lease>> pg_lease::acquire(std::unique_ptr<pg_db> conn,
                                                     std::chrono::milliseconds lease_time) {
   for (int attempt = 0;; ++attempt) {
-    if (auto st = conn->exec(begin_takeover); !st)
-      return st;
+    if (auto st = conn->exec(begin_takeover); !st) {
+      conn->rollback();
+      if (st.code() != error::busy)
+        return st;
+      if (attempt > 0)
+        return held_by_another(*conn);
+      auto end = conn->prepare(end_stale_sessions);
+      if (!end)
+        return end.error();
+      if (auto ended = conn->run(**end); !ended)
+        return ended;
+      continue;
+    }
     auto s = conn->prepare(take_over);
     if (!s) {
       conn->rollback();

@@ -132,6 +132,7 @@ CREATE TABLE lease (
   backend_pid   bigint  NOT NULL,
   backend_start timestamptz,
   writer_pid    bigint,
+  writer_start  timestamptz,
   expires_at    timestamptz NOT NULL
 );
 )sql";
@@ -147,6 +148,7 @@ constexpr const char* first_version = "INSERT INTO schema_version (version) VALU
 constexpr const char* list_tables =
   "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1";
 constexpr const char* read_schema = "SELECT current_schema() IS NOT NULL";
+constexpr const char* find_schema = "SELECT 1 FROM pg_namespace WHERE nspname = ?1";
 // One migrating process at a time, whatever else runs.
 constexpr const char* lock_migrations =
   "SELECT pg_advisory_xact_lock(hashtext('ergon migrate ' || current_setting('search_path')))";
@@ -199,10 +201,22 @@ result<int> postgres_schema_version(pg_db& d) {
 
 status migrate_postgres(pg_db& d, int target) {
   const auto& schema = d.options().schema;
-  // The schema's name is a checked plain identifier (pg_db::open).
-  auto create = "CREATE SCHEMA IF NOT EXISTS " + schema;
-  if (auto st = d.exec(create.c_str()); !st)
-    return st;
+  // Only a missing schema is created: CREATE SCHEMA IF NOT EXISTS needs
+  // CREATE on the database even when the schema is there.
+  auto exists = d.prepare(find_schema);
+  if (!exists)
+    return exists.error();
+  (*exists)->bind_text(1, schema);
+  bool missing = !(*exists)->step();
+  if (!(*exists)->step_status())
+    return (*exists)->step_status();
+  (*exists)->reset();
+  if (missing) {
+    // The schema's name is a checked plain identifier (pg_db::open).
+    auto create = "CREATE SCHEMA IF NOT EXISTS " + schema;
+    if (auto st = d.exec(create.c_str()); !st)
+      return st;
+  }
   auto has_schema = d.prepare(read_schema);
   if (!has_schema)
     return has_schema.error();

@@ -131,7 +131,9 @@ class pg_db final : public db {
   result<stmt*> prepare(const char* sql) override;
   status exec(const char* sql) override;
   status begin_write() override;
-  status commit() override { return exec("COMMIT"); }
+  /// Fails (internal) if the transaction had failed: PostgreSQL then rolls
+  /// it back and still answers COMMIT without an error.
+  status commit() override;
   void rollback() noexcept override {
     if (in_transaction())
       (void)exec("ROLLBACK");
