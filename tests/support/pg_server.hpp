@@ -41,9 +41,14 @@ class pg_server {
   pg_server() {
     bin_ = find_bin();
     make_folder();
-    run_as_owner({bin_ + "/initdb", "-D", data(), "--username=ergon", "--auth=trust",
-                  "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"},
-                 "initdb");
+    try {
+      run_as_owner({bin_ + "/initdb", "-D", data(), "--username=ergon", "--auth=trust",
+                    "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"},
+                   "initdb");
+    } catch (...) {
+      remove_folder();  // the destructor won't run
+      throw;
+    }
     // A free port can be taken between the probe and the start: try again.
     std::string why;
     for (int attempt = 0; attempt < 3; ++attempt) {
