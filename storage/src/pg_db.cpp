@@ -451,18 +451,19 @@ bool pg_stmt::step() {
     res_ = PQexecPrepared(db_.conn_, name_.c_str(), static_cast<int>(params_.size()),
                           values.data(), lengths.data(), formats.data(), 1);
     auto rs = res_ != nullptr ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
+    int64_t changed = 0;
     if (rs == PGRES_TUPLES_OK) {
       rows_ = PQntuples(res_);
-      changes_ = rows_;
+      changed = rows_;
     } else if (rs == PGRES_COMMAND_OK) {
-      changes_ = std::atoll(PQcmdTuples(res_));
+      changed = std::atoll(PQcmdTuples(res_));
     } else {
       status_ = db_.error_status(res_, "");
       PQclear(res_);
       res_ = nullptr;
       return false;
     }
-    db_.note_changes(changes_);
+    db_.note_changes(changed);
   }
   return ++row_ < rows_;
 }

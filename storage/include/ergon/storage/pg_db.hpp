@@ -82,9 +82,6 @@ class pg_stmt final : public stmt {
   /// Clears every binding (db::prepare does).
   void clear();
 
-  /// Rows the last run changed or returned.
-  int64_t changes() const noexcept { return changes_; }
-
  private:
   struct param {
     std::string own;          // the bytes, unless they are borrowed
@@ -111,7 +108,6 @@ class pg_stmt final : public stmt {
   int row_ = -1;
   int rows_ = 0;
   bool ran_ = false;
-  int64_t changes_ = 0;
 };
 
 /// An open PostgreSQL session.
