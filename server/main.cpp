@@ -13,7 +13,9 @@
 // Exit status: 0 after SIGINT or SIGTERM, which close the queue like
 // queue::close (running jobs get 30 s); 1 if it can't start (or its close
 // failed); 3 once a client closed the queue (close_atom), so a supervisor
-// sees it gone. See docs/distribution.md for the secret and TLS.
+// sees it gone; 4 once another process took a PostgreSQL queue over (its
+// lease passed while this one was stopped or cut off). See
+// docs/distribution.md for the secret and TLS, docs/postgres.md for leases.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -137,6 +139,12 @@ int main(int argc, char** argv) {
   app.add_option("--preempt-at", preempt_at,
                  "preemption: a waiting job of at least this (effective) priority may ask "
                  "running jobs of lower priority to yield (docs/scheduling.md); off if unset");
+  int64_t lease_time_ms = 10'000;
+  app.add_option("--lease-time-ms", lease_time_ms,
+                 "PostgreSQL: how long ownership lasts without a renewal; a server stopped or "
+                 "cut off for longer is replaced, and exits with status 4 when it comes back "
+                 "(docs/postgres.md)")
+    ->capture_default_str();
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -206,6 +214,7 @@ int main(int argc, char** argv) {
       opts.http->tls = http_tls;
     opts.http->insecure_plaintext = http_insecure;
   }
+  opts.lease_time = std::chrono::milliseconds{lease_time_ms};
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   auto q = ergon::spawn_queue(sys, db, opts);
@@ -227,13 +236,19 @@ int main(int argc, char** argv) {
     caf::send_as(me, me, signal_atom::value, sig);
   }}.detach();
   bool signalled = false;
+  caf::error gone;
   self->receive(
     [&](signal_atom, int sig) {
       signalled = true;
       std::cout << "ergon-server: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", closing"
                 << std::endl;
     },
-    [&](caf::down_msg&) {});
+    [&](caf::down_msg& down) { gone = std::move(down.reason); });
+  if (!signalled && gone && ergon::to_status(gone).code() == ergon::error::busy) {
+    std::cerr << "ergon-server: " << ergon::to_status(gone) << "; exiting with status 4"
+              << std::endl;
+    return 4;
+  }
   if (!signalled) {
     std::cerr << "ergon-server: a client closed the queue; exiting with status 3" << std::endl;
     return 3;

@@ -1,6 +1,7 @@
 // One owner per PostgreSQL schema, with real processes (issue 29): a second
 // owner is refused, a SIGKILLed owner is replaced at once, and a stopped
-// owner that comes back commits nothing after its successor's first write.
+// owner that comes back commits nothing after its successor's first write,
+// closes its queue and reports busy.
 #define BOOST_TEST_MODULE pg_owner
 #include <boost/test/unit_test.hpp>
 
@@ -13,6 +14,7 @@
 #include "ergon/queue.hpp"
 #include "support/child_process.hpp"
 #include "support/pg_server.hpp"
+#include "support/server_process.hpp"
 #include "support/test_engine.hpp"
 
 using namespace ergon;
@@ -82,17 +84,75 @@ BOOST_AUTO_TEST_CASE(a_stopped_owner_commits_nothing_after_its_successor_took_ov
   BOOST_REQUIRE(b.cancel_pending(*id).ok());
   auto before = work_jobs(uri);
   a.signal(SIGCONT);
-  // The old owner's next submit fails: fenced (busy) or its session ended.
-  // What it still prints was acked before it stopped: at most a pipe's worth.
+  // What it still prints was acked before it stopped: at most a pipe's
+  // worth. A submit in flight may fail when its session was ended; the next
+  // one fails busy, fenced, and the child exits with status 2.
   int lines = 0;
-  for (auto line = a.read_line(); !line.empty(); line = a.read_line())
+  std::string failed;
+  for (auto line = a.read_line(); !line.empty(); line = a.read_line()) {
+    if (line.rfind("failed ", 0) == 0)
+      failed = line;
     if (++lines > 5'000) {
       a.signal(SIGKILL);
       BOOST_FAIL("the old owner goes on submitting after its successor took over");
     }
+  }
   int st = a.wait();
-  BOOST_TEST(!(WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 2), "wait status " << st);
+  BOOST_TEST(failed.find("busy") != std::string::npos, failed);
+  BOOST_TEST(failed.find("took the queue over") != std::string::npos, failed);
   BOOST_TEST(work_jobs(uri) == before);
   BOOST_TEST(b.submit(*job_builder("mine").build()).has_value());
   BOOST_TEST(b.close().ok());
+}
+
+// ergon-server, stopped past its lease and replaced, notices when it comes
+// back: its queue closes and it exits with status 4 (server/main.cpp).
+BOOST_AUTO_TEST_CASE(a_replaced_server_closes_its_queue_and_exits_with_status_4) {
+  auto uri = shared_pg_server().fresh_database();
+  server_process a{uri, 0, {"--lease-time-ms", "1000"}};
+  a.proc.signal(SIGSTOP);
+  options opts;
+  opts.lease_time = 1s;
+  auto b = open_when_free(uri, opts);
+  BOOST_REQUIRE(b.submit(*job_builder("mine").build()).has_value());
+  a.proc.signal(SIGCONT);
+  int st = a.proc.wait();
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 4), "wait status " << st);
+  BOOST_TEST(b.counts()[job_status::pending] == 1);
+  BOOST_TEST(b.close().ok());
+}
+
+// A deposed queue answers every call `busy`, naming the takeover, and its
+// close reports the same; nothing it did after the takeover committed.
+BOOST_AUTO_TEST_CASE(a_deposed_queue_answers_busy_and_closes) {
+  auto uri = shared_pg_server().fresh_database();
+  options opts;
+  opts.lease_time = 1s;
+  auto a = queue::open(uri, opts);
+  BOOST_REQUIRE(a.has_value());
+  auto id = a->submit(*job_builder("work").build());
+  BOOST_REQUIRE(id.has_value());
+  // Another process takes the lease over, as if this one had been stopped
+  // past its lease: the lease row's epoch moves on.
+  engine_probe{uri}.exec("UPDATE ergon.lease SET epoch = epoch + 1, pid = 1, host = 'elsewhere'");
+  auto refused = a->submit(*job_builder("work").build());
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST(refused.error().code() == error::busy);
+  BOOST_TEST(refused.error().message().find("took the queue over") != std::string::npos,
+             refused.error().message());
+  // The lease keeper, woken by the writer's fence, closes the queue: a
+  // waiter hears why, and so does every later call.
+  auto waited = a->wait(*id, 60s);
+  BOOST_REQUIRE(!waited.has_value());
+  BOOST_TEST(waited.error().code() == error::busy, waited.error().to_string());
+  BOOST_TEST(waited.error().message().find("this queue closed") != std::string::npos,
+             waited.error().message());
+  auto after = a->submit(*job_builder("work").build());
+  BOOST_REQUIRE(!after.has_value());
+  BOOST_TEST(after.error().message().find("this queue closed") != std::string::npos,
+             after.error().message());
+  auto closed = a->close();
+  BOOST_TEST(closed.code() == error::busy, closed.to_string());
+  BOOST_TEST(work_jobs(uri) == 1);
 }

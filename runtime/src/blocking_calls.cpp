@@ -35,7 +35,7 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
   // The answer of f(queue) if the queue is still there, else `closed`.
   auto with = [&weak](auto f) -> decltype(answer(f(std::declval<queue_impl&>()))) {
     if (auto p = weak.lock())
-      return answer(f(*p));
+      return answer(p->explain(f(*p)));
     return to_caf_error(actors::queue_closed());
   };
   self->receive_while(running)(

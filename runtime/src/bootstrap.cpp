@@ -77,8 +77,10 @@ result<owned_storage> own_sqlite(queue_impl& p, const std::string& path, const o
 }
 
 // PostgreSQL: the owner holds the schema's lease, and its writer is fenced
-// with the lease's epoch. Migrating first creates the lease's table; two
-// openers migrate one after the other.
+// with the lease's epoch. A schema ergon made is leased before it is
+// migrated, so a newer ergon never migrates under a running owner; a new
+// schema is migrated first, which creates the lease's table (two openers
+// migrate one after the other).
 result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const options& opts) {
   auto pg_opts = storage::parse_pg_uri(uri);
   if (!pg_opts)
@@ -88,16 +90,32 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
     return opened.error();
   auto& writer = **opened;
   std::shared_ptr<storage::db> write_db = std::move(*opened);
+  std::unique_ptr<storage::pg_lease> lease;
+  auto take_lease = [&]() -> status {
+    auto lease_conn = storage::pg_db::open(*pg_opts);
+    if (!lease_conn)
+      return lease_conn.error();
+    auto held = storage::pg_lease::acquire(std::move(*lease_conn), opts.lease_time);
+    if (!held)
+      return held.error();
+    lease = std::move(*held);
+    return {};
+  };
+  auto version = storage::schema_version(*write_db);
+  if (!version)
+    return version.error();
+  if (*version > 0)
+    if (auto st = take_lease(); !st)
+      return st;
   if (auto st = storage::migrate(*write_db); !st)
     return st;
-  auto lease_conn = storage::pg_db::open(*pg_opts);
-  if (!lease_conn)
-    return lease_conn.error();
-  auto lease = storage::pg_lease::acquire(std::move(*lease_conn), opts.lease_time);
   if (!lease)
-    return lease.error();
-  writer.fence((*lease)->epoch());
-  p.lease = std::make_unique<lease_keeper>(std::move(*lease), opts.lease_time);
+    if (auto st = take_lease(); !st)
+      return st;
+  auto epoch = lease->epoch();
+  p.lease = std::make_unique<lease_keeper>(std::move(lease), opts.lease_time,
+                                           [&p](const status& why) { p.depose(why); });
+  writer.fence(epoch, [&p](const status& why) { p.depose(why); });
   return owned_storage{std::move(write_db), read_pool::postgres_reader(*pg_opts)};
 }
 
@@ -158,6 +176,10 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
       p->stop(std::chrono::seconds(30));
       return served;
     }
+  }
+  if (auto why = p->open_done(); !why) {
+    p->stop(std::chrono::seconds(30));
+    return why;
   }
   return p;
 }

@@ -56,11 +56,14 @@ struct waits_state {
     }
   }
 
-  // Whoever still waits when the queue stops hears `closed`.
-  void close_all() {
+  // Whoever still waits when the queue stops hears `closed`, or the ergon
+  // error the queue stopped for (a takeover: busy).
+  void close_all(const caf::error& why = {}) {
+    auto answer = why && why.category() == error_category ? why
+                                                          : to_caf_error(actors::queue_closed());
     for (auto& [h, w] : waits) {
       watch->remove(w.watch_handle);
-      w.rp.deliver(to_caf_error(actors::queue_closed()));
+      w.rp.deliver(answer);
     }
     waits.clear();
   }
@@ -141,7 +144,7 @@ caf::behavior run(waits_ptr self, std::shared_ptr<actors::final_watch> watch, ca
   self->state.watch = std::move(watch);
   self->state.calls = std::move(calls);
   self->set_exit_handler([self](caf::exit_msg& msg) {
-    self->state.close_all();
+    self->state.close_all(msg.reason);
     self->quit(msg.reason);
   });
   self->set_down_handler([self](caf::down_msg& msg) { self->state.drop_waits_of(msg.source); });

@@ -5,8 +5,9 @@
 namespace ergon::runtime {
 
 lease_keeper::lease_keeper(std::unique_ptr<storage::pg_lease> lease,
-                           std::chrono::milliseconds lease_time)
-    : lease_(std::move(lease)), every_(lease_time / 3) {
+                           std::chrono::milliseconds lease_time,
+                           std::function<void(const status&)> on_deposed)
+    : lease_(std::move(lease)), every_(lease_time / 3), on_deposed_(std::move(on_deposed)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -24,11 +25,13 @@ void lease_keeper::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_.wait_for(lock, every_, [this] { return stopping_; })) {
     auto st = lease_->renew();
-    if (st || deposed_)
-      continue;
-    if (st.code() == error::busy)
-      deposed_ = true;
-    std::cerr << "ergon: renewing the queue's lease: " << st << '\n';
+    if (!st && st.code() == error::busy) {
+      if (on_deposed_)
+        on_deposed_(st);
+      return;
+    }
+    if (!st)
+      std::cerr << "ergon: renewing the queue's lease: " << st << '\n';
   }
 }
 

@@ -132,12 +132,12 @@ result<ergon::job_info> queue::wait(const job_id& id, std::chrono::milliseconds 
     return moved_from("queue");
   auto waits = runtime::job_waits(impl_);
   if (!waits)
-    return actors::queue_closed();
-  result<ergon::job_info> out = actors::queue_closed();
+    return impl_->closed_status();
+  result<ergon::job_info> out = impl_->closed_status();
   caf::scoped_actor self{*impl_->sys};
   self->request(waits, caf::infinite, wait_atom::value, id, timeout)
     .receive([&](ergon::job_info& info) { out = std::move(info); },
-             [&](caf::error& e) { out = to_status(e); });
+             [&](caf::error& e) { out = impl_->explain(to_status(e)); });
   return out;
 }
 
@@ -153,7 +153,7 @@ void queue::wait_async(const job_id& id, std::chrono::milliseconds timeout,
     return call(moved_from("queue"));
   auto waits = runtime::job_waits(impl_);
   if (!waits)
-    return call(actors::queue_closed());
+    return call(impl_->closed_status());
   // The waits actor goes as a spawn argument: CAF 0.17.6 dereferences a null
   // argument tuple for a function actor spawned without one (UBSan).
   impl_->sys->spawn([id, timeout, done = std::move(done)](caf::event_based_actor* self,
@@ -173,20 +173,20 @@ void queue::wait_async(const job_id& id, std::chrono::milliseconds timeout,
 result<ergon::job_info> queue::job_info(const job_id& id) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->job_info(id);
+  return impl_->explain(impl_->job_info(id));
 }
 
 result<std::vector<ergon::job_info>> queue::jobs_by_name(const std::string& name,
                                                          size_t limit) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->jobs_by_name(name, limit);
+  return impl_->explain(impl_->jobs_by_name(name, limit));
 }
 
 result<job_page> queue::list_jobs(const job_filter& filter, const page_request& page) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->list_jobs(filter, page);
+  return impl_->explain(impl_->list_jobs(filter, page));
 }
 
 result<job_page> queue::list_failed(job_filter filter, const page_request& page) const {
@@ -216,13 +216,13 @@ result<int64_t> queue::purge_failed(job_filter filter) {
   if (!impl_)
     return moved_from("queue");
   filter.status = job_status::failed;
-  return impl_->purge(std::move(filter));
+  return impl_->explain(impl_->purge(std::move(filter)));
 }
 
 result<int64_t> queue::purge_failed(std::chrono::milliseconds older_than) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->purge_older(older_than);
+  return impl_->explain(impl_->purge_older(older_than));
 }
 
 status_counts queue::counts() const {
@@ -282,13 +282,15 @@ status queue::delete_recurring(const std::string& id) {
 result<ergon::recurring_info> queue::recurring_info(const std::string& id) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->read([&](storage::db& d) { return storage::read_recurring(d, id); });
+  return impl_->explain(
+    impl_->read([&](storage::db& d) { return storage::read_recurring(d, id); }));
 }
 
 result<std::vector<ergon::recurring_info>> queue::list_recurring(const std::string& prefix) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->read([&](storage::db& d) { return storage::list_recurring(d, prefix); });
+  return impl_->explain(
+    impl_->read([&](storage::db& d) { return storage::list_recurring(d, prefix); }));
 }
 
 result<worker> queue::start_worker(worker_options opts) {
@@ -296,7 +298,7 @@ result<worker> queue::start_worker(worker_options opts) {
     return moved_from("queue");
   if (auto st = runtime::validate(opts); !st)
     return st;
-  return impl_->start_worker(std::move(opts));
+  return impl_->explain(impl_->start_worker(std::move(opts)));
 }
 
 subscription queue::subscribe(std::function<void(const event&)> f) {
@@ -310,45 +312,45 @@ subscription queue::subscribe(std::function<void(const event&)> f) {
 status queue::set_group_weight(const std::string& group, int32_t weight) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->set_group_weight(group, weight);
+  return impl_->explain(impl_->set_group_weight(group, weight));
 }
 
 status queue::reset_group_weights() {
   if (!impl_)
     return moved_from("queue");
-  return impl_->reset_group_weights();
+  return impl_->explain(impl_->reset_group_weights());
 }
 
 status queue::pause_group(const std::string& group,
                           std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->pause(actors::scheduling_control::pause_group, group, duration);
+  return impl_->explain(impl_->pause(actors::scheduling_control::pause_group, group, duration));
 }
 
 status queue::resume_group(const std::string& group) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->resume(actors::scheduling_control::resume_group, group);
+  return impl_->explain(impl_->resume(actors::scheduling_control::resume_group, group));
 }
 
 status queue::pause_type(const std::string& type,
                          std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->pause(actors::scheduling_control::pause_type, type, duration);
+  return impl_->explain(impl_->pause(actors::scheduling_control::pause_type, type, duration));
 }
 
 result<int64_t> queue::resume_all() {
   if (!impl_)
     return moved_from("queue");
-  return impl_->resume_all();
+  return impl_->explain(impl_->resume_all());
 }
 
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->resume(actors::scheduling_control::resume_type, type);
+  return impl_->explain(impl_->resume(actors::scheduling_control::resume_type, type));
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {
@@ -363,7 +365,7 @@ std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) 
 result<metrics_snapshot> queue::metrics() const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->metrics();
+  return impl_->explain(impl_->metrics());
 }
 
 status queue::close(std::chrono::milliseconds timeout) {

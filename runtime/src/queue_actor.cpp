@@ -75,7 +75,7 @@ template <class... Ts>
 caf::response_promise to_calls(queue_ptr self, Ts&&... xs) {
   auto rp = self->make_response_promise();
   if (self->state.closing)
-    rp.deliver(to_caf_error(actors::queue_closed()));
+    rp.deliver(to_caf_error(self->state.q->closed_status()));
   else
     rp.delegate(self->state.calls, std::forward<Ts>(xs)...);
   return rp;
@@ -87,7 +87,7 @@ template <class Call>
 caf::response_promise to_writer(queue_ptr self, Call call) {
   auto rp = self->make_response_promise();
   if (self->state.q->closed.load(std::memory_order_acquire))
-    rp.deliver(to_caf_error(actors::queue_closed()));
+    rp.deliver(to_caf_error(self->state.q->closed_status()));
   else
     rp.delegate(self->state.q->writer, std::move(call));
   return rp;
@@ -97,7 +97,7 @@ caf::response_promise to_writer(queue_ptr self, Call call) {
 caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id) {
   auto rp = self->make_response_promise<ok_atom>();
   if (self->state.q->closed.load(std::memory_order_acquire)) {
-    rp.deliver(to_caf_error(actors::queue_closed()));
+    rp.deliver(to_caf_error(self->state.q->closed_status()));
     return rp;
   }
   self->request(self->state.q->writer, caf::infinite, actors::retry_failed_call{{id, {}}, {}})
@@ -145,7 +145,9 @@ void close_then_quit(queue_ptr self, caf::error reason) {
     for (auto& rp : self->state.close_requests)
       e ? rp.deliver(e) : rp.deliver(ok_atom::value);
     self->state.close_requests.clear();
-    self->quit(reason);
+    // Monitors learn that another process took the queue over.
+    auto why = self->state.q->deposition();
+    self->quit(why ? reason : to_caf_error(why));
   };
   self->request(st.calls, caf::infinite, close_atom::value)
     .then([done](ok_atom) { done(caf::error{}); }, [done](caf::error& e) { done(e); });
@@ -215,7 +217,7 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
       auto rp = self->make_response_promise();
       auto waits = runtime::job_waits(self->state.q);
       if (self->state.closing || !waits)
-        rp.deliver(to_caf_error(actors::queue_closed()));
+        rp.deliver(to_caf_error(self->state.q->closed_status()));
       else
         rp.delegate(waits, a, id, timeout);
       return rp;
@@ -270,7 +272,7 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     },
     [&q](join_atom) -> caf::result<caf::actor> {
       if (q.closed.load(std::memory_order_acquire))
-        return to_caf_error(actors::queue_closed());
+        return to_caf_error(q.closed_status());
       return caf::actor_cast<caf::actor>(q.dispatcher);
     },
     [self](close_atom) -> caf::result<ok_atom> {
@@ -368,7 +370,7 @@ result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
   if (auto st = impl.gate->face_network(terms.realm, creds.secret); !st)
     return st;
   if (impl.closed.load(std::memory_order_acquire))
-    return actors::queue_closed();
+    return impl.closed_status();
   auto listener = transport::acceptor::open(sys, std::move(terms),
                                             caf::actor_cast<caf::strong_actor_ptr>(q),
                                             sys.message_types<queue_actor>());

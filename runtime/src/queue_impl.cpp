@@ -1,11 +1,10 @@
 #include "queue_impl.hpp"
 
-
-
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <algorithm>
+#include <iostream>
 
 #include <caf/actor_cast.hpp>
 #include <caf/exit_reason.hpp>
@@ -46,7 +45,7 @@ status queue::impl::fill_pending_views(std::vector<ergon::job_info*> infos) {
 // after this one sees its effect.
 result<int64_t> queue::impl::apply(actors::scheduling_control c) {
   if (closed.load(std::memory_order_acquire))
-    return actors::queue_closed();
+    return closed_status();
   // Waits until the dispatcher applied it, so a pause holds from the return on.
   auto [to, from] = actors::make_reply<result<int64_t>>();
   c.reply = std::move(to);
@@ -153,7 +152,7 @@ status queue::impl::pause(actors::scheduling_control::op_type op, const std::str
 
 result<worker> queue::impl::start_worker(worker_options worker_opts) {
   if (closed.load(std::memory_order_acquire))
-    return actors::queue_closed();
+    return closed_status();
   auto w = worker_impl::spawn(*sys, std::move(worker_opts), clk,
                                caf::actor_cast<caf::actor>(dispatcher), gate);
   {
@@ -165,7 +164,7 @@ result<worker> queue::impl::start_worker(worker_options worker_opts) {
 
 result<metrics_snapshot> queue::impl::metrics() {
   if (closed.load(std::memory_order_acquire))
-    return actors::queue_closed();
+    return closed_status();
   auto [to, from] = actors::make_reply<result<metrics_snapshot>>();
   // Through the writer: the snapshot then includes every commit so far, even
   // claims whose jobs already run but whose feed was not yet taken.
@@ -200,12 +199,12 @@ status queue::impl::attach(std::unique_ptr<runtime::front_end> f) {
     }
   }
   f->stop();
-  return actors::queue_closed();
+  return closed_status();
 }
 
 result<uint16_t> queue::impl::port_of(runtime::front_end::kind k) {
   if (closed.load(std::memory_order_acquire))
-    return actors::queue_closed();
+    return closed_status();
   std::lock_guard<std::mutex> guard{fronts_mtx};
   for (auto& f : fronts)
     if (f->what() == k)
@@ -216,9 +215,46 @@ result<uint16_t> queue::impl::port_of(runtime::front_end::kind k) {
                 "the queue does not listen: set options::listen, or publish its actor"};
 }
 
+status queue::impl::closed_status() {
+  auto why = deposition();
+  return why ? actors::queue_closed() : why;
+}
+
+status queue::impl::explain(status st) {
+  if (st.code() != error::closed)
+    return st;
+  auto why = deposition();
+  return why ? st : why;
+}
+
+status queue::impl::deposition() {
+  std::lock_guard<std::mutex> guard{deposed_mtx};
+  return deposed_why;
+}
+
+void queue::impl::depose(const status& why) {
+  std::lock_guard<std::mutex> guard{deposed_mtx};
+  if (destroying || !deposed_why || closed.load(std::memory_order_acquire))
+    return;
+  deposed_why = {why.code(), why.message() + "; this queue closed"};
+  if (!ready)
+    return;
+  std::cerr << "ergon: " << deposed_why << '\n';
+  // Running jobs can't commit any more; the new owner recovers them. The
+  // queue actor, if any, goes down with `deposed_why`.
+  closer = std::thread([this] { stop(std::chrono::milliseconds{0}); });
+}
+
+status queue::impl::open_done() {
+  std::lock_guard<std::mutex> guard{deposed_mtx};
+  ready = true;
+  return deposed_why;
+}
+
 status queue::impl::stop(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> stopping{stop_mtx};
   if (closed.exchange(true))
-    return {};
+    return deposition();
   {
     // Nothing from outside reaches a closed queue; requests in flight are
     // answered (`closed`, once the flag is up). Newest first: a port goes
@@ -263,19 +299,30 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> guard{waits_mtx};
     if (waits) {
-      actors::tell_exit(waits, caf::exit_reason::user_shutdown);
+      auto why = deposition();
+      actors::tell_exit(waits, why ? caf::error{caf::exit_reason::user_shutdown}
+                                   : to_caf_error(why));
       // Ends its thread; the queue is closed already, so that is all it does.
       actors::tell(waits_calls, close_atom::value);
     }
   }
   owner.reset();
   lease.reset();
+  if (auto why = deposition(); !why)
+    return why;
   return result;
 }
 
 queue::impl::~impl() {
+  {
+    std::lock_guard<std::mutex> guard{deposed_mtx};
+    destroying = true;
+  }
+  if (closer.joinable())
+    closer.join();
   if (writer)
     stop(std::chrono::seconds(30));
+  lease.reset();  // before the mutexes its thread may take
 }
 
 }  // namespace ergon

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -66,17 +67,27 @@ struct queue::impl {
   /// The owner's hold: a flock on SQLite, a renewed lease on PostgreSQL.
   std::unique_ptr<storage::ownership> owner;
   std::unique_ptr<runtime::lease_keeper> lease;
+  // One close at a time; a second waits for the first.
+  std::mutex stop_mtx;
+  // Why the queue closed by itself: another process took it over (depose).
+  // Once the open is done (`ready`), the closer thread closes it; the
+  // destructor joins that thread.
+  std::mutex deposed_mtx;
+  status deposed_why;
+  bool ready = false;
+  bool destroying = false;
+  std::thread closer;
 
   // Sends a request to the writer and waits for the committed reply.
   template <class Args, class V>
   V call(Args args) {
     if (closed.load(std::memory_order_acquire))
-      return V{actors::queue_closed()};
+      return V{closed_status()};
     auto [to, from] = actors::make_reply<V>();
     // Move the only sending end into the message: if the writer drops it,
     // the waiter is woken with `closed` instead of hanging.
     actors::tell(writer, actors::local_call<Args, V>{std::move(args), std::move(to)});
-    return from.wait();
+    return explain(from.wait());
   }
 
   // Asks the dispatcher how far aging has lifted these jobs' priorities and
@@ -84,9 +95,32 @@ struct queue::impl {
   // rest keep effective == stored priority.
   status fill_pending_views(std::vector<ergon::job_info*> infos);
 
+  // What a call to the closed queue gets: `busy` naming the new owner if
+  // another process took it over, else `closed`.
+  status closed_status();
+  // `st`, unless it is `closed` and the queue closed for a takeover: then
+  // why it did.
+  status explain(status st);
+  template <class T>
+  result<T> explain(result<T> r) {
+    if (r || r.error().code() != error::closed)
+      return r;
+    return explain(r.error());
+  }
+  // Ok, or why another process's takeover closed the queue.
+  status deposition();
+  // Closes the queue on a thread of its own, because another process took
+  // it over (`why` names it): the writer's fence or the lease keeper found
+  // it so. Before the open is done, the open fails with `why` instead.
+  void depose(const status& why);
+  // Marks the open done; fails with the takeover that came first, if any.
+  status open_done();
+
   // Runs `read` on a connection of the read pool.
   template <class Read>
   auto read(Read read) -> decltype(read(std::declval<storage::db&>())) {
+    if (closed.load(std::memory_order_acquire))
+      return closed_status();
     auto conn = reads->borrow();
     if (!conn)
       return conn.error();

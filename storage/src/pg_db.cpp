@@ -27,7 +27,7 @@ constexpr Oid varchar_oid = 1043;
 constexpr Oid numeric_oid = 1700;
 
 // The fence of every write transaction (pg_lease.hpp), sent with its BEGIN.
-constexpr const char* begin_fenced = "BEGIN; SELECT epoch FROM lease FOR KEY SHARE";
+constexpr const char* begin_fenced = "BEGIN; SELECT epoch, host, pid FROM lease FOR KEY SHARE";
 
 // Each writer session names itself in the lease before its first write
 // transaction, so that a successor can end it if it holds the lease row
@@ -672,6 +672,8 @@ status pg_db::begin_write() {
     in_write_ = true;
     return {};
   }
+  if (!taken_over_)
+    return taken_over_;
   if (auto st = reconnect_if_lost(); !st)
     return st;
   if (named_session_ != session_) {
@@ -682,7 +684,7 @@ status pg_db::begin_write() {
     if (auto st = run(**s); !st)
       return st;
     if (changes_ != 1)
-      return {error::busy, location_ + ": the queue was taken over"};
+      return taken_over({error::busy, location_ + ": another process took the queue over"});
     named_session_ = session_;
   }
   // One round trip: the simple protocol runs both and answers with the last.
@@ -692,15 +694,25 @@ status pg_db::begin_write() {
   if (r == nullptr || PQresultStatus(r) != PGRES_TUPLES_OK)
     st = error_status(r, "beginning a write");
   else if (PQntuples(r) != 1)
-    st = {error::busy, location_ + ": the lease row is gone"};
+    st = taken_over({error::busy, location_ + ": the lease row is gone"});
   else if (auto held = std::atoll(PQgetvalue(r, 0, 0)); held != *epoch_)
-    st = {error::busy, location_ + ": another process took the queue over (lease epoch "
-                         + std::to_string(held) + ", this one holds " + std::to_string(*epoch_)
-                         + ")"};
+    st = taken_over({error::busy, location_ + ": another process took the queue over: pid "
+                                    + PQgetvalue(r, 0, 2) + " on " + PQgetvalue(r, 0, 1)
+                                    + " (lease epoch " + std::to_string(held) + "; this one held "
+                                    + std::to_string(*epoch_) + ")"});
   PQclear(r);
   if (!st)
     rollback();
   return st;
+}
+
+status pg_db::taken_over(status why) {
+  if (taken_over_) {
+    taken_over_ = why;
+    if (on_taken_over_)
+      on_taken_over_(why);
+  }
+  return why;
 }
 
 status pg_db::commit() {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -141,8 +142,13 @@ class pg_db final : public db {
   /// Makes every later begin_write check, inside its transaction, that the
   /// lease row still carries `epoch` (ownership.hpp), and take a share lock
   /// on it: a successor's takeover waits for the transaction, and once it
-  /// has committed, the transaction fails `busy`.
-  void fence(int64_t epoch) noexcept { epoch_ = epoch; }
+  /// has committed, the transaction fails `busy`, naming the new owner.
+  /// From then on every begin_write fails so without asking the server, and
+  /// `on_taken_over` (if set) gets that status once, on the writing thread.
+  void fence(int64_t epoch, std::function<void(const status&)> on_taken_over = {}) {
+    epoch_ = epoch;
+    on_taken_over_ = std::move(on_taken_over);
+  }
 
   const pg_options& options() const noexcept { return opts_; }
   pg_conn* raw() const noexcept { return conn_; }
@@ -158,6 +164,7 @@ class pg_db final : public db {
   friend class pg_stmt;
   pg_db(pg_conn* conn, pg_options opts, std::string location) noexcept;
   status reconnect_if_lost();
+  status taken_over(status why);
 
   pg_conn* conn_;
   pg_options opts_;
@@ -171,6 +178,8 @@ class pg_db final : public db {
   std::chrono::milliseconds backoff_{0};
   int64_t changes_ = 0;
   std::optional<int64_t> epoch_;
+  std::function<void(const status&)> on_taken_over_;
+  status taken_over_;  // why writes stopped for good, once the fence failed
 };
 
 /// The ergon error for a SQLSTATE (e.g. "57014": timeout).
