@@ -114,8 +114,8 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
       return st;
   auto epoch = lease->epoch();
   p.lease = std::make_unique<lease_keeper>(std::move(lease), opts.lease_time,
-                                           [&p](const status& why) { p.depose(why); });
-  writer.fence(epoch, [&p](const status& why) { p.depose(why); });
+                                           [&p](const status& why) { p.close_for(why); });
+  writer.fence(epoch, [&p](const status& why) { p.close_for(why); });
   return owned_storage{std::move(write_db), read_pool::postgres_reader(*pg_opts)};
 }
 

@@ -146,7 +146,7 @@ void close_then_quit(queue_ptr self, caf::error reason) {
       e ? rp.deliver(e) : rp.deliver(ok_atom::value);
     self->state.close_requests.clear();
     // Monitors learn that another process took the queue over.
-    auto why = self->state.q->deposition();
+    auto why = self->state.q->closing_cause();
     self->quit(why ? reason : to_caf_error(why));
   };
   self->request(st.calls, caf::infinite, close_atom::value)

@@ -216,45 +216,45 @@ result<uint16_t> queue::impl::port_of(runtime::front_end::kind k) {
 }
 
 status queue::impl::closed_status() {
-  auto why = deposition();
+  auto why = closing_cause();
   return why ? actors::queue_closed() : why;
 }
 
 status queue::impl::explain(status st) {
   if (st.code() != error::closed)
     return st;
-  auto why = deposition();
+  auto why = closing_cause();
   return why ? st : why;
 }
 
-status queue::impl::deposition() {
-  std::lock_guard<std::mutex> guard{deposed_mtx};
-  return deposed_why;
+status queue::impl::closing_cause() {
+  std::lock_guard<std::mutex> guard{cause_mtx};
+  return cause_of_close;
 }
 
-void queue::impl::depose(const status& why) {
-  std::lock_guard<std::mutex> guard{deposed_mtx};
-  if (destroying || !deposed_why || closed.load(std::memory_order_acquire))
+void queue::impl::close_for(const status& why) {
+  std::lock_guard<std::mutex> guard{cause_mtx};
+  if (destroying || !cause_of_close || closed.load(std::memory_order_acquire))
     return;
-  deposed_why = {why.code(), why.message() + "; this queue closed"};
+  cause_of_close = {why.code(), why.message() + "; this queue closed"};
   if (!ready)
     return;
-  std::cerr << "ergon: " << deposed_why << '\n';
-  // Running jobs can't commit any more; the new owner recovers them. The
-  // queue actor, if any, goes down with `deposed_why`.
+  std::cerr << "ergon: " << cause_of_close << '\n';
+  // Running jobs can't commit any more; the next owner recovers them. The
+  // queue actor, if any, goes down with `cause_of_close`.
   closer = std::thread([this] { stop(std::chrono::milliseconds{0}); });
 }
 
 status queue::impl::open_done() {
-  std::lock_guard<std::mutex> guard{deposed_mtx};
+  std::lock_guard<std::mutex> guard{cause_mtx};
   ready = true;
-  return deposed_why;
+  return cause_of_close;
 }
 
 status queue::impl::stop(std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> stopping{stop_mtx};
   if (closed.exchange(true))
-    return deposition();
+    return closing_cause();
   {
     // Nothing from outside reaches a closed queue; requests in flight are
     // answered (`closed`, once the flag is up). Newest first: a port goes
@@ -299,7 +299,7 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> guard{waits_mtx};
     if (waits) {
-      auto why = deposition();
+      auto why = closing_cause();
       actors::tell_exit(waits, why ? caf::error{caf::exit_reason::user_shutdown}
                                    : to_caf_error(why));
       // Ends its thread; the queue is closed already, so that is all it does.
@@ -308,14 +308,14 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   }
   owner.reset();
   lease.reset();
-  if (auto why = deposition(); !why)
+  if (auto why = closing_cause(); !why)
     return why;
   return result;
 }
 
 queue::impl::~impl() {
   {
-    std::lock_guard<std::mutex> guard{deposed_mtx};
+    std::lock_guard<std::mutex> guard{cause_mtx};
     destroying = true;
   }
   if (closer.joinable())

@@ -69,11 +69,11 @@ struct queue::impl {
   std::unique_ptr<runtime::lease_keeper> lease;
   // One close at a time; a second waits for the first.
   std::mutex stop_mtx;
-  // Why the queue closed by itself: another process took it over (depose).
-  // Once the open is done (`ready`), the closer thread closes it; the
-  // destructor joins that thread.
-  std::mutex deposed_mtx;
-  status deposed_why;
+  // Why the queue closed by itself (close_for): another process took it
+  // over, or a commit's fate stayed unknown. Once the open is done
+  // (`ready`), the closer thread closes it; the destructor joins that thread.
+  std::mutex cause_mtx;
+  status cause_of_close;
   bool ready = false;
   bool destroying = false;
   std::thread closer;
@@ -95,11 +95,10 @@ struct queue::impl {
   // rest keep effective == stored priority.
   status fill_pending_views(std::vector<ergon::job_info*> infos);
 
-  // What a call to the closed queue gets: `busy` naming the new owner if
-  // another process took it over, else `closed`.
+  // What a call to the closed queue gets: why it closed by itself (busy
+  // naming the new owner after a takeover), else `closed`.
   status closed_status();
-  // `st`, unless it is `closed` and the queue closed for a takeover: then
-  // why it did.
+  // `st`, unless it is `closed` and the queue closed by itself: then why.
   status explain(status st);
   template <class T>
   result<T> explain(result<T> r) {
@@ -107,13 +106,14 @@ struct queue::impl {
       return r;
     return explain(r.error());
   }
-  // Ok, or why another process's takeover closed the queue.
-  status deposition();
-  // Closes the queue on a thread of its own, because another process took
-  // it over (`why` names it): the writer's fence or the lease keeper found
-  // it so. Before the open is done, the open fails with `why` instead.
-  void depose(const status& why);
-  // Marks the open done; fails with the takeover that came first, if any.
+  // Ok, or why the queue closed by itself.
+  status closing_cause();
+  // Closes the queue on a thread of its own because writing can't go on:
+  // the writer's fence or the lease keeper found the queue taken over, or
+  // a commit's fate stayed unknown (pg_db::fence). Before the open is done,
+  // the open fails with `why` instead.
+  void close_for(const status& why);
+  // Marks the open done; fails with a cause to close that came first.
   status open_done();
 
   // Runs `read` on a connection of the read pool.

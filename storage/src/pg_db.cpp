@@ -26,8 +26,11 @@ constexpr Oid bpchar_oid = 1042;
 constexpr Oid varchar_oid = 1043;
 constexpr Oid numeric_oid = 1700;
 
-// The fence of every write transaction (pg_lease.hpp), sent with its BEGIN.
-constexpr const char* begin_fenced = "BEGIN; SELECT epoch, host, pid FROM lease FOR KEY SHARE";
+// The fence of every write transaction (pg_lease.hpp), sent with its BEGIN,
+// and the transaction's id, to learn its fate if the COMMIT's answer is lost.
+constexpr const char* begin_fenced =
+  "BEGIN; SELECT epoch, host, pid, pg_current_xact_id() FROM lease FOR KEY SHARE";
+constexpr const char* xact_status = "SELECT pg_xact_status($1::text::xid8)";
 
 // Each writer session names itself in the lease before its first write
 // transaction, so that a successor can end it if it holds the lease row
@@ -672,8 +675,9 @@ status pg_db::begin_write() {
     in_write_ = true;
     return {};
   }
-  if (!taken_over_)
-    return taken_over_;
+  if (!halted_)
+    return halted_;
+  xact_.clear();
   if (auto st = reconnect_if_lost(); !st)
     return st;
   if (named_session_ != session_) {
@@ -684,7 +688,7 @@ status pg_db::begin_write() {
     if (auto st = run(**s); !st)
       return st;
     if (changes_ != 1)
-      return taken_over({error::busy, location_ + ": another process took the queue over"});
+      return halt({error::busy, location_ + ": another process took the queue over"});
     named_session_ = session_;
   }
   // One round trip: the simple protocol runs both and answers with the last.
@@ -694,27 +698,64 @@ status pg_db::begin_write() {
   if (r == nullptr || PQresultStatus(r) != PGRES_TUPLES_OK)
     st = error_status(r, "beginning a write");
   else if (PQntuples(r) != 1)
-    st = taken_over({error::busy, location_ + ": the lease row is gone"});
+    st = halt({error::busy, location_ + ": the lease row is gone"});
   else if (auto held = std::atoll(PQgetvalue(r, 0, 0)); held != *epoch_)
-    st = taken_over({error::busy, location_ + ": another process took the queue over: pid "
-                                    + PQgetvalue(r, 0, 2) + " on " + PQgetvalue(r, 0, 1)
-                                    + " (lease epoch " + std::to_string(held) + "; this one held "
-                                    + std::to_string(*epoch_) + ")"});
+    st = halt({error::busy, location_ + ": another process took the queue over: pid "
+                              + PQgetvalue(r, 0, 2) + " on " + PQgetvalue(r, 0, 1)
+                              + " (lease epoch " + std::to_string(held) + "; this one held "
+                              + std::to_string(*epoch_) + ")"});
+  else
+    xact_ = PQgetvalue(r, 0, 3);
   PQclear(r);
   if (!st)
     rollback();
   return st;
 }
 
-status pg_db::taken_over(status why) {
-  if (taken_over_) {
-    taken_over_ = why;
-    if (on_taken_over_)
-      on_taken_over_(why);
+status pg_db::halt(status why) {
+  if (halted_) {
+    halted_ = why;
+    if (on_halt_)
+      on_halt_(why);
   }
   return why;
 }
 
+// The COMMIT's answer was lost with the connection: the transaction may have
+// committed or not. Reconnects and asks, with backoff; a transaction still
+// in progress is the old session finishing.
+status pg_db::learn_commit(status lost) {
+  auto xact = std::move(xact_);
+  xact_.clear();
+  in_write_ = false;
+  auto deadline = std::chrono::steady_clock::now() + opts_.commit_outcome_wait;
+  status why = lost;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_until(std::max(next_attempt_, std::chrono::steady_clock::now()
+                                                            + std::chrono::milliseconds{20}));
+    if (auto st = reconnect_if_lost(); !st) {
+      why = st;
+      continue;
+    }
+    const char* values[] = {xact.c_str()};
+    PGresult* r = PQexecParams(conn_, xact_status, 1, nullptr, values, nullptr, nullptr, 0);
+    std::string fate = r != nullptr && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                           && !PQgetisnull(r, 0, 0)
+                         ? PQgetvalue(r, 0, 0)
+                         : "";
+    if (fate.empty())
+      why = error_status(r, "asking for a transaction's fate");
+    PQclear(r);
+    if (fate == "committed")
+      return {};
+    if (fate == "aborted")
+      return {error::unreachable,
+              lost.message() + "; the transaction did not commit (the connection is back)"};
+  }
+  return halt({error::unreachable, lost.message()
+                                     + "; whether the transaction committed is unknown ("
+                                     + why.message() + ")"});
+}
 status pg_db::commit() {
   if (auto st = reconnect_if_lost(); !st)
     return st;
@@ -726,6 +767,9 @@ status pg_db::commit() {
   else if (std::strcmp(PQcmdStatus(r), "COMMIT") != 0)
     st = {error::internal, location_ + ": COMMIT rolled back a failed transaction"};
   PQclear(r);
+  if (!st && PQstatus(conn_) == CONNECTION_BAD && !xact_.empty())
+    return learn_commit(st);
+  xact_.clear();
   if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
     in_write_ = false;
   return st;

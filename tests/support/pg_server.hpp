@@ -49,26 +49,26 @@ class pg_server {
       remove_folder();  // the destructor won't run
       throw;
     }
-    // A free port can be taken between the probe and the start: try again.
-    std::string why;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      port_ = free_port();
-      try {
-        run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-l", folder_ + "/server.log", "-w",
-                      "-t", "60", "-o",
-                      "-p " + std::to_string(port_)
-                        + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + folder_,
-                      "start"},
-                     "pg_ctl start");
-        running_ = true;
-        start_watchdog();
-        return;
-      } catch (const std::runtime_error& e) {
-        why = e.what();
-      }
+    start_on_a_free_port();
+  }
+
+  /// A hot standby of `primary`: a base backup of it that streams its
+  /// changes and takes reads only.
+  struct standby_of {
+    const pg_server& primary;
+  };
+  explicit pg_server(standby_of s) {
+    bin_ = find_bin();
+    make_folder();
+    try {
+      run_as_owner({bin_ + "/pg_basebackup", "-D", data(), "-R", "-X", "stream", "-c", "fast", "-h",
+                    "127.0.0.1", "-p", std::to_string(s.primary.port()), "-U", "ergon"},
+                   "pg_basebackup");
+    } catch (...) {
+      remove_folder();
+      throw;
     }
-    remove_folder();
-    throw std::runtime_error(why);
+    start_on_a_free_port();
   }
 
   pg_server(const pg_server&) = delete;
@@ -90,6 +90,14 @@ class pg_server {
     if (watchdog_pid_ > 0)
       while (::waitpid(watchdog_pid_, nullptr, 0) < 0 && errno == EINTR) {
       }
+  }
+
+  /// Restarts the server (fast shutdown: sessions end, transactions in
+  /// flight roll back), on the same port.
+  void restart() {
+    run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-l", folder_ + "/server.log", "-m", "fast",
+                  "-w", "-t", "60", "restart"},
+                 "pg_ctl restart");
   }
 
   int port() const noexcept { return port_; }
@@ -177,6 +185,29 @@ class pg_server {
     }
     ::close(fd);
     return ntohs(a.sin_port);
+  }
+
+  // A free port can be taken between the probe and the start: try again.
+  void start_on_a_free_port() {
+    std::string why;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      port_ = free_port();
+      try {
+        run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-l", folder_ + "/server.log", "-w",
+                      "-t", "60", "-o",
+                      "-p " + std::to_string(port_)
+                        + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + folder_,
+                      "start"},
+                     "pg_ctl start");
+        running_ = true;
+        start_watchdog();
+        return;
+      } catch (const std::runtime_error& e) {
+        why = e.what();
+      }
+    }
+    remove_folder();
+    throw std::runtime_error(why);
   }
 
   // A test process that dies without its destructors (a crash, SIGKILL from

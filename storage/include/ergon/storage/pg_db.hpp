@@ -37,6 +37,9 @@ struct pg_options {
   std::chrono::milliseconds connect_timeout{10'000};
   /// Sessions that only read (default_transaction_read_only).
   bool read_only = false;
+  /// How long a fenced connection tries to learn the fate of a COMMIT whose
+  /// answer was lost (pg_db::fence) before it halts writing.
+  std::chrono::milliseconds commit_outcome_wait{30'000};
 };
 
 /// Splits `uri` into libpq's part and ergon's `schema` query parameter,
@@ -143,11 +146,20 @@ class pg_db final : public db {
   /// lease row still carries `epoch` (ownership.hpp), and take a share lock
   /// on it: a successor's takeover waits for the transaction, and once it
   /// has committed, the transaction fails `busy`, naming the new owner.
-  /// From then on every begin_write fails so without asking the server, and
-  /// `on_taken_over` (if set) gets that status once, on the writing thread.
-  void fence(int64_t epoch, std::function<void(const status&)> on_taken_over = {}) {
+  ///
+  /// A fenced connection also learns the fate of a COMMIT whose answer was
+  /// lost with the connection: it reconnects (for up to
+  /// pg_options::commit_outcome_wait) and asks the server whether the
+  /// transaction committed. commit() then succeeds or fails as the
+  /// transaction did.
+  ///
+  /// Writing halts for good when the queue was taken over or a commit's
+  /// fate stays unknown: every later begin_write fails with that status
+  /// without asking the server, and `on_halt` (if set) gets it once, on the
+  /// writing thread.
+  void fence(int64_t epoch, std::function<void(const status&)> on_halt = {}) {
     epoch_ = epoch;
-    on_taken_over_ = std::move(on_taken_over);
+    on_halt_ = std::move(on_halt);
   }
 
   const pg_options& options() const noexcept { return opts_; }
@@ -164,7 +176,8 @@ class pg_db final : public db {
   friend class pg_stmt;
   pg_db(pg_conn* conn, pg_options opts, std::string location) noexcept;
   status reconnect_if_lost();
-  status taken_over(status why);
+  status halt(status why);
+  status learn_commit(status lost);
 
   pg_conn* conn_;
   pg_options opts_;
@@ -178,8 +191,9 @@ class pg_db final : public db {
   std::chrono::milliseconds backoff_{0};
   int64_t changes_ = 0;
   std::optional<int64_t> epoch_;
-  std::function<void(const status&)> on_taken_over_;
-  status taken_over_;  // why writes stopped for good, once the fence failed
+  std::function<void(const status&)> on_halt_;
+  status halted_;  // why writing stopped for good
+  std::string xact_;  // the open write transaction's id, when fenced
 };
 
 /// The ergon error for a SQLSTATE (e.g. "57014": timeout).
