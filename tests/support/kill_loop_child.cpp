@@ -8,11 +8,15 @@
 //   ergon-test-kill-loop-child <db> <start log> drain
 //       Runs jobs until none is pending or running, then prints "drained".
 //
-// Job code appends "start <id> <try>" to the start log before it does
+// Both modes first print "opened <ms>": how long the open took. On
+// PostgreSQL a killed owner's lease may still look held for a moment, so the
+// open tries again while it fails `busy`, for up to 30 s, as a supervisor
+// would. Job code appends "start <id> <try>" to the start log before it does
 // anything else, checkpoints, heartbeats, and returns.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -49,11 +53,18 @@ int main(int argc, char** argv) {
     return 1;
   ergon::options opts;
   opts.recovery = ergon::recovery_mode::retry_immediately;
+  auto started = std::chrono::steady_clock::now();
   auto q = ergon::queue::open(argv[1], opts);
+  while (!q && q.error().code() == ergon::error::busy
+         && std::chrono::steady_clock::now() - started < std::chrono::seconds(30))
+    q = ergon::queue::open(argv[1], opts);
   if (!q) {
     std::cerr << "open: " << q.error() << '\n';
     return 1;
   }
+  print("opened " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - started)
+                                      .count()));
   std::mutex mtx;
   std::condition_variable idle;
   auto sub = q->subscribe([&](const ergon::event&) {
