@@ -1,10 +1,8 @@
 #include "queue_link.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include "ergon/queue.hpp"
 
 namespace ergon::ctl {
 namespace {
@@ -39,11 +37,11 @@ result<queue_link> queue_link::for_writes(caf::actor_system& sys, const reach_op
                   o.db + " is owned by " + who(**found)
                     + ", which takes no connections: writes need the owner to listen "
                       "(options::listen, or run the queue in ergon-server)"};
-  // A tool that changes jobs never creates a database: a typo would make
-  // an empty one.
-  struct stat st {};
-  if (::stat(o.db.c_str(), &st) != 0)
-    return status{error::not_found, o.db + ": " + std::strerror(errno) + " (ergonctl creates no database)"};
+  // A tool that changes jobs never creates a database or a schema: a typo
+  // would make an empty one.
+  if (auto seen = queue::inspect(o.db); !seen)
+    return status{seen.error().code(),
+                  seen.error().message() + " (ergonctl creates no database)"};
   auto q = spawn_queue(sys, o.db);
   if (!q) {
     if (q.error().code() == error::busy)  // an owner came meanwhile

@@ -26,6 +26,7 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "support/server_process.hpp"
+#include "support/test_engine.hpp"
 
 extern char** environ;
 
@@ -49,8 +50,12 @@ struct run_result {
   }
 };
 
-std::string read_file_bytes(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
+// Everything stored at `location`: the SQLite file's bytes, or a dump of
+// the PostgreSQL schema's rows.
+std::string stored(const std::string& location) {
+  if (test::on_postgres())
+    return test::engine_probe{location}.dump();
+  std::ifstream in{location, std::ios::binary};
   return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
 }
 
@@ -87,11 +92,12 @@ run_result ergonctl(const temp_dir& dir, std::vector<std::string> args) {
   return r;
 }
 
-// A file with three jobs of type "job", failed for good (by a worker in
-// this process), one pending "other" job in group "g", and a recurring job.
+// A queue (a file, or a PostgreSQL schema) with three jobs of type "job",
+// failed for good (by a worker in this process), one pending "other" job in
+// group "g", and a recurring job.
 struct filled_file {
   temp_dir dir;
-  std::string db = dir.file("q.db");
+  std::string db = test::test_location(dir);
   std::vector<job_id> failed;
   job_id pending;
 
@@ -313,7 +319,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
 // changes nothing.
 BOOST_AUTO_TEST_CASE(dry_runs_say_what_would_change_and_change_nothing) {
   filled_file f;
-  auto before = read_file_bytes(f.db);
+  auto before = stored(f.db);
   auto purge = f.ctl({"purge", "--all", "--type", "job", "--dry-run", "--json"});
   BOOST_REQUIRE_MESSAGE(purge.code == 0, purge.err);
   BOOST_TEST(purge.doc()["dry_run"] == true);
@@ -340,7 +346,7 @@ BOOST_AUTO_TEST_CASE(dry_runs_say_what_would_change_and_change_nothing) {
   BOOST_TEST(finished.code == 1);
   BOOST_TEST(finished.err.find("cancel would refuse it") != std::string::npos, finished.err);
   // Not a byte changed, and every job is where it was.
-  BOOST_TEST(read_file_bytes(f.db) == before);
+  BOOST_TEST(stored(f.db) == before);
   auto q = queue::inspect(f.db);
   BOOST_TEST((*q->counts())[job_status::failed] == 3);
   BOOST_TEST((*q->counts())[job_status::pending] == 2);
@@ -384,7 +390,8 @@ BOOST_AUTO_TEST_CASE(text_output_escapes_control_characters_from_job_fields) {
 
 // A backup taken while an owner in this process writes: it opens, passes
 // integrity_check, and holds every job committed before it began.
-BOOST_AUTO_TEST_CASE(a_backup_under_write_load_opens_and_is_whole) {
+BOOST_AUTO_TEST_CASE(a_backup_under_write_load_opens_and_is_whole,
+                     *test::sqlite_only("PostgreSQL is backed up with its own tools")) {
   filled_file f;
   auto q = queue::open(f.db);
   BOOST_REQUIRE(q.has_value());
@@ -486,8 +493,10 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
   BOOST_TEST(list.doc()["jobs"].size() == 3u);
   BOOST_TEST(server.stop(SIGTERM));
   // SIGTERM closes the queue cleanly: the file alone holds it, no WAL.
-  BOOST_TEST(!std::filesystem::exists(f.db + "-wal"));
-  BOOST_TEST(!std::filesystem::exists(f.db + "-shm"));
+  if (!test::on_postgres()) {
+    BOOST_TEST(!std::filesystem::exists(f.db + "-wal"));
+    BOOST_TEST(!std::filesystem::exists(f.db + "-shm"));
+  }
   // Once the owner is gone its lock names nobody, and writes open the file.
   BOOST_TEST(f.ctl({"retry", "--all"}).code == 0);
 }
@@ -543,7 +552,8 @@ BOOST_AUTO_TEST_CASE(an_owner_with_a_secret_needs_it) {
 
 // find_owner reads the lock without taking it: a live owner with its
 // port, nobody after a close, and nobody after a crash (a dead pid).
-BOOST_AUTO_TEST_CASE(find_owner_tells_live_owners_from_gone_ones) {
+BOOST_AUTO_TEST_CASE(find_owner_tells_live_owners_from_gone_ones,
+                     *test::sqlite_only("it writes lock files; see the PostgreSQL case below")) {
   temp_dir dir;
   auto db = dir.file("q.db");
   BOOST_TEST(!find_owner(db)->has_value());
@@ -576,4 +586,45 @@ BOOST_AUTO_TEST_CASE(find_owner_tells_live_owners_from_gone_ones) {
   BOOST_TEST(!find_owner(db)->has_value());
   // ergonctl then opens the file itself.
   BOOST_TEST(ergonctl(dir, {"--db", db, "retry", "--all"}).code == 0);
+}
+
+// On PostgreSQL the owner is the lease's holder: a live one with its port,
+// nobody after a close, and nobody once a killed owner's session is gone.
+BOOST_AUTO_TEST_CASE(find_owner_reads_a_postgresql_lease,
+                     *test::postgres_only("it reads the lease table")) {
+  temp_dir dir;
+  auto db = test::test_location(dir);
+  BOOST_TEST(!find_owner(db)->has_value());
+  {
+    options o;
+    o.listen = listen_options{};
+    auto q = queue::open(db, o);
+    BOOST_REQUIRE(q.has_value());
+    auto owner = find_owner(db);
+    BOOST_REQUIRE_MESSAGE(owner.has_value(), owner.error().to_string());
+    BOOST_REQUIRE(owner->has_value());
+    BOOST_TEST((*owner)->pid == ::getpid());
+    BOOST_REQUIRE((*owner)->listeners.size() == 1u);
+    BOOST_TEST((*owner)->listeners[0].port == *q->listening_port());
+    BOOST_TEST((*owner)->listeners[0].address == "127.0.0.1");
+  }
+  BOOST_TEST(!find_owner(db)->has_value());
+  {
+    server_process server{db};
+    auto owner = find_owner(db);
+    BOOST_REQUIRE(owner.has_value() && owner->has_value());
+    BOOST_TEST((*owner)->pid == server.proc.pid());
+    server.proc.signal(SIGKILL);
+    server.proc.wait();
+  }
+  // PostgreSQL ends a killed owner's sessions once it notices the
+  // connections closed; until then the lease still names it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto gone = find_owner(db);
+  while (gone && gone->has_value() && std::chrono::steady_clock::now() < deadline)
+    gone = find_owner(db);
+  BOOST_REQUIRE(gone.has_value());
+  BOOST_TEST(!gone->has_value());
+  BOOST_TEST(find_owner("postgresql://nobody@127.0.0.1:1/none").error().code()
+             == error::unreachable);
 }

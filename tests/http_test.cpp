@@ -25,11 +25,13 @@
 #include "http/request_head.hpp"
 #include "prometheus_text.hpp"
 #include "support/child_process.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
 using ergon::test::child_process;
 using ergon::test::temp_dir;
+using ergon::test::test_location;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -41,6 +43,7 @@ constexpr int64_t t0 = 1'700'000'000'000;
 // `secret` set: it also listens, with that secret.
 struct served_queue {
   temp_dir dir;
+  std::string location = test_location(dir);
   std::shared_ptr<manual_clock> clock = std::make_shared<manual_clock>(t0);
   std::optional<queue> q;
   uint16_t port = 0;
@@ -53,7 +56,7 @@ struct served_queue {
       o.listen = listen_options{};
       o.listen->creds.secret = secret;
     }
-    auto opened = queue::open(dir.file("q.db"), o);
+    auto opened = queue::open(location, o);
     BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
     q.emplace(std::move(*opened));
     auto p = q->http_port();
@@ -369,22 +372,23 @@ BOOST_AUTO_TEST_CASE(writes_need_the_secret_when_the_queue_has_one) {
 
 BOOST_AUTO_TEST_CASE(bad_http_options_are_named_and_open_nothing) {
   temp_dir dir;
+  auto location = test_location(dir);
   options o;
   o.http = http_options{};
   o.http->address = "";
-  auto empty = queue::open(dir.file("q.db"), o);
+  auto empty = queue::open(location, o);
   BOOST_REQUIRE(!empty.has_value());
   BOOST_TEST(empty.error().field() == "http.address");
   served_queue taken;
   o.http->address = "127.0.0.1";
   o.http->port = taken.port;
-  auto clash = queue::open(dir.file("q.db"), o);
+  auto clash = queue::open(location, o);
   BOOST_REQUIRE(!clash.has_value());
   BOOST_TEST(clash.error().code() == error::io_error);
   BOOST_TEST(clash.error().message().find(std::to_string(taken.port)) != std::string::npos);
-  // The failed open released the file.
-  BOOST_TEST(queue::open(dir.file("q.db")).has_value());
-  auto plain = queue::open(dir.file("other.db"));
+  // The failed open released the data.
+  BOOST_TEST(queue::open(location).has_value());
+  auto plain = queue::open(test_location(dir));
   BOOST_TEST(plain->http_port().error().code() == error::invalid_argument);
 }
 
@@ -687,12 +691,13 @@ BOOST_AUTO_TEST_CASE(https_serves_from_certificate_files) {
                              + " 2>/dev/null").c_str()) == 0);
   ::chmod(key.c_str(), 0600);
   temp_dir dir;
+  auto location = test_location(dir);
   options o;
   o.http = http_options{};
   o.http->tls = tls_options{};
   o.http->tls->certificate = cert;
   o.http->tls->key = key;
-  auto q = queue::open(dir.file("q.db"), o);
+  auto q = queue::open(location, o);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
   auto port = *q->http_port();
   httplib::SSLClient tls{"127.0.0.1", port};
@@ -709,12 +714,12 @@ BOOST_AUTO_TEST_CASE(https_serves_from_certificate_files) {
   options wide;
   wide.http = http_options{};
   wide.http->address = "0.0.0.0";
-  auto refused = queue::open(dir.file("q.db"), wide);
+  auto refused = queue::open(location, wide);
   BOOST_REQUIRE(!refused.has_value());
   BOOST_TEST(refused.error().field() == "http.tls");
   // A key others may read is refused, as for the queue's port.
   ::chmod(key.c_str(), 0644);
-  auto open_key = queue::open(dir.file("q.db"), o);
+  auto open_key = queue::open(location, o);
   BOOST_REQUIRE(!open_key.has_value());
   BOOST_TEST(open_key.error().field() == "key");
 }

@@ -15,10 +15,12 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
 using ergon::test::temp_dir;
+using ergon::test::test_location;
 using namespace std::chrono_literals;
 
 namespace {
@@ -34,6 +36,7 @@ struct config : caf::actor_system_config {
 
 struct fixture {
   temp_dir dir;
+  std::string location = test_location(dir);
   std::shared_ptr<manual_clock> clock = std::make_shared<manual_clock>(t0);
   config cfg;
   caf::actor_system sys{cfg};
@@ -43,7 +46,7 @@ struct fixture {
   queue_actor spawn() {
     options opts;
     opts.clock = clock;
-    auto r = spawn_queue(sys, dir.file("q.db"), opts);
+    auto r = spawn_queue(sys, location, opts);
     BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
     return *r;
   }
@@ -259,8 +262,8 @@ BOOST_AUTO_TEST_CASE(bad_handles_and_subscribers_are_named) {
   BOOST_TEST(refused.error().code() == error::invalid_argument);
 }
 
-BOOST_AUTO_TEST_CASE(a_second_queue_on_the_same_file_is_busy) {
-  auto second = spawn_queue(sys, dir.file("q.db"));
+BOOST_AUTO_TEST_CASE(a_second_queue_on_the_same_data_is_busy) {
+  auto second = spawn_queue(sys, location);
   BOOST_REQUIRE(!second.has_value());
   BOOST_TEST(second.error().code() == error::busy);
 }

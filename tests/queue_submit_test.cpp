@@ -7,10 +7,11 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/msgpack.hpp"
 #include "ergon/queue.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
-using ergon::test::sqlite_probe;
+using ergon::test::engine_probe;
 using ergon::test::temp_dir;
 using namespace std::chrono_literals;
 
@@ -20,17 +21,18 @@ constexpr int64_t t0 = 1'700'000'000'000;
 
 struct fixture {
   temp_dir dir;
+  std::string location = ergon::test::test_location(dir);
   std::shared_ptr<manual_clock> clock = std::make_shared<manual_clock>(t0);
   queue q = open_queue();
 
   queue open_queue(options opts = {}) {
     opts.clock = clock;
-    auto r = queue::open(dir.file("q.db"), opts);
+    auto r = queue::open(location, opts);
     BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
     return std::move(*r);
   }
 
-  std::string dump() { return sqlite_probe{dir.file("q.db")}.dump(); }
+  std::string dump() { return engine_probe{location}.dump(); }
 };
 
 job make(const std::string& type = "email") {

@@ -4,13 +4,13 @@
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
-#include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/op/claim_jobs.hpp"
 #include "ergon/storage/job_ids.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
-using ergon::test::sqlite_probe;
+using ergon::test::engine_probe;
 using ergon::test::temp_dir;
 using namespace std::chrono_literals;
 
@@ -20,11 +20,12 @@ constexpr int64_t t0 = 1'700'000'000'000;
 
 struct fixture {
   temp_dir dir;
+  std::string location = ergon::test::test_location(dir);
   std::shared_ptr<manual_clock> clock = std::make_shared<manual_clock>(t0);
   queue q = [this] {
     options opts;
     opts.clock = clock;
-    auto r = queue::open(dir.file("q.db"), opts);
+    auto r = queue::open(location, opts);
     BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
     return std::move(*r);
   }();
@@ -37,16 +38,15 @@ struct fixture {
 
   // Claims a job through a second connection, as a worker's claim would.
   void make_running(const job_id& id) {
-    auto d = storage::sqlite_db::open(dir.file("q.db"), storage::sqlite_options{});
-    BOOST_REQUIRE(d.has_value());
+    auto d = ergon::test::open_db(location);
     auto row = storage::row_of(id);
     BOOST_REQUIRE(row.has_value());
-    auto r = storage::claim_jobs(**d, storage::claim_jobs_args{{{*row, 42}}}, t0);
+    auto r = storage::claim_jobs(*d, storage::claim_jobs_args{{{*row, 42}}}, t0);
     BOOST_REQUIRE(r.has_value());
     BOOST_REQUIRE(r->claimed.size() == 1u);
   }
 
-  std::string dump() { return sqlite_probe{dir.file("q.db")}.dump(); }
+  std::string dump() { return engine_probe{location}.dump(); }
 };
 
 }  // namespace

@@ -108,6 +108,12 @@ struct owner_info {
 /// (a symlink, another user's file, one writable by group or others) is
 /// ignored, so nobody can point tools at their own listener. Errors:
 /// invalid_argument ("path" empty), io_error (the lock file can't be read).
+///
+/// For a postgresql:// URI, the owner is the holder of the schema's lease,
+/// if it has not passed and its session lives, with the listeners it
+/// recorded there; a role that may write the schema could record others, so
+/// give tools' roles to people you trust. Errors: the connection's
+/// (unreachable, unauthenticated, ...).
 result<std::optional<owner_info>> find_owner(const std::string& path);
 
 }  // namespace ergon

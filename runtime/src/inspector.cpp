@@ -7,6 +7,7 @@
 
 #include "ergon/queue.hpp"
 #include "ergon/storage/pg_db.hpp"
+#include "ergon/storage/pg_lease.hpp"
 #include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/op/backup_to.hpp"
 #include "ergon/storage/op/count_jobs.hpp"
@@ -212,10 +213,26 @@ result<int64_t> inspector::backup(const std::string& out) const {
   });
 }
 
+namespace {
+
+result<std::optional<storage::ownership::record>> find_postgres_owner(const std::string& uri) {
+  auto o = storage::parse_pg_uri(uri);
+  if (!o)
+    return o.error();
+  o->read_only = true;
+  auto d = storage::pg_db::open(*o);
+  if (!d)
+    return d.error();
+  return storage::pg_lease::find(**d);
+}
+
+}  // namespace
+
 result<std::optional<owner_info>> find_owner(const std::string& path) {
   if (path.empty())
     return status{error::invalid_argument, "the database path is empty", "path"};
-  auto found = storage::ownership::find(path);
+  auto found = storage::names_postgres(path) ? find_postgres_owner(path)
+                                             : storage::ownership::find(path);
   if (!found)
     return found.error();
   if (!*found)

@@ -21,6 +21,12 @@ lease_keeper::~lease_keeper() {
   lease_.reset();
 }
 
+status lease_keeper::record_listener(const std::string& address, uint16_t port, bool secret,
+                                     bool tls) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lease_->record_listener(address, port, secret, tls);
+}
+
 void lease_keeper::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_.wait_for(lock, every_, [this] { return stopping_; })) {

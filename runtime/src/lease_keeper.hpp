@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "ergon/storage/pg_lease.hpp"
@@ -29,6 +30,10 @@ class lease_keeper {
 
   lease_keeper(const lease_keeper&) = delete;
   lease_keeper& operator=(const lease_keeper&) = delete;
+
+  /// Records a listener with the lease (pg_lease::record_listener), between
+  /// renewals.
+  status record_listener(const std::string& address, uint16_t port, bool secret, bool tls);
 
  private:
   void run();

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "ergon/storage/schema.hpp"
+
 namespace ergon::storage {
 namespace {
 
@@ -33,6 +35,20 @@ constexpr const char* extend =
   "WHERE epoch = ?1";
 
 constexpr const char* give_up = "UPDATE lease SET expires_at = '-infinity' WHERE epoch = ?1";
+constexpr const char* forget_listeners = "DELETE FROM listener WHERE epoch <> ?1";
+constexpr const char* drop_listeners = "DELETE FROM listener WHERE epoch = ?1";
+constexpr const char* add_listener =
+  "INSERT INTO listener (epoch, address, port, needs_secret, needs_tls) "
+  "VALUES (?1, ?2, ?3, ?4 <> 0, ?5 <> 0)";
+// A holder whose lease has passed, or whose session is gone, owns nothing.
+constexpr const char* live_holder =
+  "SELECT l.host, l.pid, l.epoch FROM lease l WHERE l.expires_at > clock_timestamp() "
+  "AND EXISTS (SELECT 1 FROM pg_stat_activity s WHERE s.pid = l.backend_pid "
+  "AND (s.backend_start IS NULL OR s.backend_start = l.backend_start))";
+constexpr const char* listeners_of =
+  "SELECT address, port, CASE WHEN needs_secret THEN 1 ELSE 0 END, "
+  "CASE WHEN needs_tls THEN 1 ELSE 0 END "
+  "FROM listener WHERE epoch = ?1";
 
 // A takeover locks the row FOR UPDATE first: the owner's write transactions
 // hold it FOR KEY SHARE (pg_db's fence), which renewals don't wait for but
@@ -101,6 +117,17 @@ result<std::unique_ptr<pg_lease>> pg_lease::acquire(std::unique_ptr<pg_db> conn,
     if (q.step()) {
       auto epoch = q.column_int(0);
       q.reset();
+      // The last owner's listeners went with its lease.
+      auto forget = conn->prepare(forget_listeners);
+      if (!forget) {
+        conn->rollback();
+        return forget.error();
+      }
+      (*forget)->bind(1, epoch);
+      if (auto st = conn->run(**forget); !st) {
+        conn->rollback();
+        return st;
+      }
       if (auto st = conn->commit(); !st)
         return st;
       return std::unique_ptr<pg_lease>{new pg_lease(std::move(conn), lease_time, epoch)};
@@ -132,11 +159,58 @@ status pg_lease::renew() {
   return held_by_another(*conn_);
 }
 
-pg_lease::~pg_lease() {
-  if (auto s = conn_->prepare(give_up)) {
-    (*s)->bind(1, epoch_);
-    (void)conn_->run(**s);
+status pg_lease::record_listener(const std::string& address, uint16_t port, bool secret,
+                                 bool tls) {
+  auto s = conn_->prepare(add_listener);
+  if (!s)
+    return s.error();
+  (*s)->bind(1, epoch_);
+  (*s)->bind_text(2, address);
+  (*s)->bind(3, static_cast<int64_t>(port));
+  (*s)->bind(4, static_cast<int64_t>(secret));
+  (*s)->bind(5, static_cast<int64_t>(tls));
+  return conn_->run(**s);
+}
+
+result<std::optional<ownership::record>> pg_lease::find(pg_db& d) {
+  auto version = schema_version(d);
+  if (!version)
+    return version.error();
+  if (*version == 0)
+    return std::optional<ownership::record>{};
+  auto s = d.prepare(live_holder);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return std::optional<ownership::record>{};
   }
+  ownership::record owner;
+  owner.host = q.column_text(0);
+  owner.pid = q.column_int(1);
+  auto epoch = q.column_int(2);
+  q.reset();
+  auto l = d.prepare(listeners_of);
+  if (!l)
+    return l.error();
+  (*l)->bind(1, epoch);
+  while ((*l)->step())
+    owner.listeners.push_back({(*l)->column_text(0),
+                               static_cast<uint16_t>((*l)->column_int(1)),
+                               (*l)->column_int(2) != 0, (*l)->column_int(3) != 0});
+  if (!(*l)->step_status())
+    return (*l)->step_status();
+  return std::optional<ownership::record>{std::move(owner)};
+}
+
+pg_lease::~pg_lease() {
+  for (auto sql : {drop_listeners, give_up})
+    if (auto s = conn_->prepare(sql)) {
+      (*s)->bind(1, epoch_);
+      (void)conn_->run(**s);
+    }
 }
 
 }  // namespace ergon::storage

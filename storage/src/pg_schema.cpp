@@ -17,7 +17,9 @@ namespace {
 //  - schema_version: the mark of an ergon schema (SQLite's application_id)
 //    and its version (SQLite's user_version);
 //  - lease: the one owner of the queue and its epoch (pg_lease.hpp), with the
-//    server pids of its lease's and its writer's sessions.
+//    server pids of its lease's and its writer's sessions;
+//  - listener: where the owner of an epoch takes remote connections, so that
+//    tools find it (SQLite keeps these in the lock file).
 constexpr const char* migration_1 = R"sql(
 CREATE TABLE jobs (
   id                     bigint  PRIMARY KEY,
@@ -134,6 +136,13 @@ CREATE TABLE lease (
   writer_pid    bigint,
   writer_start  timestamptz,
   expires_at    timestamptz NOT NULL
+);
+CREATE TABLE listener (
+  epoch        bigint  NOT NULL,
+  address      text COLLATE "C" NOT NULL,
+  port         bigint  NOT NULL,
+  needs_secret boolean NOT NULL,
+  needs_tls    boolean NOT NULL
 );
 )sql";
 

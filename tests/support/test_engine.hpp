@@ -52,6 +52,21 @@ inline std::string test_location(const temp_dir& dir) {
   return on_postgres() ? shared_pg_server().fresh_database() : dir.file("q.db");
 }
 
+/// A connection of its own to the queue data at `location` (a file path or
+/// a postgresql:// URI), beside the queue that owns it.
+inline std::unique_ptr<storage::db> open_db(const std::string& location) {
+  if (storage::names_postgres(location)) {
+    auto o = storage::parse_pg_uri(location);
+    BOOST_REQUIRE_MESSAGE(o.has_value(), o.error().to_string());
+    auto opened = storage::pg_db::open(*o);
+    BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
+    return std::move(*opened);
+  }
+  auto opened = storage::sqlite_db::open(location, storage::sqlite_options{});
+  BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
+  return std::move(*opened);
+}
+
 /// A fresh migrated connection on the test engine: the file `sqlite_path`
 /// for SQLite, a new database for PostgreSQL.
 inline std::unique_ptr<storage::db> fresh_db(const std::string& sqlite_path) {

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "ergon/error.hpp"
+#include "ergon/storage/ownership.hpp"
 #include "ergon/storage/pg_db.hpp"
 
 namespace ergon::storage {
@@ -46,6 +47,16 @@ class pg_lease {
   /// Extends the lease by lease_time from now. Errors: busy (the queue was
   /// taken over: this owner must stop writing), and the connection's.
   status renew();
+
+  /// Records where this owner takes remote connections, for find(). They go
+  /// with the lease. Errors: the connection's.
+  status record_listener(const std::string& address, uint16_t port, bool secret, bool tls);
+
+  /// The owner of the schema `d` searches now: the holder of a lease that
+  /// has not passed and whose session lives, with its listeners; empty if
+  /// there is none (or no ergon schema). Takes no lock. Errors: the
+  /// connection's.
+  static result<std::optional<ownership::record>> find(pg_db& d);
 
  private:
   pg_lease(std::unique_ptr<pg_db> conn, std::chrono::milliseconds lease_time,
