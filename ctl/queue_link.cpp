@@ -1,20 +1,33 @@
 #include "queue_link.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "ergon/queue.hpp"
 
 namespace ergon::ctl {
 namespace {
 
-// A listener bound to every address is reached on this host's loopback, or
-// by the owner's host name from elsewhere.
-std::string host_to_dial(const owner_info& o, const owner_info::listener& l) {
-  if (l.address != "0.0.0.0" && l.address != "::" && !l.address.empty())
-    return l.address;
+bool on_this_host(const owner_info& o) {
   char here[256] = {};
   ::gethostname(here, sizeof(here) - 1);
-  return o.host == here ? std::string{"127.0.0.1"} : o.host;
+  return o.host == here;
+}
+
+// A listener bound to every address is reached on this host's loopback, or
+// by the owner's host name from elsewhere. One bound to loopback on another
+// host (a PostgreSQL queue's owner may be anywhere) can't be reached: this
+// host's loopback would lead to some other queue.
+result<std::string> host_to_dial(const owner_info& o, const owner_info::listener& l) {
+  bool loopback = l.address.rfind("127.", 0) == 0 || l.address == "::1" || l.address == "localhost";
+  if (loopback && !on_this_host(o))
+    return status{error::unreachable, "it listens on " + l.address + " of its own host only"};
+  if (l.address != "0.0.0.0" && l.address != "::" && !l.address.empty())
+    return l.address;
+  return on_this_host(o) ? std::string{"127.0.0.1"} : o.host;
 }
 
 std::string who(const owner_info& o) {
@@ -39,6 +52,11 @@ result<queue_link> queue_link::for_writes(caf::actor_system& sys, const reach_op
                       "(options::listen, or run the queue in ergon-server)"};
   // A tool that changes jobs never creates a database or a schema: a typo
   // would make an empty one.
+  struct stat st {};
+  bool is_uri = o.db.find("://") != std::string::npos;
+  if (!is_uri && ::stat(o.db.c_str(), &st) != 0)
+    return status{error::not_found,
+                  o.db + ": " + std::strerror(errno) + " (ergonctl creates no database)"};
   if (auto seen = queue::inspect(o.db); !seen)
     return status{seen.error().code(),
                   seen.error().message() + " (ergonctl creates no database)"};
@@ -77,12 +95,15 @@ result<std::optional<queue_link>> queue_link::owner(caf::actor_system& sys,
 result<queue_link> queue_link::dial(caf::actor_system& sys, const reach_options& opts,
                                     const owner_info& o, const owner_info::listener& l) {
   auto host = host_to_dial(o, l);
-  auto q = connect(sys, host, l.port, opts.creds);
+  if (!host)
+    return status{host.error().code(),
+                  "the owner of " + opts.db + " (" + who(o) + "): " + host.error().message()};
+  auto q = connect(sys, *host, l.port, opts.creds);
   if (!q)
     return status{q.error().code(), "the owner of " + opts.db + " (" + who(o)
                                       + "): " + q.error().message()};
   return queue_link{sys, std::move(*q), false,
-                    "through the owner at " + host + ":" + std::to_string(l.port)};
+                    "through the owner at " + *host + ":" + std::to_string(l.port)};
 }
 
 queue_link::~queue_link() {

@@ -13,8 +13,9 @@
 // Exit status: 0 after SIGINT or SIGTERM, which close the queue like
 // queue::close (running jobs get 30 s); 1 if it can't start (or its close
 // failed); 3 once a client closed the queue (close_atom), so a supervisor
-// sees it gone; 4 once another process took a PostgreSQL queue over (its
-// lease passed while this one was stopped or cut off). See
+// sees it gone; 4 once a PostgreSQL queue closed by itself: another process
+// took it over (its lease passed while this one was stopped or cut off), or
+// whether a commit went through stayed unknown (docs/postgres.md). See
 // docs/distribution.md for the secret and TLS, docs/postgres.md for leases.
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -244,7 +245,8 @@ int main(int argc, char** argv) {
                 << std::endl;
     },
     [&](caf::down_msg& down) { gone = std::move(down.reason); });
-  if (!signalled && gone && ergon::to_status(gone).code() == ergon::error::busy) {
+  // The queue closed by itself: taken over, or a commit's fate unknown.
+  if (!signalled && gone && gone.category() == ergon::error_category) {
     std::cerr << "ergon-server: " << ergon::to_status(gone) << "; exiting with status 4"
               << std::endl;
     return 4;

@@ -7,10 +7,10 @@
 #define BOOST_TEST_MODULE kill_loop
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <random>
 #include <set>

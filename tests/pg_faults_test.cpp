@@ -74,6 +74,8 @@ BOOST_AUTO_TEST_CASE(a_restart_mid_run_gives_typed_errors_and_loses_nothing) {
         ++seen.overlaps;
       ++seen.count[id];
     }
+    // Long enough that a second run of the job would overlap this one.
+    std::this_thread::sleep_for(5ms);
     std::lock_guard<std::mutex> lock{seen.mtx};
     seen.running.erase(id);
   };
@@ -182,6 +184,7 @@ BOOST_AUTO_TEST_CASE(a_commit_whose_answer_was_lost_is_known_committed) {
   proxy.cut_next(tcp_proxy::cut::after_commit);
   auto st = w.db->commit();
   BOOST_TEST(st.ok(), st.to_string());
+  BOOST_TEST(proxy.cuts() == 1);
   BOOST_TEST(host_in_lease(server, "lost") == "committed");
   BOOST_TEST(w.halts.empty());
   // The connection is back and fenced as before.
@@ -199,6 +202,7 @@ BOOST_AUTO_TEST_CASE(a_commit_that_never_arrived_is_known_rolled_back) {
   w.write("never");
   proxy.cut_next(tcp_proxy::cut::before_commit);
   auto st = w.db->commit();
+  BOOST_TEST(proxy.cuts() == 1);
   BOOST_TEST(st.code() == error::unreachable, st.to_string());
   BOOST_TEST(st.message().find("did not commit") != std::string::npos, st.message());
   BOOST_TEST(host_in_lease(server, "lost") == before);

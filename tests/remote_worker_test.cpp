@@ -21,6 +21,7 @@
 #include "ergon/job_builder.hpp"
 #include "support/run_support.hpp"
 #include "support/server_process.hpp"
+#include "support/test_engine.hpp"
 
 using namespace ergon;
 using ergon::test::child_process;
@@ -124,7 +125,7 @@ job_id submit_and_kill_its_worker(uint16_t port, subscribed_client& client,
 // checkpoint on the same try once the urgent job is done.
 BOOST_AUTO_TEST_CASE(a_remote_worker_yields_its_slot_to_an_urgent_job_and_resumes) {
   temp_dir dir;
-  server_process server{dir.file("q.db"), 0, {"--preempt-at", "10"}};
+  server_process server{test::location_of(dir), 0, {"--preempt-at", "10"}};
   worker_process worker{server.port, "yield", 1};
   subscribed_client client{server.port};
   auto low = client.submit("low");
@@ -151,7 +152,7 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_yields_its_slot_to_an_urgent_job_and_resume
 
 BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   worker_process worker{server.port, "complete"};
   subscribed_client client{server.port};
   std::set<job_id> waiting;
@@ -174,7 +175,7 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_s_job_reruns_at_once_as_worker_lost) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   subscribed_client client{server.port};
   std::optional<worker_process> rescuer;
   auto id = submit_and_kill_its_worker(server.port, client, "x", 3,
@@ -200,7 +201,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_s_job_reruns_at_once_as_worker_lost) {
 
 BOOST_AUTO_TEST_CASE(a_worker_lost_on_its_last_try_fails_the_job) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   subscribed_client client{server.port};
   auto id = submit_and_kill_its_worker(server.port, client, "last", 0);
   BOOST_REQUIRE(client.until([&](const event& e) {
@@ -218,7 +219,7 @@ BOOST_AUTO_TEST_CASE(a_worker_lost_on_its_last_try_fails_the_job) {
 // it takes new jobs.
 BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_fenced) {
   temp_dir dir;
-  auto server = std::make_unique<server_process>(dir.file("q.db"));
+  auto server = std::make_unique<server_process>(test::location_of(dir));
   auto port = server->port;
   worker_process worker{port, "late", 1};
   job_id first;
@@ -231,7 +232,7 @@ BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_f
   BOOST_TEST(server->stop(SIGTERM));
   // The dropped connection cancelled the attempt; its late result waits for
   // the next registration and is refused then.
-  server = std::make_unique<server_process>(dir.file("q.db"), port);
+  server = std::make_unique<server_process>(test::location_of(dir), port);
   BOOST_TEST(worker.proc.read_line() == "outcome first stale_attempt");
   subscribed_client client{port};
   auto info = client.info(first);
@@ -249,7 +250,7 @@ BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_f
 
 BOOST_AUTO_TEST_CASE(client_requests_get_unreachable_not_a_hang_when_the_server_dies) {
   temp_dir dir;
-  auto server = std::make_unique<server_process>(dir.file("q.db"));
+  auto server = std::make_unique<server_process>(test::location_of(dir));
   client c;
   auto q = connect(c.sys, "127.0.0.1", server->port);
   BOOST_REQUIRE(q.has_value());
@@ -272,7 +273,7 @@ BOOST_AUTO_TEST_CASE(client_requests_get_unreachable_not_a_hang_when_the_server_
 // claim; the rest run elsewhere, and its own run again once it dies.
 BOOST_AUTO_TEST_CASE(a_stuck_worker_holds_only_its_credit) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   subscribed_client client{server.port};
   worker_process stuck{server.port, "hold", 2};
   std::set<job_id> waiting;
@@ -307,7 +308,7 @@ BOOST_AUTO_TEST_CASE(a_queue_opened_with_listen_takes_remote_workers_until_it_cl
   options opts;
   opts.listen = listen_options{};
   opts.listen->creds.secret = secret;
-  auto q = queue::open(dir.file("q.db"), opts);
+  auto q = queue::open(test::location_of(dir), opts);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
   auto port = q->listening_port();
   BOOST_REQUIRE_MESSAGE(port.has_value(), port.error().to_string());
@@ -338,7 +339,7 @@ BOOST_AUTO_TEST_CASE(a_queue_opened_with_listen_takes_remote_workers_until_it_cl
   // The worker notices, and stops when told to.
   worker.proc.signal(SIGTERM);
   BOOST_TEST(worker.proc.read_line().rfind("stopped", 0) == 0);
-  BOOST_TEST(queue::open(dir.file("q.db")).has_value());
+  BOOST_TEST(queue::open(test::location_of(dir)).has_value());
 }
 
 namespace {
@@ -351,7 +352,7 @@ void cancel_commits_before_a_remote_return(std::shared_ptr<ergon::clock> clk, in
   options opts;
   opts.clock = std::move(clk);
   opts.listen = listen_options{};
-  auto q = queue::open(dir.file("q.db"), opts);
+  auto q = queue::open(test::location_of(dir), opts);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
   auto port = q->listening_port();
   BOOST_REQUIRE(port.has_value());
@@ -426,7 +427,7 @@ std::future<result<job_info>> wait_from_another_client(uint16_t port, const job_
 // and a wait on a third connection ends with the cancelled job.
 BOOST_AUTO_TEST_CASE(progress_cancel_and_wait_cross_the_network) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   worker_process worker{server.port, "progress", 1};
   subscribed_client client{server.port};
   auto id = client.submit("p");
@@ -489,7 +490,7 @@ BOOST_AUTO_TEST_CASE(progress_cancel_and_wait_cross_the_network) {
 // server; one still waiting when the server stops hears why, not nothing.
 BOOST_AUTO_TEST_CASE(a_remote_wait_ends_with_its_client_or_its_server) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   subscribed_client client{server.port};
   auto id = client.submit("never runs");  // no worker
   {
@@ -517,7 +518,7 @@ BOOST_AUTO_TEST_CASE(a_remote_wait_ends_with_its_client_or_its_server) {
 // filter, and purged; bad filters and pages are named across the wire.
 BOOST_AUTO_TEST_CASE(listings_and_dead_letters_cross_the_network) {
   temp_dir dir;
-  server_process server{dir.file("q.db")};
+  server_process server{test::location_of(dir)};
   subscribed_client client{server.port};
   auto& c = client.c;
   auto& q = client.q;

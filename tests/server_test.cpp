@@ -20,6 +20,7 @@
 #include "ergon/queue_actor.hpp"
 #include "queue_impl.hpp"
 #include "support/server_process.hpp"
+#include "support/test_engine.hpp"
 
 using namespace ergon;
 using ergon::test::child_process;
@@ -30,10 +31,12 @@ namespace {
 using test::client;
 using config = test::network_config;
 
-// A server on a free port of 127.0.0.1, with its own directory.
+// A server on a free port of 127.0.0.1, with its own directory, serving a
+// queue on the test engine.
 struct server {
   temp_dir dir;
-  test::server_process running{dir.file("q.db")};
+  std::string location = test::test_location(dir);
+  test::server_process running{location};
   uint16_t port = running.port;
   child_process& proc = running.proc;
 
@@ -78,8 +81,8 @@ BOOST_AUTO_TEST_CASE(a_remote_client_submits_and_reads_and_the_job_is_on_disk) {
                == error::already_exists);
   }
   BOOST_TEST(s.stop(SIGTERM));
-  // The server closed the file: it opens here, with the job in it.
-  auto q = queue::open(s.dir.file("q.db"));
+  // The server closed the queue: it opens here, with the job in it.
+  auto q = queue::open(s.location);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
   BOOST_TEST(q->job_info(id)->status == job_status::pending);
 }
@@ -87,7 +90,7 @@ BOOST_AUTO_TEST_CASE(a_remote_client_submits_and_reads_and_the_job_is_on_disk) {
 BOOST_AUTO_TEST_CASE(sigint_closes_the_server_cleanly) {
   server s;
   BOOST_TEST(s.stop(SIGINT));
-  BOOST_TEST(queue::open(s.dir.file("q.db")).has_value());
+  BOOST_TEST(queue::open(s.location).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_not_a_hang) {
@@ -113,11 +116,12 @@ BOOST_AUTO_TEST_CASE(without_a_network_layer_connect_names_the_fix) {
   BOOST_TEST(q.error().message().find("middleman") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(a_busy_file_stops_the_server_with_its_reason) {
+BOOST_AUTO_TEST_CASE(a_busy_queue_stops_the_server_with_its_reason) {
   temp_dir dir;
-  auto owner = queue::open(dir.file("q.db"));
+  auto location = test::test_location(dir);
+  auto owner = queue::open(location);
   BOOST_REQUIRE(owner.has_value());
-  child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--port", "0"}};
+  child_process proc{{ERGON_SERVER, "--db", location, "--port", "0"}};
   int st = proc.wait();
   BOOST_TEST(WIFEXITED(st));
   BOOST_TEST(WEXITSTATUS(st) == 1);

@@ -103,7 +103,13 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
     [&](close_atom) -> caf::result<ok_atom> {
       running = false;
       auto p = weak.lock();  // gone: closed already
-      return p ? answer(p->stop(std::chrono::seconds(30))) : caf::result<ok_atom>{ok_atom::value};
+      if (!p)
+        return caf::result<ok_atom>{ok_atom::value};
+      // Closing already: waiting for it here could make this thread hold
+      // the last reference, and destroy the queue's own actor system.
+      if (p->closed.load(std::memory_order_acquire))
+        return answer(p->closing_cause());
+      return answer(p->stop(std::chrono::seconds(30)));
     });
 }
 

@@ -31,7 +31,7 @@ void lease_keeper::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_.wait_for(lock, every_, [this] { return stopping_; })) {
     auto st = lease_->renew();
-    if (!st && st.code() == error::busy) {
+    if (!st && lease_->taken_over()) {
       if (on_deposed_)
         on_deposed_(st);
       return;

@@ -380,15 +380,10 @@ result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
   // A queue that closed while the port opened closes it here.
   if (auto st = impl.attach(std::make_unique<actor_port_front>(std::move(*listener))); !st)
     return st;
-  // Tools find the owner's port here (find_owner): in SQLite's lock file,
-  // or with PostgreSQL's lease. A queue that can't say so still listens.
-  bool secret = !creds.secret.empty();
-  bool with_tls = !tls.certificate.empty();
-  auto recorded = impl.owner   ? impl.owner->record_listener(bind, bound, secret, with_tls)
-                  : impl.lease ? impl.lease->record_listener(bind, bound, secret, with_tls)
-                               : status{};
-  if (!recorded)
-    std::cerr << "ergon: " << recorded << '\n';
+  // A queue that can't tell tools where it listens still listens.
+  if (auto st = impl.record_listener(bind, bound, !creds.secret.empty(), !tls.certificate.empty());
+      !st)
+    std::cerr << "ergon: " << st << '\n';
   return bound;
 }
 

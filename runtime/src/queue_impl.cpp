@@ -251,6 +251,16 @@ status queue::impl::open_done() {
   return cause_of_close;
 }
 
+status queue::impl::record_listener(const std::string& address, uint16_t port, bool secret,
+                                    bool tls) {
+  std::lock_guard<std::mutex> guard{owner_mtx};
+  if (owner)
+    return owner->record_listener(address, port, secret, tls);
+  if (lease)
+    return lease->record_listener(address, port, secret, tls);
+  return {};
+}
+
 status queue::impl::stop(std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> stopping{stop_mtx};
   if (closed.exchange(true))
@@ -306,8 +316,11 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
       actors::tell(waits_calls, close_atom::value);
     }
   }
-  owner.reset();
-  lease.reset();
+  {
+    std::lock_guard<std::mutex> guard{owner_mtx};
+    owner.reset();
+    lease.reset();
+  }
   if (auto why = closing_cause(); !why)
     return why;
   return result;

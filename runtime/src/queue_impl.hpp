@@ -65,6 +65,8 @@ struct queue::impl {
   std::vector<std::unique_ptr<runtime::front_end>> fronts;
   // Released last, once every connection of ours is closed.
   /// The owner's hold: a flock on SQLite, a renewed lease on PostgreSQL.
+  /// Let go under owner_mtx: a port may be recording itself meanwhile.
+  std::mutex owner_mtx;
   std::unique_ptr<storage::ownership> owner;
   std::unique_ptr<runtime::lease_keeper> lease;
   // One close at a time; a second waits for the first.
@@ -115,6 +117,9 @@ struct queue::impl {
   void close_for(const status& why);
   // Marks the open done; fails with a cause to close that came first.
   status open_done();
+  // Tells tools where this queue takes connections (find_owner): in
+  // SQLite's lock file, or with PostgreSQL's lease. Ok once closed.
+  status record_listener(const std::string& address, uint16_t port, bool secret, bool tls);
 
   // Runs `read` on a connection of the read pool.
   template <class Read>

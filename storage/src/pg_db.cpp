@@ -594,10 +594,11 @@ result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
                   : error::unreachable;
     return status{code, "PostgreSQL: " + why};
   }
-  if (PQserverVersion(conn) < 120000) {
+  // pg_current_xact_id and pg_xact_status (learn_commit) came in 13.
+  if (PQserverVersion(conn) < 130000) {
     auto v = std::to_string(PQserverVersion(conn));
     PQfinish(conn);
-    return status{error::invalid_argument, "PostgreSQL " + v + " is older than 12", "db"};
+    return status{error::invalid_argument, "PostgreSQL " + v + " is older than 13", "db"};
   }
   std::string location = std::string{"postgresql://"} + PQuser(conn) + "@" + PQhost(conn) + ":"
                          + PQport(conn) + "/" + PQdb(conn) + "?schema=" + opts.schema;
@@ -744,7 +745,10 @@ status pg_db::learn_commit(status lost) {
                          ? PQgetvalue(r, 0, 0)
                          : "";
     if (fate.empty())
-      why = error_status(r, "asking for a transaction's fate");
+      why = r != nullptr && PQresultStatus(r) == PGRES_TUPLES_OK
+              ? status{error::unreachable, location_ + ": the server no longer knows transaction "
+                                             + xact}
+              : error_status(r, "asking for a transaction's fate");
     PQclear(r);
     if (fate == "committed")
       return {};
@@ -756,6 +760,7 @@ status pg_db::learn_commit(status lost) {
                                      + "; whether the transaction committed is unknown ("
                                      + why.message() + ")"});
 }
+
 status pg_db::commit() {
   if (auto st = reconnect_if_lost(); !st)
     return st;

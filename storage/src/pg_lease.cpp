@@ -156,6 +156,7 @@ status pg_lease::renew() {
     return st;
   if (conn_->changes() == 1)
     return {};
+  taken_over_ = true;
   return held_by_another(*conn_);
 }
 

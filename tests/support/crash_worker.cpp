@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
       if (!id) {
         std::printf("failed %s\n", id.error().to_string().c_str());
         std::fflush(stdout);
-        if (id.error().code() == ergon::error::busy)
+        if (id.error().code() == ergon::error::busy
+            || id.error().message().find("this queue closed") != std::string::npos)
           return 2;
         continue;
       }

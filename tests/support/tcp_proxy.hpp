@@ -65,6 +65,8 @@ class tcp_proxy {
   void cut_next(cut c) { next_cut_ = static_cast<int>(c); }
   /// Closes new connections at once while set.
   void refuse(bool on) { refusing_ = on; }
+  /// How many connections were cut at a COMMIT.
+  int cuts() const noexcept { return cuts_.load(); }
 
  private:
   struct pair {
@@ -126,11 +128,13 @@ class tcp_proxy {
         if (from_client && has_commit(buf, size)) {
           int c = next_cut_.exchange(static_cast<int>(cut::none));
           if (c == static_cast<int>(cut::before_commit)) {
+            ++cuts_;
             closing.push_back(i / 2);
             continue;
           }
           p.commit_sent = c == static_cast<int>(cut::after_commit);
         } else if (!from_client && p.commit_sent) {
+          ++cuts_;
           closing.push_back(i / 2);
           continue;
         }
@@ -153,6 +157,7 @@ class tcp_proxy {
   std::atomic<bool> stop_{false};
   std::atomic<int> next_cut_{static_cast<int>(cut::none)};
   std::atomic<bool> refusing_{false};
+  std::atomic<int> cuts_{0};
   std::vector<pair> pairs_;
   std::thread thread_;
 };

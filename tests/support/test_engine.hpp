@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -50,6 +52,21 @@ inline pg_server& shared_pg_server() {
 /// or a fresh PostgreSQL database.
 inline std::string test_location(const temp_dir& dir) {
   return on_postgres() ? shared_pg_server().fresh_database() : dir.file("q.db");
+}
+
+/// The queue location for `dir`, the same on every call: its q.db, or on
+/// PostgreSQL a database made on first use (for tests that reopen a queue
+/// by its directory, as servers restarted on the same file do).
+inline std::string location_of(const temp_dir& dir) {
+  if (!on_postgres())
+    return dir.file("q.db");
+  static std::mutex mtx;
+  static std::map<std::string, std::string> made;
+  std::lock_guard<std::mutex> lock{mtx};
+  auto& uri = made[dir.file("q.db")];
+  if (uri.empty())
+    uri = shared_pg_server().fresh_database();
+  return uri;
 }
 
 /// A connection of its own to the queue data at `location` (a file path or

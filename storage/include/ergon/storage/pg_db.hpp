@@ -118,7 +118,7 @@ class pg_stmt final : public stmt {
 class pg_db final : public db {
  public:
   /// Connects, sets the session's search_path to the schema, and checks the
-  /// server (PostgreSQL 12 or later). Errors: unreachable (no server, or it
+  /// server (PostgreSQL 13 or later). Errors: unreachable (no server, or it
   /// refused), unauthenticated (its authentication failed),
   /// invalid_argument (the options).
   static result<std::unique_ptr<pg_db>> open(const pg_options& opts);

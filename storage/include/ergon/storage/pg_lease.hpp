@@ -45,8 +45,12 @@ class pg_lease {
   int64_t epoch() const noexcept { return epoch_; }
 
   /// Extends the lease by lease_time from now. Errors: busy (the queue was
-  /// taken over: this owner must stop writing), and the connection's.
+  /// taken over, and taken_over() says so: this owner must stop writing; or
+  /// a lock timeout), and the connection's.
   status renew();
+
+  /// Whether a renewal found the lease taken over.
+  bool taken_over() const noexcept { return taken_over_; }
 
   /// Records where this owner takes remote connections, for find(). They go
   /// with the lease. Errors: the connection's.
@@ -66,6 +70,7 @@ class pg_lease {
   std::unique_ptr<pg_db> conn_;
   std::chrono::milliseconds lease_time_;
   int64_t epoch_;
+  bool taken_over_ = false;
 };
 
 }  // namespace ergon::storage
