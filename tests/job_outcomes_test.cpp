@@ -450,3 +450,20 @@ BOOST_FIXTURE_TEST_CASE(a_retry_starts_without_the_last_attempts_progress, queue
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A failure message is the job code's text, any bytes: a NUL or bytes that
+// are not UTF-8 reach the record as the same text on both engines (they
+// would fail PostgreSQL's text columns), and the job ends as it should.
+BOOST_FIXTURE_TEST_CASE(a_message_that_is_not_utf8_or_holds_nul_is_kept_readable,
+                        queue_fixture) {
+  worker_options w;
+  w.runners["odd"] = [](job_context& ctx) {
+    ctx.fail_permanently(std::string{"bad \xff byte and a \0 NUL", 22});
+  };
+  auto wk = start(std::move(w));
+  auto id = submit(*job_of("odd").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, id));
+  auto j = info(id);
+  BOOST_TEST(j.status == job_status::failed);
+  BOOST_TEST(last_attempt(j).message == "bad \\xff byte and a \\x00 NUL");
+}

@@ -116,6 +116,31 @@ status check_not_negative(std::string_view field, int64_t value) {
   return {};
 }
 
+std::string as_text(std::string bytes) {
+  size_t i = 0;
+  size_t n = 0;
+  while (i < bytes.size() && bytes[i] != '\0' && (n = utf8_sequence(bytes, i)) != 0)
+    i += n;
+  if (i == bytes.size())
+    return bytes;  // the common case: no copy
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out = bytes.substr(0, i);
+  while (i < bytes.size()) {
+    n = bytes[i] == '\0' ? 0 : utf8_sequence(bytes, i);
+    if (n == 0) {
+      auto c = static_cast<unsigned char>(bytes[i]);
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 0xf];
+      n = 1;
+    } else {
+      out.append(bytes, i, n);
+    }
+    i += n;
+  }
+  return out;
+}
+
 status check_progress(int64_t done, int64_t total, const std::string& message) {
   if (auto st = check_not_negative("done", done); !st)
     return st;

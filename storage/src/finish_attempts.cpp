@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/times.hpp"
 #include "attempt_end.hpp"
@@ -55,11 +56,11 @@ status cancelled_first(int64_t row) {
 failed_attempt failure_of(const attempt_report& r) {
   switch (r.kind) {
     case report_kind::failed_permanently:
-      return {attempt_outcome::failed_permanently, r.text, false};
+      return {attempt_outcome::failed_permanently, as_text(r.text), false};
     case report_kind::stopped:
-      return {attempt_outcome::cancelled, r.text, false};
+      return {attempt_outcome::cancelled, as_text(r.text), false};
     default:
-      return {attempt_outcome::failed, r.text, true};
+      return {attempt_outcome::failed, as_text(r.text), true};
   }
 }
 

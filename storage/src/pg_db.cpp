@@ -206,6 +206,9 @@ status pg_stmt::ensure_prepared() {
   if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) {
     auto st = db_.error_status(r, "describing statement");
     PQclear(r);
+    // Free the name, or the next try on this session fails "already exists".
+    if (PQstatus(db_.conn_) == CONNECTION_OK)
+      PQclear(PQexec(db_.conn_, ("DEALLOCATE " + name_).c_str()));
     return st;
   }
   types_.resize(static_cast<size_t>(PQnparams(r)));

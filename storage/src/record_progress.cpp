@@ -1,5 +1,6 @@
 #include "ergon/storage/op/record_progress.hpp"
 
+#include "ergon/storage/field_rules.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -21,7 +22,8 @@ result<std::vector<progress_stored>> record_progress(db& d,
     return s.error();
   auto& q = **s;
   std::vector<progress_stored> out;
-  for (auto& r : reports) {
+  for (auto r : reports) {
+    r.message = as_text(std::move(r.message));
     q.reset();
     q.bind(1, r.row);
     q.bind(2, r.token);

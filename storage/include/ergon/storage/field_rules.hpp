@@ -45,4 +45,9 @@ inline constexpr size_t max_progress_message_bytes = 1'024;
 /// 0 (unknown), and a message of at most max_progress_message_bytes.
 status check_progress(int64_t done, int64_t total, const std::string& message);
 
+/// `bytes` as text that both engines store alike: each byte that is not part
+/// of a UTF-8 sequence, and each NUL, becomes "\xNN" (PostgreSQL's text
+/// holds neither). For the messages job code writes (failures, progress).
+std::string as_text(std::string bytes);
+
 }  // namespace ergon::storage
