@@ -112,6 +112,9 @@ class job_context {
   /// Ends the attempt as failed with `message`: the job is retried with
   /// backoff, or fails if no retries are left. Returns once committed. Same
   /// errors as complete. After a cancel request the job ends `cancelled`.
+  /// The message is stored as text: a byte that is not part of UTF-8, or a
+  /// NUL, is kept as "\xNN" (so on every engine; fail_permanently and
+  /// progress messages too).
   virtual status fail(std::string message) = 0;
 
   /// Ends the attempt as failed with `message` and the job `failed` at once,
