@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
@@ -34,7 +33,6 @@ queue open_when_free(const std::string& uri, options opts) {
       return std::move(*q);
     BOOST_REQUIRE_MESSAGE(q.error().code() == error::busy, q.error().to_string());
     BOOST_REQUIRE_MESSAGE((std::chrono::steady_clock::now() < deadline), q.error().to_string());
-    std::this_thread::sleep_for(20ms);  // each try is a connection and a lease query
   }
 }
 

@@ -216,8 +216,7 @@ result<uint16_t> queue::impl::port_of(runtime::front_end::kind k) {
 }
 
 status queue::impl::closed_status() {
-  auto why = closing_cause();
-  return why ? actors::queue_closed() : why;
+  return explain(actors::queue_closed());
 }
 
 status queue::impl::explain(status st) {

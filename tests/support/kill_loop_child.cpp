@@ -23,7 +23,6 @@
 #include <iostream>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
@@ -57,10 +56,8 @@ int main(int argc, char** argv) {
   auto started = std::chrono::steady_clock::now();
   auto q = ergon::queue::open(argv[1], opts);
   while (!q && q.error().code() == ergon::error::busy
-         && std::chrono::steady_clock::now() - started < std::chrono::seconds(30)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+         && std::chrono::steady_clock::now() - started < std::chrono::seconds(30))
     q = ergon::queue::open(argv[1], opts);
-  }
   if (!q) {
     std::cerr << "open: " << q.error() << '\n';
     return 1;
