@@ -498,13 +498,15 @@ std::string pairs(const result<std::vector<type_status_count>>& counts) {
   return out;
 }
 
+// PostgreSQL sends the rows with COMMIT (db::send): a failure surfaces there.
 status in_transaction(db& d, const count_delta& delta) {
   BOOST_REQUIRE(d.begin_write().ok());
   auto st = add_finished_counts(d, delta);
   if (st)
-    BOOST_REQUIRE(d.commit().ok());
-  else
+    st = d.commit();
+  if (!st)
     d.rollback();
+  BOOST_TEST(!d.in_transaction());
   return st;
 }
 
@@ -751,6 +753,12 @@ BOOST_AUTO_TEST_CASE(an_owner_whose_session_died_is_replaced_before_its_lease_en
   BOOST_TEST((*second)->epoch() == 2);
 }
 
+count_delta one_success(const std::string& type) {
+  count_delta c;
+  c.add(type, job_status::succeeded);
+  return c;
+}
+
 BOOST_AUTO_TEST_CASE(a_deposed_owner_commits_nothing_after_its_successor_took_over) {
   auto d = open_migrated("");
   auto first = pg_lease::acquire(connect(*d), minute);
@@ -758,20 +766,22 @@ BOOST_AUTO_TEST_CASE(a_deposed_owner_commits_nothing_after_its_successor_took_ov
   auto writer = connect(*d);
   writer->fence((*first)->epoch());
   BOOST_REQUIRE(writer->begin_write().ok());
-  BOOST_REQUIRE(add_finished_counts(*writer, [] {
-                  count_delta c;
-                  c.add("before", job_status::succeeded);
-                  return c;
-                }()).ok());
+  BOOST_REQUIRE(add_finished_counts(*writer, one_success("before")).ok());
   BOOST_REQUIRE(writer->commit().ok());
   // Its lease passes (a stopped or cut-off owner), and another takes over.
   engine_probe(*d, "").exec("", "UPDATE lease SET expires_at = '-infinity'");
   auto second = pg_lease::acquire(connect(*d), minute);
   BOOST_REQUIRE_MESSAGE(second.has_value(), second.error().to_string());
-  auto st = writer->begin_write();
+  // The fence goes out with the transaction's statements (pipelined), and
+  // COMMIT only once it held: this commit fails and writes nothing.
+  BOOST_REQUIRE(writer->begin_write().ok());
+  BOOST_REQUIRE(add_finished_counts(*writer, one_success("after")).ok());
+  auto st = writer->commit();
   BOOST_TEST(st.code() == error::busy);
   BOOST_TEST(st.message().find("took the queue over") != std::string::npos, st.message());
   BOOST_TEST(!writer->in_transaction());
+  // Writing has halted: the next transaction fails at once.
+  BOOST_TEST(writer->begin_write().code() == error::busy);
   BOOST_TEST((*first)->renew().code() == error::busy);
   BOOST_TEST((*second)->renew().ok());
   BOOST_TEST(finished_counts::pairs(count_jobs(*d)) == "before:succeeded=1 ");

@@ -1,4 +1,5 @@
 // db_writer batching, and storage failures reaching the caller as errors.
+// On both engines (ERGON_TEST_ENGINE); the file failures are SQLite's.
 #define BOOST_TEST_MODULE writer
 #include <boost/test/unit_test.hpp>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/job_builder.hpp"
@@ -17,9 +19,11 @@
 #include "ergon/storage/sqlite_db.hpp"
 #include "ergon/storage/schema.hpp"
 #include "support/child_process.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
+using ergon::test::engine_probe;
 using ergon::test::sqlite_probe;
 using ergon::test::temp_dir;
 using namespace std::chrono_literals;
@@ -36,6 +40,7 @@ job make(const std::string& type = "t", std::string payload = "p") {
 // them committed in one transaction.
 struct writer_fixture {
   temp_dir dir;
+  std::string location = test::location_of(dir);
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   actors::db_writer_actor writer;
@@ -44,13 +49,19 @@ struct writer_fixture {
 
   void start(storage::sqlite_options db_opts = {}) {
     db_opts.busy_timeout_ms = 20'000;
-    auto d = storage::sqlite_db::open(dir.file("q.db"), db_opts);
-    BOOST_REQUIRE(d.has_value());
-    BOOST_REQUIRE(storage::migrate(**d).ok());
+    std::unique_ptr<storage::db> d;
+    if (test::on_postgres()) {
+      d = test::open_db(location);
+    } else {
+      auto opened = storage::sqlite_db::open(location, db_opts);
+      BOOST_REQUIRE(opened.has_value());
+      d = std::move(*opened);
+    }
+    BOOST_REQUIRE(storage::migrate(*d).ok());
     cfg.set("scheduler.max-threads", 2);
     sys = std::make_unique<caf::actor_system>(cfg);
     actors::db_writer_config wcfg;
-    wcfg.db = std::move(*d);
+    wcfg.db = std::move(d);
     wcfg.clock = std::make_shared<manual_clock>(t0);
     wcfg.counters = counters;
     wcfg.feeds = feeds;
@@ -88,22 +99,45 @@ struct writer_fixture {
   }
 };
 
-// Holds the database's write lock from another connection until released, so
-// requests queue up in the writer's mailbox and land in one batch.
+// Holds the database's write lock (on PostgreSQL, the jobs table's) from
+// another connection until released, so requests queue up in the writer's
+// mailbox and land in one batch.
 struct write_lock {
-  explicit write_lock(const std::string& path) : probe(path, sqlite_probe::writable) {
-    probe.exec("BEGIN IMMEDIATE");
+  explicit write_lock(const std::string& location) {
+    if (storage::names_postgres(location)) {
+      pg.emplace(location);
+      pg->exec("", "BEGIN; LOCK TABLE jobs IN EXCLUSIVE MODE");
+    } else {
+      file.emplace(location, sqlite_probe::writable);
+      file->exec("BEGIN IMMEDIATE");
+    }
   }
-  void release() { probe.exec("ROLLBACK"); }
-  sqlite_probe probe;
+  void release() {
+    if (pg)
+      pg->exec("", "ROLLBACK");
+    else
+      file->exec("ROLLBACK");
+  }
+  std::optional<sqlite_probe> file;
+  std::optional<engine_probe> pg;
 };
 
 // Makes every insert of a row of type "poison" into `table` fail with
 // `message`, after whatever the same statement or request wrote before it.
-void poison(const std::string& path, const std::string& table, const std::string& message) {
-  sqlite_probe{path, sqlite_probe::writable}.exec(
+void poison(const std::string& location, const std::string& table, const std::string& message) {
+  engine_probe{location}.exec(
     "CREATE TRIGGER reject_poison BEFORE INSERT ON " + table
-    + " WHEN NEW.type = 'poison' BEGIN SELECT RAISE(ABORT, '" + message + "'); END;");
+      + " WHEN NEW.type = 'poison' BEGIN SELECT RAISE(ABORT, '" + message + "'); END;",
+    "CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF NEW.type = 'poison' THEN RAISE EXCEPTION '" + message + "'; END IF; RETURN NEW; END $$;"
+    "CREATE TRIGGER reject_poison BEFORE INSERT ON " + table
+      + " FOR EACH ROW EXECUTE FUNCTION reject_poison()");
+}
+
+// The types of the jobs, in row order.
+std::string types_of_jobs(const engine_probe& probe) {
+  return probe.text("SELECT group_concat(type, ',') FROM (SELECT type FROM jobs ORDER BY id)",
+                    "SELECT string_agg(type, ',' ORDER BY id) FROM jobs");
 }
 
 }  // namespace
@@ -114,8 +148,8 @@ BOOST_AUTO_TEST_CASE(a_failing_request_does_not_fail_the_others_in_its_batch) {
   start();
   // A trigger rejects type "poison" after earlier rows of the same request
   // were written: only a savepoint per request keeps the other requests.
-  poison(dir.file("q.db"), "jobs", "poisoned");
-  write_lock lock{dir.file("q.db")};
+  poison(location, "jobs", "poisoned");
+  write_lock lock{location};
   auto first = send_submit({make("a")});
   auto poisoned = send_submit({make("b"), make("poison")});
   auto third = send_submit({make("c")});
@@ -127,13 +161,13 @@ BOOST_AUTO_TEST_CASE(a_failing_request_does_not_fail_the_others_in_its_batch) {
   BOOST_REQUIRE(!r2.has_value());
   BOOST_TEST(r2.error().message().find("poisoned") != std::string::npos);
   BOOST_TEST(r3.has_value());
-  sqlite_probe probe{dir.file("q.db")};
-  BOOST_TEST(probe.text("SELECT group_concat(type, ',') FROM (SELECT type FROM jobs ORDER BY id)")
-             == "a,c");
+  BOOST_TEST(types_of_jobs(engine_probe{location}) == "a,c");
   BOOST_TEST(counters->totals()[job_status::pending] == 2);
 }
 
-BOOST_AUTO_TEST_CASE(when_sqlite_aborts_the_transaction_no_earlier_request_is_acknowledged) {
+BOOST_AUTO_TEST_CASE(when_sqlite_aborts_the_transaction_no_earlier_request_is_acknowledged,
+                     *test::sqlite_only("a size limit is SQLite's; test-storage-postgres fails "
+                                        "a whole PostgreSQL transaction")) {
   // A full disk makes SQLite roll back the whole transaction, taking the
   // earlier requests of the batch with it: they must fail, not report success.
   storage::sqlite_options opts;
@@ -164,8 +198,8 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_counts_cannot_be_written_fails_every_request_
   // The finished_counts rows are written last, just before COMMIT: their
   // failure must fail the whole batch as a failed COMMIT does, not only the
   // cancel that finished the poisoned job.
-  poison(dir.file("q.db"), "finished_counts", "poisoned count");
-  write_lock lock{dir.file("q.db")};
+  poison(location, "finished_counts", "poisoned count");
+  write_lock lock{location};
   std::vector<actors::reply_from<status>> cancels;
   for (auto& id : *ids)
     cancels.push_back(send_cancel(id));
@@ -178,17 +212,14 @@ BOOST_AUTO_TEST_CASE(a_batch_whose_counts_cannot_be_written_fails_every_request_
   auto lost = submitted.wait();
   BOOST_REQUIRE(!lost.has_value());
   BOOST_TEST(lost.error().message().find("poisoned count") != std::string::npos);
-  {
-    sqlite_probe probe{dir.file("q.db")};
-    BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status = 0") == 3);
-    BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 3);
-    BOOST_TEST(probe.number("SELECT count(*) FROM finished_counts") == 0);
-  }
+  engine_probe probe{location};
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE status = 0") == 3);
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 3);
+  BOOST_TEST(probe.number("SELECT count(*) FROM finished_counts") == 0);
   BOOST_TEST(counters->totals()[job_status::pending] == 3);
   BOOST_TEST(counters->totals()[job_status::cancelled] == 0);
   // The writer goes on: the next batch commits with its counts.
   BOOST_REQUIRE(send_cancel((*ids)[0]).wait().ok());
-  sqlite_probe probe{dir.file("q.db")};
   BOOST_TEST(probe.text("SELECT type || status || '=' || count FROM finished_counts") == "a4=1");
   BOOST_TEST(counters->totals()[job_status::pending] == 2);
   BOOST_TEST(counters->totals()[job_status::cancelled] == 1);
@@ -198,9 +229,8 @@ BOOST_AUTO_TEST_CASE(submits_and_claims_write_no_counts) {
   start();
   auto ids = send_submit({make("a"), make("b")}).wait();
   BOOST_REQUIRE(ids.has_value());
-  sqlite_probe probe{dir.file("q.db")};
   // Pending jobs are counted from the jobs at open, so a submit pays nothing.
-  BOOST_TEST(probe.number("SELECT count(*) FROM finished_counts") == 0);
+  BOOST_TEST(engine_probe{location}.number("SELECT count(*) FROM finished_counts") == 0);
   BOOST_TEST(counters->totals()[job_status::pending] == 2);
 }
 
@@ -216,7 +246,9 @@ BOOST_AUTO_TEST_CASE(a_request_that_arrives_after_close_gets_closed) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(storage_failures)
+BOOST_AUTO_TEST_SUITE(storage_failures,
+                      *test::sqlite_only("a file's failures; PostgreSQL's are in "
+                                         "test-pg-faults"))
 
 BOOST_AUTO_TEST_CASE(a_read_only_file_fails_open_with_read_only) {
   temp_dir dir;
@@ -396,8 +428,7 @@ BOOST_AUTO_TEST_CASE(an_offer_claims_the_new_job_in_its_insert_transaction) {
   BOOST_TEST(f[0].claims[0].worker_id == 7u);
   BOOST_TEST(f[0].added.size() == 1u);
   BOOST_TEST(f[0].seq == 1u);
-  sqlite_probe probe{dir.file("q.db"), sqlite_probe::read_only};
-  BOOST_TEST(probe.text("SELECT status FROM jobs") == "1");  // running
+  BOOST_TEST(engine_probe{location}.text("SELECT status FROM jobs") == "1");  // running
 }
 
 // A feed the dispatcher had not applied made a job ready: it decided

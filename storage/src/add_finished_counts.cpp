@@ -25,7 +25,7 @@ status add_finished_counts(db& d, const count_delta& delta) {
       s.bind_text(1, type);
       s.bind(2, static_cast<int64_t>(i));  // the frozen job_status value
       s.bind(3, changes[i]);
-      if (auto st = d.run(s); !st)
+      if (auto st = d.send(s); !st)
         return st;
     }
   }

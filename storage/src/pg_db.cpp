@@ -28,8 +28,8 @@ constexpr Oid numeric_oid = 1700;
 
 // The fence of every write transaction (pg_lease.hpp), sent with its BEGIN,
 // and the transaction's id, to learn its fate if the COMMIT's answer is lost.
-constexpr const char* begin_fenced =
-  "BEGIN; SELECT epoch, host, pid, pg_current_xact_id() FROM lease FOR KEY SHARE";
+constexpr const char* fence_sql =
+  "SELECT epoch, host, pid, pg_current_xact_id() FROM lease FOR KEY SHARE";
 constexpr const char* xact_status = "SELECT pg_xact_status($1::text::xid8)";
 
 // Each writer session names itself in the lease before its first write
@@ -179,6 +179,10 @@ pg_stmt::~pg_stmt() {
 status pg_stmt::ensure_prepared() {
   if (session_ == db_.session_)
     return {};
+  // Preparing waits for its answer, which pipeline mode does not allow.
+  if (db_.pipelined_)
+    if (auto st = db_.read_pipeline(); !st)
+      return st;
   // A parameter the text skips (a filter path that needs no ?2) still gets
   // bound: declared bigint, it takes the value and goes unused.
   std::vector<Oid> declared;
@@ -419,43 +423,82 @@ void pg_stmt::reset() {
   status_ = {};
 }
 
+status pg_stmt::ready_to_run() {
+  if (auto st = db_.reconnect_if_lost(); !st)
+    return st;
+  if (auto st = ensure_prepared(); !st)
+    return st;
+  // Binding past the statement's parameters is ergon's bug: the server
+  // would answer with a protocol error, which reads as a lost connection.
+  if (params_.size() != types_.size())
+    return {error::internal, db_.location_ + ": " + std::to_string(params_.size())
+                               + " parameters bound for " + std::to_string(types_.size()) + ": "
+                               + text_};
+  return {};
+}
+
+// The bound parameters as libpq takes them.
+struct pg_stmt::wire_form {
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+};
+
+pg_stmt::wire_form pg_stmt::wire() const {
+  wire_form w;
+  w.values.resize(params_.size());
+  w.lengths.resize(params_.size());
+  w.formats.resize(params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto& p = params_[k];
+    w.formats[k] = p.format;
+    if (p.null)
+      continue;
+    if (p.data != nullptr) {
+      w.values[k] = p.length == 0 ? "" : p.data;
+      w.lengths[k] = p.length;
+    } else {
+      w.values[k] = p.own.c_str();
+      w.lengths[k] = static_cast<int>(p.own.size());
+    }
+  }
+  return w;
+}
+
+// Sends the statement into the pipeline; its result comes in binary form.
+bool pg_stmt::send_prepared() {
+  auto w = wire();
+  return PQsendQueryPrepared(db_.conn_, name_.c_str(), static_cast<int>(params_.size()),
+                             w.values.data(), w.lengths.data(), w.formats.data(), 1)
+         != 0;
+}
+
 bool pg_stmt::step() {
   if (!ran_) {
     ran_ = true;
-    if (auto st = db_.reconnect_if_lost(); !st) {
+    if (auto st = ready_to_run(); !st) {
       status_ = st;
       return false;
     }
-    if (auto st = ensure_prepared(); !st) {
-      status_ = st;
-      return false;
-    }
-    // Binding past the statement's parameters is ergon's bug: the server
-    // would answer with a protocol error, which reads as a lost connection.
-    if (params_.size() != types_.size()) {
-      status_ = {error::internal, db_.location_ + ": " + std::to_string(params_.size())
-                                    + " parameters bound for " + std::to_string(types_.size())
-                                    + ": " + text_};
-      return false;
-    }
-    std::vector<const char*> values(params_.size());
-    std::vector<int> lengths(params_.size());
-    std::vector<int> formats(params_.size());
-    for (size_t k = 0; k < params_.size(); ++k) {
-      auto& p = params_[k];
-      formats[k] = p.format;
-      if (p.null)
-        continue;
-      if (p.data != nullptr) {
-        values[k] = p.length == 0 ? "" : p.data;
-        lengths[k] = p.length;
-      } else {
-        values[k] = p.own.c_str();
-        lengths[k] = static_cast<int>(p.own.size());
+    if (db_.pipelined_) {
+      // Goes out with what was sent before it, in one round trip.
+      if (!send_prepared()) {
+        status_ = db_.error_status(nullptr, "sending a statement");
+        (void)db_.read_pipeline();
+        return false;
       }
+      db_.unread_.push_back({pg_db::unread_kind::effect, "a statement"});
+      if (auto st = db_.read_pipeline(&res_); !st) {
+        PQclear(res_);
+        res_ = nullptr;
+        status_ = st;
+        return false;
+      }
+    } else {
+      auto w = wire();
+      res_ = PQexecPrepared(db_.conn_, name_.c_str(), static_cast<int>(params_.size()),
+                            w.values.data(), w.lengths.data(), w.formats.data(), 1);
     }
-    res_ = PQexecPrepared(db_.conn_, name_.c_str(), static_cast<int>(params_.size()),
-                          values.data(), lengths.data(), formats.data(), 1);
     auto rs = res_ != nullptr ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
     int64_t changed = 0;
     if (rs == PGRES_TUPLES_OK) {
@@ -636,6 +679,9 @@ status pg_db::reconnect_if_lost() {
   }
   backoff_ = {};
   ++session_;  // statements prepare themselves again
+  pipelined_ = false;  // PQreset left pipeline mode
+  unread_.clear();
+  fence_unread_ = false;
   return {};
 }
 
@@ -656,6 +702,9 @@ result<stmt*> pg_db::prepare(const char* sql) {
 }
 
 status pg_db::exec(const char* sql) {
+  if (pipelined_)
+    if (auto st = read_pipeline(); !st)
+      return st;
   if (auto st = reconnect_if_lost(); !st)
     return st;
   PGresult* r = PQexec(conn_, sql);
@@ -673,18 +722,15 @@ status pg_db::exec(const char* sql) {
 
 status pg_db::begin_write() {
   in_write_ = false;
-  if (!epoch_) {
-    if (auto st = exec("BEGIN"); !st)
-      return st;
-    in_write_ = true;
-    return {};
-  }
-  if (!halted_)
+  if (epoch_ && !halted_)
     return halted_;
   xact_.clear();
+  if (pipelined_)
+    if (auto st = read_pipeline(); !st)
+      return st;
   if (auto st = reconnect_if_lost(); !st)
     return st;
-  if (named_session_ != session_) {
+  if (epoch_ && named_session_ != session_) {
     auto s = prepare(name_writer);
     if (!s)
       return s.error();
@@ -695,25 +741,123 @@ status pg_db::begin_write() {
       return halt({error::busy, location_ + ": another process took the queue over"});
     named_session_ = session_;
   }
-  // One round trip: the simple protocol runs both and answers with the last.
-  PGresult* r = PQexec(conn_, begin_fenced);
-  in_write_ = PQtransactionStatus(conn_) != PQTRANS_IDLE;
-  status st;
-  if (r == nullptr || PQresultStatus(r) != PGRES_TUPLES_OK)
-    st = error_status(r, "beginning a write");
-  else if (PQntuples(r) != 1)
-    st = halt({error::busy, location_ + ": the lease row is gone"});
-  else if (auto held = std::atoll(PQgetvalue(r, 0, 0)); held != *epoch_)
-    st = halt({error::busy, location_ + ": another process took the queue over: pid "
-                              + PQgetvalue(r, 0, 2) + " on " + PQgetvalue(r, 0, 1)
-                              + " (lease epoch " + std::to_string(held) + "; this one held "
-                              + std::to_string(*epoch_) + ")"});
-  else
-    xact_ = PQgetvalue(r, 0, 3);
-  PQclear(r);
-  if (!st)
-    rollback();
-  return st;
+  // Both go out with the transaction's first statement.
+  if (auto st = send_text("BEGIN", unread_kind::effect); !st)
+    return st;
+  in_write_ = true;
+  if (epoch_) {
+    if (auto st = send_text(fence_sql, unread_kind::fence); !st)
+      return st;
+    fence_unread_ = true;
+  }
+  return {};
+}
+
+status pg_db::check_fence(const PGresult* r) {
+  if (PQntuples(r) != 1)
+    return halt({error::busy, location_ + ": the lease row is gone"});
+  if (auto held = std::atoll(PQgetvalue(r, 0, 0)); held != *epoch_)
+    return halt({error::busy, location_ + ": another process took the queue over: pid "
+                                + PQgetvalue(r, 0, 2) + " on " + PQgetvalue(r, 0, 1)
+                                + " (lease epoch " + std::to_string(held) + "; this one held "
+                                + std::to_string(*epoch_) + ")"});
+  xact_ = PQgetvalue(r, 0, 3);
+  return {};
+}
+
+status pg_db::start_pipeline() {
+  if (pipelined_)
+    return {};
+  if (PQenterPipelineMode(conn_) == 0)
+    return {error::internal, location_ + ": entering pipeline mode: " + result_message(nullptr, conn_)};
+  pipelined_ = true;
+  return {};
+}
+
+status pg_db::send_text(const char* sql, unread_kind kind) {
+  if (auto st = start_pipeline(); !st)
+    return st;
+  // Text results: the fence is read with PQgetvalue.
+  if (PQsendQueryParams(conn_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 0) {
+    auto st = error_status(nullptr, "sending");
+    (void)read_pipeline();
+    return st;
+  }
+  unread_.push_back({kind, sql});
+  return {};
+}
+
+status pg_db::send(stmt& s) {
+  auto& q = static_cast<pg_stmt&>(s);
+  if (auto st = q.ready_to_run(); !st)
+    return st;
+  if (auto st = start_pipeline(); !st)
+    return st;
+  if (!q.send_prepared()) {
+    auto st = error_status(nullptr, "sending");
+    (void)read_pipeline();
+    return st;
+  }
+  unread_.push_back({unread_kind::effect, q.sql_});
+  return {};
+}
+
+status pg_db::read_pipeline(PGresult** last) {
+  status failed;  // the first failure that is not the caller's
+  if (PQpipelineSync(conn_) == 0)
+    failed = error_status(nullptr, "sending");
+  for (size_t k = 0; failed.code() != error::unreachable && k < unread_.size(); ++k) {
+    PGresult* got = nullptr;  // a command answers with one result, then NULL
+    while (PGresult* r = PQgetResult(conn_)) {
+      if (got == nullptr)
+        got = r;
+      else
+        PQclear(r);
+    }
+    if (last != nullptr && k + 1 == unread_.size()) {
+      *last = got;
+    } else {
+      auto rs = got != nullptr ? PQresultStatus(got) : PGRES_FATAL_ERROR;
+      if (rs == PGRES_PIPELINE_ABORTED) {
+        // after an earlier failure
+      } else if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
+        if (failed)
+          failed = error_status(got, std::string{"running "} + unread_[k].what);
+      } else if (unread_[k].kind == unread_kind::fence && failed) {
+        failed = check_fence(got);
+      }
+      PQclear(got);
+    }
+    if (PQstatus(conn_) == CONNECTION_BAD && failed)
+      failed = error_status(nullptr, "");
+  }
+  if (PQstatus(conn_) != CONNECTION_BAD) {
+    PGresult* sync = PQgetResult(conn_);
+    bool synced = sync != nullptr && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    // Not synced: the server ended the session (a shutdown, say).
+    if (!synced && failed)
+      failed = error_status(sync, "");
+    PQclear(sync);
+    if (synced && PQexitPipelineMode(conn_) == 0 && failed)
+      failed = {error::internal,
+                location_ + ": leaving pipeline mode: " + result_message(nullptr, conn_)};
+  }
+  unread_.clear();
+  fence_unread_ = false;
+  // A lost connection leaves pipeline mode when it is reset.
+  pipelined_ = PQstatus(conn_) != CONNECTION_BAD && PQpipelineStatus(conn_) != PQ_PIPELINE_OFF;
+  if (!failed && in_transaction() && !pipelined_)
+    (void)exec("ROLLBACK");
+  if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
+    in_write_ = false;
+  return failed;
+}
+
+void pg_db::rollback() noexcept {
+  if (pipelined_)
+    (void)read_pipeline();
+  if (in_transaction())
+    (void)exec("ROLLBACK");
 }
 
 status pg_db::halt(status why) {
@@ -765,15 +909,30 @@ status pg_db::learn_commit(status lost) {
 }
 
 status pg_db::commit() {
+  // COMMIT goes out only once the fence has held.
+  if (fence_unread_)
+    if (auto st = read_pipeline(); !st)
+      return st;
   if (auto st = reconnect_if_lost(); !st)
     return st;
-  PGresult* r = PQexec(conn_, "COMMIT");
+  PGresult* r = nullptr;
   status st;
-  // A transaction that had failed answers COMMIT with ROLLBACK.
-  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK)
-    st = error_status(r, "committing");
-  else if (std::strcmp(PQcmdStatus(r), "COMMIT") != 0)
-    st = {error::internal, location_ + ": COMMIT rolled back a failed transaction"};
+  if (pipelined_) {
+    // What was sent after the last read goes out with it.
+    st = send_text("COMMIT", unread_kind::effect);
+    if (st)
+      st = read_pipeline(&r);
+  } else {
+    r = PQexec(conn_, "COMMIT");
+  }
+  // Unless an earlier command failed (the transaction is then rolled back,
+  // or lost). A transaction that had failed answers COMMIT with ROLLBACK.
+  if (st) {
+    if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK)
+      st = error_status(r, "committing");
+    else if (std::strcmp(PQcmdStatus(r), "COMMIT") != 0)
+      st = {error::internal, location_ + ": COMMIT rolled back a failed transaction"};
+  }
   PQclear(r);
   if (!st && PQstatus(conn_) == CONNECTION_BAD && !xact_.empty())
     return learn_commit(st);

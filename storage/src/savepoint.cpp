@@ -13,7 +13,7 @@ savepoint::savepoint(db& d) : db_(d) {
   if (auto s = d.prepare(begin_savepoint); !s)
     begin_ = s.error();
   else
-    begin_ = d.run(**s);
+    begin_ = d.send(**s);
   done_ = !begin_.ok();
 }
 
@@ -21,7 +21,7 @@ status savepoint::release() {
   auto s = db_.prepare(release_savepoint);
   if (!s)
     return s.error();
-  auto st = db_.run(**s);
+  auto st = db_.send(**s);
   done_ = st.ok();
   return st;
 }

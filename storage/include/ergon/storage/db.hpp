@@ -123,9 +123,16 @@ class db {
     return s.step_status();
   }
 
+  /// Runs `s` for its effect alone: no rows, no changes(). PostgreSQL sends
+  /// it with the next statement that is read (pipelined), so its error
+  /// surfaces there or from commit(), and then the whole transaction is
+  /// rolled back (in_transaction() turns false). SQLite runs it at once.
+  virtual status send(stmt& s) { return run(s); }
+
   /// Opens the writer's transaction: SQLite takes the write lock at once
   /// (BEGIN IMMEDIATE); PostgreSQL checks that this connection still owns
-  /// the queue. Errors as for any write.
+  /// the queue, sending BEGIN and that check with the first statement (as
+  /// send() does). Errors as for any write.
   virtual status begin_write() = 0;
   /// Commits the open transaction. An error leaves it open on SQLite (for
   /// rollback) and ended on PostgreSQL.

@@ -95,7 +95,11 @@ class pg_stmt final : public stmt {
     bool null = true;
   };
   friend class pg_db;
+  struct wire_form;
   status ensure_prepared();
+  status ready_to_run();
+  wire_form wire() const;
+  bool send_prepared();
   param& slot(int i);
   unsigned type_of(int i) const;
   void put_text_form(int i, std::string value);
@@ -130,14 +134,13 @@ class pg_db final : public db {
   using db::prepare;
   result<stmt*> prepare(const char* sql) override;
   status exec(const char* sql) override;
+  /// Sends `s` in pipeline mode with whatever follows it (db::send).
+  status send(stmt& s) override;
   status begin_write() override;
   /// Fails (internal) if the transaction had failed: PostgreSQL then rolls
   /// it back and still answers COMMIT without an error.
   status commit() override;
-  void rollback() noexcept override {
-    if (in_transaction())
-      (void)exec("ROLLBACK");
-  }
+  void rollback() noexcept override;
   bool in_transaction() const noexcept override;
   void end_reads() noexcept override {}
   int64_t changes() const noexcept override { return changes_; }
@@ -178,6 +181,23 @@ class pg_db final : public db {
   status reconnect_if_lost();
   status halt(status why);
   status learn_commit(status lost);
+  status check_fence(const pg_result* r);
+
+  // Pipelining (libpq's pipeline mode): commands whose results nobody waits
+  // for go out with the next one that is read, in one round trip.
+  enum class unread_kind { effect, fence };
+  struct unread {
+    unread_kind kind;
+    const char* what;  // for messages
+  };
+  status start_pipeline();
+  status send_text(const char* sql, unread_kind kind);
+  /// Sends a Sync and reads every result sent since the pipeline started,
+  /// then leaves pipeline mode. With `last`, the last command sent is the
+  /// caller's: its result goes there, and its failure is the caller's to
+  /// handle. Any other failure (or a fence that does not hold) rolls the
+  /// whole transaction back and is returned.
+  status read_pipeline(pg_result** last = nullptr);
 
   pg_conn* conn_;
   pg_options opts_;
@@ -194,6 +214,9 @@ class pg_db final : public db {
   std::function<void(const status&)> on_halt_;
   status halted_;  // why writing stopped for good
   std::string xact_;  // the open write transaction's id, when fenced
+  std::vector<unread> unread_;  // sent in pipeline mode, results not read yet
+  bool pipelined_ = false;
+  bool fence_unread_ = false;
 };
 
 /// The ergon error for a SQLSTATE (e.g. "57014": timeout).

@@ -6,7 +6,9 @@
 
 namespace ergon::storage {
 
-/// RAII SAVEPOINT: rolls back unless `release()` succeeds.
+/// RAII SAVEPOINT: rolls back unless `release()` succeeds. SAVEPOINT and
+/// RELEASE are sent (db::send): on PostgreSQL their failure surfaces from
+/// the next statement and ends the whole transaction.
 class savepoint {
  public:
   explicit savepoint(db& d);
