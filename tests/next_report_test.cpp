@@ -19,6 +19,29 @@ job_runner::outbox holding(int32_t weight) {
   return box;
 }
 
+// Successes of rows first, first + 1, ...
+std::vector<storage::attempt_report> successes(int64_t first, size_t n) {
+  std::vector<storage::attempt_report> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back({first + static_cast<int64_t>(i), 100 + first + static_cast<int64_t>(i),
+                   storage::report_kind::succeeded, "r"});
+  return out;
+}
+
+// A report of one success of `row`, whose caller is `to`.
+void sent_one(reports_in_flight& reports, int64_t row, reply_to<status> to) {
+  reports_in_flight::replies callers;
+  callers.emplace_back(std::move(to));
+  reports.sent(successes(row, 1), std::move(callers));
+}
+
+// Sends the outcomes that wait again, as the worker's next report does.
+void resend(reports_in_flight& reports) {
+  auto box = holding(0);
+  reports.resend_into(box);
+  reports.sent(box.outcomes, std::move(box.replies));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_room_asked_for_is_sent_once_until_it_or_the_credit_changes) {
@@ -98,37 +121,103 @@ BOOST_AUTO_TEST_CASE(answers_reach_the_callers_of_the_reports_in_the_order_sent)
   reports_in_flight::replies one;
   one.emplace_back(std::move(first_to));
   one.emplace_back();  // an outcome nobody waits for
-  reports.sent(std::move(one));
+  reports.sent(successes(1, 2), std::move(one));
   BOOST_TEST(!reports.full());
   reports_in_flight::replies two;
   two.emplace_back(std::move(second_to));
   two.emplace_back(std::move(third_to));
-  reports.sent(std::move(two));
+  reports.sent(successes(3, 2), std::move(two));
   BOOST_TEST(reports.full());
 
   wire_status stale = to_wire(status{error::stale_attempt, "gone"});
-  BOOST_TEST(reports.answered({wire_status{}, stale}) == 2u);
+  BOOST_TEST(reports.answered({wire_status{}, stale}, true) == 2u);
   BOOST_TEST(first.wait().ok());
   BOOST_TEST(!reports.full());
-  BOOST_TEST(reports.answered({stale}) == 2u);  // a missing ack is ok
+  BOOST_TEST(reports.answered({stale}, true) == 2u);  // a missing ack is ok
   BOOST_TEST(second.wait().code() == error::stale_attempt);
   BOOST_TEST(third.wait().ok());
   BOOST_TEST(reports.empty());
-  BOOST_TEST(reports.answered({}) == 0u);  // nothing at the writer
+  BOOST_TEST(reports.answered({}, true) == 0u);  // nothing at the writer
+  BOOST_TEST(reports.resends_waiting() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_dropped_connection_answers_every_report_at_the_writer) {
   reports_in_flight reports;
   auto [a_to, a] = make_reply<status>();
   auto [b_to, b] = make_reply<status>();
-  reports_in_flight::replies one;
-  one.emplace_back(std::move(a_to));
-  reports.sent(std::move(one));
-  reports_in_flight::replies two;
-  two.emplace_back(std::move(b_to));
-  reports.sent(std::move(two));
+  sent_one(reports, 1, std::move(a_to));
+  sent_one(reports, 2, std::move(b_to));
   reports.drop(status{error::unreachable, "dropped"});
   BOOST_TEST(a.wait().code() == error::unreachable);
   BOOST_TEST(b.wait().code() == error::unreachable);
+  BOOST_TEST(reports.empty());
+}
+
+// A write that failed for a passing cause (PostgreSQL restarting) is sent
+// again, ahead of what finished since; other failures reach their callers.
+BOOST_AUTO_TEST_CASE(outcomes_whose_write_failed_for_a_passing_cause_wait_to_be_sent_again) {
+  reports_in_flight reports;
+  auto [lost_to, lost] = make_reply<status>();
+  auto [stale_to, stale] = make_reply<status>();
+  reports_in_flight::replies callers;
+  callers.emplace_back(std::move(lost_to));
+  callers.emplace_back(std::move(stale_to));
+  callers.emplace_back();  // nobody waits for the third
+  reports.sent(successes(1, 3), std::move(callers));
+  auto down = to_wire(status{error::unreachable, "PostgreSQL restarts"});
+  auto slow = to_wire(status{error::timeout, "statement_timeout"});
+  auto gone = to_wire(status{error::stale_attempt, "expired"});
+  BOOST_TEST(reports.answered({down, gone, slow}, true) == 3u);
+  BOOST_TEST(stale.wait().code() == error::stale_attempt);
+  BOOST_TEST(reports.resends_waiting() == 2u);
+  BOOST_TEST(!reports.empty());  // a stopping worker waits for them
+  BOOST_TEST(reports.resend_wait_ms() == reports_in_flight::first_wait_ms);
+
+  auto box = holding(0);
+  box.outcomes = successes(9, 1);
+  box.replies.emplace_back();
+  BOOST_TEST(reports.resend_into(box) == 2u);
+  BOOST_TEST(reports.resends_waiting() == 0u);
+  BOOST_REQUIRE_EQUAL(box.outcomes.size(), 3u);
+  BOOST_TEST(box.outcomes[0].row == 1);  // the resent first, in their order
+  BOOST_TEST(box.outcomes[0].token == 101);
+  BOOST_TEST(box.outcomes[1].row == 3);
+  BOOST_TEST(box.outcomes[2].row == 9);
+  BOOST_REQUIRE_EQUAL(box.replies.size(), 3u);
+
+  // Failing again, the wait doubles, up to its longest; an answer without
+  // passing failures starts it over. The caller hears only the last answer.
+  reports.sent(box.outcomes, std::move(box.replies));
+  BOOST_TEST(reports.answered({down, wire_status{}, wire_status{}}, true) == 3u);
+  BOOST_TEST(reports.resend_wait_ms() == 2 * reports_in_flight::first_wait_ms);
+  for (int i = 0; i < 10; ++i) {
+    resend(reports);
+    reports.answered({down}, true);
+  }
+  BOOST_TEST(reports.resend_wait_ms() == reports_in_flight::longest_wait_ms);
+  resend(reports);
+  reports.answered({wire_status{}}, true);
+  BOOST_TEST(lost.wait().ok());
+  BOOST_TEST(reports.resend_wait_ms() == reports_in_flight::first_wait_ms);
+  BOOST_TEST(reports.empty());
+}
+
+// A stopping worker does not wait out a restart: its callers hear the
+// failure. A dropped connection answers the outcomes that wait, too.
+BOOST_AUTO_TEST_CASE(without_resends_or_connection_the_callers_hear_the_failure) {
+  reports_in_flight reports;
+  auto [a_to, a] = make_reply<status>();
+  auto [b_to, b] = make_reply<status>();
+  sent_one(reports, 1, std::move(a_to));
+  auto down = to_wire(status{error::unreachable, "PostgreSQL restarts"});
+  reports.answered({down}, false);
+  BOOST_TEST(a.wait().code() == error::unreachable);
+  BOOST_TEST(reports.empty());
+
+  sent_one(reports, 2, std::move(b_to));
+  reports.answered({down}, true);
+  BOOST_TEST(reports.resends_waiting() == 1u);
+  reports.drop(status{error::unreachable, "dropped"});
+  BOOST_TEST(b.wait().message() == "dropped");
   BOOST_TEST(reports.empty());
 }

@@ -73,6 +73,9 @@ struct worker_stats {
   int64_t batches_received = 0;  ///< hand-overs (one per claim)
   int64_t requests_sent = 0;     ///< times it asked the dispatcher for work
   int64_t outcomes_committed = 0;
+  /// Outcomes sent again because their write failed for a passing cause
+  /// (the queue's PostgreSQL was unreachable or timed out).
+  int64_t outcomes_resent = 0;
   int32_t running_jobs = 0;      ///< attempts whose code is running
   int32_t running_weight = 0;
 };

@@ -70,6 +70,7 @@ worker_stats worker::stats() const {
   s.batches_received = c.batches_received.load();
   s.requests_sent = c.requests_sent.load();
   s.outcomes_committed = c.outcomes_committed.load();
+  s.outcomes_resent = c.outcomes_resent.load();
   s.running_jobs = c.running_jobs.load();
   s.running_weight = c.running_weight.load();
   return s;

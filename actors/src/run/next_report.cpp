@@ -1,5 +1,8 @@
 #include "next_report.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 namespace ergon::actors {
 
 std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& box,
@@ -30,23 +33,57 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
   return plan;
 }
 
-size_t reports_in_flight::answered(const std::vector<wire_status>& acks) {
+bool passing_failure(error code) noexcept {
+  return code == error::unreachable || code == error::timeout;
+}
+
+void reports_in_flight::sent(std::vector<storage::attempt_report> outcomes, replies callers) {
+  sent_.push_back({std::move(outcomes), std::move(callers)});
+}
+
+size_t reports_in_flight::answered(const std::vector<wire_status>& acks, bool resend) {
   if (sent_.empty())
     return 0;
-  auto callers = std::move(sent_.front());
+  auto r = std::move(sent_.front());
   sent_.pop_front();
-  for (size_t i = 0; i < callers.size(); ++i)
-    if (callers[i])
-      callers[i]->deliver(i < acks.size() ? from_wire(acks[i]) : status{});
-  return callers.size();
+  bool failed = false;
+  for (size_t i = 0; i < r.callers.size(); ++i) {
+    auto st = i < acks.size() ? from_wire(acks[i]) : status{};
+    if (resend && passing_failure(st.code()) && i < r.outcomes.size()) {
+      failed = true;
+      resends_.outcomes.push_back(std::move(r.outcomes[i]));
+      resends_.callers.push_back(std::move(r.callers[i]));
+    } else if (r.callers[i]) {
+      r.callers[i]->deliver(st);
+    }
+  }
+  wait_ms_ = !failed      ? first_wait_ms
+             : backing_off_ ? std::min(longest_wait_ms, 2 * wait_ms_)
+                            : first_wait_ms;
+  backing_off_ = failed;
+  return r.callers.size();
+}
+
+size_t reports_in_flight::resend_into(job_runner::outbox& box) {
+  auto n = resends_.outcomes.size();
+  std::move(box.outcomes.begin(), box.outcomes.end(), std::back_inserter(resends_.outcomes));
+  std::move(box.replies.begin(), box.replies.end(), std::back_inserter(resends_.callers));
+  box.outcomes = std::move(resends_.outcomes);
+  box.replies = std::move(resends_.callers);
+  resends_ = {};
+  return n;
 }
 
 void reports_in_flight::drop(const status& why) {
-  for (auto& callers : sent_)
-    for (auto& c : callers)
+  for (auto& r : sent_)
+    for (auto& c : r.callers)
       if (c)
         c->deliver(why);
   sent_.clear();
+  for (auto& c : resends_.callers)
+    if (c)
+      c->deliver(why);
+  resends_ = {};
 }
 
 }  // namespace ergon::actors

@@ -51,6 +51,14 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
 /// writer answers them in the order they were sent: each goes to the
 /// dispatcher, which sends its writes on in order, and a transaction's
 /// answers go out in the order of its requests.
+///
+/// An outcome whose write failed for a passing cause (the store was
+/// unreachable or timed out: a PostgreSQL restart, say) waits to be sent
+/// again rather than fail its caller: its attempt is still running in the
+/// store, and would otherwise stay so until it expires and the job runs
+/// again. Resending is safe because each outcome is fenced by its token: one
+/// that did commit meanwhile, or whose attempt expired, answers
+/// stale_attempt.
 class reports_in_flight {
  public:
   using replies = std::vector<std::optional<reply_to<status>>>;
@@ -58,22 +66,46 @@ class reports_in_flight {
   /// Reports at the writer at once. A second one carries what finished
   /// while the first commits, so the two can share a transaction.
   static constexpr size_t max = 2;
+  /// The first wait before a resend, doubling per failed round up to
+  /// `longest_wait_ms`.
+  static constexpr int64_t first_wait_ms = 100;
+  static constexpr int64_t longest_wait_ms = 5'000;
 
-  bool empty() const noexcept { return sent_.empty(); }
+  bool empty() const noexcept { return sent_.empty() && resends_.outcomes.empty(); }
   /// No report with writes may go until an answer comes.
   bool full() const noexcept { return sent_.size() >= max; }
 
-  /// A report with writes went, with these callers.
-  void sent(replies callers) { sent_.push_back(std::move(callers)); }
+  /// A report with writes went, with its outcomes (kept until answered) and
+  /// their callers.
+  void sent(std::vector<storage::attempt_report> outcomes, replies callers);
   /// The oldest report was answered: its callers get their acks, in order
-  /// (ok for a caller without one). Returns how many callers there were;
-  /// 0 and nothing else if no report is at the writer.
-  size_t answered(const std::vector<wire_status>& acks);
-  /// The connection dropped: every caller gets `why`.
+  /// (ok for a caller without one), except that with `resend`, outcomes
+  /// whose ack is a passing failure wait for resend_into(). Returns how
+  /// many outcomes the report had; 0 and nothing else if no report is at
+  /// the writer.
+  size_t answered(const std::vector<wire_status>& acks, bool resend);
+  /// Whether outcomes wait to be sent again, and how long to wait first.
+  size_t resends_waiting() const noexcept { return resends_.outcomes.size(); }
+  int64_t resend_wait_ms() const noexcept { return wait_ms_; }
+  /// Moves the waiting outcomes and their callers into `box`, ahead of
+  /// what it holds. Returns how many.
+  size_t resend_into(job_runner::outbox& box);
+  /// The connection dropped, or the worker stops: every caller, of a
+  /// report at the writer or of an outcome waiting, gets `why`.
   void drop(const status& why);
 
  private:
-  std::deque<replies> sent_;
+  struct report {
+    std::vector<storage::attempt_report> outcomes;
+    replies callers;
+  };
+  std::deque<report> sent_;
+  report resends_;
+  int64_t wait_ms_ = first_wait_ms;
+  bool backing_off_ = false;  // the last answer had passing failures
 };
+
+/// Whether a write that failed with `code` may succeed if sent again.
+bool passing_failure(error code) noexcept;
 
 }  // namespace ergon::actors

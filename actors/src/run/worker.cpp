@@ -46,6 +46,9 @@ struct worker_state {
   std::vector<int64_t> progress_waiting;
   int64_t next_progress_flush = 0;
   bool progress_timer = false;  // a flush_progress_atom is on its way
+  // When outcomes waiting in `reports` may be sent again.
+  int64_t resend_at = 0;
+  bool resend_timer = false;  // a resend_atom is on its way
 
   static inline const char* name = "ergon.worker";
 };
@@ -133,6 +136,8 @@ void report(worker_ptr self) {
   report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
   for (;;) {
     auto box = st.runner->take();
+    if (st.reports.resends_waiting() > 0 && st.cfg.clock->now_ms() >= st.resend_at)
+      st.cfg.counters->outcomes_resent += static_cast<int64_t>(st.reports.resend_into(box));
     std::vector<storage::progress_report> last_reports;
     for (auto& a : box.returned) {
       if (auto i = st.attempts.find(a.token); i != st.attempts.end())
@@ -145,7 +150,7 @@ void report(worker_ptr self) {
                                 st.received_weight, room, st.last)) {
       ++st.cfg.counters->requests_sent;
       if (next->carries_writes)
-        st.reports.sent(std::move(box.replies));
+        st.reports.sent(next->report.outcomes, std::move(box.replies));
       // Not anonymous: the dispatcher names the sender as the writer's
       // addressee. (send() can't go from a typed actor to an untyped handle.)
       caf::unsafe_send_as(self, st.dispatcher, std::move(next->report));
@@ -157,11 +162,42 @@ void report(worker_ptr self) {
   }
 }
 
+// Outcomes whose write failed for a passing cause go out again after a
+// wait that grows while the failures go on.
+void arm_resend_timer(worker_ptr self) {
+  auto& st = self->state;
+  if (st.resend_timer || !st.cfg.clock->follows_real_time())
+    return;  // a manual clock's tick sends them
+  st.resend_timer = true;
+  auto wait = std::max<int64_t>(0, st.resend_at - st.cfg.clock->now_ms());
+  self->delayed_send(self, storage::timer_delay(wait), resend_atom::value);
+}
+
+void arm_resend(worker_ptr self) {
+  auto& st = self->state;
+  st.resend_at = storage::add_ms(st.cfg.clock->now_ms(), st.reports.resend_wait_ms());
+  arm_resend_timer(self);
+}
+
+void on_resend_timer(worker_ptr self) {
+  auto& st = self->state;
+  st.resend_timer = false;
+  if (st.reports.resends_waiting() > 0 && st.cfg.clock->now_ms() < st.resend_at)
+    arm_resend_timer(self);  // armed for an earlier round
+  report(self);
+  finish_stop_if_idle(self);
+}
+
 void on_assign(worker_ptr self, assign_jobs& a) {
   auto& st = self->state;
   if (a.answers_report) {
-    st.reports.answered(a.acks);
-    st.cfg.counters->outcomes_committed += static_cast<int64_t>(a.acks.size());
+    auto waiting = st.reports.resends_waiting();
+    // A stopping worker tells the callers instead: its stop must end.
+    st.reports.answered(a.acks, !st.link.stopping());
+    auto again = st.reports.resends_waiting() - waiting;
+    st.cfg.counters->outcomes_committed += static_cast<int64_t>(a.acks.size() - again);
+    if (again > 0)
+      arm_resend(self);
   }
   if (!a.jobs.empty()) {
     ++st.cfg.counters->batches_received;
@@ -284,6 +320,8 @@ void arm_heartbeat(worker_ptr self) {
 void on_tick(worker_ptr self) {
   auto& st = self->state;
   flush_progress(self);
+  if (st.reports.resends_waiting() > 0 && st.cfg.clock->now_ms() >= st.resend_at)
+    report(self);
   auto now = st.cfg.clock->now_ms();
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
     st.next_auto_heartbeat = storage::add_ms(now, st.cfg.auto_heartbeat_ms);
@@ -429,6 +467,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         self->state.progress_timer = false;
         flush_progress(self);
       },
+      [self](resend_atom) { on_resend_timer(self); },
       [self](stop_worker& s) { on_stop(self, s); },
       [self](abandon_atom) {
         auto& st = self->state;

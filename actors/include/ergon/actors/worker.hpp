@@ -42,6 +42,7 @@ struct worker_counters {
   std::atomic<int64_t> batches_received{0};
   std::atomic<int64_t> requests_sent{0};
   std::atomic<int64_t> outcomes_committed{0};
+  std::atomic<int64_t> outcomes_resent{0};
   std::atomic<int32_t> running_jobs{0};
   std::atomic<int32_t> running_weight{0};
 };
@@ -93,6 +94,8 @@ using progress_atom = caf::atom_constant<caf::atom("progress")>;
 
 /// Self-sent: the progress interval passed, hand waiting reports over.
 using flush_progress_atom = caf::atom_constant<caf::atom("flushprog")>;
+/// Time to send again the outcomes whose write failed for a passing cause.
+using resend_atom = caf::atom_constant<caf::atom("resend")>;
 
 /// Give up on running jobs (after a stop timed out): flag them cancelled and
 /// stop the actor; their threads finish on their own.
@@ -106,6 +109,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<heartbeat_call>,
   caf::reacts_to<progress_atom, int64_t>,
   caf::reacts_to<flush_progress_atom>,
+  caf::reacts_to<resend_atom>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<stop_worker>,
   caf::reacts_to<abandon_atom>>;
