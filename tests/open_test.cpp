@@ -1,7 +1,8 @@
 // Opening a database file: one owner at a time (in this process and across
 // real processes), a killed owner never blocks the next open, inspection
 // beside a live owner, other programs' files left byte for byte unchanged,
-// and paths that name no file.
+// and paths that name no file. On both engines (ERGON_TEST_ENGINE); what is
+// about files, SQLite alone.
 #define BOOST_TEST_MODULE open
 #include <boost/test/unit_test.hpp>
 
@@ -55,6 +56,10 @@ std::vector<job_id> seed(const std::string& path, int n) {
   return ids;
 }
 
+// Skip messages of the cases about files.
+constexpr const char* files_only = "about SQLite's files; a PostgreSQL schema's owner is in "
+                                   "test-pg-owner, foreign tables in test-storage-postgres";
+
 // A child process that owns a file with `n` seeded jobs and runs the first.
 struct live_owner {
   explicit live_owner(int n)
@@ -62,7 +67,7 @@ struct live_owner {
     BOOST_REQUIRE_EQUAL(owner.read_line(), "started " + ids[0].to_string() + " 1");
   }
   temp_dir dir;
-  std::string path = dir.file("q.db");
+  std::string path = location_of(dir);
   std::vector<job_id> ids;
   child_process owner;
 };
@@ -73,14 +78,19 @@ BOOST_AUTO_TEST_SUITE(ownership)
 
 BOOST_AUTO_TEST_CASE(a_second_open_in_the_same_process_is_busy_and_names_the_owner) {
   temp_dir dir;
-  auto path = dir.file("q.db");
+  auto path = location_of(dir);
   auto first = queue::open(path);
   BOOST_REQUIRE(first.has_value());
   auto id = first->submit(*job_builder("work").build());
   BOOST_REQUIRE(id.has_value());
-  std::filesystem::create_directory(dir.file("sub"));
-  std::filesystem::create_symlink(path, dir.file("link.db"));
-  for (auto& other : {path, dir.file("sub/../q.db"), dir.file("link.db")}) {
+  std::vector<std::string> others{path};
+  if (!on_postgres()) {  // other names of the same file
+    std::filesystem::create_directory(dir.file("sub"));
+    std::filesystem::create_symlink(path, dir.file("link.db"));
+    others.push_back(dir.file("sub/../q.db"));
+    others.push_back(dir.file("link.db"));
+  }
+  for (auto& other : others) {
     auto second = queue::open(other);
     BOOST_REQUIRE(!second.has_value());
     BOOST_TEST(second.error().code() == error::busy);
@@ -92,7 +102,7 @@ BOOST_AUTO_TEST_CASE(a_second_open_in_the_same_process_is_busy_and_names_the_own
   BOOST_REQUIRE(info.has_value());
   BOOST_TEST(info->status == job_status::pending);
   BOOST_REQUIRE(first->close().ok());
-  BOOST_TEST(entries(dir).count("q.db-owner") == 0u);
+  BOOST_TEST(entries(dir).count("q.db-owner") == 0u);  // SQLite's lock file
   auto again = queue::open(path);
   BOOST_TEST(again.has_value());
 }
@@ -127,7 +137,7 @@ BOOST_AUTO_TEST_CASE(a_second_process_is_refused_while_the_first_runs_jobs) {
 
 BOOST_AUTO_TEST_CASE(a_process_is_refused_while_this_one_runs_jobs) {
   temp_dir dir;
-  auto path = dir.file("q.db");
+  auto path = location_of(dir);
   auto q = queue::open(path);
   BOOST_REQUIRE(q.has_value());
   gate g;
@@ -161,8 +171,9 @@ BOOST_AUTO_TEST_CASE(a_killed_owner_never_blocks_the_next_open) {
   auto& [dir, path, ids, owner] = live;
   owner.signal(SIGKILL);
   owner.wait();
-  // The lock file is still there, but its lock died with the process.
-  BOOST_TEST(entries(dir).count("q.db-owner") == 1u);
+  // SQLite's lock file is still there, but its lock died with the process;
+  // PostgreSQL ended the owner's session, and with it its lease.
+  BOOST_TEST(entries(dir).count("q.db-owner") == (on_postgres() ? 0u : 1u));
   options opts;
   opts.recovery = recovery_mode::retry_immediately;
   auto q = queue::open(path, opts);
@@ -176,10 +187,11 @@ BOOST_AUTO_TEST_CASE(a_killed_owner_never_blocks_the_next_open) {
 
 BOOST_AUTO_TEST_CASE(a_closed_queue_leaves_no_lock_file_and_can_be_reopened_at_once) {
   temp_dir dir;
+  auto path = location_of(dir);
   for (int i = 0; i < 3; ++i) {
-    auto q = queue::open(dir.file("q.db"));
+    auto q = queue::open(path);
     BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
-    BOOST_TEST(entries(dir).count("q.db-owner") == 1u);
+    BOOST_TEST(entries(dir).count("q.db-owner") == (on_postgres() ? 0u : 1u));
   }
   BOOST_TEST(entries(dir).count("q.db-owner") == 0u);
 }
@@ -213,15 +225,21 @@ BOOST_AUTO_TEST_CASE(inspection_reads_beside_a_live_owner) {
 
 BOOST_AUTO_TEST_CASE(inspection_of_an_unowned_file_writes_nothing) {
   temp_dir dir;
-  auto path = dir.file("q.db");
+  auto path = location_of(dir);
   seed(path, 2);
-  auto before = read_bytes(path);
+  // The file byte for byte; on PostgreSQL, the rows and the lease.
+  auto state = [&] {
+    return on_postgres()
+             ? engine_probe{path}.dump() + engine_probe{path}.text("SELECT epoch FROM lease")
+             : read_bytes(path);
+  };
+  auto before = state();
   {
     auto in = queue::inspect(path);
     BOOST_REQUIRE_MESSAGE(in.has_value(), in.error().to_string());
     BOOST_TEST((*in->counts())[job_status::pending] == 2);
   }
-  BOOST_TEST((read_bytes(path) == before));
+  BOOST_TEST((state() == before));
   BOOST_TEST(entries(dir).count("q.db-owner") == 0u);
   // And it takes no ownership: a queue opens while an inspector is open.
   auto in = queue::inspect(path);
@@ -230,7 +248,7 @@ BOOST_AUTO_TEST_CASE(inspection_of_an_unowned_file_writes_nothing) {
   BOOST_TEST(q.has_value());
 }
 
-BOOST_AUTO_TEST_CASE(inspection_refuses_what_it_cannot_read) {
+BOOST_AUTO_TEST_CASE(inspection_refuses_what_it_cannot_read, *sqlite_only(files_only)) {
   temp_dir dir;
   BOOST_TEST(queue::inspect(dir.file("missing.db")).error().code() == error::io_error);
   BOOST_TEST(queue::inspect(":memory:").error().field() == "path");
@@ -268,10 +286,12 @@ struct count_listing {
 };
 
 count_listing list_counts(const std::string& path) {
-  sqlite_probe probe{path};
+  engine_probe probe{path};
   auto listed = [&](const std::string& rows) {
     return probe.text("SELECT coalesce(group_concat(type || ':' || status || '=' || n, ' '), '') "
-                      "FROM (" + rows + ")");
+                      "FROM (" + rows + ")",
+                      "SELECT coalesce(string_agg(type || ':' || status || '=' || n, ' ' "
+                      "ORDER BY type, status), '') FROM (" + rows + ") r");
   };
   BOOST_TEST(probe.number("SELECT count(*) FROM finished_counts WHERE count < 0") == 0);
   return {listed("SELECT type, status, count AS n FROM finished_counts WHERE count <> 0 "
@@ -299,19 +319,20 @@ void require_group_counts_match_jobs(queue& q, const std::string& path) {
                    std::to_string(static_cast<int>(s)) + "=" + std::to_string(counts[s]);
   for (auto& [group, counts] : m->by_group)
     BOOST_TEST(counts[job_status::pending] + counts[job_status::running] > 0, group);
-  sqlite_probe probe{path};
-  BOOST_REQUIRE_EQUAL(counted,
-                      probe.text("SELECT coalesce(group_concat(g || ':' || status || '=' || n, ' '),"
-                                 " '') FROM (SELECT coalesce(group_key, '') AS g, status,"
-                                 " count(*) AS n FROM jobs WHERE status IN (0, 1)"
-                                 " GROUP BY 1, 2 ORDER BY 1, 2)"));
+  std::string rows = "SELECT coalesce(group_key, '') AS g, status, count(*) AS n FROM jobs "
+                     "WHERE status IN (0, 1) GROUP BY 1, 2 ORDER BY 1, 2";
+  BOOST_REQUIRE_EQUAL(counted, engine_probe{path}.text(
+                                 "SELECT coalesce(group_concat(g || ':' || status || '=' || n, "
+                                 "' '), '') FROM (" + rows + ")",
+                                 "SELECT coalesce(string_agg(g || ':' || status || '=' || n, ' ' "
+                                 "ORDER BY g, status), '') FROM (" + rows + ") r"));
 }
 
 // A file with `n` seeded jobs, then changed by `sql` behind ergon's back.
 std::string seeded_then(const temp_dir& dir, int n, const std::string& sql) {
-  auto path = dir.file("q.db");
+  auto path = location_of(dir);
   seed(path, n);
-  sqlite_probe{path, sqlite_probe::writable}.exec(sql);
+  engine_probe{path}.exec(sql);
   return path;
 }
 
@@ -327,7 +348,7 @@ void run_until_cancelled(job_context& ctx) {
 // in the crashed file's next owner, one in this process).
 BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write_and_crashes,
                         queue_fixture) {
-  auto path = dir.file("q.db");
+  auto path = location;
   // Groups, to check the per-group counts too; each ends up with none left
   // unfinished but "crash".
   std::vector<job_id> ok{submit(*job_of("ok").group("a").build()), submit(*job_of("ok").build())};
@@ -418,13 +439,12 @@ BOOST_FIXTURE_TEST_CASE(finished_counts_equal_the_jobs_after_every_kind_of_write
 // they finish, so the next open does not read the jobs finished since this one.
 BOOST_FIXTURE_TEST_CASE(the_low_mark_moves_past_finished_jobs_while_the_queue_runs,
                         queue_fixture) {
-  auto path = dir.file("q.db");
+  auto path = location;
   std::vector<job> jobs(1'500, *job_of("ok").build());
   auto ids = q->submit_batch(jobs);
   BOOST_REQUIRE(ids.has_value());
   auto low_mark = [&] {
-    return sqlite_probe{path}.number(
-      "SELECT value FROM meta WHERE key = 'unfinished_low_mark'");
+    return engine_probe{path}.number("SELECT value FROM meta WHERE key = 'unfinished_low_mark'");
   };
   BOOST_TEST(low_mark() <= 1);
   worker_options w;
@@ -460,7 +480,8 @@ BOOST_AUTO_TEST_CASE(open_and_inspection_read_the_counts_table_not_the_jobs) {
   BOOST_TEST(q->counts()[job_status::pending] == 1);
 }
 
-BOOST_AUTO_TEST_CASE(inspecting_a_version_1_file_counts_its_jobs) {
+BOOST_AUTO_TEST_CASE(inspecting_a_version_1_file_counts_its_jobs,
+                     *sqlite_only("SQLite's schema history; PostgreSQL's starts at 1")) {
   // A file no queue of this version has opened yet: the inspector must not
   // migrate it, so it counts the jobs instead of reading finished_counts.
   temp_dir dir;
@@ -481,7 +502,7 @@ BOOST_AUTO_TEST_CASE(inspecting_a_version_1_file_counts_its_jobs) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(foreign_files)
+BOOST_AUTO_TEST_SUITE(foreign_files, *sqlite_only(files_only))
 
 // Opening `path` fails with corrupt, and neither the file nor its directory
 // changed (no -wal, -shm or lock file left behind).
@@ -574,7 +595,7 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(paths)
 
-BOOST_AUTO_TEST_CASE(paths_that_name_no_file_are_refused) {
+BOOST_AUTO_TEST_CASE(paths_that_name_no_file_are_refused, *sqlite_only(files_only)) {
   for (auto path : {":memory:", ""}) {
     auto q = queue::open(path);
     BOOST_REQUIRE(!q.has_value());
@@ -599,20 +620,25 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"file_mode", [](options& o) { o.file_mode = 01600; }},
   };
   temp_dir dir;
+  auto path = location_of(dir);
   for (auto& c : cases) {
     BOOST_TEST_CONTEXT(c.field) {
       options o;
       c.set(o);
-      auto q = queue::open(dir.file("q.db"), o);
+      auto q = queue::open(path, o);
       BOOST_REQUIRE(!q.has_value());
       BOOST_TEST(q.error().code() == error::invalid_argument);
       BOOST_TEST(q.error().field() == c.field);
     }
   }
   BOOST_TEST(entries(dir).empty());
+  if (on_postgres())
+    BOOST_TEST(engine_probe{path}.number(
+                 "SELECT count(*) FROM pg_namespace WHERE nspname = 'ergon'") == 0);
 }
 
-BOOST_AUTO_TEST_CASE(a_missing_directory_is_an_io_error_and_creates_nothing) {
+BOOST_AUTO_TEST_CASE(a_missing_directory_is_an_io_error_and_creates_nothing,
+                     *sqlite_only(files_only)) {
   temp_dir dir;
   auto q = queue::open(dir.file("nowhere/q.db"));
   BOOST_REQUIRE(!q.has_value());
@@ -634,7 +660,7 @@ unsigned mode_of(const std::string& path) {
 
 // Payloads, results and checkpoints are this user's alone by default: the
 // database and its -wal and -shm files are made 0600, whatever the umask.
-BOOST_AUTO_TEST_CASE(new_database_files_are_private_unless_widened) {
+BOOST_AUTO_TEST_CASE(new_database_files_are_private_unless_widened, *sqlite_only(files_only)) {
   temp_dir dir;
   auto old_mask = ::umask(0);
   {
@@ -665,7 +691,7 @@ BOOST_AUTO_TEST_CASE(new_database_files_are_private_unless_widened) {
   ::umask(old_mask);
 }
 
-BOOST_AUTO_TEST_SUITE(lock_file)
+BOOST_AUTO_TEST_SUITE(lock_file, *sqlite_only(files_only))
 
 // A symlink planted at the lock file's name is replaced, not followed: its
 // target keeps its bytes. A FIFO there is replaced too, without blocking.
@@ -752,7 +778,7 @@ BOOST_AUTO_TEST_CASE(find_owner_trusts_only_a_lock_file_its_owner_could_have_wri
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(clean_close)
+BOOST_AUTO_TEST_SUITE(clean_close, *sqlite_only(files_only))
 
 // After close the database file alone holds every commit: no -wal or -shm
 // is left, and a copy of the file by itself opens with every job.
