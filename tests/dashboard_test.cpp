@@ -12,6 +12,7 @@
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "support/child_process.hpp"
+#include "support/test_engine.hpp"
 #include "support/test_support.hpp"
 
 using namespace ergon;
@@ -23,7 +24,7 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
   temp_dir dir;
   options o;
   o.http = http_options{};
-  auto q = queue::open(dir.file("q.db"), o);
+  auto q = queue::open(ergon::test::location_of(dir), o);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
   // "flaky" fails for good the first time and succeeds when retried; the
   // other jobs give the page groups, a recurring job and some history.
