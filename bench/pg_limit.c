@@ -19,6 +19,12 @@
  *              INSERT ... SELECT FROM unnest($1::text[]), the claims as one
  *              UPDATE with LIMIT 256, the completions as one UPDATE with
  *              the ids as an array parameter
+ *   batchK     the same with K jobs (1 to 256) per statement
+ *   cycleK     K jobs per statement, and one transaction per cycle that
+ *              completes the last K and claims the next K (BEGIN, both
+ *              statements and COMMIT in one round trip, pipelined): the
+ *              shape of ergon's drain, whose commits carry a worker's
+ *              outcomes and its next claims
  *   pipelined  batch256 in libpq's pipeline mode: up to 4 insert batches in
  *              flight, and each batch's completion sent together with the
  *              next batch's claim (one round trip for both)
@@ -35,7 +41,7 @@
 #include <string.h>
 #include <time.h>
 
-#define BATCH 256
+#define BATCH 256 /* the largest batch */
 
 static double now_s(void) {
   struct timespec ts;
@@ -106,6 +112,15 @@ static void send_synced(PGconn *c, const char *name, int n, const char *const *v
   if (!PQsendQueryPrepared(c, name, n, values, NULL, NULL, 0) || !PQpipelineSync(c))
     die(c, name);
 }
+/* Pipeline mode: one statement's result, then the NULL that ends it. */
+static PGresult *read_one(PGconn *c, ExecStatusType want, const char *what) {
+  PGresult *r = check(c, PQgetResult(c), want, what);
+  if (PQgetResult(c) != NULL) die(c, "pipeline: more than one result");
+  return r;
+}
+static void send_text(PGconn *c, const char *sql) {
+  if (!PQsendQueryParams(c, sql, 0, NULL, NULL, NULL, NULL, 0)) die(c, sql);
+}
 static PGresult *read_synced(PGconn *c, ExecStatusType want, const char *what) {
   PGresult *r = check(c, PQgetResult(c), want, what);
   PGresult *end = PQgetResult(c);
@@ -137,7 +152,10 @@ static long long ids_of(const PGresult *claimed, char *array) {
 
 typedef struct { double insert_s, cc_s; } result;
 
-static result run_once(const char *conninfo, int n, int batched, int pipelined) {
+/* batch: jobs per statement, 0 for tx-per-op; cycle: claims and
+ * completions share a transaction (cycleK). */
+static result run_once(const char *conninfo, int n, int batch, int pipelined, int cycle) {
+  int batched = batch > 0;
   PGconn *c = PQconnectdb(conninfo);
   if (PQstatus(c) != CONNECTION_OK) die(c, "connect");
   PQclear(PQexec(c, "SET client_min_messages = warning"));
@@ -166,7 +184,7 @@ static result run_once(const char *conninfo, int n, int batched, int pipelined) 
            "WHERE id = ANY(ARRAY(SELECT id FROM ergon_limit_jobs WHERE queue = $1 AND status = 0 "
            "AND run_at <= $2 ORDER BY run_at, id LIMIT %d FOR UPDATE SKIP LOCKED)) "
            "RETURNING id, payload",
-           batched ? BATCH : 1);
+           batched ? batch : 1);
   prepare(c, "claim", claim_sql);
   prepare(c, "done", "UPDATE ergon_limit_jobs SET status = 2, done_at = $2 WHERE id = ANY($1::bigint[])");
 
@@ -192,7 +210,7 @@ static result run_once(const char *conninfo, int n, int batched, int pipelined) 
     char *a = arrays[b % depth];
     size_t at = 0;
     a[at++] = '{';
-    for (int k = 0; k < BATCH && i < n; ++k, ++i) {
+    for (int k = 0; k < batch && i < n; ++k, ++i) {
       make_payload(payload, sizeof payload, i);
       at = append_element(a, at, payload, k == 0);
     }
@@ -216,7 +234,7 @@ static result run_once(const char *conninfo, int n, int batched, int pipelined) 
     size_t at = 0;
     array[at++] = '{';
     int k = 0;
-    for (; k < BATCH && i < n; ++k, ++i) {
+    for (; k < batch && i < n; ++k, ++i) {
       make_payload(payload, sizeof payload, i);
       at = append_element(array, at, payload, k == 0);
     }
@@ -252,7 +270,34 @@ static result run_once(const char *conninfo, int n, int batched, int pipelined) 
       done_sent = 1;
     }
   }
-  while (!pipelined && claimed_total < n) {
+  if (cycle) {
+    if (!PQenterPipelineMode(c)) die(c, "pipeline mode");
+    for (int have_done = 0;;) {
+      snprintf(t, sizeof t, "%lld", now_ms_wall());
+      const char *cv[2] = {"bench", t};
+      const char *dv[2] = {array, t};
+      send_text(c, "BEGIN");
+      if (have_done && !PQsendQueryPrepared(c, "done", 2, dv, NULL, NULL, 0)) die(c, "done");
+      if (!PQsendQueryPrepared(c, "claim", 2, cv, NULL, NULL, 0)) die(c, "claim");
+      send_text(c, "COMMIT");
+      if (!PQpipelineSync(c)) die(c, "sync");
+      PQclear(read_one(c, PGRES_COMMAND_OK, "BEGIN"));
+      if (have_done) PQclear(read_one(c, PGRES_COMMAND_OK, "done"));
+      PGresult *claimed = read_one(c, PGRES_TUPLES_OK, "claim");
+      PQclear(read_one(c, PGRES_COMMAND_OK, "COMMIT"));
+      PGresult *sync = PQgetResult(c);
+      if (PQresultStatus(sync) != PGRES_PIPELINE_SYNC) die(c, "pipeline: no sync");
+      PQclear(sync);
+      int k = PQntuples(claimed);
+      if (k == 0) { PQclear(claimed); break; }
+      checksum += ids_of(claimed, array);
+      PQclear(claimed);
+      claimed_total += k;
+      have_done = 1;
+    }
+    if (!PQexitPipelineMode(c)) die(c, "leaving pipeline mode");
+  }
+  while (!pipelined && !cycle && claimed_total < n) {
     snprintf(t, sizeof t, "%lld", now_ms_wall());
     const char *cv[2] = {"bench", t};
     PGresult *claimed = run(c, "claim", 2, cv, PGRES_TUPLES_OK);
@@ -285,14 +330,20 @@ static result run_once(const char *conninfo, int n, int batched, int pipelined) 
   return r;
 }
 
-static void bench(const char *conninfo, int n, int runs, int batched, int pipelined) {
+static void bench(const char *conninfo, int n, int runs, int batch, int pipelined, int cycle) {
   char peer[96];
-  snprintf(peer, sizeof peer, "limit-pg(%s)",
-           pipelined ? "pipelined" : batched ? "batch256" : "tx-per-op");
+  if (pipelined)
+    snprintf(peer, sizeof peer, "limit-pg(pipelined)");
+  else if (cycle)
+    snprintf(peer, sizeof peer, "limit-pg(cycle%d)", batch);
+  else if (batch > 0)
+    snprintf(peer, sizeof peer, "limit-pg(batch%d)", batch);
+  else
+    snprintf(peer, sizeof peer, "limit-pg(tx-per-op)");
   double *life = malloc(sizeof(double) * runs), *ins = malloc(sizeof(double) * runs),
          *cc = malloc(sizeof(double) * runs);
   for (int r = 0; r < runs; r++) {
-    result x = run_once(conninfo, n, batched, pipelined);
+    result x = run_once(conninfo, n, batch, pipelined, cycle);
     ins[r] = n / x.insert_s;
     cc[r] = n / x.cc_s;
     life[r] = n / (x.insert_s + x.cc_s);
@@ -309,7 +360,8 @@ static void bench(const char *conninfo, int n, int runs, int batched, int pipeli
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s CONNINFO [N] [RUNS] [tx-per-op|batch256|pipelined]\n", argv[0]);
+    fprintf(stderr, "usage: %s CONNINFO [N] [RUNS] [tx-per-op|batchK|cycleK|pipelined]\n",
+            argv[0]);
     return 2;
   }
   const char *conninfo = argv[1];
@@ -321,16 +373,26 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr, "# limit-pg: libpq %d, N=%d, RUNS=%d\n", PQlibVersion(), n, runs);
   if (argc > 4) {
-    int pipelined = strcmp(argv[4], "pipelined") == 0;
-    if (!pipelined && strcmp(argv[4], "batch256") != 0 && strcmp(argv[4], "tx-per-op") != 0) {
-      fprintf(stderr, "MODE must be tx-per-op, batch256 or pipelined, got %s\n", argv[4]);
+    const char *mode = argv[4];
+    int batch = 0;
+    char rest = 0;
+    if (strcmp(mode, "pipelined") == 0) {
+      bench(conninfo, n, runs, BATCH, 1, 0);
+    } else if (strcmp(mode, "tx-per-op") == 0) {
+      bench(conninfo, n, runs, 0, 0, 0);
+    } else if (sscanf(mode, "batch%d%c", &batch, &rest) == 1 && batch >= 1 && batch <= BATCH) {
+      bench(conninfo, n, runs, batch, 0, 0);
+    } else if (sscanf(mode, "cycle%d%c", &batch, &rest) == 1 && batch >= 1 && batch <= BATCH) {
+      bench(conninfo, n, runs, batch, 0, 1);
+    } else {
+      fprintf(stderr, "MODE must be tx-per-op, batchK, cycleK (K 1 to %d) or pipelined, got %s\n",
+              BATCH, mode);
       return 2;
     }
-    bench(conninfo, n, runs, pipelined || strcmp(argv[4], "batch256") == 0, pipelined);
   } else {
-    bench(conninfo, n, runs, 0, 0);
-    bench(conninfo, n, runs, 1, 0);
-    bench(conninfo, n, runs, 1, 1);
+    bench(conninfo, n, runs, 0, 0, 0);
+    bench(conninfo, n, runs, BATCH, 0, 0);
+    bench(conninfo, n, runs, BATCH, 1, 0);
   }
   return 0;
 }
