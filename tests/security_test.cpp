@@ -158,7 +158,9 @@ struct served {
   queue_actor q;
 
   served(certificates& certs, mode m, std::vector<std::string> extra = {})
-      : certs(certs), m(m), server(ergon::test::location_of(dir), 0, args(certs, m, dir, std::move(extra))),
+      : certs(certs),
+        m(m),
+        server(location_of(dir), 0, args(certs, m, dir, std::move(extra))),
         honest(m == mode::tls ? certs.node("client") : tls_options{}) {
     auto connected = connect(honest.sys, "127.0.0.1", server.port, creds());
     BOOST_REQUIRE_MESSAGE(connected.has_value(), connected.error().to_string());
@@ -257,7 +259,7 @@ BOOST_AUTO_TEST_CASE(a_secret_must_be_32_random_bytes_on_both_sides) {
     BOOST_TEST(q.error().field() == "secret");
     BOOST_TEST(q.error().message().find("--make-secret") != std::string::npos);
   }
-  child_process server{{ERGON_SERVER, "--db", ergon::test::location_of(dir), "--port", "0", "--secret-file",
+  child_process server{{ERGON_SERVER, "--db", location_of(dir), "--port", "0", "--secret-file",
                         write_private_file(dir.file("weak"), "a sixteen byte line")}};
   BOOST_TEST(WEXITSTATUS(server.wait()) == 1);
   // 64 hex digits, or 43 base64 characters, are enough.
@@ -292,10 +294,11 @@ BOOST_AUTO_TEST_CASE(secret_files_are_private_and_make_secret_writes_one) {
   BOOST_TEST(refused.error().code() == error::invalid_argument);
   BOOST_TEST(refused.error().message().find("chmod 600") != std::string::npos);
   BOOST_TEST(read_secret_file(open_file, file_access::any).has_value());
-  child_process strict{{ERGON_SERVER, "--db", ergon::test::location_of(dir), "--port", "0", "--secret-file",
+  child_process strict{{ERGON_SERVER, "--db", location_of(dir), "--port", "0", "--secret-file",
                         open_file}};
   BOOST_TEST(WEXITSTATUS(strict.wait()) == 1);
-  server_process lenient{ergon::test::location_of(dir), 0, {"--secret-file", open_file, "--allow-open-files"}};
+  server_process lenient{location_of(dir), 0,
+                         {"--secret-file", open_file, "--allow-open-files"}};
   BOOST_TEST(lenient.stop(SIGTERM));
 }
 
@@ -540,7 +543,7 @@ BOOST_AUTO_TEST_CASE(nodes_of_another_port_reach_no_actor_of_the_queue) {
   options opts;
   opts.listen = listen_options{};
   opts.listen->creds.secret = secret;
-  auto q = spawn_queue(sys, ergon::test::location_of(dir), opts);
+  auto q = spawn_queue(sys, location_of(dir), opts);
   BOOST_REQUIRE(q.has_value());
   auto port = listening_port(*q);
   BOOST_REQUIRE(port.has_value());
@@ -716,7 +719,7 @@ bool tls_client_connects(const certificates& certs, uint16_t port, const std::st
 BOOST_AUTO_TEST_CASE(tls_refuses_old_versions_and_ciphers_without_forward_secrecy) {
   auto& certs = shared_certs();
   temp_dir dir;
-  server_process server{ergon::test::location_of(dir), 0, certs.server_args("server-rsa")};
+  server_process server{location_of(dir), 0, certs.server_args("server-rsa")};
   BOOST_TEST(tls_client_connects(certs, server.port, "-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256"));
   BOOST_TEST(tls_client_connects(certs, server.port, "-tls1_3"));
   BOOST_TEST(!tls_client_connects(certs, server.port, "-tls1_2 -cipher AES128-GCM-SHA256"));
@@ -732,7 +735,7 @@ BOOST_AUTO_TEST_CASE(the_peer_s_name_is_checked_where_one_is_given) {
   temp_dir dir;
   auto args = certs.server_args();
   args.insert(args.end(), {"--tls-peer-name", "client"});
-  server_process server{ergon::test::location_of(dir), 0, args};
+  server_process server{location_of(dir), 0, args};
   // How a connect as `node`, wanting a server named `peer`, ends.
   auto named = [&](const std::string& node, const std::string& peer) {
     auto tls = certs.node(node);

@@ -625,10 +625,10 @@ BOOST_AUTO_TEST_CASE(the_low_mark_advances_to_the_first_unfinished_row_within_it
   BOOST_TEST(unfinished->pending.size() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_transaction) {
-  temp_dir dir;
-  auto d = open_migrated(dir.file("q.db"));
-  engine_probe(*d, dir.file("q.db")).exec(
+// Makes a finished count of type "poison" fail to insert; the delta of a
+// good count and such a one.
+count_delta poisoned_delta(db& d, const std::string& path) {
+  engine_probe(d, path).exec(
     "CREATE TRIGGER reject_poison BEFORE INSERT ON finished_counts WHEN NEW.type = 'poison' "
     "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;",
     "CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS "
@@ -638,9 +638,35 @@ BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_tr
   count_delta delta;
   delta.add("a", job_status::succeeded);
   delta.add("poison", job_status::succeeded);
+  return delta;
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_transaction) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto delta = poisoned_delta(*d, dir.file("q.db"));
   auto st = in_transaction(*d, delta);
   BOOST_TEST(!st.ok());
   BOOST_TEST(st.message().find("poisoned") != std::string::npos, st.message());
+  BOOST_TEST(pairs(count_jobs(*d)).empty());
+}
+
+// PostgreSQL sends the counts with whatever is read next (db::send): a
+// failure among them ends the whole transaction, and a COMMIT after it fails
+// too, even when the failure went to a caller that dropped it.
+BOOST_AUTO_TEST_CASE(a_commit_after_a_sent_write_failed_fails_and_writes_nothing,
+                     *ergon::test::postgres_only("SQLite runs send() at once")) {
+  auto d = open_migrated("");
+  auto delta = poisoned_delta(*d, "");
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(add_finished_counts(*d, delta).ok());  // sent, not read
+  auto read = count_jobs(*d);
+  BOOST_REQUIRE(!read.has_value());
+  BOOST_TEST(read.error().message().find("poisoned") != std::string::npos, read.error().message());
+  BOOST_TEST(!d->in_transaction());
+  auto st = d->commit();
+  BOOST_TEST(!st.ok());
+  BOOST_TEST(st.message().find("nothing to commit") != std::string::npos, st.message());
   BOOST_TEST(pairs(count_jobs(*d)).empty());
 }
 

@@ -742,15 +742,15 @@ status pg_db::begin_write() {
     named_session_ = session_;
   }
   // Both go out with the transaction's first statement.
-  if (auto st = send_text("BEGIN", unread_kind::effect); !st)
-    return st;
-  in_write_ = true;
-  if (epoch_) {
-    if (auto st = send_text(fence_sql, unread_kind::fence); !st)
-      return st;
-    fence_unread_ = true;
+  status st = send_text("BEGIN", unread_kind::effect);
+  in_write_ = st.ok();
+  if (st && epoch_) {
+    st = send_text(fence_sql, unread_kind::fence);
+    fence_unread_ = st.ok();
   }
-  return {};
+  if (!st)
+    rollback();
+  return st;
 }
 
 status pg_db::check_fence(const PGresult* r) {
@@ -769,7 +769,8 @@ status pg_db::start_pipeline() {
   if (pipelined_)
     return {};
   if (PQenterPipelineMode(conn_) == 0)
-    return {error::internal, location_ + ": entering pipeline mode: " + result_message(nullptr, conn_)};
+    return {error::internal,
+            location_ + ": entering pipeline mode: " + result_message(nullptr, conn_)};
   pipelined_ = true;
   return {};
 }
@@ -806,7 +807,7 @@ status pg_db::read_pipeline(PGresult** last) {
   status failed;  // the first failure that is not the caller's
   if (PQpipelineSync(conn_) == 0)
     failed = error_status(nullptr, "sending");
-  for (size_t k = 0; failed.code() != error::unreachable && k < unread_.size(); ++k) {
+  for (size_t k = 0; PQstatus(conn_) != CONNECTION_BAD && k < unread_.size(); ++k) {
     PGresult* got = nullptr;  // a command answers with one result, then NULL
     while (PGresult* r = PQgetResult(conn_)) {
       if (got == nullptr)
@@ -834,13 +835,18 @@ status pg_db::read_pipeline(PGresult** last) {
   if (PQstatus(conn_) != CONNECTION_BAD) {
     PGresult* sync = PQgetResult(conn_);
     bool synced = sync != nullptr && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
-    // Not synced: the server ended the session (a shutdown, say).
     if (!synced && failed)
       failed = error_status(sync, "");
     PQclear(sync);
-    if (synced && PQexitPipelineMode(conn_) == 0 && failed)
-      failed = {error::internal,
-                location_ + ": leaving pipeline mode: " + result_message(nullptr, conn_)};
+    // Not synced: the server ended the session (a shutdown, say), and what
+    // is left to read is out of step with what was sent. The session is
+    // dropped, its transaction with it; the next use reconnects.
+    if (!synced || PQexitPipelineMode(conn_) == 0) {
+      if (failed)
+        failed = {error::unreachable, location_ + ": the session is out of step with the "
+                                        "server: " + result_message(nullptr, conn_)};
+      drop_session();
+    }
   }
   unread_.clear();
   fence_unread_ = false;
@@ -851,6 +857,15 @@ status pg_db::read_pipeline(PGresult** last) {
   if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
     in_write_ = false;
   return failed;
+}
+
+void pg_db::drop_session() noexcept {
+  PQreset(conn_);  // fails to a lost connection, which reconnect_if_lost retries
+  ++session_;
+  pipelined_ = false;
+  unread_.clear();
+  fence_unread_ = false;
+  in_write_ = false;
 }
 
 void pg_db::rollback() noexcept {
@@ -915,6 +930,10 @@ status pg_db::commit() {
       return st;
   if (auto st = reconnect_if_lost(); !st)
     return st;
+  // A transaction that a failure already rolled back (its status went to
+  // whoever read it): PostgreSQL would answer COMMIT with a mere warning.
+  if (!in_transaction())
+    return {error::internal, location_ + ": nothing to commit: the transaction had ended"};
   PGresult* r = nullptr;
   status st;
   if (pipelined_) {

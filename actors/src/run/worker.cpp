@@ -46,9 +46,10 @@ struct worker_state {
   std::vector<int64_t> progress_waiting;
   int64_t next_progress_flush = 0;
   bool progress_timer = false;  // a flush_progress_atom is on its way
-  // When outcomes waiting in `reports` may be sent again.
+  // When outcomes waiting in `reports` may be sent again, and the timer
+  // armed for that (older timers are stale).
   int64_t resend_at = 0;
-  bool resend_timer = false;  // a resend_atom is on its way
+  uint64_t resend_timer = 0;
 
   static inline const char* name = "ergon.worker";
 };
@@ -122,6 +123,14 @@ void flush_progress(worker_ptr self) {
   send_progress(self, std::move(reports));
 }
 
+// Whether the outcomes waiting to be sent again go with the next report: a
+// stopping worker does not wait out the backoff.
+bool resend_due(worker_ptr self) {
+  auto& st = self->state;
+  return st.reports.resends_waiting() > 0
+         && (st.link.stopping() || st.cfg.clock->now_ms() >= st.resend_at);
+}
+
 // Sends what the job threads left, the claims to give back and the room
 // there is, as one report. At most reports_in_flight::max reports with
 // outcomes at a time: whatever happens meanwhile joins the next one.
@@ -136,7 +145,7 @@ void report(worker_ptr self) {
   report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
   for (;;) {
     auto box = st.runner->take();
-    if (st.reports.resends_waiting() > 0 && st.cfg.clock->now_ms() >= st.resend_at)
+    if (resend_due(self))
       st.cfg.counters->outcomes_resent += static_cast<int64_t>(st.reports.resend_into(box));
     std::vector<storage::progress_report> last_reports;
     for (auto& a : box.returned) {
@@ -164,26 +173,18 @@ void report(worker_ptr self) {
 
 // Outcomes whose write failed for a passing cause go out again after a
 // wait that grows while the failures go on.
-void arm_resend_timer(worker_ptr self) {
-  auto& st = self->state;
-  if (st.resend_timer || !st.cfg.clock->follows_real_time())
-    return;  // a manual clock's tick sends them
-  st.resend_timer = true;
-  auto wait = std::max<int64_t>(0, st.resend_at - st.cfg.clock->now_ms());
-  self->delayed_send(self, storage::timer_delay(wait), resend_atom::value);
-}
-
 void arm_resend(worker_ptr self) {
   auto& st = self->state;
-  st.resend_at = storage::add_ms(st.cfg.clock->now_ms(), st.reports.resend_wait_ms());
-  arm_resend_timer(self);
+  auto wait = st.reports.resend_wait_ms();
+  st.resend_at = storage::add_ms(st.cfg.clock->now_ms(), wait);
+  if (!st.cfg.clock->follows_real_time())
+    return;  // a manual clock's tick sends them
+  self->delayed_send(self, storage::timer_delay(wait), resend_atom::value, ++st.resend_timer);
 }
 
-void on_resend_timer(worker_ptr self) {
-  auto& st = self->state;
-  st.resend_timer = false;
-  if (st.reports.resends_waiting() > 0 && st.cfg.clock->now_ms() < st.resend_at)
-    arm_resend_timer(self);  // armed for an earlier round
+void on_resend_timer(worker_ptr self, uint64_t timer) {
+  if (timer != self->state.resend_timer)
+    return;  // armed for an earlier round
   report(self);
   finish_stop_if_idle(self);
 }
@@ -320,7 +321,7 @@ void arm_heartbeat(worker_ptr self) {
 void on_tick(worker_ptr self) {
   auto& st = self->state;
   flush_progress(self);
-  if (st.reports.resends_waiting() > 0 && st.cfg.clock->now_ms() >= st.resend_at)
+  if (resend_due(self))
     report(self);
   auto now = st.cfg.clock->now_ms();
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
@@ -467,7 +468,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         self->state.progress_timer = false;
         flush_progress(self);
       },
-      [self](resend_atom) { on_resend_timer(self); },
+      [self](resend_atom, uint64_t timer) { on_resend_timer(self, timer); },
       [self](stop_worker& s) { on_stop(self, s); },
       [self](abandon_atom) {
         auto& st = self->state;

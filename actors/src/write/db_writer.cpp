@@ -241,12 +241,14 @@ class writer {
     result<R> r = status{error::internal, "request not run"};
     {
       storage::savepoint sp{*cfg_.db};
-      if (!sp.begin_status())
-        return sp.begin_status();
-      r = op();
-      if (r)
-        if (auto st = sp.release(); !st)
-          r = st;
+      if (!sp.begin_status()) {
+        r = sp.begin_status();  // it may have ended the transaction: checked below
+      } else {
+        r = op();
+        if (r)
+          if (auto st = sp.release(); !st)
+            r = st;
+      }
     }
     if (r)
       publish(*r);

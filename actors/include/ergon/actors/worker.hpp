@@ -94,7 +94,8 @@ using progress_atom = caf::atom_constant<caf::atom("progress")>;
 
 /// Self-sent: the progress interval passed, hand waiting reports over.
 using flush_progress_atom = caf::atom_constant<caf::atom("flushprog")>;
-/// Time to send again the outcomes whose write failed for a passing cause.
+/// Time to send again the outcomes whose write failed for a passing cause
+/// (with the timer's number: only the latest counts).
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
 
 /// Give up on running jobs (after a stop timed out): flag them cancelled and
@@ -109,7 +110,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<heartbeat_call>,
   caf::reacts_to<progress_atom, int64_t>,
   caf::reacts_to<flush_progress_atom>,
-  caf::reacts_to<resend_atom>,
+  caf::reacts_to<resend_atom, uint64_t>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<stop_worker>,
   caf::reacts_to<abandon_atom>>;

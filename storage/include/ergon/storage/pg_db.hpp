@@ -198,6 +198,8 @@ class pg_db final : public db {
   /// handle. Any other failure (or a fence that does not hold) rolls the
   /// whole transaction back and is returned.
   status read_pipeline(pg_result** last = nullptr);
+  /// Starts a new session: the old one's state is unknown.
+  void drop_session() noexcept;
 
   pg_conn* conn_;
   pg_options opts_;
