@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 namespace {
 
@@ -140,12 +141,18 @@ int main(int argc, char** argv) {
   app.add_option("--preempt-at", preempt_at,
                  "preemption: a waiting job of at least this (effective) priority may ask "
                  "running jobs of lower priority to yield (docs/scheduling.md); off if unset");
+  // PostgreSQL's times (docs/postgres.md), in ms.
   int64_t lease_time_ms = 10'000;
-  app.add_option("--lease-time-ms", lease_time_ms,
-                 "PostgreSQL: how long ownership lasts without a renewal; a server stopped or "
-                 "cut off for longer is replaced, and exits with status 4 when it comes back "
-                 "(docs/postgres.md)")
-    ->capture_default_str();
+  int64_t commit_outcome_wait_ms = 30'000;
+  for (auto [name, ms, help] :
+       {std::tuple{"--lease-time-ms", &lease_time_ms,
+                   "PostgreSQL: how long ownership lasts without a renewal; a server stopped or "
+                   "cut off for longer is replaced, and exits with status 4 when it comes back"},
+        std::tuple{"--commit-outcome-wait-ms", &commit_outcome_wait_ms,
+                   "PostgreSQL: how long to try to learn whether a COMMIT whose answer was "
+                   "lost committed, before the queue closes and the server exits with status "
+                   "4"}})
+    app.add_option(name, *ms, help)->capture_default_str();
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -216,6 +223,7 @@ int main(int argc, char** argv) {
     opts.http->insecure_plaintext = http_insecure;
   }
   opts.lease_time = std::chrono::milliseconds{lease_time_ms};
+  opts.commit_outcome_wait = std::chrono::milliseconds{commit_outcome_wait_ms};
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   auto q = ergon::spawn_queue(sys, db, opts);

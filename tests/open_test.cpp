@@ -618,6 +618,9 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"file_mode", [](options& o) { o.file_mode = 0400; }},
     {"file_mode", [](options& o) { o.file_mode = 0700; }},
     {"file_mode", [](options& o) { o.file_mode = 01600; }},
+    {"lease_time", [](options& o) { o.lease_time = 999ms; }},
+    {"commit_outcome_wait", [](options& o) { o.commit_outcome_wait = 0ms; }},
+    {"commit_outcome_wait", [](options& o) { o.commit_outcome_wait = 3601s; }},
   };
   temp_dir dir;
   auto path = location_of(dir);

@@ -274,6 +274,41 @@ BOOST_AUTO_TEST_CASE(an_outcome_whose_commit_was_lost_is_sent_again_and_the_job_
   BOOST_TEST(q->close().ok());
 }
 
+// A COMMIT whose answer was lost while the server can't be reached again:
+// the queue can't know what it holds, so it closes itself, and its callers
+// hear why. The transaction did commit: the next owner finds the job.
+BOOST_AUTO_TEST_CASE(a_commit_whose_fate_stays_unknown_closes_the_queue) {
+  pg_server server;
+  server.run_sql(server.uri(), "CREATE DATABASE lost");
+  tcp_proxy proxy{server.port()};
+  options opts;
+  opts.lease_time = std::chrono::hours(1);  // the lease's session stays up meanwhile
+  opts.commit_outcome_wait = 1s;
+  auto q = queue::open("postgresql://ergon@127.0.0.1:" + std::to_string(proxy.port()) + "/lost",
+                       opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  BOOST_REQUIRE(q->submit(*job_builder("work").build()).has_value());
+  proxy.cut_next(tcp_proxy::cut::after_commit);
+  proxy.refuse(true);
+  auto lost = q->submit(*job_builder("work").build());
+  BOOST_REQUIRE(!lost.has_value());
+  BOOST_TEST(lost.error().code() == error::unreachable);
+  BOOST_TEST(lost.error().message().find("unknown") != std::string::npos, lost.error().message());
+  BOOST_TEST(proxy.cuts() == 1);
+  auto later = q->submit(*job_builder("work").build());
+  BOOST_REQUIRE(!later.has_value());
+  BOOST_TEST(later.error().code() == error::unreachable);
+  BOOST_TEST(later.error().message().find("unknown") != std::string::npos,
+             later.error().message());
+  auto closed = q->close();
+  BOOST_TEST(closed.code() == error::unreachable);
+  BOOST_TEST(closed.message().find("this queue closed") != std::string::npos, closed.message());
+  proxy.refuse(false);
+  auto next = queue::open(server.uri("lost"), opts);
+  BOOST_REQUIRE_MESSAGE(next.has_value(), next.error().to_string());
+  BOOST_TEST(next->counts()[job_status::pending] == 2);
+}
+
 // A statement that runs past statement_timeout fails `timeout`; the queue
 // goes on once the lock that held it is gone.
 BOOST_AUTO_TEST_CASE(a_statement_timeout_is_a_timeout) {

@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_owner_commits_nothing_after_its_successor_took_ov
 // back: its queue closes and it exits with status 4 (server/main.cpp).
 BOOST_AUTO_TEST_CASE(a_replaced_server_closes_its_queue_and_exits_with_status_4) {
   auto uri = shared_pg_server().fresh_database();
-  server_process a{uri, 0, {"--lease-time-ms", "1000"}};
+  server_process a{uri, 0, {"--lease-time-ms", "1000", "--commit-outcome-wait-ms", "5000"}};
   a.proc.signal(SIGSTOP);
   options opts;
   opts.lease_time = 1s;

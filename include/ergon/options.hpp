@@ -187,6 +187,13 @@ struct options {
   /// crash) is replaced at once. Between 1 s and 1 h. SQLite ignores it.
   std::chrono::milliseconds lease_time{10'000};
 
+  /// PostgreSQL: how long the owner tries to learn whether a COMMIT whose
+  /// answer was lost with the connection committed (reconnecting with
+  /// backoff) before the queue closes itself with `unreachable` ("whether
+  /// the transaction committed is unknown"). Between 1 s and 1 h. SQLite
+  /// ignores it.
+  std::chrono::milliseconds commit_outcome_wait{30'000};
+
   /// Permissions of a database file the open creates; its -wal and -shm
   /// files take the same. The default, 0600, lets only this user read
   /// payloads, results and checkpoints; 0640 lets the group read too. Must

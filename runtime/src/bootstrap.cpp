@@ -85,6 +85,7 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
   auto pg_opts = storage::parse_pg_uri(uri);
   if (!pg_opts)
     return pg_opts.error();
+  pg_opts->commit_outcome_wait = opts.commit_outcome_wait;
   auto opened = storage::pg_db::open(*pg_opts);
   if (!opened)
     return opened.error();
