@@ -121,13 +121,14 @@ static PGresult *read_one(PGconn *c, ExecStatusType want, const char *what) {
 static void send_text(PGconn *c, const char *sql) {
   if (!PQsendQueryParams(c, sql, 0, NULL, NULL, NULL, NULL, 0)) die(c, sql);
 }
-static PGresult *read_synced(PGconn *c, ExecStatusType want, const char *what) {
-  PGresult *r = check(c, PQgetResult(c), want, what);
-  PGresult *end = PQgetResult(c);
-  if (end != NULL) die(c, "pipeline: more than one result");
+static void read_sync(PGconn *c) {
   PGresult *sync = PQgetResult(c);
   if (PQresultStatus(sync) != PGRES_PIPELINE_SYNC) die(c, "pipeline: no sync");
   PQclear(sync);
+}
+static PGresult *read_synced(PGconn *c, ExecStatusType want, const char *what) {
+  PGresult *r = read_one(c, want, what);
+  read_sync(c);
   return r;
 }
 
@@ -285,9 +286,7 @@ static result run_once(const char *conninfo, int n, int batch, int pipelined, in
       if (have_done) PQclear(read_one(c, PGRES_COMMAND_OK, "done"));
       PGresult *claimed = read_one(c, PGRES_TUPLES_OK, "claim");
       PQclear(read_one(c, PGRES_COMMAND_OK, "COMMIT"));
-      PGresult *sync = PQgetResult(c);
-      if (PQresultStatus(sync) != PGRES_PIPELINE_SYNC) die(c, "pipeline: no sync");
-      PQclear(sync);
+      read_sync(c);
       int k = PQntuples(claimed);
       if (k == 0) { PQclear(claimed); break; }
       checksum += ids_of(claimed, array);

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "ergon/queue.hpp"
+#include "ergon/storage/pg_db.hpp"
+#include "http/request_head.hpp"
 
 namespace ergon::ctl {
 namespace {
@@ -22,7 +24,7 @@ bool on_this_host(const owner_info& o) {
 // host (a PostgreSQL queue's owner may be anywhere) can't be reached: this
 // host's loopback would lead to some other queue.
 result<std::string> host_to_dial(const owner_info& o, const owner_info::listener& l) {
-  bool loopback = l.address.rfind("127.", 0) == 0 || l.address == "::1" || l.address == "localhost";
+  bool loopback = http::loopback_address(l.address) || l.address == "localhost";
   if (loopback && !on_this_host(o))
     return status{error::unreachable, "it listens on " + l.address + " of its own host only"};
   if (l.address != "0.0.0.0" && l.address != "::" && !l.address.empty())
@@ -37,14 +39,14 @@ std::string who(const owner_info& o) {
 }  // namespace
 
 result<queue_link> queue_link::for_writes(caf::actor_system& sys, const reach_options& o) {
-  auto owned = owner(sys, o);
+  auto found = find_owner(o.db);
+  if (!found)
+    return found.error();
+  auto owned = owner(sys, o, *found);
   if (!owned)
     return owned.error();
   if (*owned)
     return std::move(**owned);
-  auto found = find_owner(o.db);
-  if (!found)
-    return found.error();
   if (*found)  // owned, but takes no connections
     return status{error::busy,
                   o.db + " is owned by " + who(**found)
@@ -53,8 +55,7 @@ result<queue_link> queue_link::for_writes(caf::actor_system& sys, const reach_op
   // A tool that changes jobs never creates a database or a schema: a typo
   // would make an empty one.
   struct stat st {};
-  bool is_uri = o.db.find("://") != std::string::npos;
-  if (!is_uri && ::stat(o.db.c_str(), &st) != 0)
+  if (!storage::names_postgres(o.db) && ::stat(o.db.c_str(), &st) != 0)
     return status{error::not_found,
                   o.db + ": " + std::strerror(errno) + " (ergonctl creates no database)"};
   if (auto seen = queue::inspect(o.db); !seen)
@@ -74,19 +75,25 @@ result<std::optional<queue_link>> queue_link::owner(caf::actor_system& sys,
   auto found = find_owner(o.db);
   if (!found)
     return found.error();
-  if (!*found || (*found)->listeners.empty())
+  return owner(sys, o, *found);
+}
+
+result<std::optional<queue_link>> queue_link::owner(caf::actor_system& sys,
+                                                    const reach_options& o,
+                                                    const std::optional<owner_info>& found) {
+  if (!found || found->listeners.empty())
     return std::optional<queue_link>{};
-  auto& l = (*found)->listeners.front();
+  auto& l = found->listeners.front();
   if (l.needs_secret && o.creds.secret.empty())
     return status{error::unauthenticated,
-                  "the owner of " + o.db + " (" + who(**found) + ") listens on port "
+                  "the owner of " + o.db + " (" + who(*found) + ") listens on port "
                     + std::to_string(l.port) + " and needs the shared secret: pass --secret-file"};
   if (l.needs_tls && !o.tls)
     return status{error::unauthenticated,
-                  "the owner of " + o.db + " (" + who(**found) + ") listens on port "
+                  "the owner of " + o.db + " (" + who(*found) + ") listens on port "
                     + std::to_string(l.port)
                     + " with TLS only: pass --tls-cert, --tls-key and --tls-ca"};
-  auto link = dial(sys, o, **found, l);
+  auto link = dial(sys, o, *found, l);
   if (!link)
     return link.error();
   return std::optional<queue_link>{std::move(*link)};

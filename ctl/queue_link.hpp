@@ -34,6 +34,10 @@ class queue_link {
   /// The owner's queue, if a process owns `o.db` and listens; empty if
   /// nobody owns it or the owner takes no connections.
   static result<std::optional<queue_link>> owner(caf::actor_system& sys, const reach_options& o);
+  /// The same for an owner already looked up (find_owner): a PostgreSQL
+  /// lookup costs a connection.
+  static result<std::optional<queue_link>> owner(caf::actor_system& sys, const reach_options& o,
+                                                 const std::optional<owner_info>& found);
 
   queue_link(queue_link&&) noexcept = default;
   queue_link& operator=(queue_link&&) = delete;

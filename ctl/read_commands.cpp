@@ -160,7 +160,7 @@ int stats(context& c) {
     auto sys = c.system();
     if (!sys)
       return c.fail(sys.error());
-    auto link = queue_link::owner(**sys, c.reach());
+    auto link = queue_link::owner(**sys, c.reach(), *owner);
     // The counts are the file's and need nothing: say what is missing and
     // print them.
     if (!link)

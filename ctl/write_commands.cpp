@@ -162,13 +162,15 @@ int with_owner(context& c, const char* doing, Apply apply) {
   auto sys = c.system();
   if (!sys)
     return c.fail(sys.error());
-  auto owner = queue_link::owner(**sys, c.reach());
+  auto found = find_owner(c.reach().db);
+  if (!found)
+    return c.fail(found.error());
+  auto owner = queue_link::owner(**sys, c.reach(), *found);
   if (!owner)
     return c.fail(owner.error());
   if (*owner)
     return apply(**owner);
-  auto found = find_owner(c.reach().db);
-  if (found && *found)
+  if (*found)
     return c.fail({error::busy, c.reach().db + " is owned by pid " + std::to_string((*found)->pid)
                                   + " on host " + (*found)->host + ", which takes no connections: "
                                   + doing + " needs the owner to listen (options::listen, or "

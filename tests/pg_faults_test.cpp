@@ -24,6 +24,7 @@
 #include "ergon/storage/pg_lease.hpp"
 #include "ergon/storage/schema.hpp"
 #include "support/pg_server.hpp"
+#include "support/run_support.hpp"
 #include "support/tcp_proxy.hpp"
 #include "support/test_engine.hpp"
 
@@ -129,6 +130,18 @@ BOOST_AUTO_TEST_CASE(a_restart_mid_run_gives_typed_errors_and_loses_nothing) {
 
 namespace {
 
+// A server of the test's own with a database "lost", reached directly or
+// through a proxy that can cut connections.
+struct proxied_server {
+  pg_server server;
+  tcp_proxy proxy{server.port()};
+  proxied_server() { server.run_sql(server.uri(), "CREATE DATABASE lost"); }
+  // `db` through the proxy.
+  std::string proxied_uri(const std::string& db = "lost") const {
+    return "postgresql://ergon@127.0.0.1:" + std::to_string(proxy.port()) + "/" + db;
+  }
+};
+
 // A fenced writer connection through `proxy`, and the lease it is fenced
 // with (taken on a connection of its own, straight to the server).
 struct fenced_writer {
@@ -136,10 +149,9 @@ struct fenced_writer {
   std::unique_ptr<storage::pg_db> db;
   std::vector<status> halts;
 
-  fenced_writer(const pg_server& server, const std::string& dbname, const tcp_proxy& proxy,
-                std::chrono::milliseconds outcome_wait = 30s) {
+  explicit fenced_writer(const proxied_server& p, std::chrono::milliseconds outcome_wait = 30s) {
     storage::pg_options direct;
-    direct.conninfo = server.uri(dbname);
+    direct.conninfo = p.server.uri("lost");
     auto d = storage::pg_db::open(direct);
     BOOST_REQUIRE_MESSAGE(d.has_value(), d.error().to_string());
     BOOST_REQUIRE(storage::migrate(**d).ok());
@@ -147,8 +159,7 @@ struct fenced_writer {
     BOOST_REQUIRE_MESSAGE(held.has_value(), held.error().to_string());
     lease = std::move(*held);
     storage::pg_options through = direct;
-    through.conninfo = "postgresql://ergon@127.0.0.1:" + std::to_string(proxy.port()) + "/"
-                       + dbname;
+    through.conninfo = p.proxied_uri();
     through.commit_outcome_wait = outcome_wait;
     auto w = storage::pg_db::open(through);
     BOOST_REQUIRE_MESSAGE(w.has_value(), w.error().to_string());
@@ -171,10 +182,9 @@ std::string host_in_lease(const pg_server& server, const std::string& dbname) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_commit_whose_answer_was_lost_is_known_committed) {
-  pg_server server;
-  server.run_sql(server.uri(), "CREATE DATABASE lost");
-  tcp_proxy proxy{server.port()};
-  fenced_writer w{server, "lost", proxy};
+  proxied_server p;
+  auto& [server, proxy] = p;
+  fenced_writer w{p};
   w.write("committed");
   proxy.cut_next(tcp_proxy::cut::after_commit);
   auto st = w.db->commit();
@@ -189,10 +199,9 @@ BOOST_AUTO_TEST_CASE(a_commit_whose_answer_was_lost_is_known_committed) {
 }
 
 BOOST_AUTO_TEST_CASE(a_commit_that_never_arrived_is_known_rolled_back) {
-  pg_server server;
-  server.run_sql(server.uri(), "CREATE DATABASE lost");
-  tcp_proxy proxy{server.port()};
-  fenced_writer w{server, "lost", proxy};
+  proxied_server p;
+  auto& [server, proxy] = p;
+  fenced_writer w{p};
   auto before = host_in_lease(server, "lost");
   w.write("never");
   proxy.cut_next(tcp_proxy::cut::before_commit);
@@ -209,10 +218,9 @@ BOOST_AUTO_TEST_CASE(a_commit_that_never_arrived_is_known_rolled_back) {
 // While the server can't be reached, a commit's fate stays unknown: writing
 // halts for good, and the connection says so without asking the server.
 BOOST_AUTO_TEST_CASE(a_commit_whose_fate_stays_unknown_halts_writing) {
-  pg_server server;
-  server.run_sql(server.uri(), "CREATE DATABASE lost");
-  tcp_proxy proxy{server.port()};
-  fenced_writer w{server, "lost", proxy, 1s};
+  proxied_server p;
+  auto& [server, proxy] = p;
+  fenced_writer w{p, 1s};
   w.write("unknown");
   proxy.cut_next(tcp_proxy::cut::after_commit);
   proxy.refuse(true);
@@ -232,45 +240,34 @@ BOOST_AUTO_TEST_CASE(a_commit_whose_fate_stays_unknown_halts_writing) {
 // run again: the COMMIT that carries the success is cut, and the success
 // commits on the resend, with the job's code run once.
 BOOST_AUTO_TEST_CASE(an_outcome_whose_commit_was_lost_is_sent_again_and_the_job_runs_once) {
-  pg_server server;
-  server.run_sql(server.uri(), "CREATE DATABASE lost");
-  tcp_proxy proxy{server.port()};
+  proxied_server p;
+  auto& [server, proxy] = p;
   options opts;
   opts.lease_time = std::chrono::hours(1);  // no lease renewal's COMMIT meets the cut
-  auto q = queue::open("postgresql://ergon@127.0.0.1:" + std::to_string(proxy.port()) + "/lost",
-                       opts);
+  auto q = queue::open(p.proxied_uri(), opts);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
 
-  std::mutex mtx;
-  std::condition_variable changed;
-  int ran = 0;
-  bool go = false;
+  gate g;
+  std::atomic<int> ran{0};
   worker_options w;
   w.runners["work"] = [&](job_context&) {
-    std::unique_lock<std::mutex> lock{mtx};
     ++ran;
-    changed.notify_all();
-    changed.wait_for(lock, 60s, [&] { return go; });
+    g.pass();
   };
   auto worker = q->start_worker(std::move(w));
   BOOST_REQUIRE(worker.has_value());
   auto id = q->submit(*job_builder("work").build());
   BOOST_REQUIRE(id.has_value());
-  {
-    std::unique_lock<std::mutex> lock{mtx};
-    BOOST_REQUIRE(changed.wait_for(lock, 60s, [&] { return ran == 1; }));
-    // The next COMMIT is the one that records the success.
-    proxy.cut_next(tcp_proxy::cut::before_commit);
-    go = true;
-    changed.notify_all();
-  }
+  BOOST_REQUIRE(g.wait_for_arrivals(1));
+  // The next COMMIT is the one that records the success.
+  proxy.cut_next(tcp_proxy::cut::before_commit);
+  g.open();
   auto done = q->wait(*id, 60s);
   BOOST_REQUIRE_MESSAGE(done.has_value(), done.error().to_string());
   BOOST_TEST((done->status == job_status::succeeded));
   BOOST_TEST(proxy.cuts() == 1);
   BOOST_TEST(worker->stats().outcomes_resent >= 1);
-  std::lock_guard<std::mutex> lock{mtx};
-  BOOST_TEST(ran == 1);
+  BOOST_TEST(ran.load() == 1);
   BOOST_TEST(q->close().ok());
 }
 
@@ -278,14 +275,12 @@ BOOST_AUTO_TEST_CASE(an_outcome_whose_commit_was_lost_is_sent_again_and_the_job_
 // the queue can't know what it holds, so it closes itself, and its callers
 // hear why. The transaction did commit: the next owner finds the job.
 BOOST_AUTO_TEST_CASE(a_commit_whose_fate_stays_unknown_closes_the_queue) {
-  pg_server server;
-  server.run_sql(server.uri(), "CREATE DATABASE lost");
-  tcp_proxy proxy{server.port()};
+  proxied_server p;
+  auto& [server, proxy] = p;
   options opts;
   opts.lease_time = std::chrono::hours(1);  // the lease's session stays up meanwhile
   opts.commit_outcome_wait = 1s;
-  auto q = queue::open("postgresql://ergon@127.0.0.1:" + std::to_string(proxy.port()) + "/lost",
-                       opts);
+  auto q = queue::open(p.proxied_uri(), opts);
   BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
   BOOST_REQUIRE(q->submit(*job_builder("work").build()).has_value());
   proxy.cut_next(tcp_proxy::cut::after_commit);

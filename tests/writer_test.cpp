@@ -49,14 +49,7 @@ struct writer_fixture {
 
   void start(storage::sqlite_options db_opts = {}) {
     db_opts.busy_timeout_ms = 20'000;
-    std::unique_ptr<storage::db> d;
-    if (test::on_postgres()) {
-      d = test::open_db(location);
-    } else {
-      auto opened = storage::sqlite_db::open(location, db_opts);
-      BOOST_REQUIRE(opened.has_value());
-      d = std::move(*opened);
-    }
+    auto d = test::open_db(location, db_opts);
     BOOST_REQUIRE(storage::migrate(*d).ok());
     cfg.set("scheduler.max-threads", 2);
     sys = std::make_unique<caf::actor_system>(cfg);

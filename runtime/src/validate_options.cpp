@@ -67,14 +67,11 @@ status validate(const options& o) {
                                                + " us");
   if (auto st = check_not_negative("cache_kib", o.cache_kib); !st)
     return st;
-  if (o.lease_time < std::chrono::seconds(1) || o.lease_time > std::chrono::hours(1))
-    return invalid_field("lease_time", "must be between 1 s and 1 h, got "
-                                         + std::to_string(o.lease_time.count()) + " ms");
-  if (o.commit_outcome_wait < std::chrono::seconds(1)
-      || o.commit_outcome_wait > std::chrono::hours(1))
-    return invalid_field("commit_outcome_wait",
-                         "must be between 1 s and 1 h, got "
-                           + std::to_string(o.commit_outcome_wait.count()) + " ms");
+  for (auto [field, ms] : {std::pair{"lease_time", o.lease_time},
+                           std::pair{"commit_outcome_wait", o.commit_outcome_wait}})
+    if (ms < std::chrono::seconds(1) || ms > std::chrono::hours(1))
+      return invalid_field(field, "must be between 1 s and 1 h, got " + std::to_string(ms.count())
+                                    + " ms");
   if (auto st = check_at_least_one("scheduler.threads", o.scheduler.threads); !st)
     return st;
   if ((o.file_mode & 0600u) != 0600u || (o.file_mode & ~0666u) != 0) {

@@ -678,11 +678,19 @@ status pg_db::reconnect_if_lost() {
     return error_status(nullptr, "reconnecting");
   }
   backoff_ = {};
+  forget_session();
+  return {};
+}
+
+void pg_db::forget_session() noexcept {
   ++session_;  // statements prepare themselves again
   pipelined_ = false;  // PQreset left pipeline mode
   unread_.clear();
-  fence_unread_ = false;
-  return {};
+}
+
+bool pg_db::fence_unread() const noexcept {
+  return std::any_of(unread_.begin(), unread_.end(),
+                     [](const unread& u) { return u.kind == unread_kind::fence; });
 }
 
 result<stmt*> pg_db::prepare(const char* sql) {
@@ -744,10 +752,8 @@ status pg_db::begin_write() {
   // Both go out with the transaction's first statement.
   status st = send_text("BEGIN", unread_kind::effect);
   in_write_ = st.ok();
-  if (st && epoch_) {
+  if (st && epoch_)
     st = send_text(fence_sql, unread_kind::fence);
-    fence_unread_ = st.ok();
-  }
   if (!st)
     rollback();
   return st;
@@ -849,7 +855,6 @@ status pg_db::read_pipeline(PGresult** last) {
     }
   }
   unread_.clear();
-  fence_unread_ = false;
   // A lost connection leaves pipeline mode when it is reset.
   pipelined_ = PQstatus(conn_) != CONNECTION_BAD && PQpipelineStatus(conn_) != PQ_PIPELINE_OFF;
   if (!failed && in_transaction() && !pipelined_)
@@ -861,10 +866,7 @@ status pg_db::read_pipeline(PGresult** last) {
 
 void pg_db::drop_session() noexcept {
   PQreset(conn_);  // fails to a lost connection, which reconnect_if_lost retries
-  ++session_;
-  pipelined_ = false;
-  unread_.clear();
-  fence_unread_ = false;
+  forget_session();
   in_write_ = false;
 }
 
@@ -925,7 +927,7 @@ status pg_db::learn_commit(status lost) {
 
 status pg_db::commit() {
   // COMMIT goes out only once the fence has held.
-  if (fence_unread_)
+  if (fence_unread())
     if (auto st = read_pipeline(); !st)
       return st;
   if (auto st = reconnect_if_lost(); !st)

@@ -70,8 +70,10 @@ inline std::string location_of(const temp_dir& dir) {
 }
 
 /// A connection of its own to the queue data at `location` (a file path or
-/// a postgresql:// URI), beside the queue that owns it.
-inline std::unique_ptr<storage::db> open_db(const std::string& location) {
+/// a postgresql:// URI), beside the queue that owns it; a file opens with
+/// `file_options`.
+inline std::unique_ptr<storage::db> open_db(const std::string& location,
+                                            const storage::sqlite_options& file_options = {}) {
   if (storage::names_postgres(location)) {
     auto o = storage::parse_pg_uri(location);
     BOOST_REQUIRE_MESSAGE(o.has_value(), o.error().to_string());
@@ -79,7 +81,7 @@ inline std::unique_ptr<storage::db> open_db(const std::string& location) {
     BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
     return std::move(*opened);
   }
-  auto opened = storage::sqlite_db::open(location, storage::sqlite_options{});
+  auto opened = storage::sqlite_db::open(location, file_options);
   BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
   return std::move(*opened);
 }
@@ -87,18 +89,7 @@ inline std::unique_ptr<storage::db> open_db(const std::string& location) {
 /// A fresh migrated connection on the test engine: the file `sqlite_path`
 /// for SQLite, a new database for PostgreSQL.
 inline std::unique_ptr<storage::db> fresh_db(const std::string& sqlite_path) {
-  std::unique_ptr<storage::db> d;
-  if (on_postgres()) {
-    storage::pg_options o;
-    o.conninfo = shared_pg_server().fresh_database();
-    auto opened = storage::pg_db::open(o);
-    BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
-    d = std::move(*opened);
-  } else {
-    auto opened = storage::sqlite_db::open(sqlite_path, storage::sqlite_options{});
-    BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
-    d = std::move(*opened);
-  }
+  auto d = open_db(on_postgres() ? shared_pg_server().fresh_database() : sqlite_path);
   auto st = storage::migrate(*d);
   BOOST_REQUIRE_MESSAGE(st.ok(), st.to_string());
   return d;
@@ -112,9 +103,7 @@ inline std::unique_ptr<storage::db> reopen(storage::db& d, const std::string& sq
     BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
     return std::move(*opened);
   }
-  auto opened = storage::sqlite_db::open(sqlite_path, storage::sqlite_options{});
-  BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
-  return std::move(*opened);
+  return open_db(sqlite_path);
 }
 
 /// Reads and writes a test's data behind ergon's back, on either engine:

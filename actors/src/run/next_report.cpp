@@ -57,11 +57,14 @@ size_t reports_in_flight::answered(const std::vector<wire_status>& acks, bool re
       r.callers[i]->deliver(st);
     }
   }
-  wait_ms_ = !failed      ? first_wait_ms
-             : backing_off_ ? std::min(longest_wait_ms, 2 * wait_ms_)
-                            : first_wait_ms;
-  backing_off_ = failed;
+  failed_rounds_ = failed ? std::min(failed_rounds_ + 1, 32) : 0;
   return r.callers.size();
+}
+
+int64_t reports_in_flight::resend_wait_ms() const noexcept {
+  if (failed_rounds_ <= 1)
+    return first_wait_ms;
+  return std::min(longest_wait_ms, first_wait_ms << std::min(failed_rounds_ - 1, 16));
 }
 
 size_t reports_in_flight::resend_into(job_runner::outbox& box) {

@@ -86,7 +86,7 @@ class reports_in_flight {
   size_t answered(const std::vector<wire_status>& acks, bool resend);
   /// Whether outcomes wait to be sent again, and how long to wait first.
   size_t resends_waiting() const noexcept { return resends_.outcomes.size(); }
-  int64_t resend_wait_ms() const noexcept { return wait_ms_; }
+  int64_t resend_wait_ms() const noexcept;
   /// Moves the waiting outcomes and their callers into `box`, ahead of
   /// what it holds. Returns how many.
   size_t resend_into(job_runner::outbox& box);
@@ -101,8 +101,7 @@ class reports_in_flight {
   };
   std::deque<report> sent_;
   report resends_;
-  int64_t wait_ms_ = first_wait_ms;
-  bool backing_off_ = false;  // the last answer had passing failures
+  int failed_rounds_ = 0;  // answers in a row with passing failures
 };
 
 /// Whether a write that failed with `code` may succeed if sent again.

@@ -200,6 +200,9 @@ class pg_db final : public db {
   status read_pipeline(pg_result** last = nullptr);
   /// Starts a new session: the old one's state is unknown.
   void drop_session() noexcept;
+  /// What a new session no longer has: prepared statements, the pipeline.
+  void forget_session() noexcept;
+  bool fence_unread() const noexcept;
 
   pg_conn* conn_;
   pg_options opts_;
@@ -218,7 +221,6 @@ class pg_db final : public db {
   std::string xact_;  // the open write transaction's id, when fenced
   std::vector<unread> unread_;  // sent in pipeline mode, results not read yet
   bool pipelined_ = false;
-  bool fence_unread_ = false;
 };
 
 /// The ergon error for a SQLSTATE (e.g. "57014": timeout).
