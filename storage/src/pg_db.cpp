@@ -30,6 +30,7 @@ constexpr Oid numeric_oid = 1700;
 // and the transaction's id, to learn its fate if the COMMIT's answer is lost.
 constexpr const char* fence_sql =
   "SELECT epoch, host, pid, pg_current_xact_id() FROM lease FOR KEY SHARE";
+constexpr const char* fence_name = "ergon_fence";
 constexpr const char* xact_status = "SELECT pg_xact_status($1::text::xid8)";
 
 // Each writer session names itself in the lease before its first write
@@ -749,6 +750,9 @@ status pg_db::begin_write() {
       return halt({error::busy, location_ + ": another process took the queue over"});
     named_session_ = session_;
   }
+  if (epoch_)
+    if (auto st = prepare_fence(); !st)
+      return st;
   // Both go out with the transaction's first statement.
   status st = send_text("BEGIN", unread_kind::effect);
   in_write_ = st.ok();
@@ -781,11 +785,27 @@ status pg_db::start_pipeline() {
   return {};
 }
 
+status pg_db::prepare_fence() {
+  if (fence_session_ == session_)
+    return {};
+  PGresult* r = PQprepare(conn_, fence_name, fence_sql, 0, nullptr);
+  status st;
+  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK)
+    st = error_status(r, "preparing the lease check");
+  else
+    fence_session_ = session_;
+  PQclear(r);
+  return st;
+}
+
 status pg_db::send_text(const char* sql, unread_kind kind) {
   if (auto st = start_pipeline(); !st)
     return st;
   // Text results: the fence is read with PQgetvalue.
-  if (PQsendQueryParams(conn_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) == 0) {
+  int sent = kind == unread_kind::fence
+               ? PQsendQueryPrepared(conn_, fence_name, 0, nullptr, nullptr, nullptr, 0)
+               : PQsendQueryParams(conn_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0);
+  if (sent == 0) {
     auto st = error_status(nullptr, "sending");
     (void)read_pipeline();
     return st;

@@ -191,7 +191,11 @@ class pg_db final : public db {
     const char* what;  // for messages
   };
   status start_pipeline();
+  /// Sends `sql` with text results; a fence goes as the statement that
+  /// prepare_fence() made.
   status send_text(const char* sql, unread_kind kind);
+  /// Prepares the fence once a session, so the server plans it once.
+  status prepare_fence();
   /// Sends a Sync and reads every result sent since the pipeline started,
   /// then leaves pipeline mode. With `last`, the last command sent is the
   /// caller's: its result goes there, and its failure is the caller's to
@@ -211,6 +215,7 @@ class pg_db final : public db {
   unsigned next_name_ = 0;
   uint64_t session_ = 1;  // counts sessions: prepared statements die with one
   uint64_t named_session_ = 0;  // the session the lease names as its writer
+  uint64_t fence_session_ = 0;  // the session the fence was prepared on
   bool in_write_ = false;
   std::chrono::steady_clock::time_point next_attempt_{};
   std::chrono::milliseconds backoff_{0};
