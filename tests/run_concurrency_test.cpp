@@ -168,6 +168,48 @@ BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
   runner->shut_down();
 }
 
+// A worker that holds its report for the rest of a burst: with an outcome
+// already in the outbox the ordinary poke can't be armed, and the idle poke
+// comes once the last attempt held returns.
+BOOST_AUTO_TEST_CASE(an_idle_poke_comes_once_the_last_attempt_held_returns) {
+  std::mutex mtx;
+  std::condition_variable cv;
+  int pokes = 0;
+  auto runner = std::make_shared<actors::job_runner>(
+    2,
+    [&] {
+      std::lock_guard<std::mutex> guard{mtx};
+      ++pokes;
+      cv.notify_all();
+    },
+    std::make_shared<actors::worker_counters>());
+  auto poked = [&](int n) {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_for(guard, hang_guard, [&] { return pokes >= n; });
+  };
+  BOOST_TEST(!runner->arm_idle_poke());  // nothing held
+  BOOST_TEST(!runner->has_mail());
+  BOOST_TEST(runner->arm_poke());
+  auto first = std::make_shared<gate>();
+  auto second = std::make_shared<gate>();
+  add(*runner, [first] { first->pass(); });
+  add(*runner, [second] { second->pass(); });
+  BOOST_REQUIRE(first->wait_for_waiting(1));
+  BOOST_REQUIRE(second->wait_for_waiting(1));
+  first->open();
+  BOOST_REQUIRE(poked(1));
+  BOOST_TEST(runner->has_mail());
+  BOOST_TEST(!runner->arm_poke());      // the first outcome waits in the outbox
+  BOOST_TEST(runner->arm_idle_poke());  // the second attempt still runs
+  second->open();
+  BOOST_REQUIRE(poked(2));
+  auto box = runner->take();
+  BOOST_TEST(box.outcomes.size() == 2u);
+  BOOST_TEST(box.held_weight == 0);
+  BOOST_TEST(!runner->has_mail());
+  runner->shut_down();
+}
+
 // The room a worker reports comes from the outbox's held weight: an attempt
 // whose weight is free must be in that outbox's `returned`, or the
 // dispatcher fills its slot while still counting it to its group.

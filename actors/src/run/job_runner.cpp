@@ -76,6 +76,7 @@ void job_runner::report(storage::attempt_report outcome, std::optional<reply_to<
 job_runner::outbox job_runner::take() {
   std::lock_guard<std::mutex> guard{mtx_};
   poke_armed_ = false;
+  idle_poke_armed_ = false;
   auto box = std::exchange(outbox_, outbox{});
   box.held_weight = running_weight_ + waiting_weight_;
   return box;
@@ -87,6 +88,17 @@ bool job_runner::arm_poke() {
     return false;
   poke_armed_ = true;
   return true;
+}
+
+bool job_runner::arm_idle_poke() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  idle_poke_armed_ = running_weight_ + waiting_weight_ > 0;
+  return idle_poke_armed_;
+}
+
+bool job_runner::has_mail() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return !outbox_.empty();
 }
 
 int32_t job_runner::held_weight() const {
@@ -166,6 +178,11 @@ bool job_runner::returned_locked(running_attempt& a, storage::report_kind kind,
     outbox_.replies.emplace_back();
   }
   outbox_.returned.push_back({a.row(), a.token()});
+  if (idle_poke_armed_ && running_weight_ + waiting_weight_ == 0) {
+    idle_poke_armed_ = false;
+    poke_armed_ = false;
+    return true;
+  }
   return poke_locked();
 }
 

@@ -78,6 +78,13 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   /// take them instead.
   bool arm_poke();
 
+  /// Pokes once no attempt runs or waits, even if the outbox has entries
+  /// (a worker holding its report for the rest of a burst). False if none
+  /// runs or waits now. Taking the outbox disarms it.
+  bool arm_idle_poke();
+  /// True if the outbox has entries.
+  bool has_mail() const;
+
   /// Weight of the attempts held: running plus waiting.
   int32_t held_weight() const;
   /// True if no attempt runs or waits.
@@ -112,6 +119,7 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   int32_t waking_ = 0;  // notified or started, not yet looking for work
   bool stopping_ = false;
   bool poke_armed_ = false;
+  bool idle_poke_armed_ = false;
   outbox outbox_;
 };
 

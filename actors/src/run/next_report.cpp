@@ -33,12 +33,18 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
   return plan;
 }
 
+int64_t report_hold_us(int64_t answer_us, int64_t waited_us, bool others_held) noexcept {
+  if (!others_held)
+    return 0;
+  return std::max<int64_t>(0, std::min(answer_us / 8, longest_hold_us) - waited_us);
+}
+
 bool passing_failure(error code) noexcept {
   return code == error::unreachable || code == error::timeout;
 }
 
 void reports_in_flight::sent(std::vector<storage::attempt_report> outcomes, replies callers) {
-  sent_.push_back({std::move(outcomes), std::move(callers)});
+  sent_.push_back({std::move(outcomes), std::move(callers), std::chrono::steady_clock::now()});
 }
 
 size_t reports_in_flight::answered(const std::vector<wire_status>& acks, bool resend) {
@@ -46,6 +52,9 @@ size_t reports_in_flight::answered(const std::vector<wire_status>& acks, bool re
     return 0;
   auto r = std::move(sent_.front());
   sent_.pop_front();
+  last_answer_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - r.sent_at)
+                      .count();
   bool failed = false;
   for (size_t i = 0; i < r.callers.size(); ++i) {
     auto st = i < acks.size() ? from_wire(acks[i]) : status{};

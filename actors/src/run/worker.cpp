@@ -7,6 +7,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <unordered_map>
 
@@ -50,6 +51,9 @@ struct worker_state {
   // armed for that (older timers are stale).
   int64_t resend_at = 0;
   uint64_t resend_timer = 0;
+  // Since when finished jobs wait for the rest of their burst (hold());
+  // the epoch while none wait.
+  std::chrono::steady_clock::time_point holding_since{};
 
   static inline const char* name = "ergon.worker";
 };
@@ -131,6 +135,33 @@ bool resend_due(worker_ptr self) {
          && (st.link.stopping() || st.cfg.clock->now_ms() >= st.resend_at);
 }
 
+// Whether finished jobs wait for the others the worker holds, so that one
+// report carries the burst (report_hold_us). An idle poke and a timer end
+// the wait. Only in real time: a manual clock's tests see every report.
+bool hold(worker_ptr self) {
+  auto& st = self->state;
+  using std::chrono::steady_clock;
+  auto stop_holding = [&] {
+    st.holding_since = {};
+    return false;
+  };
+  if (!st.cfg.clock->follows_real_time() || st.link.stopping() || resend_due(self)
+      || !st.runner->has_mail())
+    return stop_holding();
+  auto now = steady_clock::now();
+  bool starting = st.holding_since == steady_clock::time_point{};
+  if (starting)
+    st.holding_since = now;
+  auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - st.holding_since);
+  auto left = report_hold_us(st.reports.last_answer_us(), waited.count(),
+                             st.runner->held_weight() > 0);
+  if (left <= 0 || !st.runner->arm_idle_poke())
+    return stop_holding();
+  if (starting)
+    self->delayed_send(self, std::chrono::microseconds{left}, outbox_atom::value);
+  return true;
+}
+
 // Sends what the job threads left, the claims to give back and the room
 // there is, as one report. At most reports_in_flight::max reports with
 // outcomes at a time: whatever happens meanwhile joins the next one.
@@ -140,7 +171,7 @@ void report(worker_ptr self) {
     answer_offline(self);
     return;
   }
-  if (!st.link.registered() || st.reports.full())
+  if (!st.link.registered() || st.reports.full() || hold(self))
     return;
   report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
   for (;;) {
