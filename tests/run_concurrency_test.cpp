@@ -127,18 +127,33 @@ BOOST_AUTO_TEST_CASE(a_heavy_job_waits_until_its_weight_fits_and_lighter_ones_pa
 
 // The worker actor's side of the outbox: wait for a poke, take everything,
 // re-arm; the poke comes once per arming, however many entries arrive.
-BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
+// A runner whose pokes are counted, as the worker actor sees them.
+struct poked_runner {
   std::mutex mtx;
   std::condition_variable cv;
   int pokes = 0;
-  auto runner = std::make_shared<actors::job_runner>(
-    4,
-    [&] {
-      std::lock_guard<std::mutex> guard{mtx};
-      ++pokes;
-      cv.notify_all();
-    },
-    std::make_shared<actors::worker_counters>());
+  std::shared_ptr<actors::job_runner> runner;
+
+  explicit poked_runner(int32_t max_weight)
+      : runner(std::make_shared<actors::job_runner>(
+          max_weight,
+          [this] {
+            std::lock_guard<std::mutex> guard{mtx};
+            ++pokes;
+            cv.notify_all();
+          },
+          std::make_shared<actors::worker_counters>())) {}
+
+  // True once more than `seen` pokes came, before the hang guard.
+  bool poked_past(int seen) {
+    std::unique_lock<std::mutex> guard{mtx};
+    return cv.wait_for(guard, hang_guard, [&] { return pokes > seen; });
+  }
+};
+
+BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
+  poked_runner p{4};
+  auto& runner = p.runner;
   BOOST_TEST(runner->arm_poke());
   auto g = std::make_shared<gate>();
   for (int i = 0; i < 3; ++i)
@@ -148,10 +163,10 @@ BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
   actors::job_runner::outbox box;
   int seen_pokes = 0;
   while (box.returned.size() < 3) {
+    BOOST_REQUIRE(p.poked_past(seen_pokes));
     {
-      std::unique_lock<std::mutex> guard{mtx};
-      BOOST_REQUIRE(cv.wait_for(guard, hang_guard, [&] { return pokes > seen_pokes; }));
-      seen_pokes = pokes;
+      std::lock_guard<std::mutex> guard{p.mtx};
+      seen_pokes = p.pokes;
     }
     do {
       auto more = runner->take();
@@ -172,21 +187,8 @@ BOOST_AUTO_TEST_CASE(returns_and_outcomes_collect_in_the_outbox) {
 // already in the outbox the ordinary poke can't be armed, and the idle poke
 // comes once the last attempt held returns.
 BOOST_AUTO_TEST_CASE(an_idle_poke_comes_once_the_last_attempt_held_returns) {
-  std::mutex mtx;
-  std::condition_variable cv;
-  int pokes = 0;
-  auto runner = std::make_shared<actors::job_runner>(
-    2,
-    [&] {
-      std::lock_guard<std::mutex> guard{mtx};
-      ++pokes;
-      cv.notify_all();
-    },
-    std::make_shared<actors::worker_counters>());
-  auto poked = [&](int n) {
-    std::unique_lock<std::mutex> guard{mtx};
-    return cv.wait_for(guard, hang_guard, [&] { return pokes >= n; });
-  };
+  poked_runner p{2};
+  auto& runner = p.runner;
   BOOST_TEST(!runner->arm_idle_poke());  // nothing held
   BOOST_TEST(!runner->has_mail());
   BOOST_TEST(runner->arm_poke());
@@ -197,12 +199,12 @@ BOOST_AUTO_TEST_CASE(an_idle_poke_comes_once_the_last_attempt_held_returns) {
   BOOST_REQUIRE(first->wait_for_waiting(1));
   BOOST_REQUIRE(second->wait_for_waiting(1));
   first->open();
-  BOOST_REQUIRE(poked(1));
+  BOOST_REQUIRE(p.poked_past(0));
   BOOST_TEST(runner->has_mail());
   BOOST_TEST(!runner->arm_poke());      // the first outcome waits in the outbox
   BOOST_TEST(runner->arm_idle_poke());  // the second attempt still runs
   second->open();
-  BOOST_REQUIRE(poked(2));
+  BOOST_REQUIRE(p.poked_past(1));
   auto box = runner->take();
   BOOST_TEST(box.outcomes.size() == 2u);
   BOOST_TEST(box.held_weight == 0);
