@@ -20,6 +20,7 @@
 #include "ergon/storage/op/finish_attempts.hpp"
 #include "ergon/storage/op/heartbeat.hpp"
 #include "ergon/storage/op/insert_jobs.hpp"
+#include "ergon/storage/op/list_jobs.hpp"
 #include "ergon/storage/op/load_unfinished.hpp"
 #include "ergon/storage/op/lose_attempts.hpp"
 #include "ergon/storage/op/meta.hpp"
@@ -36,6 +37,7 @@
 using namespace ergon;
 using namespace ergon::storage;
 using ergon::test::engine_probe;
+using ergon::test::postgres_only;
 using ergon::test::sqlite_only;
 using ergon::test::sqlite_probe;
 using ergon::test::temp_dir;
@@ -85,6 +87,49 @@ BOOST_AUTO_TEST_CASE(migrating_an_empty_file_creates_the_current_schema) {
   BOOST_REQUIRE(meta.has_value());
   BOOST_TEST(meta->unfinished_low_mark == 0);
   BOOST_TEST(meta->id_tag < (1u << 30));
+}
+
+// PostgreSQL updates a row in place (HOT) only if no index names a column
+// the update changes: no index of jobs may name `status`, which every claim
+// and every end changes.
+BOOST_AUTO_TEST_CASE(no_index_of_jobs_names_the_status) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  engine_probe probe{*d, dir.file("q.db")};
+  BOOST_TEST(probe.number("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                          "AND tbl_name = 'jobs'",
+                          "SELECT count(*) FROM pg_indexes WHERE schemaname = 'ergon' "
+                          "AND tablename = 'jobs'")
+             >= 4);
+  BOOST_TEST(probe.number("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                          "AND tbl_name = 'jobs' AND ' ' || sql || ' ' GLOB "
+                          "'*[^_a-z]status[^_a-z]*'",
+                          "SELECT count(*) FROM pg_indexes WHERE schemaname = 'ergon' "
+                          "AND tablename = 'jobs' AND indexdef ~ '\\mstatus\\M'")
+             == 0);
+}
+
+BOOST_AUTO_TEST_CASE(claims_and_successes_update_job_rows_in_place,
+                     *postgres_only("HOT updates are PostgreSQL's")) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job()});
+  BOOST_REQUIRE(d->begin_write().ok());
+  auto claimed = claim_jobs(*d, claim_jobs_args{{{rows[0].row, 1}, {rows[1].row, 2}}}, t0);
+  BOOST_REQUIRE(claimed.has_value());
+  BOOST_REQUIRE(claimed->claimed.size() == 2u);
+  finish_attempts_args done;
+  done.reports = {{rows[0].row, 1, report_kind::succeeded, ""},
+                  {rows[1].row, 2, report_kind::succeeded, ""}};
+  done.randoms = {0.0, 0.0};
+  BOOST_REQUIRE(finish_attempts(*d, done, t0).has_value());
+  // Counted in this transaction, on its own session.
+  engine_probe probe{*d, dir.file("q.db")};
+  BOOST_TEST(probe.number("SELECT pg_stat_get_xact_tuples_updated(CAST('jobs' AS regclass))")
+             == 4);
+  BOOST_TEST(
+    probe.number("SELECT pg_stat_get_xact_tuples_hot_updated(CAST('jobs' AS regclass))") == 4);
+  BOOST_REQUIRE(d->commit().ok());
 }
 
 BOOST_AUTO_TEST_CASE(reopening_keeps_jobs_and_migrating_again_changes_nothing) {
@@ -137,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_database_is_refused,
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(a_schema_with_other_tables_is_refused_and_left_unchanged,
-                     *ergon::test::postgres_only("SQLite's rule for files is tested above")) {
+                     *postgres_only("SQLite's rule for files is tested above")) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
   storage::pg_options o = static_cast<pg_db&>(*d).options();
@@ -547,6 +592,19 @@ BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs,
   auto expected = "a:pending=1 a:running=1 a:succeeded=1 a:cancelled=1 b:pending=1 b:failed=1 ";
   BOOST_TEST(pairs(count_jobs(d, count_source::table)) == expected);
   BOOST_TEST(pairs(count_jobs(d, count_source::scan)) == expected);
+  // The dead letters' index was filled in from the statuses.
+  auto dead = [&](job_status s) {
+    job_filter f;
+    f.status = s;
+    auto page = list_jobs(d, f, page_request{});
+    BOOST_REQUIRE(page.has_value());
+    std::vector<job_id> ids;
+    for (auto& j : page->jobs)
+      ids.push_back(j.id);
+    return ids;
+  };
+  BOOST_TEST((dead(job_status::cancelled) == std::vector<job_id>{rows[0].id}));
+  BOOST_TEST((dead(job_status::failed) == std::vector<job_id>{rows[4].id}));
 }
 
 BOOST_AUTO_TEST_CASE(a_delta_upserts_each_changed_finished_pair_and_skips_the_rest) {

@@ -26,10 +26,10 @@ constexpr const char* requeue_job =
   "UPDATE jobs SET status = " ERGON_SQL_PENDING ", run_at = ?2, expires_at = NULL WHERE id = ?1";
 
 // The job's last attempt stays in the jobs row: no attempts row for it.
-// ?5 is failed or cancelled.
+// ?5 is failed or cancelled: a dead letter, and no unfinished instance.
 constexpr const char* end_job =
   "UPDATE jobs SET status = ?5, finished_at = ?2, expires_at = NULL, last_outcome = ?3, "
-  "last_message = ?4 WHERE id = ?1";
+  "last_message = ?4, dead_letter_status = ?5, unfinished_instance_of = NULL WHERE id = ?1";
 
 constexpr int64_t max_delay_ms = int64_t{100} * 365 * 24 * 3600 * 1000;
 

@@ -8,7 +8,8 @@ namespace ergon::storage {
 namespace {
 
 constexpr const char* expire_job =
-  "UPDATE jobs SET status = " ERGON_SQL_EXPIRED ", finished_at = ?2 "
+  "UPDATE jobs SET status = " ERGON_SQL_EXPIRED ", finished_at = ?2, "
+  "dead_letter_status = " ERGON_SQL_EXPIRED ", unfinished_instance_of = NULL "
   "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " AND deadline IS NOT NULL AND deadline < ?2 "
   "RETURNING " ERGON_JOB_KEY_COLUMNS;
 

@@ -31,7 +31,8 @@ constexpr const char* read_completable =
   "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE " result " END, "                \
   "result_expires_at = CASE WHEN ?3 IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 " \
   "THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "                     \
-  "expires_at = NULL, last_outcome = 1, last_message = NULL WHERE id = ?1"
+  "expires_at = NULL, last_outcome = 1, last_message = NULL, unfinished_instance_of = NULL "    \
+  "WHERE id = ?1"
 constexpr dialect_sql complete_job = {ERGON_COMPLETE_JOB("?3"),
                                       ERGON_COMPLETE_JOB("CAST(?3 AS bytea)")};
 
@@ -87,7 +88,7 @@ constexpr const char* complete_batch =
   "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE " ERGON_DONE_RESULT " END, "
   "result_expires_at = CASE WHEN " ERGON_DONE_RESULT " IS NULL OR result_ttl_ms IS NULL "
   "OR result_ttl_ms = 0 THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "
-  "expires_at = NULL, last_outcome = 1, last_message = NULL "
+  "expires_at = NULL, last_outcome = 1, last_message = NULL, unfinished_instance_of = NULL "
   "WHERE id = ANY(CAST(?1 AS bigint[])) AND status = " ERGON_SQL_RUNNING " "
   "AND attempt_token = (CAST(?3 AS bigint[]))[" ERGON_DONE_PLACE "] "
   "AND cancel_requested_at IS NULL "

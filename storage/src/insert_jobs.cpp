@@ -26,14 +26,15 @@ constexpr const char* take_key =
 constexpr const char* insert_batch =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
-  "io_read_bytes, io_write_bytes, status) "
-  "SELECT *, 0 FROM unnest(CAST(?1 AS bytea[]), CAST(?2 AS text[]), CAST(?3 AS text[]), "
+  "io_read_bytes, io_write_bytes, status, unfinished_instance_of) "
+  "SELECT *, 0, c19 FROM unnest(CAST(?1 AS bytea[]), CAST(?2 AS text[]), CAST(?3 AS text[]), "
   "CAST(?4 AS text[]), CAST(?5 AS bigint[]), CAST(?6 AS bigint[]), CAST(?7 AS bytea[]), "
   "CAST(?8 AS bigint[]), CAST(?9 AS bigint[]), CAST(?10 AS float8[]), CAST(?11 AS float8[]), "
   "CAST(?12 AS bigint[]), CAST(?13 AS bigint[]), CAST(?14 AS bigint[]), CAST(?15 AS bigint[]), "
   "CAST(?16 AS bigint[]), CAST(?17 AS bigint[]), CAST(?18 AS bigint[]), CAST(?19 AS text[]), "
   "CAST(?20 AS bigint[]), CAST(?21 AS text[]), CAST(?22 AS bigint[]), CAST(?23 AS bigint[]), "
-  "CAST(?24 AS bigint[]), CAST(?25 AS bigint[]))";
+  "CAST(?24 AS bigint[]), CAST(?25 AS bigint[])) AS u(c1, c2, c3, c4, c5, c6, c7, c8, c9, "
+  "c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22, c23, c24, c25)";
 
 constexpr size_t min_array_rows = 12;
 

@@ -38,8 +38,8 @@ std::string build(use u, path p, bool newest_first, engine e) {
   bool sqlite = e == engine::sqlite;
   std::string select = u == use::info ? "SELECT " ERGON_JOB_INFO_COLUMNS " FROM jobs"
                                       : "SELECT id FROM jobs";
-  // A literal `status >= 3` lets SQLite use the partial index; `name = ?6`
-  // implies the name index's `name IS NOT NULL` by itself.
+  // `dead_letter_status = ?3` and `name = ?6` imply their partial index's
+  // `IS NOT NULL` by themselves.
   switch (p) {
     case by_name:
       select += sqlite ? " INDEXED BY jobs_by_name" : "";
@@ -47,7 +47,7 @@ std::string build(use u, path p, bool newest_first, engine e) {
       break;
     case unsuccessful:
       select += sqlite ? " INDEXED BY jobs_unsuccessful" : "";
-      select += " WHERE status >= " ERGON_SQL_FIRST_UNSUCCESSFUL " AND status = ?3 AND ";
+      select += " WHERE dead_letter_status = ?3 AND ";
       break;
     case unfinished: select += " WHERE id >= ?2 AND "; break;
     default: select += " WHERE "; break;

@@ -22,12 +22,14 @@ constexpr const char* select_job_state =
 constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
-  "io_read_bytes, io_write_bytes, status) "
+  "io_read_bytes, io_write_bytes, status, unfinished_instance_of) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0, ?19)";
 
 constexpr const char* cancel_pending_row =
-  "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3 WHERE id = ?1 AND status = " ERGON_SQL_PENDING;
+  "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3, "
+  "dead_letter_status = " ERGON_SQL_CANCELLED ", unfinished_instance_of = NULL "
+  "WHERE id = ?1 AND status = " ERGON_SQL_PENDING;
 
 // Past the highest row there ever was: delete_finished records it before it
 // deletes, so row ids never go back below the unfinished low mark.

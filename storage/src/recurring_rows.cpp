@@ -32,7 +32,7 @@ constexpr dialect_sql select_with_prefix = {
 // Served by the partial index jobs_one_unfinished_instance.
 constexpr const char* select_unfinished =
   "SELECT status, scheduled_at, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
-  "WHERE recurring_id = ?1 AND status < " ERGON_SQL_FIRST_FINAL;
+  "WHERE unfinished_instance_of = ?1";
 
 recurring_row read_row(const stmt& s) {
   recurring_row r;

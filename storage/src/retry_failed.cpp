@@ -19,7 +19,8 @@ constexpr const char* requeue =
   "UPDATE jobs SET status = " ERGON_SQL_PENDING ", try_base = current_try, run_at = ?2, ready_since = ?2, "
   "deadline = NULL, started_at = NULL, finished_at = NULL, expires_at = NULL, "
   "last_outcome = NULL, last_message = NULL, result = NULL, result_expires_at = NULL, "
-  "progress_at = NULL, cancel_requested_at = NULL, recurring_id = NULL "
+  "progress_at = NULL, cancel_requested_at = NULL, recurring_id = NULL, "
+  "dead_letter_status = NULL "
   "WHERE id = ?1 AND status = " ERGON_SQL_FAILED " RETURNING " ERGON_JOB_KEY_COLUMNS ", unique_key";
 
 // Who holds the key now: nobody, this job, or another job (held_until

@@ -14,11 +14,6 @@
 #define ERGON_SQL_FAILED "3"
 #define ERGON_SQL_CANCELLED "4"
 #define ERGON_SQL_EXPIRED "5"
-/// `status < ERGON_SQL_FIRST_FINAL`: pending or running.
-#define ERGON_SQL_FIRST_FINAL "2"
-/// `status >= ERGON_SQL_FIRST_UNSUCCESSFUL`: failed, cancelled or expired
-/// (the partial index jobs_unsuccessful).
-#define ERGON_SQL_FIRST_UNSUCCESSFUL "3"
 
 namespace ergon::storage {
 

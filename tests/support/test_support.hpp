@@ -60,6 +60,14 @@ inline std::string write_private_file(const std::string& path, const std::string
 // (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 6)
+    sql +=
+      "DROP INDEX jobs_unsuccessful; DROP INDEX jobs_one_unfinished_instance; "
+      "ALTER TABLE jobs DROP COLUMN dead_letter_status; "
+      "ALTER TABLE jobs DROP COLUMN unfinished_instance_of; "
+      "CREATE INDEX jobs_unsuccessful ON jobs(status, id) WHERE status >= 3; "
+      "CREATE UNIQUE INDEX jobs_one_unfinished_instance ON jobs(recurring_id) "
+      "WHERE recurring_id IS NOT NULL AND status < 2; ";
   if (version < 5)
     for (auto column : {"yields", "io_read_bytes", "io_write_bytes"})
       sql += std::string{"ALTER TABLE jobs DROP COLUMN "} + column + "; ";
