@@ -148,20 +148,11 @@ CREATE TABLE listener (
 
 // Version 2 is SQLite's version 6 (schema.cpp says why), and room in each
 // page of jobs for a new version of a row: a HOT update stays on its page.
-constexpr const char* migration_2 = R"sql(
-ALTER TABLE jobs ADD COLUMN dead_letter_status bigint;
-ALTER TABLE jobs ADD COLUMN unfinished_instance_of text COLLATE "C";
-UPDATE jobs SET dead_letter_status = status WHERE status >= 3;
-UPDATE jobs SET unfinished_instance_of = recurring_id
-  WHERE recurring_id IS NOT NULL AND status < 2;
-DROP INDEX jobs_unsuccessful;
-DROP INDEX jobs_one_unfinished_instance;
-CREATE INDEX jobs_unsuccessful ON jobs(dead_letter_status, id)
-  WHERE dead_letter_status IS NOT NULL;
-CREATE UNIQUE INDEX jobs_one_unfinished_instance ON jobs(unfinished_instance_of)
-  WHERE unfinished_instance_of IS NOT NULL;
-ALTER TABLE jobs SET (fillfactor = 80);
-)sql";
+constexpr const char* migration_2 =
+  "ALTER TABLE jobs ADD COLUMN dead_letter_status bigint;\n"
+  "ALTER TABLE jobs ADD COLUMN unfinished_instance_of text COLLATE \"C\";\n"
+  ERGON_SQL_STATUS_FREE_INDEXES
+  "ALTER TABLE jobs SET (fillfactor = 80);\n";
 
 constexpr const char* migrations[] = {migration_1, migration_2};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);

@@ -197,20 +197,9 @@ ALTER TABLE jobs ADD COLUMN io_write_bytes INTEGER;
 //  - unfinished_instance_of: a recurring job's id while its instance is
 //    pending or running, NULL otherwise; jobs_one_unfinished_instance's
 //    key.
-// Both are filled in before the old indexes go, with their help.
-constexpr const char* migration_6 = R"sql(
-ALTER TABLE jobs ADD COLUMN dead_letter_status INTEGER;
-ALTER TABLE jobs ADD COLUMN unfinished_instance_of TEXT;
-UPDATE jobs SET dead_letter_status = status WHERE status >= 3;
-UPDATE jobs SET unfinished_instance_of = recurring_id
-  WHERE recurring_id IS NOT NULL AND status < 2;
-DROP INDEX jobs_unsuccessful;
-DROP INDEX jobs_one_unfinished_instance;
-CREATE INDEX jobs_unsuccessful ON jobs(dead_letter_status, id)
-  WHERE dead_letter_status IS NOT NULL;
-CREATE UNIQUE INDEX jobs_one_unfinished_instance ON jobs(unfinished_instance_of)
-  WHERE unfinished_instance_of IS NOT NULL;
-)sql";
+constexpr const char* migration_6 =
+  "ALTER TABLE jobs ADD COLUMN dead_letter_status INTEGER;\n"
+  "ALTER TABLE jobs ADD COLUMN unfinished_instance_of TEXT;\n" ERGON_SQL_STATUS_FREE_INDEXES;
 
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6};

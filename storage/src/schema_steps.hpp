@@ -3,6 +3,20 @@
 
 #include "ergon/error.hpp"
 
+// The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
+// schema.cpp), once their two columns are there: the columns are filled in
+// before the old indexes go, with their help.
+#define ERGON_SQL_STATUS_FREE_INDEXES                                                   \
+  "UPDATE jobs SET dead_letter_status = status WHERE status >= 3;\n"                   \
+  "UPDATE jobs SET unfinished_instance_of = recurring_id\n"                            \
+  "  WHERE recurring_id IS NOT NULL AND status < 2;\n"                                 \
+  "DROP INDEX jobs_unsuccessful;\n"                                                    \
+  "DROP INDEX jobs_one_unfinished_instance;\n"                                         \
+  "CREATE INDEX jobs_unsuccessful ON jobs(dead_letter_status, id)\n"                   \
+  "  WHERE dead_letter_status IS NOT NULL;\n"                                          \
+  "CREATE UNIQUE INDEX jobs_one_unfinished_instance ON jobs(unfinished_instance_of)\n" \
+  "  WHERE unfinished_instance_of IS NOT NULL;\n"
+
 namespace ergon::storage {
 
 class sqlite_db;
