@@ -428,6 +428,62 @@ BOOST_AUTO_TEST_CASE(claim_takes_only_pending_due_jobs) {
   BOOST_TEST(again->claimed.empty());
 }
 
+// Tokens that are one base XOR each row (the dispatcher's): PostgreSQL
+// computes each row's token from the base. Fencing holds the same: a token
+// of another base, or of another row, completes nothing.
+BOOST_AUTO_TEST_CASE(tokens_of_one_base_claim_and_complete_each_row_under_its_own) {
+  constexpr int64_t base = 0x5a5a5a5a5a5aLL;
+  BOOST_TEST(!shared_token_base({}).has_value());
+  BOOST_TEST(shared_token_base({{3, 17}}).value() == (17 ^ 3));
+  BOOST_TEST(shared_token_base({{3, base ^ 3}, {9, base ^ 9}}).value() == base);
+  BOOST_TEST(!shared_token_base({{3, base ^ 3}, {9, base ^ 8}}).has_value());
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job(), simple_job(), simple_job()});
+  claim_jobs_args claims;
+  for (auto& k : rows)
+    claims.claims.push_back({k.row, base ^ k.row});
+  BOOST_REQUIRE(d->begin_write().ok());
+  auto claimed = claim_jobs(*d, claims, t0);
+  BOOST_REQUIRE(claimed.has_value());
+  BOOST_REQUIRE(claimed->claimed.size() == rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    BOOST_TEST(claimed->claimed[i].key.row == rows[i].row);  // in the order asked for
+    BOOST_TEST(claimed->claimed[i].token == (base ^ rows[i].row));
+  }
+  // Row 1's token of another base, row 2's token named for row 3: stale.
+  finish_attempts_args done;
+  done.reports = {{rows[0].row, base ^ rows[0].row, report_kind::succeeded, ""},
+                  {rows[1].row, (base + 1) ^ rows[1].row, report_kind::succeeded, ""},
+                  {rows[2].row, base ^ rows[3].row, report_kind::succeeded, ""},
+                  {rows[3].row, base ^ rows[3].row, report_kind::succeeded, ""}};
+  done.randoms.assign(4, 0.0);
+  auto finished = finish_attempts(*d, done, t0 + 5);
+  BOOST_REQUIRE(finished.has_value());
+  BOOST_REQUIRE(d->commit().ok());
+  BOOST_TEST(finished->statuses[0].ok());
+  BOOST_TEST(finished->statuses[1].code() == error::stale_attempt);
+  BOOST_TEST(finished->statuses[2].code() == error::stale_attempt);
+  BOOST_TEST(finished->statuses[3].ok());
+  BOOST_REQUIRE(finished->ended.size() == 2u);
+  BOOST_TEST(finished->ended[0].row == rows[0].row);
+  BOOST_TEST(finished->ended[1].row == rows[3].row);
+  // The same run of successes again, each under its own token, now that
+  // the tokens share a base: rows 1 and 2 complete, rows 0 and 3 are stale.
+  done.reports = {{rows[0].row, base ^ rows[0].row, report_kind::succeeded, ""},
+                  {rows[1].row, base ^ rows[1].row, report_kind::succeeded, ""},
+                  {rows[2].row, base ^ rows[2].row, report_kind::succeeded, ""},
+                  {rows[3].row, base ^ rows[3].row, report_kind::succeeded, ""}};
+  BOOST_REQUIRE(d->begin_write().ok());
+  finished = finish_attempts(*d, done, t0 + 6);
+  BOOST_REQUIRE(finished.has_value());
+  BOOST_REQUIRE(d->commit().ok());
+  BOOST_TEST(finished->statuses[0].code() == error::stale_attempt);
+  BOOST_TEST(finished->statuses[1].ok());
+  BOOST_TEST(finished->statuses[2].ok());
+  BOOST_TEST(finished->statuses[3].code() == error::stale_attempt);
+}
+
 BOOST_AUTO_TEST_CASE(a_lost_worker_s_attempts_retry_at_once_or_fail_on_the_last_try) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
@@ -913,12 +969,14 @@ BOOST_AUTO_TEST_CASE(claims_and_completions_find_their_rows_by_primary_key) {
     rows += (i > 1 ? "," : "") + std::to_string(i * 7);
   rows += "}'";
   for (auto mode : {"force_custom_plan", "force_generic_plan"}) {
-    auto claim = plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1", mode);
-    BOOST_TEST(claim.find("jobs_pkey") != std::string::npos, mode << ":\n" << claim);
-    BOOST_TEST(claim.find("Seq Scan") == std::string::npos, mode << ":\n" << claim);
-    auto complete = plan_of(*d, complete_batch_sql(), rows + ", 1, " + rows + ", '{}'", mode);
-    BOOST_TEST(complete.find("jobs_pkey") != std::string::npos, mode << ":\n" << complete);
-    BOOST_TEST(complete.find("Seq Scan") == std::string::npos, mode << ":\n" << complete);
+    auto plans = {plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1", mode),
+                  plan_of(*d, claim_batch_sql(true), rows + ", 5, 1", mode),
+                  plan_of(*d, complete_batch_sql(), rows + ", 1, " + rows + ", '{}'", mode),
+                  plan_of(*d, complete_batch_sql(true), rows + ", 1, 5", mode)};
+    for (auto& plan : plans) {
+      BOOST_TEST(plan.find("jobs_pkey") != std::string::npos, mode << ":\n" << plan);
+      BOOST_TEST(plan.find("Seq Scan") == std::string::npos, mode << ":\n" << plan);
+    }
   }
 }
 

@@ -1,8 +1,12 @@
 #include "ergon/storage/op/finish_attempts.hpp"
 
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ergon/storage/field_rules.hpp"
+#include "ergon/storage/op/claim_jobs.hpp"
 #include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/times.hpp"
 #include "attempt_end.hpp"
@@ -79,21 +83,27 @@ void record(finish_attempts_result& out, std::optional<attempt_end> ended, int64
 
 // PostgreSQL: a run of successes in one statement and one round trip. What
 // it does not complete (stale, or cancel requested) goes the row-by-row way.
-// Rows are found by index with `id = ANY(array)` (see claim_jobs.cpp); a
-// row's place in the array gives its token and result.
+// Rows are found by index with `id = ANY(array)` (see claim_jobs.cpp). A
+// row's token and result are found by its place in the arrays, a search
+// per row; a run without results whose tokens share a base (claimed
+// together) computes the token instead, and sets no result.
 #define ERGON_DONE_PLACE "array_position(CAST(?1 AS bigint[]), id)"
 #define ERGON_DONE_RESULT "(CAST(?4 AS bytea[]))[" ERGON_DONE_PLACE "]"
-constexpr const char* complete_batch =
-  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, "
-  "result = CASE WHEN result_ttl_ms = 0 THEN NULL ELSE " ERGON_DONE_RESULT " END, "
-  "result_expires_at = CASE WHEN " ERGON_DONE_RESULT " IS NULL OR result_ttl_ms IS NULL "
-  "OR result_ttl_ms = 0 THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END, "
-  "expires_at = NULL, last_outcome = 1, last_message = NULL, unfinished_instance_of = NULL "
-  "WHERE id = ANY(CAST(?1 AS bigint[])) AND status = " ERGON_SQL_RUNNING " "
-  "AND attempt_token = (CAST(?3 AS bigint[]))[" ERGON_DONE_PLACE "] "
-  "AND cancel_requested_at IS NULL "
-  "RETURNING " ERGON_DONE_PLACE ", current_try, started_at, external_id, type, group_key, "
-  "recurring_id, " ERGON_JOB_HAS_LINKS;
+#define ERGON_COMPLETE_BATCH(result, expiry, token)                                         \
+  "UPDATE jobs SET status = " ERGON_SQL_SUCCEEDED ", finished_at = ?2, result = " result ", " \
+  "result_expires_at = " expiry ", expires_at = NULL, last_outcome = 1, "                   \
+  "last_message = NULL, unfinished_instance_of = NULL "                                     \
+  "WHERE id = ANY(CAST(?1 AS bigint[])) AND status = " ERGON_SQL_RUNNING " "                \
+  "AND attempt_token = " token " AND cancel_requested_at IS NULL "                          \
+  "RETURNING id, current_try, started_at, external_id, type, group_key, recurring_id, "     \
+  ERGON_JOB_HAS_LINKS
+constexpr const char* complete_batch = ERGON_COMPLETE_BATCH(
+  "CASE WHEN result_ttl_ms = 0 THEN NULL ELSE " ERGON_DONE_RESULT " END",
+  "CASE WHEN " ERGON_DONE_RESULT " IS NULL OR result_ttl_ms IS NULL OR result_ttl_ms = 0 "
+  "THEN NULL ELSE " ERGON_SQL_ADD_MS("?2", "result_ttl_ms") " END",
+  "(CAST(?3 AS bigint[]))[" ERGON_DONE_PLACE "]");
+constexpr const char* complete_batch_of_base =
+  ERGON_COMPLETE_BATCH("NULL", "NULL", "(CAST(?3 AS bigint) # id)");
 
 status too_large(const attempt_report& r, size_t limit) {
   return invalid_field("result", "is " + std::to_string(r.text.size())
@@ -138,18 +148,31 @@ status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t f
     tokens.push_back(r.token);
     results.push_back(r.text.empty() ? std::nullopt : std::optional<std::string_view>{r.text});
   }
-  auto s = d.prepare(complete_batch);
+  std::unordered_map<int64_t, size_t> place;  // row -> index in the run
+  std::vector<attempt_ref> attempts;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    place.emplace(rows[k], k);
+    attempts.push_back({rows[k], tokens[k]});
+  }
+  bool no_results = std::none_of(results.begin(), results.end(),
+                                 [](const auto& r) { return r.has_value(); });
+  auto base = no_results ? shared_token_base(attempts) : std::nullopt;
+  auto s = d.prepare(base ? complete_batch_of_base : complete_batch);
   if (!s)
     return s.error();
   auto& q = static_cast<pg_stmt&>(**s);
   q.bind_ints(1, rows);
   q.bind(2, now_ms);
-  q.bind_ints(3, tokens);
-  q.bind_blobs(4, results);
+  if (base) {
+    q.bind(3, *base);
+  } else {
+    q.bind_ints(3, tokens);
+    q.bind_blobs(4, results);
+  }
   std::vector<std::optional<attempt_end>> done(to - from);
   std::vector<bool> linked(to - from, false);
   while (q.step()) {
-    auto k = static_cast<size_t>(q.column_int(0) - 1);
+    auto k = place.at(q.column_int(0));
     done[k] = succeeded_end(args.reports[from + k], q, 1);
     linked[k] = q.column_int(7) != 0;
   }
@@ -176,8 +199,8 @@ status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t f
 
 }  // namespace
 
-const char* complete_batch_sql() noexcept {
-  return complete_batch;
+const char* complete_batch_sql(bool of_base) noexcept {
+  return of_base ? complete_batch_of_base : complete_batch;
 }
 
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,

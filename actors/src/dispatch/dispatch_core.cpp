@@ -346,15 +346,18 @@ void keep_offer(state& st, int64_t now) {
   st.send(std::move(o));
 }
 
-// Picks jobs for the worker's room, each with a new attempt token.
+// Picks jobs for the worker's room, each with a new attempt token: one new
+// base XOR the row, so that PostgreSQL computes each row's token from the
+// base rather than search for it (storage::shared_token_base).
 std::vector<storage::attempt_ref> claim_for(state& st, uint64_t worker, int64_t now) {
   auto rows = st.workers.claim(worker, [&](const std::vector<uint32_t>& types, int32_t room) {
     return st.policy.pick(types, room, now);
   });
   std::vector<storage::attempt_ref> claims;
   claims.reserve(rows.size());
+  auto base = rows.empty() ? 0 : st.cfg.new_token();
   for (auto row : rows) {
-    claims.push_back({row, st.cfg.new_token()});
+    claims.push_back({row, base ^ row});
     st.preempting.started(row, true);  // a preemptor that got its slot
   }
   return claims;

@@ -39,7 +39,8 @@ class dispatch_core {
     /// Whether anyone waits for jobs to finish: effects::finished is filled
     /// only then. Null: nobody.
     std::function<bool()> wants_finished;
-    /// Attempt tokens: a fresh non-negative number per claim. Null: random.
+    /// Attempt tokens: a fresh non-negative base per pick; each claim's
+    /// token is the base XOR its row. Null: random.
     std::function<int64_t()> new_token;
     /// Standing offers (job_offer) to a hungry worker while nothing is
     /// ready; false: the dispatcher claims every job itself.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ergon/error.hpp"
@@ -22,9 +23,15 @@ struct claim_jobs_result {
   std::vector<int64_t> missed;
 };
 
-/// PostgreSQL's statement that claims a batch (?1 rows, ?2 tokens, ?3 now),
-/// for the plan check in test-storage.
-const char* claim_batch_sql() noexcept;
+/// The base the tokens of `attempts` share, if each one is base XOR its row
+/// (the dispatcher's tokens of one pick; a single attempt always shares
+/// one). PostgreSQL's batches then compute each row's token rather than
+/// search for it.
+std::optional<int64_t> shared_token_base(const std::vector<attempt_ref>& attempts);
+
+/// PostgreSQL's statement that claims a batch (?1 rows, ?2 tokens or, with
+/// `of_base`, their shared base, ?3 now), for the plan check in test-storage.
+const char* claim_batch_sql(bool of_base = false) noexcept;
 
 /// Marks each requested job running: try + 1, the attempt token, started_at
 /// and expires_at = now + timeout. Only jobs still pending and due are taken.

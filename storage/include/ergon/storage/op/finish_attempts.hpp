@@ -33,7 +33,8 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
                                                int64_t now_ms);
 
 /// PostgreSQL's statement that completes a run of successes (?1 rows, ?2
-/// now, ?3 tokens, ?4 results), for the plan check in test-storage.
-const char* complete_batch_sql() noexcept;
+/// now, ?3 tokens, ?4 results; with `of_base`, ?3 the tokens' shared base
+/// and no results), for the plan check in test-storage.
+const char* complete_batch_sql(bool of_base = false) noexcept;
 
 }  // namespace ergon::storage
