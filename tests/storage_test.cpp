@@ -613,6 +613,43 @@ status in_transaction(db& d, const count_delta& delta) {
 
 }  // namespace
 
+// Version 2 keys the dead letters' and the recurring instances' indexes by
+// columns of their own, filled in from the statuses of the rows there are.
+BOOST_AUTO_TEST_CASE(a_version_1_schema_migrates_its_dead_letters_and_unfinished_instances,
+                     *postgres_only("SQLite's version 6 is checked by the test below")) {
+  auto d = ergon::test::open_db(ergon::test::shared_pg_server().fresh_database());
+  BOOST_REQUIRE(migrate(*d, 1).ok());
+  engine_probe probe{*d, ""};
+  // Rows 1-6: a pending instance of "r", a running one of "s", a
+  // succeeded one of "r", then a failed, a cancelled and an expired job.
+  std::string rows;
+  for (int status = 0; status < 6; ++status)
+    rows += std::string{rows.empty() ? "" : ", "} + "(" + std::to_string(status + 1)
+            + ", '\\x00', 't', 0, 1, 0, 0, '\\x00', " + std::to_string(status)
+            + ", 0, 0, 1, 0, 1000, 1000, 0, "
+            + (status == 1 ? "'s'" : status < 3 ? "'r'" : "NULL") + ")";
+  probe.exec("", "INSERT INTO jobs (id, external_id, type, priority, weight, run_at, "
+                 "ready_since, payload, status, max_retries, backoff_initial_ms, "
+                 "backoff_multiplier, backoff_randomization, timeout_ms, "
+                 "heartbeat_increment_ms, added_at, recurring_id) VALUES " + rows);
+  BOOST_REQUIRE(migrate(*d).ok());
+  BOOST_TEST(probe.text("", "SELECT string_agg(id || ':' || coalesce(dead_letter_status::text, "
+                            "'-') || ':' || coalesce(unfinished_instance_of, '-'), ' ' "
+                            "ORDER BY id) FROM jobs")
+             == "1:-:r 2:-:s 3:-:- 4:3:- 5:4:- 6:5:-");
+  BOOST_TEST(probe.text("", "SELECT reloptions::text FROM pg_class WHERE relname = 'jobs' "
+                            "AND relnamespace = CAST('ergon' AS regnamespace)")
+             == "{fillfactor=80}");
+  // The index refuses a second unfinished instance, as before.
+  auto second = d->exec("INSERT INTO jobs (id, external_id, type, priority, weight, run_at, "
+                        "ready_since, payload, status, max_retries, backoff_initial_ms, "
+                        "backoff_multiplier, backoff_randomization, timeout_ms, "
+                        "heartbeat_increment_ms, added_at, recurring_id, "
+                        "unfinished_instance_of) VALUES (7, '\\x00', 't', 0, 1, 0, 0, "
+                        "'\\x00', 0, 0, 0, 1, 0, 1000, 1000, 0, 'r', 'r')");
+  BOOST_TEST(!second.ok());
+}
+
 BOOST_AUTO_TEST_CASE(a_version_1_file_migrates_with_the_counts_of_its_jobs,
                      *sqlite_only("PostgreSQL schemas start past SQLite's version 1")) {
   temp_dir dir;
