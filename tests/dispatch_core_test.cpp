@@ -50,7 +50,7 @@ struct rig {
     c.offers = offers;
     c.wants_events = [this] { return events; };
     c.wants_finished = [] { return true; };
-    c.new_token = [this] { return next_token++; };
+    c.new_token = [this] { return next_token++ << 32; };  // bases apart from rows
     c.take_feeds = [this] {
       std::vector<commit_feed> out(std::make_move_iterator(committed.begin()),
                                    std::make_move_iterator(committed.end()));
@@ -271,7 +271,7 @@ BOOST_AUTO_TEST_CASE(a_report_claims_a_job_that_runs_and_ends) {
   auto claims = claims_of(fx);
   BOOST_REQUIRE_EQUAL(claims.size(), 1u);
   BOOST_TEST(claims[0].row == 1);
-  BOOST_TEST(claims[0].token == (1000 ^ claims[0].row));  // a new base XOR the row
+  BOOST_TEST(claims[0].token == ((int64_t{1000} << 32) ^ claims[0].row));  // base XOR row
   BOOST_TEST((fx.hungry == std::optional<bool>{false}));  // the worker's room is taken
   // Nothing runs before the claim commits; then the job starts.
   BOOST_TEST(running_slots(r) == 1);  // picked: its slot counts already

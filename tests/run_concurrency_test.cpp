@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(an_idle_poke_comes_once_the_last_attempt_held_returns) {
   poked_runner p{2};
   auto& runner = p.runner;
   BOOST_TEST(!runner->arm_idle_poke());  // nothing held
-  BOOST_TEST(!runner->has_mail());
+  BOOST_TEST(!runner->mail_may_wait());
   BOOST_TEST(runner->arm_poke());
   auto first = std::make_shared<gate>();
   auto second = std::make_shared<gate>();
@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(an_idle_poke_comes_once_the_last_attempt_held_returns) {
   BOOST_REQUIRE(second->wait_for_waiting(1));
   first->open();
   BOOST_REQUIRE(p.poked_past(0));
-  BOOST_TEST(runner->has_mail());
+  BOOST_TEST(runner->mail_may_wait());
   BOOST_TEST(!runner->arm_poke());      // the first outcome waits in the outbox
   BOOST_TEST(runner->arm_idle_poke());  // the second attempt still runs
   second->open();
@@ -208,7 +208,28 @@ BOOST_AUTO_TEST_CASE(an_idle_poke_comes_once_the_last_attempt_held_returns) {
   auto box = runner->take();
   BOOST_TEST(box.outcomes.size() == 2u);
   BOOST_TEST(box.held_weight == 0);
-  BOOST_TEST(!runner->has_mail());
+  BOOST_TEST(!runner->mail_may_wait());
+  runner->shut_down();
+}
+
+// Job code that waits for its outcome's answer (complete(), fail()) ends a
+// held report at once: its attempt still runs, so the idle poke would not.
+BOOST_AUTO_TEST_CASE(an_outcome_whose_code_waits_for_its_answer_ends_a_hold) {
+  poked_runner p{2};
+  auto& runner = p.runner;
+  auto g = std::make_shared<gate>();
+  add(*runner, [g] { g->pass(); });
+  BOOST_REQUIRE(g->wait_for_waiting(1));
+  runner->report({1, 1, storage::report_kind::succeeded, ""}, std::nullopt);
+  BOOST_TEST(runner->mail_may_wait());  // nobody waits for it
+  BOOST_TEST(runner->arm_idle_poke());
+  runner->report({2, 2, storage::report_kind::succeeded, ""},
+                 actors::reply_to<status>::calling([](status) {}));
+  BOOST_REQUIRE(p.poked_past(0));
+  BOOST_TEST(!runner->mail_may_wait());
+  auto box = runner->take();
+  BOOST_TEST(box.outcomes.size() == 2u);
+  g->open();
   runner->shut_down();
 }
 

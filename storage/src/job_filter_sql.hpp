@@ -3,7 +3,7 @@
 // one access path, each a range of an index or of the row ids (never a
 // scan of the table):
 //  - name:                     jobs_by_name
-//  - failed/cancelled/expired: jobs_unsuccessful (status, id)
+//  - failed/cancelled/expired: jobs_unsuccessful (dead_letter_status, id)
 //  - pending/running:          row ids from the unfinished low mark
 //  - otherwise:                row ids from the cursor
 // Other fields filter the rows of that range. Internal to storage/.

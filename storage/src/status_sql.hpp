@@ -1,9 +1,7 @@
 // job_status values as SQL literals, for statement text. Internal to storage/.
 //
-// Statuses are stored as these integers (schema.cpp: frozen), and SQLite
-// uses the partial index jobs_unsuccessful only when a query repeats its
-// literal `status >= 3`: so statements name the values, and the asserts
-// below tie each name to job_status.
+// Statuses are stored as these integers (schema.cpp: frozen): statements
+// name the values, and the asserts below tie each name to job_status.
 #pragma once
 
 #include "ergon/job_info.hpp"

@@ -65,9 +65,14 @@ void job_runner::report(storage::attempt_report outcome, std::optional<reply_to<
   bool poke = false;
   {
     std::lock_guard<std::mutex> guard{mtx_};
+    bool waits = reply.has_value();
     outbox_.outcomes.push_back(std::move(outcome));
     outbox_.replies.push_back(std::move(reply));
     poke = poke_locked();
+    if (waits && idle_poke_armed_) {  // its code waits: the report goes now
+      idle_poke_armed_ = false;
+      poke = true;
+    }
   }
   if (poke)
     poke_();
@@ -96,9 +101,11 @@ bool job_runner::arm_idle_poke() {
   return idle_poke_armed_;
 }
 
-bool job_runner::has_mail() const {
+bool job_runner::mail_may_wait() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  return !outbox_.empty();
+  return !outbox_.empty()
+         && std::none_of(outbox_.replies.begin(), outbox_.replies.end(),
+                         [](const auto& r) { return r.has_value(); });
 }
 
 int32_t job_runner::held_weight() const {

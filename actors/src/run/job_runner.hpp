@@ -5,7 +5,9 @@
 // worker wakes no thread per job. Job threads leave outcomes, and the
 // attempts whose code returned, in an outbox. The worker actor is poked once
 // when the outbox fills while the poke is armed, and takes everything in it
-// for one report.
+// for one report. A worker that holds its report for the rest of a burst
+// arms the idle poke instead, which comes when the last attempt held
+// returns or when job code waits for its outcome's answer.
 //
 // Threads start on demand up to one per weight unit and stay for reuse.
 // They are detached and share the runner: job code that never returns must
@@ -78,12 +80,14 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   /// take them instead.
   bool arm_poke();
 
-  /// Pokes once no attempt runs or waits, even if the outbox has entries
-  /// (a worker holding its report for the rest of a burst). False if none
-  /// runs or waits now. Taking the outbox disarms it.
+  /// Pokes once no attempt runs or waits, or once job code waits for the
+  /// answer to its outcome, even if the outbox has entries (a worker
+  /// holding its report for the rest of a burst). False if none runs or
+  /// waits now. Taking the outbox disarms it.
   bool arm_idle_poke();
-  /// True if the outbox has entries.
-  bool has_mail() const;
+  /// True if the outbox has entries and no job code waits for their answer
+  /// (complete(), fail(), yield() block until it comes).
+  bool mail_may_wait() const;
 
   /// Weight of the attempts held: running plus waiting.
   int32_t held_weight() const;

@@ -33,10 +33,8 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
   return plan;
 }
 
-int64_t report_hold_us(int64_t answer_us, int64_t waited_us, bool others_held) noexcept {
-  if (!others_held)
-    return 0;
-  return std::max<int64_t>(0, std::min(answer_us / 8, longest_hold_us) - waited_us);
+int64_t report_hold_us(int64_t answer_us, bool others_held) noexcept {
+  return others_held ? std::clamp<int64_t>(answer_us / 8, 0, longest_hold_us) : 0;
 }
 
 bool passing_failure(error code) noexcept {

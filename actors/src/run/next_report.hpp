@@ -47,15 +47,14 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
                                        bool stopping, int64_t received_weight,
                                        const report_room& room, last_room& last);
 
-/// How long, in µs, a report of finished jobs may still wait for the jobs
-/// the worker holds besides (`others_held`), so that one report carries
-/// what finishes together: up to an eighth of how long the last report
-/// took to be answered (`answer_us`), and at most `longest_hold_us`. It has
-/// waited `waited_us`. Where commits are slow (PostgreSQL) one fuller
-/// report costs the store much less than two; where they are fast (SQLite)
-/// the wait stays a few µs. 0: send it now.
+/// How long, in µs, a report of finished jobs may wait for the jobs the
+/// worker holds besides (`others_held`), so that one report carries what
+/// finishes together: an eighth of how long the last report took to be
+/// answered (`answer_us`), and at most `longest_hold_us`. Where commits are
+/// slow (PostgreSQL) one fuller report costs the store much less than two;
+/// where they are fast (SQLite) the wait stays a few µs. 0: send it now.
 inline constexpr int64_t longest_hold_us = 1'000;
-int64_t report_hold_us(int64_t answer_us, int64_t waited_us, bool others_held) noexcept;
+int64_t report_hold_us(int64_t answer_us, bool others_held) noexcept;
 
 /// The reports with writes (outcomes, claims given back) at the writer,
 /// oldest first, and each one's blocking callers, one per outcome. The

@@ -51,9 +51,9 @@ struct worker_state {
   // armed for that (older timers are stale).
   int64_t resend_at = 0;
   uint64_t resend_timer = 0;
-  // Since when finished jobs wait for the rest of their burst (hold());
-  // the epoch while none wait.
-  std::chrono::steady_clock::time_point holding_since{};
+  // Until when finished jobs wait for the rest of their burst (hold());
+  // the epoch while none wait. Fixed when the wait starts, with its timer.
+  std::chrono::steady_clock::time_point hold_until{};
 
   static inline const char* name = "ergon.worker";
 };
@@ -136,30 +136,31 @@ bool resend_due(worker_ptr self) {
 }
 
 // Whether finished jobs wait for the others the worker holds, so that one
-// report carries the burst (report_hold_us). An idle poke and a timer end
-// the wait. Only in real time: a manual clock's tests see every report.
+// report carries the burst (report_hold_us). The wait's end is fixed when
+// it starts, with a timer for it; the runner's idle poke, or job code that
+// waits for its own outcome's answer, ends it sooner. Claims to give back
+// never wait. Only in real time: a manual clock's tests see every report.
 bool hold(worker_ptr self) {
   auto& st = self->state;
   using std::chrono::steady_clock;
   auto stop_holding = [&] {
-    st.holding_since = {};
+    st.hold_until = {};
     return false;
   };
   if (!st.cfg.clock->follows_real_time() || st.link.stopping() || resend_due(self)
-      || !st.runner->has_mail())
+      || !st.to_release.empty() || !st.runner->mail_may_wait())
     return stop_holding();
   auto now = steady_clock::now();
-  bool starting = st.holding_since == steady_clock::time_point{};
-  if (starting)
-    st.holding_since = now;
-  auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - st.holding_since);
-  auto left = report_hold_us(st.reports.last_answer_us(), waited.count(),
-                             st.runner->held_weight() > 0);
-  if (left <= 0 || !st.runner->arm_idle_poke())
-    return stop_holding();
-  if (starting)
+  if (st.hold_until == steady_clock::time_point{}) {
+    auto left = report_hold_us(st.reports.last_answer_us(), st.runner->held_weight() > 0);
+    if (left <= 0)
+      return stop_holding();
+    st.hold_until = now + std::chrono::microseconds{left};
     self->delayed_send(self, std::chrono::microseconds{left}, outbox_atom::value);
-  return true;
+  } else if (now + std::chrono::microseconds{10} >= st.hold_until) {
+    return stop_holding();  // the timer, or about its time: nothing else would end it
+  }
+  return st.runner->arm_idle_poke() || stop_holding();
 }
 
 // Sends what the job threads left, the claims to give back and the room
@@ -401,6 +402,7 @@ void forget_connection(worker_ptr self) {
   for (auto& a : st.runner->take_waiting())
     st.attempts.erase(a->token());
   st.to_release.clear();
+  st.hold_until = {};
   for (auto& kv : st.attempts)
     kv.second->cancel();
   // Credit starts over with the next registration.
