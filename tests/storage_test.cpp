@@ -27,6 +27,7 @@
 #include "ergon/storage/op/read_jobs.hpp"
 #include "ergon/storage/op/recover_running.hpp"
 #include "ergon/storage/op/release_claims.hpp"
+#include "ergon/storage/op/savepoint.hpp"
 #include "ergon/storage/op/update_pending.hpp"
 #include "ergon/storage/records.hpp"
 #include "ergon/storage/pg_lease.hpp"
@@ -800,6 +801,39 @@ BOOST_AUTO_TEST_CASE(a_failed_delta_returns_the_error_and_rolls_back_with_its_tr
   BOOST_TEST(!st.ok());
   BOOST_TEST(st.message().find("poisoned") != std::string::npos, st.message());
   BOOST_TEST(pairs(count_jobs(*d)).empty());
+}
+
+// A batch large enough for PostgreSQL's COPY, with one job the database
+// refuses: the batch writes nothing, the request's savepoint takes it back,
+// and the transaction goes on (the writer's pattern), COPY included.
+BOOST_AUTO_TEST_CASE(a_refused_batch_writes_nothing_and_its_transaction_goes_on) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  engine_probe(*d, dir.file("q.db")).exec(
+    "CREATE TRIGGER reject_poison BEFORE INSERT ON jobs WHEN NEW.type = 'poison' "
+    "BEGIN SELECT RAISE(ABORT, 'poisoned'); END;",
+    "CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN IF NEW.type = 'poison' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$;"
+    "CREATE TRIGGER reject_poison BEFORE INSERT ON jobs FOR EACH ROW "
+    "EXECUTE FUNCTION reject_poison()");
+  std::vector<job> good(20, simple_job("a"));
+  auto bad = good;
+  bad[13].type = "poison";
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(insert_jobs(*d, insert_jobs_args{{simple_job("a")}, 0, 7}, t0).has_value());
+  {
+    savepoint sp{*d};
+    BOOST_REQUIRE(sp.begin_status().ok());
+    auto refused = insert_jobs(*d, insert_jobs_args{bad, 0, 7}, t0);
+    BOOST_REQUIRE(!refused.has_value());
+    BOOST_TEST(refused.error().message().find("poisoned") != std::string::npos,
+               refused.error().message());
+  }  // rolls back to the savepoint
+  BOOST_REQUIRE(d->in_transaction());
+  auto added = insert_jobs(*d, insert_jobs_args{good, 0, 7}, t0);
+  BOOST_REQUIRE_MESSAGE(added.has_value(), added.error().to_string());
+  BOOST_REQUIRE(d->commit().ok());
+  BOOST_TEST(pairs(count_jobs(*d)) == "a:pending=21 ");
 }
 
 // PostgreSQL sends the counts with whatever is read next (db::send): a

@@ -710,11 +710,15 @@ result<stmt*> pg_db::prepare(const char* sql) {
   return pos->second.get();
 }
 
-status pg_db::exec(const char* sql) {
+status pg_db::ready_to_exec() {
   if (pipelined_)
     if (auto st = read_pipeline(); !st)
       return st;
-  if (auto st = reconnect_if_lost(); !st)
+  return reconnect_if_lost();
+}
+
+status pg_db::exec(const char* sql) {
+  if (auto st = ready_to_exec(); !st)
     return st;
   PGresult* r = PQexec(conn_, sql);
   auto rs = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -724,6 +728,80 @@ status pg_db::exec(const char* sql) {
   else
     st = error_status(r, "");
   PQclear(r);
+  if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
+    in_write_ = false;
+  return st;
+}
+
+pg_copy_rows::pg_copy_rows() {
+  data_.append("PGCOPY\n\377\r\n\0", 11);
+  put_be(data_, 0, 4);  // flags
+  put_be(data_, 0, 4);  // no header extension
+}
+
+void pg_copy_rows::begin_row(int16_t fields) {
+  put_be(data_, static_cast<uint16_t>(fields), 2);
+  ++rows_;
+}
+
+void pg_copy_rows::add(int64_t v) {
+  put_int8(data_, v);
+}
+
+void pg_copy_rows::add(std::optional<int64_t> v) {
+  if (v)
+    put_int8(data_, *v);
+  else
+    put_null(data_);
+}
+
+void pg_copy_rows::add(double v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  put_be(data_, 8, 4);
+  put_be(data_, bits, 8);
+}
+
+void pg_copy_rows::add(std::optional<std::string_view> v) {
+  if (v)
+    put_bytes(data_, *v);
+  else
+    put_null(data_);
+}
+
+const std::string& pg_copy_rows::finish() {
+  put_be(data_, 0xffff, 2);  // -1 fields: the end
+  return data_;
+}
+
+status pg_db::copy_in(const char* copy_sql, pg_copy_rows& rows) {
+  if (auto st = ready_to_exec(); !st)
+    return st;
+  PGresult* r = PQexec(conn_, copy_sql);
+  if (r == nullptr || PQresultStatus(r) != PGRES_COPY_IN) {
+    auto st = error_status(r, "starting COPY");
+    PQclear(r);
+    return st;
+  }
+  PQclear(r);
+  const auto& data = rows.finish();
+  status st;
+  // In pieces: PQputCopyData takes an int.
+  constexpr size_t piece = size_t{1} << 20;
+  for (size_t at = 0; st && at < data.size(); at += piece) {
+    auto n = std::min(piece, data.size() - at);
+    if (PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) != 1)
+      st = error_status(nullptr, "sending COPY data");
+  }
+  if (PQputCopyEnd(conn_, st ? nullptr : "ergon stopped sending") != 1 && st)
+    st = error_status(nullptr, "ending COPY");
+  while (PGresult* res = PQgetResult(conn_)) {
+    if (st && PQresultStatus(res) != PGRES_COMMAND_OK)
+      st = error_status(res, "");
+    else if (st)
+      changes_ = std::atoll(PQcmdTuples(res));
+    PQclear(res);
+  }
   if (PQtransactionStatus(conn_) == PQTRANS_IDLE)
     in_write_ = false;
   return st;

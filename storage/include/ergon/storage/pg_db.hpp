@@ -52,6 +52,27 @@ bool names_postgres(std::string_view location) noexcept;
 
 class pg_db;
 
+/// Rows in COPY's binary format, for pg_db::copy_in: each row is
+/// begin_row(fields) and then that many fields, in the column list's order
+/// and with the columns' own types (bigint, double precision, text, bytea).
+class pg_copy_rows {
+ public:
+  pg_copy_rows();
+  void begin_row(int16_t fields);
+  void add(int64_t v);
+  void add(std::optional<int64_t> v);
+  void add(double v);
+  /// text or bytea, as they are; nullopt: NULL.
+  void add(std::optional<std::string_view> v);
+  /// The rows with COPY's trailer.
+  const std::string& finish();
+  size_t rows() const noexcept { return rows_; }
+
+ private:
+  std::string data_;
+  size_t rows_ = 0;
+};
+
 /// A prepared PostgreSQL statement. After a reconnect it prepares itself
 /// again on the new session before it runs.
 class pg_stmt final : public stmt {
@@ -134,6 +155,9 @@ class pg_db final : public db {
   using db::prepare;
   result<stmt*> prepare(const char* sql) override;
   status exec(const char* sql) override;
+  /// Runs `copy_sql` (COPY … FROM STDIN (FORMAT binary)) with the rows of
+  /// `rows`, in the transaction under way. changes() is the rows copied.
+  status copy_in(const char* copy_sql, pg_copy_rows& rows);
   /// Sends `s` in pipeline mode with whatever follows it (db::send).
   status send(stmt& s) override;
   status begin_write() override;
@@ -191,6 +215,9 @@ class pg_db final : public db {
     const char* what;  // for messages
   };
   status start_pipeline();
+  /// What a command that waits for its answer needs first: the pipeline
+  /// read, and a lost session replaced.
+  status ready_to_exec();
   /// Sends `sql` with text results; a fence goes as the statement that
   /// prepare_fence() made.
   status send_text(const char* sql, unread_kind kind);
