@@ -264,8 +264,9 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
       return st;
     out.added.push_back(std::move(k));
   }
-  // A few rows go one statement each: the array statement costs more to
-  // run than it saves in round trips below about a dozen.
+  // A few rows go one statement each: a batch statement (COPY, and the
+  // array INSERT before it) costs more to start than it saves in round
+  // trips below about a dozen.
   if (batched.size() >= min_copy_rows) {
     if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched); !st)
       return st;

@@ -367,37 +367,6 @@ void pg_stmt::bind_ints(int i, const std::vector<int64_t>& v) {
                              [&](std::string& out, size_t k) { put_int8(out, v[k]); });
 }
 
-void pg_stmt::bind_ints(int i, const std::vector<std::optional<int64_t>>& v) {
-  slot(i).own = binary_array(int8_oid, v.size(), [&](std::string& out, size_t k) {
-    if (v[k])
-      put_int8(out, *v[k]);
-    else
-      put_null(out);
-  });
-}
-
-void pg_stmt::bind_doubles(int i, const std::vector<double>& v) {
-  slot(i).own = binary_array(float8_oid, v.size(), [&](std::string& out, size_t k) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, &v[k], sizeof(bits));
-    put_be(out, 8, 4);
-    put_be(out, bits, 8);
-  });
-}
-
-void pg_stmt::bind_texts(int i, const std::vector<std::optional<std::string_view>>& v) {
-  slot(i).own = binary_array(text_oid, v.size(), [&](std::string& out, size_t k) {
-    if (v[k])
-      put_bytes(out, *v[k]);
-    else
-      put_null(out);
-  });
-}
-
-void pg_stmt::bind_blobs(int i, const std::vector<std::string_view>& v) {
-  slot(i).own = binary_array(bytea_oid, v.size(),
-                             [&](std::string& out, size_t k) { put_bytes(out, v[k]); });
-}
 
 void pg_stmt::bind_blobs(int i, const std::vector<std::optional<std::string_view>>& v) {
   slot(i).own = binary_array(bytea_oid, v.size(), [&](std::string& out, size_t k) {

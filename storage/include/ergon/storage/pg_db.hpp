@@ -89,13 +89,9 @@ class pg_stmt final : public stmt {
   void bind_text_static(int i, std::string_view v) override;
   void bind_blob_static(int i, std::string_view v) override;
   /// Arrays, for statements that take a whole batch in one parameter
-  /// (`unnest`): an int8[], text[] or bytea[] parameter.
-  /// Unset elements are NULL.
+  /// (`id = ANY(…)`): an int8[] or bytea[] parameter. Unset elements are
+  /// NULL.
   void bind_ints(int i, const std::vector<int64_t>& v);
-  void bind_ints(int i, const std::vector<std::optional<int64_t>>& v);
-  void bind_doubles(int i, const std::vector<double>& v);
-  void bind_texts(int i, const std::vector<std::optional<std::string_view>>& v);
-  void bind_blobs(int i, const std::vector<std::string_view>& v);
   void bind_blobs(int i, const std::vector<std::optional<std::string_view>>& v);
   bool step() override;
   int64_t column_int(int i) const override;
