@@ -1,6 +1,5 @@
 #include "ergon/storage/op/finish_attempts.hpp"
 
-#include <algorithm>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -142,20 +141,18 @@ status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t f
                             int64_t now_ms, finish_attempts_result& out) {
   std::vector<int64_t> rows, tokens;
   std::vector<std::optional<std::string_view>> results;
+  std::vector<attempt_ref> attempts;
+  std::unordered_map<int64_t, size_t> place;  // row -> index in the run
+  bool no_results = true;
   for (size_t i = from; i < to; ++i) {
     const auto& r = args.reports[i];
+    place.emplace(r.row, rows.size());
     rows.push_back(r.row);
     tokens.push_back(r.token);
+    attempts.push_back({r.row, r.token});
+    no_results = no_results && r.text.empty();
     results.push_back(r.text.empty() ? std::nullopt : std::optional<std::string_view>{r.text});
   }
-  std::unordered_map<int64_t, size_t> place;  // row -> index in the run
-  std::vector<attempt_ref> attempts;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    place.emplace(rows[k], k);
-    attempts.push_back({rows[k], tokens[k]});
-  }
-  bool no_results = std::none_of(results.begin(), results.end(),
-                                 [](const auto& r) { return r.has_value(); });
   auto base = no_results ? shared_token_base(attempts) : std::nullopt;
   auto s = d.prepare(base ? complete_batch_of_base : complete_batch);
   if (!s)
