@@ -18,4 +18,7 @@ namespace ergon::storage {
 /// either must lower the mark.
 result<int64_t> advance_low_mark(db& d, int64_t max_rows);
 
+/// Its statement (?1 max_rows), for the plan check in test-storage.
+const char* advance_low_mark_sql() noexcept;
+
 }  // namespace ergon::storage
