@@ -1091,6 +1091,73 @@ BOOST_AUTO_TEST_CASE(committing_a_failed_transaction_is_an_error) {
   BOOST_TEST(!d->in_transaction());
 }
 
+// Statement texts for the cases below: the statement cache is keyed by the
+// text's address.
+constexpr const char* sent_ahead_sql =
+  "SELECT x * 2 FROM generate_series(1, CAST(?1 AS bigint)) AS x";
+constexpr const char* failing_ahead_sql = "SELECT 1 / (CAST(?1 AS bigint) - ?1)";
+constexpr const char* count_jobs_sql = "SELECT count(*) FROM jobs";
+
+// A statement sent for its rows comes back with the next statement that
+// is read, in the same round trip, and step() then reads its rows.
+BOOST_AUTO_TEST_CASE(rows_sent_ahead_come_back_with_the_next_statement_read) {
+  auto d = open_migrated("");
+  auto& pg = static_cast<pg_db&>(*d);
+  // Prepared first: preparing waits for its answer, which reads the pipeline.
+  auto next = d->prepare(count_jobs_sql);
+  BOOST_REQUIRE(next.has_value());
+  BOOST_REQUIRE(d->begin_write().ok());
+  auto ahead = d->prepare(sent_ahead_sql);
+  BOOST_REQUIRE(ahead.has_value());
+  (*ahead)->bind(1, int64_t{3});
+  BOOST_REQUIRE(pg.send_for_rows(static_cast<pg_stmt&>(**ahead)).ok());
+  BOOST_TEST(PQpipelineStatus(pg.raw()) == PQ_PIPELINE_ON);
+  BOOST_REQUIRE((*next)->step());
+  BOOST_TEST((*next)->column_int(0) == 0);
+  // Read already: nothing is pending any more, and the rows are there.
+  BOOST_TEST(PQpipelineStatus(pg.raw()) == PQ_PIPELINE_OFF);
+  std::vector<int64_t> rows;
+  while ((*ahead)->step())
+    rows.push_back((*ahead)->column_int(0));
+  BOOST_REQUIRE((*ahead)->step_status().ok());
+  BOOST_TEST(rows == (std::vector<int64_t>{2, 4, 6}), "rows");
+  // Alone, its own first step() reads it.
+  (*ahead)->reset();
+  (*ahead)->bind(1, int64_t{1});
+  BOOST_REQUIRE(pg.send_for_rows(static_cast<pg_stmt&>(**ahead)).ok());
+  BOOST_REQUIRE((*ahead)->step());
+  BOOST_TEST((*ahead)->column_int(0) == 2);
+  BOOST_TEST(!(*ahead)->step());
+  // Reset before it came back: it is forgotten, and the transaction goes on.
+  (*ahead)->reset();
+  BOOST_REQUIRE(pg.send_for_rows(static_cast<pg_stmt&>(**ahead)).ok());
+  (*ahead)->reset();
+  BOOST_TEST(d->commit().ok());
+}
+
+// Its failure rolls the whole transaction back: the statement read after it
+// fails with it, and so does its own step().
+BOOST_AUTO_TEST_CASE(a_statement_sent_for_its_rows_that_fails_ends_the_transaction) {
+  auto d = open_migrated("");
+  auto& pg = static_cast<pg_db&>(*d);
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(insert_jobs(*d, insert_jobs_args{{simple_job()}, 0, 7}, t0).has_value());
+  auto next = d->prepare(count_jobs_sql);
+  BOOST_REQUIRE(next.has_value());
+  auto ahead = d->prepare(failing_ahead_sql);
+  BOOST_REQUIRE(ahead.has_value());
+  (*ahead)->bind(1, int64_t{5});
+  BOOST_REQUIRE(pg.send_for_rows(static_cast<pg_stmt&>(**ahead)).ok());
+  BOOST_TEST(!(*next)->step());
+  BOOST_TEST((*next)->step_status().message().find("division by zero") != std::string::npos,
+             (*next)->step_status().message());
+  BOOST_TEST(!d->in_transaction());
+  BOOST_TEST(!(*ahead)->step());
+  BOOST_TEST((*ahead)->step_status().message().find("division by zero") != std::string::npos,
+             (*ahead)->step_status().message());
+  BOOST_TEST(engine_probe(*d, "").number("", "SELECT count(*) FROM jobs") == 0);
+}
+
 // A role that owns its schema and may not create schemas opens the queue;
 // one that may not create the schema it names gets read_only, naming why.
 BOOST_AUTO_TEST_CASE(a_role_that_owns_its_schema_needs_no_create_on_the_database) {

@@ -462,3 +462,123 @@ BOOST_AUTO_TEST_CASE(an_offer_goes_back_when_its_transaction_makes_two_fitting_j
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- a worker's batch ------------------------------------------------------------------
+
+namespace {
+
+// Makes claiming a job of type "poison" fail, after the claim's other rows.
+void poison_claims(const std::string& location) {
+  engine_probe{location}.exec(
+    "CREATE TRIGGER reject_claim BEFORE UPDATE ON jobs WHEN NEW.type = 'poison' "
+    "AND NEW.status = 1 BEGIN SELECT RAISE(ABORT, 'claim poisoned'); END;",
+    "CREATE FUNCTION reject_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF NEW.type = 'poison' AND NEW.status = 1 THEN RAISE EXCEPTION 'claim poisoned'; "
+    "END IF; RETURN NEW; END $$;"
+    "CREATE TRIGGER reject_claim BEFORE UPDATE ON jobs FOR EACH ROW "
+    "EXECUTE FUNCTION reject_claim()");
+}
+
+struct worker_batch_fixture : offer_fixture {
+  // Sends worker 7's batch and returns the writer's answer.
+  actors::assign_jobs run(actors::worker_writes w) {
+    w.worker_id = 7;
+    caf::anon_send(writer, actors::worker_batch{*worker, std::move(w)});
+    actors::assign_jobs answer;
+    bool answered = false;
+    (*worker)->receive(
+      [&](actors::assign_jobs& a) {
+        answer = std::move(a);
+        answered = true;
+      },
+      caf::after(std::chrono::seconds(30)) >> [] {});
+    BOOST_REQUIRE(answered);
+    return answer;
+  }
+
+  // The rows of new jobs, in the order submitted.
+  std::vector<int64_t> submit_rows(std::vector<job> jobs) {
+    BOOST_REQUIRE(send_submit(std::move(jobs)).wait().has_value());
+    std::vector<int64_t> rows;
+    for (auto& f : fed())
+      for (auto& k : f.added)
+        rows.push_back(k.row);
+    return rows;
+  }
+
+  std::string statuses() {
+    return engine_probe{location}.text(
+      "SELECT group_concat(status, ',') FROM (SELECT status FROM jobs ORDER BY id)",
+      "SELECT string_agg(status::text, ',' ORDER BY id) FROM jobs");
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(worker_batches, worker_batch_fixture)
+
+// A worker's outcomes and its next claims commit together, and the answer
+// carries both: the acks and the jobs.
+BOOST_AUTO_TEST_CASE(a_worker_batch_records_outcomes_and_claims_in_one_commit) {
+  auto rows = submit_rows({make(), make()});
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  auto first = run({0, {}, {}, {{rows[0], 11}}, false});
+  BOOST_REQUIRE_EQUAL(first.jobs.size(), 1u);
+  BOOST_TEST(first.jobs[0].token == 11);
+  fed();
+  auto second = run({0, {{rows[0], 11, storage::report_kind::succeeded, ""}}, {}, {{rows[1], 12}},
+                     true});
+  BOOST_REQUIRE_EQUAL(second.acks.size(), 1u);
+  BOOST_TEST(second.acks[0].code == 0, second.acks[0].message);
+  BOOST_REQUIRE_EQUAL(second.jobs.size(), 1u);
+  BOOST_TEST(second.jobs[0].row == rows[1]);
+  BOOST_TEST(statuses() == "2,1");
+  auto f = fed();
+  BOOST_REQUIRE_EQUAL(f.size(), 1u);
+  BOOST_TEST(f[0].ended.size() == 1u);
+  BOOST_REQUIRE_EQUAL(f[0].claims.size(), 1u);
+  BOOST_TEST(f[0].claims[0].worker_id == 7u);
+}
+
+// On PostgreSQL the claims come back with the outcomes' statement, so a
+// claim that fails ends the whole transaction: the outcomes are not
+// acknowledged and nothing is written (the worker reports them again).
+// SQLite claims in a savepoint of its own: the outcomes stand. Either way
+// the dispatcher hears that the claim failed, and the job stays pending.
+BOOST_AUTO_TEST_CASE(a_claim_that_fails_beside_outcomes_reaches_the_dispatcher) {
+  auto rows = submit_rows({make(), make("poison")});
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_REQUIRE_EQUAL(run({0, {}, {}, {{rows[0], 11}}, false}).jobs.size(), 1u);
+  fed();
+  poison_claims(location);
+  actors::worker_writes w{0, {{rows[0], 11, storage::report_kind::succeeded, ""}}, {},
+                          {{rows[1], 12}}, true};
+  auto answer = run(w);
+  BOOST_TEST(answer.jobs.empty());
+  BOOST_REQUIRE_EQUAL(answer.acks.size(), 1u);
+  bool whole = storage::names_postgres(location);
+  if (whole)
+    BOOST_TEST(answer.acks[0].message.find("claim poisoned") != std::string::npos,
+               answer.acks[0].message);
+  else
+    BOOST_TEST(answer.acks[0].code == 0, answer.acks[0].message);
+  BOOST_TEST(statuses() == (whole ? "1,0" : "2,0"));
+  bool heard = false;
+  for (auto& f : fed())
+    for (auto& failed : f.failed)
+      if (failed.worker_id == 7 && failed.claim_rows == std::vector<int64_t>{rows[1]}) {
+        heard = true;
+        BOOST_TEST(failed.why.message().find("claim poisoned") != std::string::npos,
+                   failed.why.message());
+      }
+  BOOST_TEST(heard);
+  // The writer goes on: the outcome, reported again, commits.
+  auto again = run({0, {{rows[0], 11, storage::report_kind::succeeded, ""}}, {}, {}, true});
+  BOOST_REQUIRE_EQUAL(again.acks.size(), 1u);
+  BOOST_TEST(again.acks[0].code == (whole ? 0 : static_cast<uint8_t>(error::stale_attempt)),
+             again.acks[0].message);
+  BOOST_TEST(statuses() == "2,0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+

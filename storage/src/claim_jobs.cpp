@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/times.hpp"
@@ -48,14 +49,13 @@ constexpr const char* claim_batch =
   ERGON_CLAIM_BATCH("(CAST(?2 AS bigint[]))[array_position(CAST(?1 AS bigint[]), id)]");
 constexpr const char* claim_batch_of_base = ERGON_CLAIM_BATCH("(CAST(?2 AS bigint) # id)");
 
-result<claim_jobs_result> claim_on_postgres(pg_db& d, const claim_jobs_args& args,
-                                            int64_t now_ms) {
+// Binds the batch's claim: `q` is then run by step(), or sent ahead by
+// start_claim.
+result<stmt*> bind_claim(pg_db& d, const claim_jobs_args& args, int64_t now_ms) {
   std::vector<int64_t> rows, tokens;
-  std::unordered_map<int64_t, size_t> place;  // row -> index in args.claims
   rows.reserve(args.claims.size());
   tokens.reserve(args.claims.size());
   for (auto& c : args.claims) {
-    place.emplace(c.row, rows.size());
     rows.push_back(c.row);
     tokens.push_back(c.token);
   }
@@ -70,6 +70,14 @@ result<claim_jobs_result> claim_on_postgres(pg_db& d, const claim_jobs_args& arg
   else
     q.bind_ints(2, tokens);
   q.bind(3, now_ms);
+  return &q;
+}
+
+// The claimed rows of `q`, in the order asked for, as on SQLite.
+result<claim_jobs_result> read_claim(stmt& q, const claim_jobs_args& args, int64_t now_ms) {
+  std::unordered_map<int64_t, size_t> place;  // row -> index in args.claims
+  for (size_t k = 0; k < args.claims.size(); ++k)
+    place.emplace(args.claims[k].row, k);
   std::vector<std::optional<claimed_job>> taken(args.claims.size());
   while (q.step()) {
     claimed_job j;
@@ -83,7 +91,6 @@ result<claim_jobs_result> claim_on_postgres(pg_db& d, const claim_jobs_args& arg
   }
   if (!q.step_status())
     return q.step_status();
-  // In the order asked for, as on SQLite; the rest were missed.
   claim_jobs_result out;
   out.claimed.reserve(args.claims.size());
   for (size_t k = 0; k < args.claims.size(); ++k) {
@@ -95,25 +102,8 @@ result<claim_jobs_result> claim_on_postgres(pg_db& d, const claim_jobs_args& arg
   return out;
 }
 
-}  // namespace
-
-std::optional<int64_t> shared_token_base(const std::vector<attempt_ref>& attempts) {
-  if (attempts.empty())
-    return std::nullopt;
-  int64_t base = attempts.front().token ^ attempts.front().row;
-  for (auto& a : attempts)
-    if ((a.token ^ a.row) != base)
-      return std::nullopt;
-  return base;
-}
-
-const char* claim_batch_sql(bool of_base) noexcept {
-  return of_base ? claim_batch_of_base : claim_batch;
-}
-
-result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms) {
-  if (d.engine() == engine::postgres)
-    return claim_on_postgres(static_cast<pg_db&>(d), args, now_ms);
+// SQLite: each row read, then written by id.
+result<claim_jobs_result> claim_rows(db& d, const claim_jobs_args& args, int64_t now_ms) {
   auto read = d.prepare(read_claimable);
   if (!read)
     return read.error();
@@ -153,6 +143,59 @@ result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t
     out.claimed.push_back(std::move(j));
   }
   return out;
+}
+
+}  // namespace
+
+std::optional<int64_t> shared_token_base(const std::vector<attempt_ref>& attempts) {
+  if (attempts.empty())
+    return std::nullopt;
+  int64_t base = attempts.front().token ^ attempts.front().row;
+  for (auto& a : attempts)
+    if ((a.token ^ a.row) != base)
+      return std::nullopt;
+  return base;
+}
+
+const char* claim_batch_sql(bool of_base) noexcept {
+  return of_base ? claim_batch_of_base : claim_batch;
+}
+
+result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms) {
+  if (d.engine() != engine::postgres)
+    return claim_rows(d, args, now_ms);
+  auto q = bind_claim(static_cast<pg_db&>(d), args, now_ms);
+  if (!q)
+    return q.error();
+  return read_claim(**q, args, now_ms);
+}
+
+result<started_claim> start_claim(db& d, claim_jobs_args args, int64_t now_ms) {
+  started_claim c;
+  c.now_ms = now_ms;
+  if (d.engine() != engine::postgres) {
+    auto done = claim_rows(d, args, now_ms);
+    if (!done)
+      return done.error();
+    c.claimed = std::move(*done);
+  } else {
+    auto& pg = static_cast<pg_db&>(d);
+    auto q = bind_claim(pg, args, now_ms);
+    if (!q)
+      return q.error();
+    if (auto st = pg.send_for_rows(static_cast<pg_stmt&>(**q)); !st)
+      return st;
+    c.sent = *q;
+  }
+  c.args = std::move(args);
+  return c;
+}
+
+result<claim_jobs_result> finish_claim(started_claim& c) {
+  if (c.sent == nullptr)
+    return std::move(c.claimed);
+  auto q = std::exchange(c.sent, nullptr);
+  return read_claim(*q, c.args, c.now_ms);
 }
 
 }  // namespace ergon::storage

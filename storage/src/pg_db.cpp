@@ -173,6 +173,8 @@ pg_stmt::pg_stmt(pg_db& owner, const char* sql, std::string text, std::string na
     : db_(owner), sql_(sql), text_(std::move(text)), name_(std::move(name)) {}
 
 pg_stmt::~pg_stmt() {
+  if (awaiting_)
+    db_.forget_rows(*this);
   if (res_ != nullptr)
     PQclear(res_);
 }
@@ -384,6 +386,9 @@ void pg_stmt::clear() {
 }
 
 void pg_stmt::reset() {
+  if (awaiting_)
+    db_.forget_rows(*this);
+  unread_rows_ = false;
   if (res_ != nullptr)
     PQclear(res_);
   res_ = nullptr;
@@ -444,7 +449,15 @@ bool pg_stmt::send_prepared() {
 }
 
 bool pg_stmt::step() {
-  if (!ran_) {
+  if (awaiting_)
+    (void)db_.read_pipeline();  // settles this statement too, with its status
+  if (unread_rows_) {
+    unread_rows_ = false;
+    if (!status_.ok())
+      return false;
+    if (!take_result())
+      return false;
+  } else if (!ran_) {
     ran_ = true;
     if (auto st = ready_to_run(); !st) {
       status_ = st;
@@ -469,22 +482,28 @@ bool pg_stmt::step() {
       res_ = PQexecPrepared(db_.conn_, name_.c_str(), static_cast<int>(params_.size()),
                             w.values.data(), w.lengths.data(), w.formats.data(), 1);
     }
-    auto rs = res_ != nullptr ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
-    int64_t changed = 0;
-    if (rs == PGRES_TUPLES_OK) {
-      rows_ = PQntuples(res_);
-      changed = rows_;
-    } else if (rs == PGRES_COMMAND_OK) {
-      changed = std::atoll(PQcmdTuples(res_));
-    } else {
-      status_ = db_.error_status(res_, "");
-      PQclear(res_);
-      res_ = nullptr;
+    if (!take_result())
       return false;
-    }
-    db_.note_changes(changed);
   }
   return ++row_ < rows_;
+}
+
+bool pg_stmt::take_result() {
+  auto rs = res_ != nullptr ? PQresultStatus(res_) : PGRES_FATAL_ERROR;
+  int64_t changed = 0;
+  if (rs == PGRES_TUPLES_OK) {
+    rows_ = PQntuples(res_);
+    changed = rows_;
+  } else if (rs == PGRES_COMMAND_OK) {
+    changed = std::atoll(PQcmdTuples(res_));
+  } else {
+    status_ = db_.error_status(res_, "");
+    PQclear(res_);
+    res_ = nullptr;
+    return false;
+  }
+  db_.note_changes(changed);
+  return true;
 }
 
 const char* pg_stmt::value(int i, int& length) const {
@@ -655,7 +674,34 @@ status pg_db::reconnect_if_lost() {
 void pg_db::forget_session() noexcept {
   ++session_;  // statements prepare themselves again
   pipelined_ = false;  // PQreset left pipeline mode
+  settle_rows({error::unreachable, location_ + ": the session ended before the rows came"});
   unread_.clear();
+}
+
+void pg_db::settle_rows(const status& failed) noexcept {
+  for (auto& u : unread_) {
+    if (u.stmt == nullptr)
+      continue;
+    auto& s = *u.stmt;
+    u.stmt = nullptr;
+    s.awaiting_ = false;
+    s.unread_rows_ = true;
+    if (!failed.ok()) {
+      if (s.res_ != nullptr)
+        PQclear(s.res_);
+      s.res_ = nullptr;
+      s.status_ = failed;
+    } else if (s.res_ == nullptr) {
+      s.status_ = {error::internal, location_ + ": no result came for " + u.what};
+    }
+  }
+}
+
+void pg_db::forget_rows(pg_stmt& s) noexcept {
+  for (auto& u : unread_)
+    if (u.stmt == &s)
+      u.stmt = nullptr;
+  s.awaiting_ = false;
 }
 
 bool pg_db::fence_unread() const noexcept {
@@ -876,6 +922,16 @@ status pg_db::send(stmt& s) {
   return {};
 }
 
+status pg_db::send_for_rows(pg_stmt& q) {
+  if (auto st = send(q); !st)
+    return st;
+  unread_.back().kind = unread_kind::rows;
+  unread_.back().stmt = &q;
+  q.ran_ = true;
+  q.awaiting_ = true;
+  return {};
+}
+
 status pg_db::read_pipeline(PGresult** last) {
   status failed;  // the first failure that is not the caller's
   if (PQpipelineSync(conn_) == 0)
@@ -899,6 +955,9 @@ status pg_db::read_pipeline(PGresult** last) {
           failed = error_status(got, std::string{"running "} + unread_[k].what);
       } else if (unread_[k].kind == unread_kind::fence && failed) {
         failed = check_fence(got);
+      } else if (unread_[k].stmt != nullptr) {
+        unread_[k].stmt->res_ = got;  // its rows, for step()
+        got = nullptr;
       }
       PQclear(got);
     }
@@ -918,9 +977,11 @@ status pg_db::read_pipeline(PGresult** last) {
       if (failed)
         failed = {error::unreachable, location_ + ": the session is out of step with the "
                                         "server: " + result_message(nullptr, conn_)};
+      settle_rows(failed);
       drop_session();
     }
   }
+  settle_rows(failed);
   unread_.clear();
   // A lost connection leaves pipeline mode when it is reset.
   pipelined_ = PQstatus(conn_) != CONNECTION_BAD && PQpipelineStatus(conn_) != PQ_PIPELINE_OFF;

@@ -504,18 +504,26 @@ class writer {
 
   // -- requests from the dispatcher -----------------------------------------------------
 
+  // The claims go first: on PostgreSQL their rows come back with the
+  // outcomes' statement, in one round trip.
   void on_worker_batch(worker_batch& b) {
     auto& w = b.writes;
     assign_jobs out;
     out.answers_report = w.answers_report;
+    std::optional<claims_under_way> claims;
+    if (!w.claims.empty())
+      claims = start_claims(w);
     if (!w.outcomes.empty())
       out.acks = record_outcomes(w.outcomes);
     if (!w.released.empty())
       release(w.released);
-    if (!w.claims.empty())
-      claim(w, out);
+    status lost;
+    if (claims)
+      lost = finish_claims(*claims, out);
     if (out.answers_report || !out.jobs.empty())
       release_.assign(std::move(b.worker), std::move(out));
+    if (!lost)
+      abort_batch(lost);  // after the answer joined the batch: its acks fail too
   }
 
   // -- the standing offer (job_offer) -------------------------------------------------
@@ -653,27 +661,53 @@ class writer {
       });
   }
 
-  void claim(worker_writes& b, assign_jobs& out) {
-    storage::claim_jobs_args args{std::move(b.claims)};
-    auto r = in_request<storage::claim_jobs_result>(
-      [&] { return storage::claim_jobs(*cfg_.db, args, cfg_.clock->now_ms()); },
-      [&](storage::claim_jobs_result& claimed) {
-        for (auto& j : claimed.claimed) {
-          release_.counts().move(j.key.type, j.key.group, job_status::pending, job_status::running);
-          out.jobs.push_back(assignment_of(j));
-          j.payload.clear();  // the dispatcher doesn't need it
-        }
-        release_.feed().claims.push_back({b.worker_id, std::move(claimed.claimed),
-                                std::move(claimed.missed)});
-      });
+  // A worker's claims between start_claims and finish_claims.
+  struct claims_under_way {
+    storage::started_claim claim;
+    uint64_t worker_id = 0;
+    std::shared_ptr<status> read;  // how reading them went, for after_commit
+  };
+
+  // A claim that fails (at its start or when read) wrote nothing: the
+  // dispatcher hears of it after the transaction.
+  std::optional<claims_under_way> start_claims(worker_writes& b) {
     std::vector<int64_t> rows;
-    for (auto& claim : args.claims)
+    for (auto& claim : b.claims)
       rows.push_back(claim.row);
-    after_commit([this, ok = r.has_value(), err = r.error(), wid = b.worker_id,
-                  rows = std::move(rows)](const status& commit) mutable {
-      if (!ok || !commit)
-        fail_to_listener({wid, std::move(rows), {}, {}, ok ? commit : err});
+    auto read = std::make_shared<status>();
+    auto r = in_request<storage::started_claim>(
+      [&] {
+        return storage::start_claim(*cfg_.db, {std::move(b.claims)}, cfg_.clock->now_ms());
+      },
+      [](storage::started_claim&) {});
+    if (!r)
+      *read = r.error();
+    after_commit([this, read, wid = b.worker_id, rows = std::move(rows)](
+                   const status& commit) mutable {
+      if (!*read || !commit)
+        fail_to_listener({wid, std::move(rows), {}, {}, *read ? commit : *read});
     });
+    if (!r)
+      return std::nullopt;
+    return claims_under_way{std::move(*r), b.worker_id, std::move(read)};
+  }
+
+  // Returns why the transaction was lost, if reading the claims found that
+  // and nothing before had.
+  status finish_claims(claims_under_way& c, assign_jobs& out) {
+    auto claimed = storage::finish_claim(c.claim);
+    if (!claimed) {
+      *c.read = claimed.error();
+      return open_ && !cfg_.db->in_transaction() ? claimed.error() : status{};
+    }
+    for (auto& j : claimed->claimed) {
+      release_.counts().move(j.key.type, j.key.group, job_status::pending, job_status::running);
+      out.jobs.push_back(assignment_of(j));
+      j.payload.clear();  // the dispatcher doesn't need it
+    }
+    release_.feed().claims.push_back(
+      {c.worker_id, std::move(claimed->claimed), std::move(claimed->missed)});
+    return {};
   }
 
   void on_expire(expire_batch& e) {

@@ -117,6 +117,8 @@ class pg_stmt final : public stmt {
   status ready_to_run();
   wire_form wire() const;
   bool send_prepared();
+  /// Reads the result that run() or the pipeline left in res_.
+  bool take_result();
   param& slot(int i);
   unsigned type_of(int i) const;
   void put_text_form(int i, std::string value);
@@ -133,6 +135,8 @@ class pg_stmt final : public stmt {
   int row_ = -1;
   int rows_ = 0;
   bool ran_ = false;
+  bool awaiting_ = false;  // sent by pg_db::send_for_rows, its result not read yet
+  bool unread_rows_ = false;  // its result came with the pipeline; step() takes it
 };
 
 /// An open PostgreSQL session.
@@ -156,6 +160,12 @@ class pg_db final : public db {
   status copy_in(const char* copy_sql, pg_copy_rows& rows);
   /// Sends `s` in pipeline mode with whatever follows it (db::send).
   status send(stmt& s) override;
+  /// Sends `s` in pipeline mode and leaves its rows to step(): they come
+  /// back with the next statement that is read, in the same round trip, or
+  /// at its first step(). As with send(), a failure of `s` or of anything
+  /// sent with it rolls the whole transaction back; step() then fails with
+  /// it.
+  status send_for_rows(pg_stmt& s);
   status begin_write() override;
   /// Fails (internal) if the transaction had failed: PostgreSQL then rolls
   /// it back and still answers COMMIT without an error.
@@ -205,10 +215,11 @@ class pg_db final : public db {
 
   // Pipelining (libpq's pipeline mode): commands whose results nobody waits
   // for go out with the next one that is read, in one round trip.
-  enum class unread_kind { effect, fence };
+  enum class unread_kind { effect, fence, rows };
   struct unread {
     unread_kind kind;
     const char* what;  // for messages
+    pg_stmt* stmt = nullptr;  // rows: whose they are (null once it was reset)
   };
   status start_pipeline();
   /// What a command that waits for its answer needs first: the pipeline
@@ -225,6 +236,10 @@ class pg_db final : public db {
   /// handle. Any other failure (or a fence that does not hold) rolls the
   /// whole transaction back and is returned.
   status read_pipeline(pg_result** last = nullptr);
+  /// Gives each statement that waits for its rows its result, or `failed`.
+  void settle_rows(const status& failed) noexcept;
+  /// Stops waiting for `s`'s rows (it was reset).
+  void forget_rows(pg_stmt& s) noexcept;
   /// Starts a new session: the old one's state is unknown.
   void drop_session() noexcept;
   /// What a new session no longer has: prepared statements, the pipeline.

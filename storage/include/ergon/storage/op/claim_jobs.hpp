@@ -37,4 +37,21 @@ const char* claim_batch_sql(bool of_base = false) noexcept;
 /// and expires_at = now + timeout. Only jobs still pending and due are taken.
 result<claim_jobs_result> claim_jobs(db& d, const claim_jobs_args& args, int64_t now_ms);
 
+/// A claim under way (start_claim).
+struct started_claim {
+  claim_jobs_args args;
+  int64_t now_ms = 0;
+  stmt* sent = nullptr;         // PostgreSQL: the claim, its rows not read yet
+  claim_jobs_result claimed;    // SQLite: the claim, done
+};
+
+/// claim_jobs in two steps, so that the claim shares a round trip with
+/// what follows it: PostgreSQL sends it now, and its rows come back with
+/// the next statement that is read (pg_db::send_for_rows); SQLite claims
+/// at once. Errors at start as claim_jobs's. On PostgreSQL, a failure that
+/// comes with the rows has rolled the whole transaction back, and
+/// finish_claim returns it; nothing else may read `c`'s statement before.
+result<started_claim> start_claim(db& d, claim_jobs_args args, int64_t now_ms);
+result<claim_jobs_result> finish_claim(started_claim& c);
+
 }  // namespace ergon::storage
