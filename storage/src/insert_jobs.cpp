@@ -37,8 +37,8 @@ status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_
   auto text = [](const std::optional<std::string>& v) {
     return v ? std::optional<std::string_view>{*v} : std::nullopt;
   };
-  pg_copy_rows out;
-  for (auto& [j, key] : rows) {
+  return d.copy_in(copy_jobs, rows.size(), [&](pg_copy_rows& out, size_t k) {
+    auto& [j, key] = rows[k];
     std::optional<std::string_view> recurring;
     if (!key.recurring_id.empty())
       recurring = key.recurring_id;
@@ -71,8 +71,7 @@ status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_
     out.add(j->expected_io ? std::optional<int64_t>{j->expected_io->write_bytes} : std::nullopt);
     out.add(int64_t{0});  // pending
     out.add(recurring);   // unfinished_instance_of
-  }
-  return d.copy_in(copy_jobs, out);
+  });
 }
 
 // Prefixes a failure with the job's position in a batch.

@@ -748,15 +748,8 @@ status pg_db::exec(const char* sql) {
   return st;
 }
 
-pg_copy_rows::pg_copy_rows() {
-  data_.append("PGCOPY\n\377\r\n\0", 11);
-  put_be(data_, 0, 4);  // flags
-  put_be(data_, 0, 4);  // no header extension
-}
-
 void pg_copy_rows::begin_row(int16_t fields) {
   put_be(data_, static_cast<uint16_t>(fields), 2);
-  ++rows_;
 }
 
 void pg_copy_rows::add(int64_t v) {
@@ -784,12 +777,8 @@ void pg_copy_rows::add(std::optional<std::string_view> v) {
     put_null(data_);
 }
 
-const std::string& pg_copy_rows::finish() {
-  put_be(data_, 0xffff, 2);  // -1 fields: the end
-  return data_;
-}
-
-status pg_db::copy_in(const char* copy_sql, pg_copy_rows& rows) {
+status pg_db::copy_in(const char* copy_sql, size_t count,
+                      const std::function<void(pg_copy_rows&, size_t)>& add_row) {
   if (auto st = ready_to_exec(); !st)
     return st;
   PGresult* r = PQexec(conn_, copy_sql);
@@ -799,15 +788,31 @@ status pg_db::copy_in(const char* copy_sql, pg_copy_rows& rows) {
     return st;
   }
   PQclear(r);
-  const auto& data = rows.finish();
   status st;
-  // In pieces: PQputCopyData takes an int.
-  constexpr size_t piece = size_t{1} << 20;
-  for (size_t at = 0; st && at < data.size(); at += piece) {
-    auto n = std::min(piece, data.size() - at);
-    if (PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) != 1)
-      st = error_status(nullptr, "sending COPY data");
+  auto send_piece = [&] {
+    // In pieces of at most 1 MiB: PQputCopyData takes an int.
+    constexpr size_t most = size_t{1} << 20;
+    for (size_t at = 0; st && at < copy_data_.size(); at += most) {
+      auto n = std::min(most, copy_data_.size() - at);
+      if (PQputCopyData(conn_, copy_data_.data() + at, static_cast<int>(n)) != 1)
+        st = error_status(nullptr, "sending COPY data");
+    }
+    copy_data_.clear();
+  };
+  copy_data_.clear();
+  copy_data_.append("PGCOPY\n\377\r\n\0", 11);
+  put_be(copy_data_, 0, 4);  // flags
+  put_be(copy_data_, 0, 4);  // no header extension
+  pg_copy_rows rows{copy_data_};
+  // libpq sends what it holds once that passes 8 KiB.
+  constexpr size_t piece = 32 * 1024;
+  for (size_t k = 0; st && k < count; ++k) {
+    add_row(rows, k);
+    if (copy_data_.size() >= piece)
+      send_piece();
   }
+  put_be(copy_data_, 0xffff, 2);  // -1 fields: the end
+  send_piece();
   if (PQputCopyEnd(conn_, st ? nullptr : "ergon stopped sending") != 1 && st)
     st = error_status(nullptr, "ending COPY");
   while (PGresult* res = PQgetResult(conn_)) {

@@ -57,20 +57,17 @@ class pg_db;
 /// and with the columns' own types (bigint, double precision, text, bytea).
 class pg_copy_rows {
  public:
-  pg_copy_rows();
   void begin_row(int16_t fields);
   void add(int64_t v);
   void add(std::optional<int64_t> v);
   void add(double v);
   /// text or bytea, as they are; nullopt: NULL.
   void add(std::optional<std::string_view> v);
-  /// The rows with COPY's trailer.
-  const std::string& finish();
-  size_t rows() const noexcept { return rows_; }
 
  private:
-  std::string data_;
-  size_t rows_ = 0;
+  friend class pg_db;
+  explicit pg_copy_rows(std::string& data) noexcept : data_(data) {}
+  std::string& data_;  // the rows not sent yet (pg_db's, kept between COPYs)
 };
 
 /// A prepared PostgreSQL statement. After a reconnect it prepares itself
@@ -155,9 +152,12 @@ class pg_db final : public db {
   using db::prepare;
   result<stmt*> prepare(const char* sql) override;
   status exec(const char* sql) override;
-  /// Runs `copy_sql` (COPY … FROM STDIN (FORMAT binary)) with the rows of
-  /// `rows`, in the transaction under way. changes() is the rows copied.
-  status copy_in(const char* copy_sql, pg_copy_rows& rows);
+  /// Runs `copy_sql` (COPY … FROM STDIN (FORMAT binary)) with `count` rows,
+  /// in the transaction under way: `add_row(rows, k)` adds row k. The rows
+  /// go out in pieces as they are made, so the server stores the first
+  /// while later ones are made. changes() is the rows copied.
+  status copy_in(const char* copy_sql, size_t count,
+                 const std::function<void(pg_copy_rows&, size_t)>& add_row);
   /// Sends `s` in pipeline mode with whatever follows it (db::send).
   status send(stmt& s) override;
   /// Sends `s` in pipeline mode and leaves its rows to step(): they come
@@ -249,6 +249,7 @@ class pg_db final : public db {
   pg_conn* conn_;
   pg_options opts_;
   std::string location_;
+  std::string copy_data_;  // copy_in's pieces: its capacity stays, so no page faults
   std::unordered_map<const char*, std::unique_ptr<pg_stmt>> cache_;
   unsigned next_name_ = 0;
   uint64_t session_ = 1;  // counts sessions: prepared statements die with one
