@@ -813,6 +813,8 @@ status pg_db::copy_in(const char* copy_sql, size_t count,
   }
   put_be(copy_data_, 0xffff, 2);  // -1 fields: the end
   send_piece();
+  if (copy_data_.capacity() > size_t{1} << 20)
+    std::string{}.swap(copy_data_);  // after a huge row: not kept for good
   if (PQputCopyEnd(conn_, st ? nullptr : "ergon stopped sending") != 1 && st)
     st = error_status(nullptr, "ending COPY");
   while (PGresult* res = PQgetResult(conn_)) {
