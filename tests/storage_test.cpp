@@ -1156,6 +1156,22 @@ BOOST_AUTO_TEST_CASE(a_statement_sent_for_its_rows_that_fails_ends_the_transacti
   BOOST_TEST((*ahead)->step_status().message().find("division by zero") != std::string::npos,
              (*ahead)->step_status().message());
   BOOST_TEST(engine_probe(*d, "").number("", "SELECT count(*) FROM jobs") == 0);
+  // Its rows came, but a statement sent after it failed: they were rolled
+  // back with the transaction, and step() says so.
+  auto good = d->prepare(sent_ahead_sql);
+  BOOST_REQUIRE(good.has_value());
+  BOOST_REQUIRE(d->begin_write().ok());
+  (*good)->bind(1, int64_t{2});
+  BOOST_REQUIRE(pg.send_for_rows(static_cast<pg_stmt&>(**good)).ok());
+  (*ahead)->reset();
+  (*ahead)->bind(1, int64_t{5});
+  BOOST_REQUIRE(d->send(**ahead).ok());
+  (*next)->reset();
+  BOOST_TEST(!(*next)->step());
+  BOOST_TEST(!d->in_transaction());
+  BOOST_TEST(!(*good)->step());
+  BOOST_TEST((*good)->step_status().message().find("division by zero") != std::string::npos,
+             (*good)->step_status().message());
 }
 
 // A role that owns its schema and may not create schemas opens the queue;

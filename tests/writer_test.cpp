@@ -381,8 +381,8 @@ struct offer_fixture : writer_fixture {
   std::unique_ptr<caf::scoped_actor> listener;
   std::unique_ptr<caf::scoped_actor> worker;
 
-  offer_fixture() {
-    start();
+  explicit offer_fixture(storage::sqlite_options db_opts = {}) {
+    start(db_opts);
     listener = std::make_unique<caf::scoped_actor>(*sys);
     worker = std::make_unique<caf::scoped_actor>(*sys);
     caf::anon_send(writer, actors::listen_to{*listener});
@@ -480,6 +480,8 @@ void poison_claims(const std::string& location) {
 }
 
 struct worker_batch_fixture : offer_fixture {
+  explicit worker_batch_fixture(storage::sqlite_options db_opts = {}) : offer_fixture(db_opts) {}
+
   // Sends worker 7's batch and returns the writer's answer.
   actors::assign_jobs run(actors::worker_writes w) {
     w.worker_id = 7;
@@ -506,10 +508,37 @@ struct worker_batch_fixture : offer_fixture {
     return rows;
   }
 
+  // How many times the dispatcher heard that worker 7's claim of `row`
+  // failed with `why`; none of the feeds may carry the claim as made.
+  int heard_failed_claims(int64_t row, const std::string& why) {
+    int heard = 0;
+    for (auto& f : fed()) {
+      for (auto& failed : f.failed)
+        if (failed.worker_id == 7 && failed.claim_rows == std::vector<int64_t>{row}) {
+          ++heard;
+          BOOST_TEST(failed.why.message().find(why) != std::string::npos, failed.why.message());
+        }
+      for (auto& claim : f.claims)
+        for (auto& j : claim.claimed)
+          BOOST_TEST(j.key.row != row, "a feed carries the failed claim of row " << row);
+    }
+    return heard;
+  }
+
   std::string statuses() {
     return engine_probe{location}.text(
       "SELECT group_concat(status, ',') FROM (SELECT status FROM jobs ORDER BY id)",
       "SELECT string_agg(status::text, ',' ORDER BY id) FROM jobs");
+  }
+};
+
+// A SQLite file of at most 256 KiB (PostgreSQL has no such limit).
+struct small_file_fixture : worker_batch_fixture {
+  small_file_fixture() : worker_batch_fixture(small_file()) {}
+  static storage::sqlite_options small_file() {
+    storage::sqlite_options o;
+    o.max_bytes = 256 * 1024;
+    return o;
   }
 };
 
@@ -563,15 +592,7 @@ BOOST_AUTO_TEST_CASE(a_claim_that_fails_beside_outcomes_reaches_the_dispatcher) 
   else
     BOOST_TEST(answer.acks[0].code == 0, answer.acks[0].message);
   BOOST_TEST(statuses() == (whole ? "1,0" : "2,0"));
-  bool heard = false;
-  for (auto& f : fed())
-    for (auto& failed : f.failed)
-      if (failed.worker_id == 7 && failed.claim_rows == std::vector<int64_t>{rows[1]}) {
-        heard = true;
-        BOOST_TEST(failed.why.message().find("claim poisoned") != std::string::npos,
-                   failed.why.message());
-      }
-  BOOST_TEST(heard);
+  BOOST_TEST(heard_failed_claims(rows[1], "claim poisoned") == 1);
   // The writer goes on: the outcome, reported again, commits.
   auto again = run({0, {{rows[0], 11, storage::report_kind::succeeded, ""}}, {}, {}, true});
   BOOST_REQUIRE_EQUAL(again.acks.size(), 1u);
@@ -580,5 +601,58 @@ BOOST_AUTO_TEST_CASE(a_claim_that_fails_beside_outcomes_reaches_the_dispatcher) 
   BOOST_TEST(statuses() == "2,0");
 }
 
-BOOST_AUTO_TEST_SUITE_END()
+// A worker's claims alone: on PostgreSQL their rows are read at the end of
+// the batch's requests, and a failure there ends the transaction with the
+// requests before them. SQLite's claim fails alone, in its savepoint.
+BOOST_AUTO_TEST_CASE(a_claim_that_fails_when_read_fails_its_whole_batch_on_postgres) {
+  auto rows = submit_rows({make("poison")});
+  BOOST_REQUIRE_EQUAL(rows.size(), 1u);
+  poison_claims(location);
+  write_lock lock{location};
+  auto submitted = send_submit({make("b")});
+  caf::anon_send(writer, actors::worker_batch{*worker, {7, {}, {}, {{rows[0], 12}}, false}});
+  lock.release();
+  auto ids = submitted.wait();
+  bool whole = storage::names_postgres(location);
+  BOOST_TEST(ids.has_value() == !whole);
+  if (!ids)
+    BOOST_TEST(ids.error().message().find("claim poisoned") != std::string::npos,
+               ids.error().message());
+  BOOST_TEST(heard_failed_claims(rows[0], "claim poisoned") == 1);
+  BOOST_TEST(statuses() == (whole ? "0" : "0,0"));
+}
 
+// Claims made before a later request of the same batch lost the whole
+// transaction (SQLite's disk full; PostgreSQL's session ended) are not
+// handed out, and no ack of the batch says ok: nothing of it was written.
+BOOST_FIXTURE_TEST_CASE(claims_a_later_request_rolled_back_are_not_handed_out,
+                        small_file_fixture) {
+  bool whole_in_release = storage::names_postgres(location);
+  auto rows = submit_rows({make(), make(), make("doomed")});
+  BOOST_REQUIRE_EQUAL(rows.size(), 3u);
+  BOOST_REQUIRE_EQUAL(run({0, {}, {}, {{rows[1], 11}, {rows[2], 11}}, false}).jobs.size(), 2u);
+  fed();
+  std::string result;
+  if (whole_in_release) {
+    // Releasing the doomed job ends the writer's own session.
+    engine_probe{location}.exec(
+      "", "CREATE FUNCTION end_session() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+          "IF NEW.type = 'doomed' AND OLD.status = 1 AND NEW.status = 0 THEN "
+          "PERFORM pg_terminate_backend(pg_backend_pid()); END IF; RETURN NEW; END $$;"
+          "CREATE TRIGGER end_session BEFORE UPDATE ON jobs FOR EACH ROW "
+          "EXECUTE FUNCTION end_session()");
+  } else {
+    // The outcome's result does not fit: SQLite rolls the whole transaction back.
+    result.assign(400 * 1024, 'x');
+  }
+  auto answer = run({0, {{rows[1], 11, storage::report_kind::succeeded, result}},
+                     {{rows[2], 11}}, {{rows[0], 12}}, true});
+  BOOST_TEST(answer.jobs.empty());
+  BOOST_REQUIRE_EQUAL(answer.acks.size(), 1u);
+  BOOST_TEST(answer.acks[0].code != 0, answer.acks[0].message);
+  BOOST_TEST(heard_failed_claims(rows[0], "") == 1);
+  // Rows 0 and 1 as they were; SQLite released row 2 in a transaction of its own.
+  BOOST_TEST(statuses() == (whole_in_release ? "0,1,1" : "0,1,0"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

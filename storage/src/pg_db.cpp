@@ -806,10 +806,19 @@ status pg_db::copy_in(const char* copy_sql, size_t count,
   pg_copy_rows rows{copy_data_};
   // libpq sends what it holds once that passes 8 KiB.
   constexpr size_t piece = 32 * 1024;
-  for (size_t k = 0; st && k < count; ++k) {
-    add_row(rows, k);
-    if (copy_data_.size() >= piece)
-      send_piece();
+  try {
+    for (size_t k = 0; st && k < count; ++k) {
+      add_row(rows, k);
+      if (copy_data_.size() >= piece)
+        send_piece();
+    }
+  } catch (...) {
+    // The session must not stay in COPY: the server rolls it back.
+    (void)PQputCopyEnd(conn_, "ergon stopped making rows");
+    while (PGresult* res = PQgetResult(conn_))
+      PQclear(res);
+    copy_data_.clear();
+    throw;
   }
   put_be(copy_data_, 0xffff, 2);  // -1 fields: the end
   send_piece();
@@ -962,8 +971,10 @@ status pg_db::read_pipeline(PGresult** last) {
           failed = error_status(got, std::string{"running "} + unread_[k].what);
       } else if (unread_[k].kind == unread_kind::fence && failed) {
         failed = check_fence(got);
-      } else if (unread_[k].stmt != nullptr) {
-        unread_[k].stmt->res_ = got;  // its rows, for step()
+      } else if (auto* rows = unread_[k].stmt; rows != nullptr) {
+        if (rows->res_ != nullptr)
+          PQclear(rows->res_);
+        rows->res_ = got;  // its rows, for step()
         got = nullptr;
       }
       PQclear(got);

@@ -265,6 +265,8 @@ class writer {
     release_.abort(why, sink_);
     open_ = false;
     next_row_ = 0;
+    ++aborts_;
+    last_abort_ = why;
   }
 
   // Every ~1,000 finished jobs the low mark moves past them, reading up to 4
@@ -513,6 +515,7 @@ class writer {
     std::optional<claims_under_way> claims;
     if (!w.claims.empty())
       claims = start_claims(w);
+    auto aborts = aborts_;
     if (!w.outcomes.empty())
       out.acks = record_outcomes(w.outcomes);
     if (!w.released.empty())
@@ -520,6 +523,9 @@ class writer {
     status lost;
     if (claims)
       lost = finish_claims(*claims, out);
+    // A later request lost the transaction the outcomes were written in.
+    if (aborts_ != aborts)
+      out.acks.assign(out.acks.size(), to_wire(last_abort_));
     if (out.answers_report || !out.jobs.empty())
       release_.assign(std::move(b.worker), std::move(out));
     if (!lost)
@@ -666,6 +672,7 @@ class writer {
     storage::started_claim claim;
     uint64_t worker_id = 0;
     std::shared_ptr<status> read;  // how reading them went, for after_commit
+    uint64_t aborts = 0;  // aborts_ when they started
   };
 
   // A claim that fails (at its start or when read) wrote nothing: the
@@ -689,13 +696,17 @@ class writer {
     });
     if (!r)
       return std::nullopt;
-    return claims_under_way{std::move(*r), b.worker_id, std::move(read)};
+    return claims_under_way{std::move(*r), b.worker_id, std::move(read), aborts_};
   }
 
   // Returns why the transaction was lost, if reading the claims found that
-  // and nothing before had.
+  // and nothing before had. Claims whose transaction a later request lost
+  // publish nothing: their rows, read or claimed already, were rolled
+  // back, and the abort told the dispatcher.
   status finish_claims(claims_under_way& c, assign_jobs& out) {
     auto claimed = storage::finish_claim(c.claim);
+    if (aborts_ != c.aborts)
+      return {};
     if (!claimed) {
       *c.read = claimed.error();
       return open_ && !cfg_.db->in_transaction() ? claimed.error() : status{};
@@ -870,6 +881,8 @@ class writer {
   caf::actor me_;
   std::mt19937_64 rng_;
   bool open_ = false;  // a transaction is open
+  uint64_t aborts_ = 0;  // transactions lost mid-batch (abort_batch), and the last one's cause
+  status last_abort_;
   // Next free row id within the open transaction (0: unknown). Only valid
   // while we hold the write lock, so it is forgotten at every commit.
   int64_t next_row_ = 0;
