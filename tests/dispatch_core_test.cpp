@@ -159,7 +159,7 @@ struct rig {
   uint64_t add_worker(int32_t capacity, bool remote = false,
                       std::vector<std::string> types = {"t"}) {
     effects fx;
-    return core.register_worker(types, capacity, 0, remote, now, fx);
+    return core.register_worker(types, capacity, 0, remote ? "node/1" : "", now, fx);
   }
 
   effects report(uint64_t worker, int32_t capacity, int64_t received,

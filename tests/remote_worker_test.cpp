@@ -228,6 +228,11 @@ BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_f
     first = client.submit("first");
   }
   BOOST_REQUIRE(worker.proc.read_line() == "started first");
+  // The claim records who holds it: the worker's node (its host and pid)
+  // and its actor, the same when it joins again.
+  auto holder = test::engine_probe{test::location_of(dir)}.text("SELECT held_by FROM jobs");
+  BOOST_TEST(holder.find("#" + std::to_string(worker.proc.pid()) + "/") != std::string::npos,
+             holder);
   // SIGTERM with a worker attached: the server closes and exits 0.
   BOOST_TEST(server->stop(SIGTERM));
   // The dropped connection cancelled the attempt; its late result waits for

@@ -411,6 +411,28 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(claim_and_load)
 
+// A claim for a worker in another process records it; one for the owner's
+// own worker records nobody, also when it claims a job another held before.
+BOOST_AUTO_TEST_CASE(a_claim_records_its_remote_holder) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job(), simple_job()});
+  auto held = [&](int64_t row) {
+    return engine_probe(*d, dir.file("q.db"))
+      .text("SELECT coalesce(held_by, 'nobody') FROM jobs WHERE id = " + std::to_string(row));
+  };
+  claim_jobs_args remote{{{rows[0].row, 11}, {rows[1].row, 12}}, "node-a#42/7"};
+  BOOST_REQUIRE(claim_jobs(*d, remote, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[2].row, 13}}}, t0).has_value());
+  BOOST_TEST(held(rows[0].row) == "node-a#42/7");
+  BOOST_TEST(held(rows[1].row) == "node-a#42/7");
+  BOOST_TEST(held(rows[2].row) == "nobody");
+  storage::release_claims_args back{{{rows[1].row, 12}}};
+  BOOST_REQUIRE(release_claims(*d, back, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].row, 14}}}, t0).has_value());
+  BOOST_TEST(held(rows[1].row) == "nobody");
+}
+
 BOOST_AUTO_TEST_CASE(claim_takes_only_pending_due_jobs) {
   temp_dir dir;
   auto d = open_migrated(dir.file("q.db"));
@@ -1049,8 +1071,8 @@ BOOST_AUTO_TEST_CASE(claims_and_completions_find_their_rows_by_primary_key) {
     rows += (i > 1 ? "," : "") + std::to_string(i * 7);
   rows += "}'";
   for (auto mode : {"force_custom_plan", "force_generic_plan"}) {
-    auto plans = {plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1", mode),
-                  plan_of(*d, claim_batch_sql(true), rows + ", 5, 1", mode),
+    auto plans = {plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1, NULL", mode),
+                  plan_of(*d, claim_batch_sql(true), rows + ", 5, 1, NULL", mode),
                   plan_of(*d, complete_batch_sql(), rows + ", 1, " + rows + ", '{}'", mode),
                   plan_of(*d, complete_batch_sql(true), rows + ", 1, 5", mode)};
     for (auto& plan : plans) {

@@ -154,7 +154,10 @@ constexpr const char* migration_2 =
   ERGON_SQL_STATUS_FREE_INDEXES
   "ALTER TABLE jobs SET (fillfactor = 80);\n";
 
-constexpr const char* migrations[] = {migration_1, migration_2};
+// Version 3 is SQLite's version 7 (schema.cpp says why).
+constexpr const char* migration_3 = "ALTER TABLE jobs ADD COLUMN held_by text COLLATE \"C\";\n";
+
+constexpr const char* migrations[] = {migration_1, migration_2, migration_3};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

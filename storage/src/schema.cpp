@@ -201,8 +201,14 @@ constexpr const char* migration_6 =
   "ALTER TABLE jobs ADD COLUMN dead_letter_status INTEGER;\n"
   "ALTER TABLE jobs ADD COLUMN unfinished_instance_of TEXT;\n" ERGON_SQL_STATUS_FREE_INDEXES;
 
+// held_by: who holds a running job's attempt when that is a worker in
+// another process, "<node>/<worker>" (claim_jobs_args::holder); NULL for
+// the owner's own workers. Meaningful only while the job runs: a later
+// claim sets it again. No index names it, so claims stay in place (HOT).
+constexpr const char* migration_7 = "ALTER TABLE jobs ADD COLUMN held_by TEXT;\n";
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                      migration_5, migration_6};
+                                      migration_5, migration_6, migration_7};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

@@ -60,6 +60,8 @@ inline std::string write_private_file(const std::string& path, const std::string
 // (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 7)
+    sql += "ALTER TABLE jobs DROP COLUMN held_by; ";
   if (version < 6)
     sql +=
       "DROP INDEX jobs_unsuccessful; DROP INDEX jobs_one_unfinished_instance; "

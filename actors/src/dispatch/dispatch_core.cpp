@@ -37,7 +37,7 @@ struct dispatch_core::state {
   // Workers, kept current by the worker protocol.
   worker_registry workers;
   // Workers on other nodes: their attempts are lost when they go down.
-  std::unordered_set<uint64_t> remote;
+  std::unordered_map<uint64_t, std::string> remote;  // worker id -> its holder name
   // Remote workers that went down with claims at the writer, and how many:
   // their attempts are lost as soon as each commits.
   std::unordered_map<uint64_t, size_t> lost_with_claims;
@@ -305,6 +305,12 @@ void update_capacity(state& st) {
 
 // -- dispatching --------------------------------------------------------------------------
 
+// What the claims of worker `id` record as their holder: empty for a local one.
+std::string holder_of(const state& st, uint64_t id) {
+  auto r = st.remote.find(id);
+  return r == st.remote.end() ? std::string{} : r->second;
+}
+
 // Tells the writer whether new jobs are wanted right away.
 void publish_hunger(state& st) {
   st.out->hungry = !st.draining
@@ -339,7 +345,7 @@ void keep_offer(state& st, int64_t now) {
   if (!id)
     return;
   auto* w = st.workers.find(*id);
-  job_offer o{st.next_offer++, *id, {}, w->offered, due, st.fed_through};
+  job_offer o{st.next_offer++, *id, {}, w->offered, due, st.fed_through, holder_of(st, *id)};
   for (auto t : w->types)
     o.types.push_back(st.policy.type_name(t));
   st.offer = state::standing_offer{o.serial, *id, o.valid_until, false};
@@ -376,6 +382,7 @@ void hand_out(state& st, int64_t now) {
       continue;
     }
     batch.worker_id = *wid;
+    batch.holder = holder_of(st, *wid);
     st.send(std::move(batch));
     if (st.policy.ready_count() == 0)
       break;
@@ -761,7 +768,7 @@ void dispatch_core::settle(int64_t now, effects& out) {
 }
 
 uint64_t dispatch_core::register_worker(const std::vector<std::string>& types,
-                                        int32_t max_capacity, int32_t prefetch, bool remote,
+                                        int32_t max_capacity, int32_t prefetch, std::string holder,
                                         int64_t now, effects& out) {
   auto& st = *st_;
   st.out = &out;
@@ -769,8 +776,8 @@ uint64_t dispatch_core::register_worker(const std::vector<std::string>& types,
   for (auto& t : types)
     ids.push_back(st.policy.type_id(t));
   auto id = st.workers.add(std::move(ids), max_capacity, prefetch);
-  if (remote)
-    st.remote.insert(id);
+  if (!holder.empty())
+    st.remote.emplace(id, std::move(holder));
   update_capacity(st);
   settle(now, out);
   return id;
@@ -816,6 +823,7 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
   drain_feeds(st, now);
   worker_writes batch;
   batch.worker_id = r.worker_id;
+  batch.holder = holder_of(st, r.worker_id);
   batch.outcomes = std::move(r.outcomes);
   batch.released = std::move(r.released);
   // Reports that carry writes get an answer; the worker sends the next such

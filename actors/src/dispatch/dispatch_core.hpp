@@ -86,10 +86,12 @@ class dispatch_core {
   dispatch_core(const dispatch_core&) = delete;
   dispatch_core& operator=(const dispatch_core&) = delete;
 
-  /// A worker registered (validated by the caller); `remote`: on another
-  /// node, so its attempts are lost when it goes down. Returns its id.
+  /// A worker registered (validated by the caller). `holder` names a
+  /// worker on another node ("<node>/<worker>"), whose attempts are lost
+  /// when it goes down and whose claims record it; empty for a local one.
+  /// Returns its id.
   uint64_t register_worker(const std::vector<std::string>& types, int32_t max_capacity,
-                           int32_t prefetch, bool remote, int64_t now, effects& out);
+                           int32_t prefetch, std::string holder, int64_t now, effects& out);
 
   /// Whether worker `id` is registered (one leaving after its claim is,
   /// until that claim commits or fails).

@@ -142,8 +142,12 @@ caf::result<worker_registered> on_register(dispatcher_ptr self, const register_w
     return to_caf_error(why);
   }
   effects fx;
-  auto wid = st.core->register_worker(r.types, r.max_capacity, r.prefetch,
-                                      r.worker.node() != self->node(), st.now(), fx);
+  // A remote worker keeps its actor, and so this name, when it joins again.
+  std::string holder;
+  if (r.worker.node() != self->node())
+    holder = to_string(r.worker.node()) + "/" + std::to_string(r.worker.id());
+  auto wid = st.core->register_worker(r.types, r.max_capacity, r.prefetch, std::move(holder),
+                                      st.now(), fx);
   st.handles[wid] = r.worker;
   st.monitored.emplace(r.worker.address(), wid);
   self->monitor(r.worker);

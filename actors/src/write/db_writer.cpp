@@ -604,7 +604,7 @@ class writer {
       give_back_offer();
       return;
     }
-    storage::claim_jobs_args args{{{*row, static_cast<int64_t>(rng_() >> 1)}}};
+    storage::claim_jobs_args args{{{*row, static_cast<int64_t>(rng_() >> 1)}}, o.holder};
     assign_jobs out;
     auto r = in_request<storage::claim_jobs_result>(
       [&] { return storage::claim_jobs(*cfg_.db, args, now); },
@@ -684,7 +684,8 @@ class writer {
     auto read = std::make_shared<status>();
     auto r = in_request<storage::started_claim>(
       [&] {
-        return storage::start_claim(*cfg_.db, {std::move(b.claims)}, cfg_.clock->now_ms());
+        return storage::start_claim(*cfg_.db, {std::move(b.claims), b.holder},
+                                    cfg_.clock->now_ms());
       },
       [](storage::started_claim&) {});
     if (!r)

@@ -25,6 +25,8 @@ struct worker_writes {
   std::vector<storage::attempt_ref> released;
   std::vector<storage::attempt_ref> claims;
   bool answers_report = false;
+  /// The claims' holder: "<node>/<worker>" for a worker on another node.
+  std::string holder{};
 };
 
 /// The dispatcher saw these attempts pass their expiry (local only).
@@ -58,6 +60,7 @@ struct job_offer {
   int32_t room = 0;
   int64_t valid_until = 0;
   uint64_t fed_through = 0;  ///< the last feed (commit_feed::seq) the dispatcher applied
+  std::string holder{};      ///< as worker_writes::holder
 };
 
 /// The dispatcher takes offer `serial` back (nothing fits it any more, or

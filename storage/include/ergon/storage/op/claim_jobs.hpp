@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ergon/error.hpp"
@@ -14,6 +15,10 @@ namespace ergon::storage {
 struct claim_jobs_args {
   /// The jobs the dispatcher wants to start, with the tokens it chose.
   std::vector<attempt_ref> claims;
+  /// Who will run them, if that is a worker in another process:
+  /// "<node>/<worker>", stored as the jobs' held_by. Empty: the owner's own
+  /// worker (held_by NULL).
+  std::string holder{};
 };
 
 struct claim_jobs_result {
@@ -30,7 +35,8 @@ struct claim_jobs_result {
 std::optional<int64_t> shared_token_base(const std::vector<attempt_ref>& attempts);
 
 /// PostgreSQL's statement that claims a batch (?1 rows, ?2 tokens or, with
-/// `of_base`, their shared base, ?3 now), for the plan check in test-storage.
+/// `of_base`, their shared base, ?3 now, ?4 holder), for the plan check in
+/// test-storage.
 const char* claim_batch_sql(bool of_base = false) noexcept;
 
 /// Marks each requested job running: try + 1, the attempt token, started_at
