@@ -19,6 +19,7 @@
 #include "ergon/storage/op/expire_attempt.hpp"
 #include "ergon/storage/op/finish_attempts.hpp"
 #include "ergon/storage/op/heartbeat.hpp"
+#include "ergon/storage/op/hold_attempts.hpp"
 #include "ergon/storage/op/insert_jobs.hpp"
 #include "ergon/storage/op/list_jobs.hpp"
 #include "ergon/storage/op/load_unfinished.hpp"
@@ -590,6 +591,72 @@ BOOST_AUTO_TEST_CASE(load_unfinished_scans_from_the_low_mark) {
   auto none = load_unfinished(*d, rows[2].row + 1);
   BOOST_TEST(none->pending.empty());
   BOOST_TEST(none->low_mark == rows[2].row + 1);
+}
+
+// At open, a running job comes with its attempt and, for a worker in
+// another process, its holder; a pending row's old holder is not one.
+BOOST_AUTO_TEST_CASE(load_unfinished_gives_running_jobs_their_attempt_and_holder) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job("a"), simple_job("b"), simple_job("c")});
+  auto timeout = job{}.timeout_ms;
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[0].row, 21}}, "node-a#1/5"}, t0));
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].row, 22}}}, t0 + 5));
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[2].row, 23}}, "node-b#2/6"}, t0));
+  BOOST_REQUIRE(release_claims(*d, release_claims_args{{{rows[2].row, 23}}}, t0));
+  BOOST_REQUIRE(cancel_job(*d, cancel_job_args{rows[1].id}, t0 + 6));
+  auto all = load_unfinished(*d, 0);
+  BOOST_REQUIRE(all.has_value());
+  BOOST_REQUIRE_EQUAL(all->running.size(), 2u);
+  auto& remote = all->running[0];
+  BOOST_TEST(remote.key.row == rows[0].row);
+  BOOST_TEST(remote.key.type == "a");
+  BOOST_TEST(remote.token == 21);
+  BOOST_TEST(remote.started_at == t0);
+  BOOST_TEST(remote.expires_at == t0 + timeout);
+  BOOST_TEST(!remote.cancel_requested);
+  BOOST_TEST(remote.holder == "node-a#1/5");
+  auto& local = all->running[1];
+  BOOST_TEST(local.token == 22);
+  BOOST_TEST(local.started_at == t0 + 5);
+  BOOST_TEST(local.cancel_requested);
+  BOOST_TEST(local.holder.empty());
+  BOOST_REQUIRE_EQUAL(all->pending.size(), 1u);
+  BOOST_TEST(all->pending[0].row == rows[2].row);
+}
+
+// A remote worker's attempts stay while it is away: each expiry moves to
+// the end of its grace, never earlier, and only under the attempt's own
+// token.
+BOOST_AUTO_TEST_CASE(holding_attempts_extends_only_their_own_expiry) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job(), simple_job()});
+  auto timeout = job{}.timeout_ms;
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[0].row, 31}, {rows[1].row, 32}}}, t0));
+  auto expiries = [&] {
+    std::vector<int64_t> out;
+    auto all = load_unfinished(*d, 0);
+    BOOST_REQUIRE(all.has_value());
+    for (auto& r : all->running)
+      out.push_back(r.expires_at);
+    return out;
+  };
+  auto grace_end = t0 + timeout + 1'000;
+  auto held = hold_attempts(*d, {{{rows[0].row, 31}, {rows[1].row, 99}, {rows[2].row, 0}},
+                                 grace_end});
+  BOOST_REQUIRE_MESSAGE(held.has_value(), held.error().to_string());
+  BOOST_REQUIRE_EQUAL(held->size(), 3u);
+  BOOST_TEST((*held)[0].value_or(0) == grace_end);
+  BOOST_TEST(!(*held)[1].has_value());  // another attempt's token
+  BOOST_TEST(!(*held)[2].has_value());  // not running
+  BOOST_TEST(expiries() == (std::vector<int64_t>{grace_end, t0 + timeout}), "expiries");
+  // A grace that ends sooner shortens nothing.
+  held = hold_attempts(*d, {{{rows[0].row, 31}, {rows[1].row, 32}}, t0 + 1});
+  BOOST_REQUIRE(held.has_value());
+  BOOST_TEST((*held)[0].value_or(0) == grace_end);
+  BOOST_TEST((*held)[1].value_or(0) == t0 + timeout);
+  BOOST_TEST(expiries() == (std::vector<int64_t>{grace_end, t0 + timeout}), "expiries");
 }
 
 BOOST_AUTO_TEST_CASE(loading_leaves_no_read_open_so_the_connection_can_write_later) {

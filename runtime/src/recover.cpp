@@ -27,8 +27,8 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
                                                          : storage::retry_timing::backoff;
   std::mt19937_64 rng{std::random_device{}()};
   std::uniform_real_distribution<double> u{0.0, 1.0};
-  for (auto& k : unfinished->running) {
-    args.rows.push_back(k.row);
+  for (auto& r : unfinished->running) {
+    args.rows.push_back(r.key.row);
     args.randoms.push_back(u(rng));
   }
   auto recovered = storage::recover_running(d, args, now_ms);

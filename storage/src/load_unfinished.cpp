@@ -8,7 +8,8 @@ namespace {
 
 // A rowid range scan from the low mark: finished history below it is never read.
 constexpr const char* select_unfinished =
-  "SELECT status, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
+  "SELECT status, " ERGON_JOB_KEY_COLUMNS ", attempt_token, started_at, expires_at, "
+  "cancel_requested_at IS NOT NULL, held_by FROM jobs "
   "WHERE id >= ?1 AND status IN (" ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ") ORDER BY id";
 
 constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
@@ -27,7 +28,15 @@ result<unfinished_jobs> load_unfinished(db& d, int64_t from_row) {
     auto key = rows::read_key(s, 1);
     if (out.pending.empty() && out.running.empty())
       out.low_mark = key.row;
-    (st == job_status::pending ? out.pending : out.running).push_back(std::move(key));
+    if (st == job_status::pending) {
+      out.pending.push_back(std::move(key));
+      continue;
+    }
+    // held_by counts only here: a pending row keeps its last holder's name.
+    constexpr int attempt = 1 + rows::key_column_count;
+    out.running.push_back({std::move(key), s.column_int(attempt), s.column_int(attempt + 1),
+                           s.column_int(attempt + 2), s.column_int(attempt + 3) != 0,
+                           s.column_text(attempt + 4)});
   }
   if (!s.step_status())
     return s.step_status();
