@@ -17,6 +17,7 @@
 
 #include "dispatch/attempt_table.hpp"
 #include "dispatch/dispatcher_events.hpp"
+#include "dispatch/orphans.hpp"
 #include "dispatch/preemptions.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/job.hpp"
@@ -829,3 +830,91 @@ BOOST_AUTO_TEST_CASE(a_job_that_leaves_the_queue_is_forgotten_not_resumed) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- attempts whose remote worker is away (issue 30) ---------------------------------------
+
+BOOST_AUTO_TEST_SUITE(orphaned_attempts)
+
+namespace {
+
+using refs = std::vector<storage::attempt_ref>;
+
+std::vector<int64_t> rows_of(const refs& r) {
+  std::vector<int64_t> out;
+  for (auto& a : r)
+    out.push_back(a.row);
+  return out;
+}
+
+}  // namespace
+
+// Each waits until its grace ends, earliest first; next_due says when.
+BOOST_AUTO_TEST_CASE(attempts_wait_until_their_grace_ends) {
+  orphans o;
+  BOOST_TEST(!o.next_due().has_value());
+  o.hold("a", {1, 11}, 300);
+  o.hold("b", {2, 12}, 200);
+  o.hold("a", {3, 13}, 300);
+  BOOST_TEST(o.size() == 3u);
+  BOOST_TEST(o.next_due().value_or(0) == 200);
+  BOOST_TEST(o.due(199).empty());
+  auto gone = o.due(200);
+  BOOST_TEST(rows_of(gone) == (std::vector<int64_t>{2}), "due");
+  BOOST_TEST(gone[0].token == 12);
+  BOOST_TEST(!o.holds(2));
+  BOOST_TEST(o.next_due().value_or(0) == 300);
+  BOOST_TEST(rows_of(o.due(1'000)) == (std::vector<int64_t>{1, 3}), "due");
+  BOOST_TEST(o.size() == 0u);
+  BOOST_TEST(!o.next_due().has_value());
+}
+
+// A returning holder adopts what it lists under its tokens; a pair it lists
+// that is not its attempt here is stale; its attempts it does not list are
+// lost. Another holder's attempts still wait.
+BOOST_AUTO_TEST_CASE(a_returning_holder_adopts_only_its_own_attempts_under_their_tokens) {
+  orphans o;
+  o.hold("a", {1, 11}, 300);
+  o.hold("a", {2, 12}, 300);
+  o.hold("a", {3, 13}, 300);
+  o.hold("b", {4, 14}, 300);
+  BOOST_TEST(o.request_cancel(2));
+  BOOST_TEST(!o.request_cancel(9));
+  auto r = o.adopt("a", {{1, 11}, {2, 12}, {3, 99}, {4, 14}, {5, 15}});
+  BOOST_REQUIRE_EQUAL(r.adopted.size(), 2u);
+  BOOST_TEST(r.adopted[0].first.row == 1);
+  BOOST_TEST(!r.adopted[0].second);
+  BOOST_TEST(r.adopted[1].first.row == 2);
+  BOOST_TEST(r.adopted[1].second);  // its cancel request goes with it
+  BOOST_TEST(rows_of(r.stale) == (std::vector<int64_t>{3, 4, 5}), "stale");
+  BOOST_TEST(rows_of(r.lost) == (std::vector<int64_t>{3}), "lost");
+  BOOST_TEST(r.lost[0].token == 13);
+  BOOST_TEST(o.size() == 1u);
+  BOOST_TEST(o.holds(4));
+  // Nothing of "a" is left to adopt or lose.
+  auto again = o.adopt("a", {{1, 11}});
+  BOOST_TEST(again.adopted.empty());
+  BOOST_TEST(again.lost.empty());
+  BOOST_TEST(rows_of(again.stale) == (std::vector<int64_t>{1}), "stale");
+}
+
+// An attempt that ended otherwise waits no more; holding a row again
+// replaces its record, grace and holder included.
+BOOST_AUTO_TEST_CASE(an_ended_attempt_waits_no_more_and_a_new_hold_replaces_the_old) {
+  orphans o;
+  o.hold("a", {1, 11}, 300);
+  o.ended(1);
+  o.ended(7);  // not held: nothing
+  BOOST_TEST(!o.holds(1));
+  BOOST_TEST(!o.next_due().has_value());
+  o.hold("a", {2, 12}, 300);
+  o.hold("b", {2, 22}, 500);
+  BOOST_TEST(o.size() == 1u);
+  BOOST_TEST(o.next_due().value_or(0) == 500);
+  BOOST_TEST(o.adopt("a", {}).lost.empty());
+  auto r = o.adopt("b", {{2, 22}});
+  BOOST_REQUIRE_EQUAL(r.adopted.size(), 1u);
+  BOOST_TEST(r.adopted[0].first.token == 22);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
