@@ -823,7 +823,6 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
   drain_feeds(st, now);
   worker_writes batch;
   batch.worker_id = r.worker_id;
-  batch.holder = holder_of(st, r.worker_id);
   batch.outcomes = std::move(r.outcomes);
   batch.released = std::move(r.released);
   // Reports that carry writes get an answer; the worker sends the next such
@@ -834,8 +833,11 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
     st.policy.promote(now);
     read_pressure(st);
     emit_rebalance(st, now);  // picks follow shares that include new groups
-    if (!st.draining && now >= st.hold_until)
+    if (!st.draining && now >= st.hold_until) {
       batch.claims = claim_for(st, r.worker_id, now);
+      if (!batch.claims.empty())
+        batch.holder = holder_of(st, r.worker_id);  // only claims record it
+    }
     st.workers.wait_for_jobs(r.worker_id);
   }
   if (batch.answers_report || !batch.claims.empty())
