@@ -69,9 +69,10 @@ struct busy {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(a_commit_releases_counts_answers_feed_replies_failures_then_rings, busy) {
+  r.after_release([&] { to.steps.push_back("after writes"); });
   r.release(status{}, to);
   BOOST_TEST(to.steps == (std::vector<std::string>{"counts", "assign 7", "assign 8", "feed",
-                                                   "reply", "failures", "ring"}));
+                                                   "reply", "failures", "ring", "after writes"}));
   BOOST_TEST(seen.ok());
   BOOST_REQUIRE_EQUAL(to.assigned.size(), 2u);
   BOOST_TEST(to.assigned[0].second.jobs.size() == 1u);
@@ -119,10 +120,12 @@ BOOST_FIXTURE_TEST_CASE(a_rolled_back_transaction_fails_what_it_did_and_feeds_no
   BOOST_TEST(seen.code() == error::storage_full);
   BOOST_TEST(to.pushed.empty());
   // The failure its reply check found goes with the batch's next release;
-  // the rolled-back feed and counts do not.
+  // the rolled-back feed and counts do not. A hook that waits for the
+  // batch's writes runs after that failure is fed, not at the abort.
+  r.after_release([&] { to.steps.push_back("after writes"); });
   to.steps.clear();
   r.release(status{}, to);
-  BOOST_TEST(to.steps == (std::vector<std::string>{"failures", "ring"}));
+  BOOST_TEST(to.steps == (std::vector<std::string>{"failures", "ring", "after writes"}));
   BOOST_REQUIRE_EQUAL(to.pushed.size(), 1u);
   BOOST_TEST(to.pushed[0].added.empty());
 }

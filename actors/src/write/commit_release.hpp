@@ -12,7 +12,8 @@
 //   4. the callers' replies (and the checks that find failed dispatcher
 //      requests);
 //   5. those failures, as a feed of their own after the commit's;
-//   6. one ring of the dispatcher, after the replies, off their latency.
+//   6. one ring of the dispatcher, after the replies, off their latency;
+//   7. the hooks that wait for all of the above (after_writes).
 //
 // No actors: the writer supplies a sink that sends, and tests a recording
 // one. `Worker` is what names a worker (an actor handle in the writer).
@@ -61,6 +62,10 @@ class commit_release {
     after_commit_.push_back(std::move(f));
   }
 
+  /// `f` runs once the batch is released, failures included: it survives
+  /// an abort, to the batch's last release.
+  void after_release(std::function<void()> f) { after_release_.push_back(std::move(f)); }
+
   /// A dispatcher request did not commit: it travels in a feed, so the
   /// dispatcher sees it in order with the commits around it.
   void fail(write_failed w) { failures_.push_back(std::move(w)); }
@@ -87,6 +92,10 @@ class commit_release {
       to.ring();
     counts_.clear();
     feed_ = commit_feed{};
+    auto hooks = std::move(after_release_);
+    after_release_.clear();
+    for (auto& f : hooks)
+      f();
   }
 
   /// SQLite rolled the whole transaction back in the middle of a batch
@@ -122,6 +131,7 @@ class commit_release {
   storage::count_delta counts_;
   std::vector<std::pair<Worker, assign_jobs>> assigns_;
   std::vector<std::function<void(const status&)>> after_commit_;
+  std::vector<std::function<void()>> after_release_;
   std::vector<write_failed> failures_;
 };
 

@@ -166,7 +166,7 @@ class writer {
       [&](lose_batch& l) { on_lose(l); },
       [&](heartbeat_request& e) { on_heartbeat(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
-      [&](after_writes& a) { after_commit([then = std::move(a.then)](const status&) { then(); }); },
+      [&](after_writes& a) { release_.after_release(std::move(a.then)); },
       [&](close_call& c) {
         stopping = true;
         on_closed.push_back(std::move(c.reply));
