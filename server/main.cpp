@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
                "serve plain HTTP on an address beyond loopback: the secret and job data cross "
                "the network in clear text")
     ->needs("--http-port");
+  int64_t remote_grace_ms = 0;
+  app.add_option("--remote-grace-ms", remote_grace_ms,
+                 "how long jobs that remote workers were running when this server died wait, "
+                 "after a restart, for their workers to join again and go on; those that do "
+                 "not come back retry then (worker lost). 0: retry them at open")
+    ->capture_default_str();
   std::optional<int32_t> preempt_at;
   app.add_option("--preempt-at", preempt_at,
                  "preemption: a waiting job of at least this (effective) priority may ask "
@@ -224,6 +230,7 @@ int main(int argc, char** argv) {
   }
   opts.lease_time = std::chrono::milliseconds{lease_time_ms};
   opts.commit_outcome_wait = std::chrono::milliseconds{commit_outcome_wait_ms};
+  opts.remote_grace = std::chrono::milliseconds{remote_grace_ms};
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   auto q = ergon::spawn_queue(sys, db, opts);

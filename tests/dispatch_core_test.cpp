@@ -44,6 +44,15 @@ struct rig {
   explicit rig(scheduling_options s = {}, bool offers = false)
       : core(config_of(std::move(s), offers), {}, t0) {}
 
+  // Opens with remote workers' attempts kept running: each job of `held`
+  // was in its first try when the last owner died.
+  explicit rig(held_attempts held) : core(config_of({}, false), {}, t0, held) {
+    for (auto& a : held.attempts) {
+      jobs[a.key.row] = a.key;
+      tries[a.key.row] = 1;
+    }
+  }
+
   dispatch_core::config config_of(scheduling_options s, bool offers) {
     dispatch_core::config c;
     c.scheduling = std::move(s);
@@ -159,7 +168,7 @@ struct rig {
   uint64_t add_worker(int32_t capacity, bool remote = false,
                       std::vector<std::string> types = {"t"}) {
     effects fx;
-    return core.register_worker(types, capacity, 0, remote ? "node/1" : "", now, fx);
+    return core.register_worker({types, capacity, 0, remote ? "node/1" : "", {}, {}}, now, fx).id;
   }
 
   effects report(uint64_t worker, int32_t capacity, int64_t received,
@@ -185,6 +194,14 @@ struct rig {
     effects fx;
     core.tick(now, fx);
     return fx;
+  }
+
+  // A remote worker of `holder` joins (again), listing what it kept.
+  dispatch_core::joined join_again(const std::string& holder,
+                                   std::vector<storage::attempt_ref> held,
+                                   std::vector<storage::attempt_ref> returned, effects& fx) {
+    return core.register_worker({{"t"}, 2, 0, holder, std::move(held), std::move(returned)},
+                                now, fx);
   }
 
   effects gone(uint64_t worker) {
@@ -901,4 +918,202 @@ BOOST_AUTO_TEST_CASE(no_offer_while_a_yielded_job_waits_for_its_preemptor) {
   auto again = claims_of(fx);
   BOOST_REQUIRE_EQUAL(again.size(), 1u);
   BOOST_TEST(again[0].row == 1);
+}
+
+// -- attempts kept at open for remote workers (issue 30) ----------------------------------
+
+namespace {
+
+constexpr int64_t grace_ms = 20'000;
+
+// Job `row` of `group`, found running at open under `holder`, expiring
+// `expires_at` (recovery held it until the grace ends at least).
+storage::running_job held_job(int64_t row, const std::string& holder, int64_t expires_at,
+                              const std::string& group = {}) {
+  storage::running_job r;
+  r.key.row = row;
+  r.key.id = storage::make_job_id(t0, 0, row);
+  r.key.type = "t";
+  r.key.group = group;
+  r.key.run_at = r.key.added_at = r.key.ready_since = t0 - 60'000;
+  r.token = 500 + row;
+  r.started_at = t0 - 1'000;
+  r.expires_at = expires_at;
+  r.holder = holder;
+  return r;
+}
+
+std::string rows_tokens(const std::vector<storage::attempt_ref>& attempts) {
+  std::string out;
+  for (auto& a : attempts)
+    out += (out.empty() ? "" : " ") + std::to_string(a.row) + ":" + std::to_string(a.token);
+  return out;
+}
+
+held_attempts held_until_grace(std::vector<storage::running_job> attempts) {
+  return {std::move(attempts), t0 + grace_ms};
+}
+
+}  // namespace
+
+// An attempt kept at open holds its slot while it waits for its worker; no
+// one else is handed its job, and it is lost once its grace ends, at the
+// grace's end exactly, under its own token.
+BOOST_AUTO_TEST_CASE(a_held_attempt_waits_its_grace_then_is_lost_and_its_job_runs_again) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms)})};
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);
+  BOOST_TEST(running_slots(r) == 1);
+  auto w = r.add_worker(1);
+  auto fx = r.report(w, 1, 0);
+  BOOST_TEST(claims_of(fx).empty());  // its job is not pending
+  BOOST_TEST(fx.wake_at == t0 + grace_ms);
+  fx = r.tick_at(t0 + grace_ms - 1);
+  BOOST_TEST(fx.writes.empty());
+  fx = r.tick_at(t0 + grace_ms);
+  // Lost, not expired: its expiry falls on the same ms.
+  BOOST_TEST(rows_tokens(lost_of(fx)) == "1:501");
+  BOOST_TEST(sent_of<expire_batch>(fx).empty());
+  BOOST_TEST(r.metrics().orphaned_attempts == 0);
+  // The loss commits: its slot is free, and the job goes to the worker
+  // here, which waits for work.
+  r.commit_end({1, 501}, attempt_outcome::worker_lost, job_status::pending);
+  fx = r.catch_up();
+  BOOST_REQUIRE_EQUAL(claims_of(fx).size(), 1u);
+  BOOST_TEST(claims_of(fx)[0].row == 1);
+  BOOST_TEST(writes_of(fx)[0].worker_id == w);
+  BOOST_TEST(running_slots(r) == 1);  // its pick, not the lost attempt
+}
+
+// If that loss does not commit, the attempt is left to its expiry, which is
+// checked again a little later, as a failed expiry is.
+BOOST_AUTO_TEST_CASE(a_held_attempt_whose_loss_fails_is_left_to_its_expiry) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms)})};
+  auto fx = r.tick_at(t0 + grace_ms);
+  BOOST_REQUIRE_EQUAL(lost_of(fx).size(), 1u);
+  commit_feed failed;
+  failed.failed.push_back({0, {}, {}, {}, status{error::busy, "locked"}});
+  r.committed.push_back(std::move(failed));
+  r.catch_up();
+  fx = r.tick_at(t0 + grace_ms + 1'000);
+  auto expiring = sent_of<expire_batch>(fx);
+  BOOST_REQUIRE_EQUAL(expiring.size(), 1u);
+  BOOST_TEST(expiring[0].attempts.at(0).row == 1);
+  BOOST_TEST(expiring[0].attempts.at(0).token == 501);
+  BOOST_TEST(lost_of(fx).empty());
+}
+
+// Kept attempts count toward their group's share, and are neither
+// preempted nor expired before their grace ends; one that ends otherwise
+// meanwhile (expired, cancelled) waits no more and is never lost.
+BOOST_AUTO_TEST_CASE(a_held_attempt_that_ends_meanwhile_is_not_lost_later) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms, "a"),
+                          held_job(2, "node/8", t0 + grace_ms + 5'000, "a")})};
+  bool found = false;
+  for (auto& g : r.metrics().groups)
+    if (g.group == "a") {
+      found = true;
+      BOOST_TEST(g.running_slots == 2);
+    }
+  BOOST_TEST(found);
+  r.commit_end({1, 501}, attempt_outcome::cancelled, job_status::cancelled);
+  r.catch_up();
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);
+  auto fx = r.tick_at(t0 + grace_ms);
+  BOOST_TEST(rows_tokens(lost_of(fx)) == "2:502");
+  BOOST_TEST(fx.requests.empty());
+}
+
+// A cancel requested while an attempt waits for its worker reaches no
+// worker now (there is none): it is kept for the worker's return.
+BOOST_AUTO_TEST_CASE(a_cancel_of_a_held_attempt_is_kept_for_its_worker) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms)})};
+  commit_feed f;
+  f.cancel_requests.push_back({{1, 501}, r.jobs.at(1)});
+  r.committed.push_back(std::move(f));
+  auto fx = r.catch_up();
+  BOOST_TEST(fx.requests.empty());
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);
+}
+
+// A worker that joins again gets back what it lists under its holder and
+// token; what was kept for it and is not listed is lost at once, what is
+// listed and not kept for it comes back stale, and the others' attempts
+// wait on. Its outcome then ends the attempt as any worker's does.
+BOOST_AUTO_TEST_CASE(a_worker_that_joins_again_takes_back_what_it_lists) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms),
+                          held_job(2, "node/7", t0 + grace_ms),
+                          held_job(3, "node/8", t0 + grace_ms)})};
+  effects fx;
+  auto joined = r.join_again("node/7", {{1, 501}, {9, 9}}, {}, fx);
+  BOOST_TEST(rows_tokens(joined.stale) == "9:9");
+  BOOST_TEST(rows_tokens(lost_of(fx)) == "2:502");
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);  // node/8's
+  BOOST_TEST(running_slots(r) == 3);  // the lost one's until its loss commits
+  r.commit_end({2, 502}, attempt_outcome::worker_lost, job_status::pending);
+  r.commit_end({1, 501}, attempt_outcome::succeeded, job_status::succeeded);
+  fx = r.report(joined.id, 2, 0, {{1, 501}});
+  // Job 2 runs again on the worker that came back; 1 freed its slot.
+  BOOST_TEST(rows_tokens(claims_of(fx)).find("2:") == 0u);
+  fx = r.tick_at(t0 + grace_ms);
+  BOOST_TEST(rows_tokens(lost_of(fx)) == "3:503");
+}
+
+// A listed attempt whose code returned frees its slot at once; a wrong
+// token or another holder's attempt is stale, and leaves what was kept to
+// be lost (its holder's code for it is gone) or to wait (another's).
+BOOST_AUTO_TEST_CASE(returned_attempts_free_their_slot_and_wrong_ones_are_stale) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms),
+                          held_job(2, "node/7", t0 + grace_ms),
+                          held_job(3, "node/8", t0 + grace_ms)})};
+  effects fx;
+  auto joined = r.join_again("node/7", {{2, 999}, {3, 503}}, {{1, 501}}, fx);
+  BOOST_TEST(rows_tokens(joined.stale) == "2:999 3:503");
+  BOOST_TEST(rows_tokens(lost_of(fx)) == "2:502");
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);
+  BOOST_TEST(running_slots(r) == 2);  // 1's code returned; 2 until its loss commits
+  // Its outcome, sent again, ends it without freeing the slot twice.
+  r.commit_end({1, 501}, attempt_outcome::succeeded, job_status::succeeded);
+  r.catch_up();
+  BOOST_TEST(running_slots(r) == 2);
+  // A local worker keeps nothing across registrations.
+  effects local;
+  auto other = r.core.register_worker({{"t"}, 1, 0, "", {{3, 503}}, {}}, r.now, local);
+  BOOST_TEST(rows_tokens(other.stale) == "3:503");
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);
+}
+
+// A cancel requested while the attempt waited reaches its worker when it
+// takes the attempt back.
+BOOST_AUTO_TEST_CASE(a_cancel_kept_for_an_attempt_reaches_the_worker_that_takes_it_back) {
+  rig r{held_until_grace({held_job(1, "node/7", t0 + grace_ms)})};
+  commit_feed f;
+  f.cancel_requests.push_back({{1, 501}, r.jobs.at(1)});
+  r.committed.push_back(std::move(f));
+  r.catch_up();
+  effects fx;
+  auto joined = r.join_again("node/7", {{1, 501}}, {}, fx);
+  BOOST_REQUIRE_EQUAL(fx.requests.size(), 1u);
+  BOOST_TEST(fx.requests[0].worker == joined.id);
+  auto* cancel = std::get_if<cancel_attempt>(&fx.requests[0].request);
+  BOOST_REQUIRE(cancel);
+  BOOST_TEST(cancel->token == 501);
+  BOOST_TEST(cancel->requested);
+}
+
+// A remote worker back before its old registration's loss was seen takes
+// its attempts over from it: that loss then loses nothing.
+BOOST_AUTO_TEST_CASE(a_worker_back_before_its_loss_was_seen_keeps_its_attempts) {
+  rig r;
+  auto first = r.one_job_and_worker(true);
+  auto claim = r.run_one(first);
+  effects fx;
+  auto joined = r.join_again("node/1", {claim}, {}, fx);
+  BOOST_TEST(joined.stale.empty());
+  fx = r.gone(first);
+  BOOST_TEST(lost_of(fx).empty());
+  // The attempt is the new registration's: its outcome frees that slot.
+  r.commit_end(claim, attempt_outcome::succeeded, job_status::succeeded);
+  r.submit(2);
+  fx = r.report(joined.id, 2, 0, {claim});
+  BOOST_TEST(rows_tokens(claims_of(fx)).find("2:") == 0u);
 }

@@ -343,6 +343,24 @@ BOOST_AUTO_TEST_CASE(a_registration_keeps_worker_options_rules) {
   BOOST_TEST(field_of([](register_worker& r) { r.prefetch = -1; }) == "prefetch");
   BOOST_TEST(field_of([](register_worker& r) { r.prefetch = max_weight + 1; }) == "prefetch");
   BOOST_TEST(field_of([](register_worker& r) { r.worker = caf::actor{}; }) == "worker");
+  // The attempts a worker kept: 4 per unit of capacity and prefetch (here
+  // 1), rows from 1, tokens from 0, each row once across both lists.
+  auto kept = good;
+  kept.held = {{1, 0}, {2, 7}};
+  kept.returned = {{3, 8}, {4, 9}};
+  BOOST_TEST(validate(kept).ok());
+  BOOST_TEST(field_of([](register_worker& r) { r.held = {{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}}; })
+             == "held");
+  BOOST_TEST(field_of([](register_worker& r) {
+               r.held = {{1, 1}, {2, 2}};
+               r.returned = {{3, 3}, {4, 4}, {5, 5}};
+             }) == "returned");
+  BOOST_TEST(field_of([](register_worker& r) { r.held = {{0, 1}}; }) == "held");
+  BOOST_TEST(field_of([](register_worker& r) { r.returned = {{1, -1}}; }) == "returned");
+  BOOST_TEST(field_of([](register_worker& r) {
+               r.held = {{1, 1}};
+               r.returned = {{1, 2}};
+             }) == "returned");
   caf::anon_send_exit(me, caf::exit_reason::user_shutdown);
 }
 

@@ -185,6 +185,49 @@ BOOST_AUTO_TEST_CASE(a_killed_owner_never_blocks_the_next_open) {
   BOOST_TEST(info->attempts[0].message == "process restart");
 }
 
+// What a dead owner's remote workers were running (held_by) waits for them
+// with remote_grace set: still running, its expiry held to the grace's end
+// at least, and lost ("worker lost") when the grace ends on the queue's
+// clock, to run again. Without it, it is recovered as the owner's own are.
+BOOST_AUTO_TEST_CASE(a_remote_workers_attempt_waits_its_grace_after_the_owner_died) {
+  for (bool grace : {false, true}) {
+    live_owner live{2};
+    auto& [dir, path, ids, owner] = live;
+    owner.signal(SIGKILL);
+    owner.wait();
+    engine_probe{path}.exec("UPDATE jobs SET held_by = 'node/7' WHERE status = 1");
+    auto clock = std::make_shared<manual_clock>(t0);
+    options opts;
+    opts.clock = clock;
+    opts.remote_grace = grace ? 20s : 0s;
+    auto q = queue::open(path, opts);
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    event_log log{*q};
+    auto info = q->job_info(ids[0]);
+    BOOST_REQUIRE(info.has_value());
+    if (!grace) {
+      BOOST_TEST(info->status == job_status::pending);
+      BOOST_REQUIRE_EQUAL(info->attempts.size(), 1u);
+      BOOST_TEST(info->attempts[0].message == "process restart");
+      continue;
+    }
+    BOOST_TEST(info->status == job_status::running);
+    BOOST_TEST(q->metrics()->orphaned_attempts == 1);
+    auto expires = engine_probe{path}.number("SELECT expires_at FROM jobs WHERE status = 1");
+    BOOST_TEST(expires >= t0 + 20'000);
+    clock->advance(19'999ms);
+    BOOST_TEST(q->job_info(ids[0])->status == job_status::running);
+    clock->advance(1ms);
+    BOOST_REQUIRE(log.wait_for(event_kind::retried, 1, ids[0]));
+    info = q->job_info(ids[0]);
+    BOOST_REQUIRE(info.has_value());
+    BOOST_TEST(info->status == job_status::pending);
+    BOOST_REQUIRE_EQUAL(info->attempts.size(), 1u);
+    BOOST_TEST(info->attempts[0].message == "worker lost");
+    BOOST_TEST(q->metrics()->orphaned_attempts == 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_closed_queue_leaves_no_lock_file_and_can_be_reopened_at_once) {
   temp_dir dir;
   auto path = location_of(dir);

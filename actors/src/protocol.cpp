@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <unordered_set>
 
 #include "ergon/event.hpp"
 #include "ergon/storage/field_rules.hpp"
@@ -43,6 +44,24 @@ status validate(const register_worker& r) {
     return st;
   if (!r.worker)
     return invalid_field("worker", "the registration names no worker actor");
+  auto most = listed_per_unit * static_cast<size_t>(r.max_capacity + r.prefetch);
+  if (r.held.size() + r.returned.size() > most)
+    return invalid_field(r.held.size() > most ? "held" : "returned",
+                         "a registration lists at most " + std::to_string(most)
+                           + " attempts for its capacity and prefetch, got "
+                           + std::to_string(r.held.size() + r.returned.size()));
+  std::unordered_set<int64_t> rows;
+  for (auto* list : {&r.held, &r.returned}) {
+    const char* field = list == &r.held ? "held" : "returned";
+    for (auto& a : *list) {
+      if (a.row <= 0 || a.token < 0)
+        return invalid_field(field, "attempt (" + std::to_string(a.row) + ", "
+                                      + std::to_string(a.token)
+                                      + ") has a row below 1 or a negative token");
+      if (!rows.insert(a.row).second)
+        return invalid_field(field, "row " + std::to_string(a.row) + " is listed twice");
+    }
+  }
   return {};
 }
 

@@ -152,6 +152,16 @@ struct options {
   /// What to do at open with jobs that were running when a process died.
   recovery_mode recovery = recovery_mode::retry_with_backoff;
 
+  /// How long attempts that workers in other processes were running when
+  /// the owner died wait for those workers to join again, from open. They
+  /// stay running, their expiry held until then at least; a worker that
+  /// comes back in time lists them and goes on under the same attempt
+  /// tokens, so their code runs once. Those still waiting at the end fail
+  /// as `worker lost` and retry at once. 0: they are recovered at open as
+  /// the owner's own are (`recovery`). Between 0 and 1 h
+  /// (invalid_argument "remote_grace").
+  std::chrono::milliseconds remote_grace{0};
+
   /// synchronous=FULL: an acknowledged job survives power loss, not just a
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).
   bool synchronous_full = false;

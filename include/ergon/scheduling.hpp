@@ -262,6 +262,10 @@ struct metrics_snapshot {
   /// Workers registered now: in this process, and on other nodes.
   int32_t local_workers = 0;
   int32_t remote_workers = 0;
+  /// Attempts of workers in other processes that were running when the
+  /// queue's last owner died, kept running now for those workers to join
+  /// again and take them back (options::remote_grace).
+  int64_t orphaned_attempts = 0;
   /// Preemption since the queue opened: running attempts asked to yield,
   /// attempts that yielded, and yielded jobs made ready again (resumed).
   /// `preempted_waiting` yielded jobs wait now for their preemptor to end.

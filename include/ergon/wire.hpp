@@ -305,7 +305,7 @@ typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
            x.too_heavy_jobs, x.subscriber_errors, x.refused_messages, x.failed_handshakes,
            x.refused_connections, x.rejected_messages, x.waits, x.by_status, x.by_type, x.by_group,
            x.oldest_ready_ms, x.run_ms_by_type, x.attempts_by_outcome, x.writer_batch_requests,
-           x.commit_us, x.local_workers, x.remote_workers, x.preemptions, x.yields,
+           x.commit_us, x.local_workers, x.remote_workers, x.orphaned_attempts, x.preemptions, x.yields,
            x.resumptions, x.preempted_waiting, pressure, x.pressure_by_source,
            x.pressure_errors, x.deferred_by_pressure, x.deferred_by_io, io_read, io_write,
            x.io_running_read_bytes, x.io_running_write_bytes);

@@ -131,9 +131,9 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   if (!owned)
     return owned.error();
   auto write_db = std::move(owned->write_db);
-  auto pending = recover(*write_db, opts.recovery, p->clk->now_ms());
-  if (!pending)
-    return pending.error();
+  auto found = recover(*write_db, opts.recovery, opts.remote_grace.count(), p->clk->now_ms());
+  if (!found)
+    return found.error();
   auto meta = storage::read_meta(*write_db);
   if (!meta)
     return meta.error();
@@ -162,7 +162,9 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   dcfg.events = p->events;
   dcfg.id_tag = meta->id_tag;
   dcfg.subs = p->subs;
-  dcfg.pending = std::move(*pending);
+  dcfg.pending = std::move(found->pending);
+  dcfg.held = std::move(found->held);
+  dcfg.remote_grace_ms = opts.remote_grace.count();
   dcfg.scheduling = opts.scheduling;
   dcfg.gate = p->gate;
   dcfg.watch = p->watch;

@@ -182,6 +182,7 @@ json of(const metrics_snapshot& m) {
           {"commit_us", of(m.commit_us)},
           {"local_workers", m.local_workers},
           {"remote_workers", m.remote_workers},
+          {"orphaned_attempts", m.orphaned_attempts},
           {"preemptions", m.preemptions},
           {"yields", m.yields},
           {"resumptions", m.resumptions},

@@ -219,6 +219,9 @@ std::string prometheus_text(const metrics_snapshot& m) {
   e.family("ergon_workers", "gauge", "Registered workers, in the owner's process and remote.");
   e.sample("ergon_workers", label("location", "local"), m.local_workers);
   e.sample("ergon_workers", label("location", "remote"), m.remote_workers);
+  e.family("ergon_orphaned_attempts", "gauge",
+           "Attempts of remote workers kept running since open for those workers to return.");
+  e.sample("ergon_orphaned_attempts", "", static_cast<double>(m.orphaned_attempts));
   e.family("ergon_waits", "gauge", "queue::wait calls waiting for a job to finish.");
   e.sample("ergon_waits", "", static_cast<double>(m.waits));
   struct counter {

@@ -4,16 +4,45 @@
 #include <unordered_map>
 
 #include "ergon/storage/op/add_finished_counts.hpp"
+#include "ergon/storage/op/hold_attempts.hpp"
 #include "ergon/storage/op/load_unfinished.hpp"
 #include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/op/reconcile_recurring.hpp"
 #include "ergon/storage/op/recover_running.hpp"
 #include "ergon/storage/records.hpp"
+#include "ergon/storage/times.hpp"
 
 namespace ergon::runtime {
 
-result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode,
-                                              int64_t now_ms) {
+namespace {
+
+// Keeps the attempts of remote holders running until `until` at least;
+// the others are left in `unfinished` for recovery. Returns those kept.
+result<std::vector<storage::running_job>> hold_remote(storage::db& d,
+                                                      std::vector<storage::running_job>& running,
+                                                      int64_t until) {
+  std::vector<storage::running_job> held;
+  std::vector<storage::running_job> own;
+  for (auto& r : running)
+    (r.holder.empty() ? own : held).push_back(std::move(r));
+  running = std::move(own);
+  storage::hold_attempts_args args;
+  args.until = until;
+  for (auto& r : held)
+    args.attempts.push_back({r.key.row, r.token});
+  auto expiries = storage::hold_attempts(d, args);
+  if (!expiries)
+    return expiries.error();
+  // Each one is held: nothing else writes before recovery commits.
+  for (size_t i = 0; i < held.size(); ++i)
+    held[i].expires_at = (*expiries)[i].value_or(held[i].expires_at);
+  return held;
+}
+
+}  // namespace
+
+result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_grace_ms,
+                          int64_t now_ms) {
   auto meta = storage::read_meta(d);
   if (!meta)
     return meta.error();
@@ -22,6 +51,16 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
     return unfinished.error();
   if (auto st = d.begin_write(); !st)
     return st;
+  recovered out;
+  if (remote_grace_ms > 0) {
+    out.held.until = storage::add_ms(now_ms, remote_grace_ms);
+    auto held = hold_remote(d, unfinished->running, out.held.until);
+    if (!held) {
+      d.rollback();
+      return held.error();
+    }
+    out.held.attempts = std::move(*held);
+  }
   storage::recover_running_args args;
   args.timing = mode == recovery_mode::retry_immediately ? storage::retry_timing::immediate
                                                          : storage::retry_timing::backoff;
@@ -52,7 +91,8 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
     d.rollback();
     return st;
   }
-  auto pending = std::move(unfinished->pending);
+  auto& pending = out.pending;
+  pending = std::move(unfinished->pending);
   for (auto& end : *recovered) {
     if (end.status == job_status::pending)
       pending.push_back(std::move(end.key));
@@ -71,7 +111,7 @@ result<std::vector<storage::job_key>> recover(storage::db& d, recovery_mode mode
       if (auto m = by_row.find(k.row); m != by_row.end())
         k = *m->second;
   }
-  return pending;
+  return out;
 }
 
 }  // namespace ergon::runtime

@@ -72,6 +72,9 @@ status validate(const options& o) {
     if (ms < std::chrono::seconds(1) || ms > std::chrono::hours(1))
       return invalid_field(field, "must be between 1 s and 1 h, got " + std::to_string(ms.count())
                                     + " ms");
+  if (o.remote_grace.count() < 0 || o.remote_grace > std::chrono::hours(1))
+    return invalid_field("remote_grace", "must be between 0 and 1 h, got "
+                                           + std::to_string(o.remote_grace.count()) + " ms");
   if (auto st = check_at_least_one("scheduler.threads", o.scheduler.threads); !st)
     return st;
   if ((o.file_mode & 0600u) != 0600u || (o.file_mode & ~0666u) != 0) {

@@ -62,6 +62,11 @@ const attempt_table::attempt* attempt_table::extended(int64_t row, int64_t token
   return &r->second;
 }
 
+void attempt_table::move_to(int64_t row, uint64_t worker) {
+  if (auto r = running_.find(row); r != running_.end())
+    r->second.worker = worker;
+}
+
 void attempt_table::recheck_at(int64_t at, int64_t row, int64_t token) {
   expiries_.emplace(at, std::make_pair(row, token));
 }

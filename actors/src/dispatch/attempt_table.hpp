@@ -75,6 +75,10 @@ class attempt_table {
   /// `expires_at`. Returns the attempt, or nothing if it no longer runs.
   const attempt* extended(int64_t row, int64_t token, int64_t expires_at);
 
+  /// The attempt of `row` runs on `worker` from now on (it joined again and
+  /// took it back). Nothing if none runs.
+  void move_to(int64_t row, uint64_t worker);
+
   /// The attempts `worker` runs (claimed and not ended).
   std::vector<storage::attempt_ref> running_on(uint64_t worker) const;
 

@@ -10,6 +10,7 @@
 #include "attempt_table.hpp"
 #include "disk_throughput.hpp"
 #include "dispatcher_events.hpp"
+#include "orphans.hpp"
 #include "preemptions.hpp"
 #include "pressure_gauge.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
@@ -34,6 +35,9 @@ struct dispatch_core::state {
   std::multimap<int64_t, int64_t> deadlines;  // at -> row
   // Claimed attempts, from their claim's feed until they end.
   attempt_table attempts;
+  // Attempts of remote workers that are away, kept running for them (in
+  // `attempts` too, under no worker).
+  orphans orphaned;
   // Workers, kept current by the worker protocol.
   worker_registry workers;
   // Workers on other nodes: their attempts are lost when they go down.
@@ -120,11 +124,21 @@ void emit_too_heavy(state& st, int64_t now) {
 
 // -- timers ----------------------------------------------------------------------------
 
+// The attempts of a remote worker that went down (or did not come back in
+// time) end as "worker lost" and retry at once, rather than wait for their
+// expiry: the worker's node is gone, or cut off and fenced from now on.
+void lose_attempts(state& st, std::vector<storage::attempt_ref> attempts) {
+  if (!attempts.empty())
+    st.send(lose_batch{{std::move(attempts)}});
+}
+
 int64_t next_wake(const state& st, int64_t now) {
   int64_t next = never;
   if (auto t = st.policy.next_wake(now))
     next = std::min(next, *t);
   if (auto t = st.attempts.next_expiry())
+    next = std::min(next, *t);
+  if (auto t = st.orphaned.next_due())
     next = std::min(next, *t);
   if (!st.deadlines.empty())
     next = std::min(next, storage::add_ms(st.deadlines.begin()->first, 1));  // expired once past
@@ -148,9 +162,20 @@ void on_timer(state& st, int64_t now) {
     st.policy.set_io_rates(st.disk->read_rate(), st.disk->write_rate());
   }
   st.policy.expire_pauses(now);
+  // An orphan's grace ends no later than its expiry: it is lost, and its
+  // expiry is checked again only if that loss does not commit.
+  auto lost = st.orphaned.due(now);
+  std::unordered_set<int64_t> losing;
+  for (auto& a : lost)
+    losing.insert(a.row);
+  lose_attempts(st, std::move(lost));
   expire_batch expiring;
-  for (auto& a : st.attempts.due(now))
-    expiring.attempts.push_back({a.row, a.token, 0.0});
+  for (auto& a : st.attempts.due(now)) {
+    if (losing.count(a.row) == 1)
+      st.attempts.recheck_at(storage::add_ms(now, storage_retry_ms), a.row, a.token);
+    else
+      expiring.attempts.push_back({a.row, a.token, 0.0});
+  }
   if (!expiring.attempts.empty())
     st.send(std::move(expiring));
   expire_pending_batch overdue;
@@ -406,14 +431,6 @@ void answer_unregister(state& st, uint64_t worker) {
   st.out->unregistered.push_back(worker);
 }
 
-// The attempts of a remote worker that went down end as "worker lost" and
-// retry at once, rather than wait for their expiry: the worker's node is
-// gone, or cut off and fenced from now on.
-void lose_attempts(state& st, std::vector<storage::attempt_ref> attempts) {
-  if (!attempts.empty())
-    st.send(lose_batch{{std::move(attempts)}});
-}
-
 // A gone worker runs no more code: its parked retries are free to go.
 void worker_gone(state& st, uint64_t worker, int64_t now) {
   for (auto& key : st.attempts.worker_gone(worker)) {
@@ -451,6 +468,46 @@ void free_returned(state& st, uint64_t worker,
   }
 }
 
+// Worker `id` joined again listing the attempts it kept: it gets back
+// those kept for it under their tokens, orphaned or still under an earlier
+// registration of its own (its loss not yet seen), and the orphans it did
+// not list are lost. Returns the listed attempts it does not get back.
+std::vector<storage::attempt_ref> take_back(state& st, uint64_t id,
+                                            const dispatch_core::joining& w, int64_t now) {
+  std::vector<storage::attempt_ref> listed = w.held;
+  listed.insert(listed.end(), w.returned.begin(), w.returned.end());
+  if (w.holder.empty())
+    return listed;  // a local worker keeps nothing across registrations
+  auto found = st.orphaned.adopt(w.holder, listed);
+  std::vector<storage::attempt_ref> mine;
+  for (auto& [a, cancel] : found.adopted) {
+    mine.push_back(a);
+    if (cancel)
+      st.tell(id, cancel_attempt{a.row, a.token, "cancel requested", true});
+  }
+  std::vector<storage::attempt_ref> stale;
+  for (auto& a : found.stale) {
+    auto run = st.attempts.find(a.row);
+    if (run && run->token == a.token && run->worker != id && run->worker != 0
+        && holder_of(st, run->worker) == w.holder)
+      mine.push_back(a);
+    else
+      stale.push_back(a);
+  }
+  std::unordered_set<int64_t> rows_returned;
+  for (auto& a : w.returned)
+    rows_returned.insert(a.row);
+  std::vector<storage::attempt_ref> returned;
+  for (auto& a : mine) {
+    st.attempts.move_to(a.row, id);
+    if (rows_returned.count(a.row) == 1)
+      returned.push_back(a);
+  }
+  free_returned(st, id, returned, now);
+  lose_attempts(st, std::move(found.lost));
+  return stale;
+}
+
 // -- commit feed ------------------------------------------------------------------------------
 
 void start_attempt(state& st, uint64_t worker, const storage::claimed_job& j,
@@ -471,6 +528,23 @@ void start_attempt(state& st, uint64_t worker, const storage::claimed_job& j,
   st.attempts.claimed(j.key.row, a);
   // Times are the claim's: this feed may be read a little later.
   st.policy.record_wait(std::max<int64_t>(0, j.started_at - j.key.run_at));
+}
+
+// A remote worker's attempt found running at open: it runs on, under no
+// worker, until its holder comes back for it or its grace ends. It holds
+// its slot in its group and type meanwhile, as its code may well run.
+void reinstate(state& st, const storage::running_job& r, int64_t until) {
+  auto e = pending_of(st.policy, r.key);
+  st.policy.mark_running(e);
+  st.policy.forget(r.key.row);
+  attempt_table::attempt a{0,       r.token, r.expires_at, r.key.id,
+                           e.type,  e.group, e.weight,     false,    r.key.recurring_id};
+  a.priority = e.priority;
+  a.started_at = r.started_at;
+  st.attempts.claimed(r.key.row, a);
+  st.orphaned.hold(r.holder, {r.key.row, r.token}, until);
+  if (r.cancel_requested)
+    st.orphaned.request_cancel(r.key.row);
 }
 
 // One claim of `worker` committed or failed; true if the worker was lost
@@ -548,6 +622,7 @@ void on_claim(state& st, const claim_result& c,
 }
 
 void end_attempt(state& st, const storage::attempt_end& end, int64_t now) {
+  st.orphaned.ended(end.row);
   auto run = st.attempts.find(end.row);
   auto w = run ? st.workers.find(run->worker) : nullptr;
   if (w && end.outcome == attempt_outcome::expired)
@@ -581,6 +656,8 @@ void ask_to_stop(state& st, const storage::attempt_ref& attempt) {
     return;  // it ended in the meantime
   if (st.workers.find(run->worker))
     st.tell(run->worker, cancel_attempt{attempt.row, attempt.token, "cancel requested", true});
+  else
+    st.orphaned.request_cancel(attempt.row);  // told when its worker is back
 }
 
 // After the dispatcher's own bookkeeping, so a waiter's next request sees
@@ -735,7 +812,8 @@ void drain_feeds(state& st, int64_t now) {
 
 // -- inputs --------------------------------------------------------------------------
 
-dispatch_core::dispatch_core(config cfg, std::vector<storage::job_key> pending, int64_t now)
+dispatch_core::dispatch_core(config cfg, std::vector<storage::job_key> pending, int64_t now,
+                             held_attempts held)
     : st_(std::make_unique<state>(std::move(cfg))) {
   auto& st = *st_;
   if (!st.cfg.new_token)
@@ -750,6 +828,8 @@ dispatch_core::dispatch_core(config cfg, std::vector<storage::job_key> pending, 
   }
   for (auto& k : pending)
     add_submitted(st, k, now);
+  for (auto& r : held.attempts)
+    reinstate(st, r, held.until);
 }
 
 dispatch_core::~dispatch_core() = default;
@@ -767,20 +847,21 @@ void dispatch_core::settle(int64_t now, effects& out) {
   st.out = nullptr;
 }
 
-uint64_t dispatch_core::register_worker(const std::vector<std::string>& types,
-                                        int32_t max_capacity, int32_t prefetch, std::string holder,
-                                        int64_t now, effects& out) {
+dispatch_core::joined dispatch_core::register_worker(joining w, int64_t now, effects& out) {
   auto& st = *st_;
   st.out = &out;
   std::vector<uint32_t> ids;
-  for (auto& t : types)
+  for (auto& t : w.types)
     ids.push_back(st.policy.type_id(t));
-  auto id = st.workers.add(std::move(ids), max_capacity, prefetch);
-  if (!holder.empty())
-    st.remote.emplace(id, std::move(holder));
+  joined done;
+  done.id = st.workers.add(std::move(ids), w.max_capacity, w.prefetch);
+  if (!w.holder.empty())
+    st.remote.emplace(done.id, w.holder);
+  drain_feeds(st, now);  // what ended meanwhile is not given back
+  done.stale = take_back(st, done.id, w, now);
   update_capacity(st);
   settle(now, out);
-  return id;
+  return done;
 }
 
 bool dispatch_core::registered(uint64_t id) const {
@@ -892,6 +973,7 @@ void dispatch_core::fill_metrics(metrics_snapshot& snap, int64_t now) const {
   snap.yields = st.yields;
   snap.resumptions = st.resumptions;
   snap.preempted_waiting = static_cast<int64_t>(st.preempting.held());
+  snap.orphaned_attempts = static_cast<int64_t>(st.orphaned.size());
   if (st.pressure) {
     snap.pressure_by_source = st.pressure->readings();
     snap.pressure_errors = st.pressure->errors();

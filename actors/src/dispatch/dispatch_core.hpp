@@ -80,18 +80,41 @@ class dispatch_core {
     int64_t wake_at = storage::never_ms;
   };
 
-  /// Loads the pending jobs found at open.
-  dispatch_core(config cfg, std::vector<storage::job_key> pending, int64_t now);
+  /// Loads the pending jobs found at open, and the remote workers' attempts
+  /// kept running for them (lost when their grace ends).
+  dispatch_core(config cfg, std::vector<storage::job_key> pending, int64_t now,
+                held_attempts held = {});
   ~dispatch_core();
   dispatch_core(const dispatch_core&) = delete;
   dispatch_core& operator=(const dispatch_core&) = delete;
 
-  /// A worker registered (validated by the caller). `holder` names a
-  /// worker on another node ("<node>/<worker>"), whose attempts are lost
-  /// when it goes down and whose claims record it; empty for a local one.
-  /// Returns its id.
-  uint64_t register_worker(const std::vector<std::string>& types, int32_t max_capacity,
-                           int32_t prefetch, std::string holder, int64_t now, effects& out);
+  /// A worker's registration (validated by the caller).
+  struct joining {
+    std::vector<std::string> types;
+    int32_t max_capacity = 1;
+    int32_t prefetch = 0;
+    /// A worker on another node ("<node>/<worker>"), whose attempts are
+    /// lost when it goes down and whose claims record it; empty: a local one.
+    std::string holder;
+    /// Attempts it kept across a dropped connection: those it runs or holds
+    /// (`held`), and those whose code returned with an outcome not yet
+    /// acknowledged (`returned`).
+    std::vector<storage::attempt_ref> held;
+    std::vector<storage::attempt_ref> returned;
+  };
+
+  /// How a registration went.
+  struct joined {
+    uint64_t id = 0;
+    /// Listed attempts it does not get back: they ended, or are not its.
+    std::vector<storage::attempt_ref> stale;
+  };
+
+  /// A worker registered. A remote worker gets back the listed attempts
+  /// kept for it (since open, or by an earlier registration of its own
+  /// whose loss is on its way), under their tokens; the others kept for it
+  /// that it did not list are lost, as its code for them is gone.
+  joined register_worker(joining w, int64_t now, effects& out);
 
   /// Whether worker `id` is registered (one leaving after its claim is,
   /// until that claim commits or fails).

@@ -146,13 +146,14 @@ caf::result<worker_registered> on_register(dispatcher_ptr self, const register_w
   std::string holder;
   if (r.worker.node() != self->node())
     holder = to_string(r.worker.node()) + "/" + std::to_string(r.worker.id());
-  auto wid = st.core->register_worker(r.types, r.max_capacity, r.prefetch, std::move(holder),
-                                      st.now(), fx);
-  st.handles[wid] = r.worker;
+  auto done = st.core->register_worker(
+    {r.types, r.max_capacity, r.prefetch, std::move(holder), r.held, r.returned}, st.now(), fx);
+  auto wid = done.id;
+  st.handles[wid] = r.worker;  // before perform: cancels of its attempts go to it
   st.monitored.emplace(r.worker.address(), wid);
   self->monitor(r.worker);
   perform(self, fx);
-  return worker_registered{wid, st.cfg.writer};
+  return worker_registered{wid, st.cfg.writer, std::move(done.stale), st.cfg.remote_grace_ms};
 }
 
 caf::result<unregistered_atom> on_unregister(dispatcher_ptr self, const unregister_worker& u) {
@@ -219,7 +220,8 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
   core.wants_finished = [watch = st.cfg.watch] { return !watch->empty(); };
   if (auto feeds = st.cfg.feeds)
     core.take_feeds = [feeds] { return feeds->take(); };
-  st.core = std::make_unique<dispatch_core>(std::move(core), std::move(st.cfg.pending), st.now());
+  st.core = std::make_unique<dispatch_core>(std::move(core), std::move(st.cfg.pending), st.now(),
+                                            std::move(st.cfg.held));
   st.cfg.pending = {};
   if (!st.cfg.clock->follows_real_time())
     tick_on_advance(self, st.cfg.clock);

@@ -12,10 +12,20 @@
 
 #include "ergon/error.hpp"
 #include "ergon/storage/op/expire_attempt.hpp"
+#include "ergon/storage/op/load_unfinished.hpp"
 #include "ergon/storage/op/lose_attempts.hpp"
 #include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
+
+/// Attempts that workers in other processes ran when the queue's last owner
+/// died, kept running at open rather than recovered (options::remote_grace):
+/// each waits for its holder to join again until `until` (ms), and is lost
+/// then. Their stored expiry is at least `until`.
+struct held_attempts {
+  std::vector<storage::running_job> attempts;
+  int64_t until = 0;
+};
 
 /// One worker's writes, committed in one transaction: the outcomes and
 /// released claims of its report, and the jobs the dispatcher picked for it.

@@ -51,6 +51,11 @@ struct dispatcher_config {
   std::shared_ptr<subscribers> subs;
   /// Pending jobs found at open.
   std::vector<storage::job_key> pending;
+  /// Remote workers' attempts found running at open, kept for their
+  /// workers to take back.
+  held_attempts held;
+  /// options::remote_grace, which remote workers learn at registration.
+  int64_t remote_grace_ms = 0;
   scheduling_options scheduling;
   /// Which nodes may reach the dispatcher (remote workers do).
   std::shared_ptr<node_gate> gate;

@@ -38,19 +38,33 @@ namespace ergon::actors {
 /// Self-sent timer wake-up (dispatcher and worker).
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
-/// A worker announces itself and the job types it runs.
+/// A worker announces itself and the job types it runs. A remote worker
+/// that joins again after its connection dropped lists the attempts it
+/// kept, so that a queue that kept them for it (options::remote_grace)
+/// gives them back rather than run them again.
 struct register_worker {
   std::string name;
   std::vector<std::string> types;
   int32_t max_capacity = 0;  ///< most weight running at once
   int32_t prefetch = 0;      ///< weight it holds claimed beyond that
   caf::actor worker;
+  /// Attempts it runs, or holds claimed, or gives back.
+  std::vector<storage::attempt_ref> held{};
+  /// Attempts whose code returned, with an outcome not yet acknowledged.
+  std::vector<storage::attempt_ref> returned{};
 };
+
+/// Most attempts a registration may list (held and returned together), per
+/// unit of max_capacity + prefetch.
+inline constexpr size_t listed_per_unit = 4;
 
 /// Whether a registration, perhaps from another node, keeps worker_options'
 /// rules: job types of 1 to max_type_bytes bytes, at least one, max_capacity
-/// 1 to max_weight, prefetch 0 to max_weight, and a worker handle. Error:
-/// invalid_argument naming "types", "max_capacity", "prefetch" or "worker".
+/// 1 to max_weight, prefetch 0 to max_weight, and a worker handle; at most
+/// listed_per_unit × (max_capacity + prefetch) attempts listed, each row
+/// positive, each token not negative, and no row twice. Error:
+/// invalid_argument naming "types", "max_capacity", "prefetch", "worker",
+/// "held" or "returned".
 status validate(const register_worker& r);
 
 /// The part of the writer a worker, perhaps on another node, may reach:
@@ -63,6 +77,13 @@ using worker_writer_actor =
 struct worker_registered {
   uint64_t worker_id = 0;
   worker_writer_actor writer;
+  /// Listed attempts the queue did not give back (they ended, or run
+  /// elsewhere now): their code should stop, and their outcomes are fenced.
+  std::vector<storage::attempt_ref> stale{};
+  /// How long (ms) the queue keeps a remote worker's attempts for it after
+  /// a restart (options::remote_grace); 0: it does not. The worker keeps
+  /// running them that long when its connection drops.
+  int64_t hold_ms = 0;
 };
 
 using unregistered_atom = caf::atom_constant<caf::atom("unreg")>;
@@ -102,12 +123,13 @@ typename Inspector::result_type inspect(Inspector& f, wire_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
   return f(caf::meta::type_name("ergon::register_worker"), x.name, x.types,
-           x.max_capacity, x.prefetch, x.worker);
+           x.max_capacity, x.prefetch, x.worker, x.held, x.returned);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
-  return f(caf::meta::type_name("ergon::worker_registered"), x.worker_id, x.writer);
+  return f(caf::meta::type_name("ergon::worker_registered"), x.worker_id, x.writer, x.stale,
+           x.hold_ms);
 }
 
 template <class Inspector>
