@@ -250,3 +250,36 @@ BOOST_AUTO_TEST_CASE(without_resends_or_connection_the_callers_hear_the_failure)
   BOOST_TEST(b.wait().message() == "dropped");
   BOOST_TEST(reports.empty());
 }
+
+// A dropped connection whose attempts the queue keeps: the outcomes at the
+// writer wait to be sent again, with their callers, and are listed (with
+// those that waited already) for the next registration.
+BOOST_AUTO_TEST_CASE(a_held_connection_keeps_unacknowledged_outcomes_for_resending) {
+  reports_in_flight reports;
+  auto [a_to, a] = make_reply<status>();
+  auto [b_to, b] = make_reply<status>();
+  sent_one(reports, 1, std::move(a_to));
+  BOOST_TEST(reports.answered({to_wire(status{error::unreachable, "down"})}, true) == 1u);
+  sent_one(reports, 2, std::move(b_to));
+  sent_one(reports, 3, reply_to<status>{});
+  auto listed = reports.unacknowledged();
+  BOOST_REQUIRE_EQUAL(listed.size(), 3u);
+  BOOST_TEST(listed[0].row == 2);  // at the writer first, then those waiting
+  BOOST_TEST(listed[2].row == 1);
+  BOOST_TEST(listed[2].token == 101);
+  reports.keep_for_resend();
+  BOOST_TEST(!reports.full());
+  BOOST_TEST(reports.resends_waiting() == 3u);
+  BOOST_TEST(reports.resend_wait_ms() == reports_in_flight::first_wait_ms);
+  auto box = holding(0);
+  BOOST_TEST(reports.resend_into(box) == 3u);
+  BOOST_REQUIRE_EQUAL(box.replies.size(), 3u);
+  reports.sent(box.outcomes, std::move(box.replies));
+  // In the order kept: those at the writer, then those that waited.
+  BOOST_TEST(reports.answered({wire_status{}, wire_status{},
+                               to_wire(status{error::stale_attempt, "committed before"})},
+                              true) == 3u);
+  BOOST_TEST(b.wait().ok());
+  BOOST_TEST(a.wait().code() == error::stale_attempt);
+  BOOST_TEST(reports.empty());
+}

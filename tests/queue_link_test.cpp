@@ -11,7 +11,8 @@ using namespace ergon::actors;
 namespace {
 
 bool nothing(const link_steps& s) {
-  return !s.give_back_waiting && !s.forget_connection && !s.watch_queue && !s.report
+  return !s.give_back_waiting && !s.forget_connection && !s.hold_connection && !s.watch_queue
+         && !s.report
          && !s.unregister && !s.rejoin && !s.give_up && !s.stop_if_idle;
 }
 
@@ -150,4 +151,65 @@ BOOST_AUTO_TEST_CASE(left_is_harmless_in_any_other_phase) {
   link.joined(1);
   link.left();
   BOOST_TEST((link.phase() == worker_phase::running));
+}
+
+// A queue that keeps a remote worker's attempts (hold_ms) is not forgotten
+// when the connection drops: the worker holds them, rejoins, and lists them.
+// Failed rejoins hold on; the next registration ends the hold.
+BOOST_AUTO_TEST_CASE(a_remote_worker_holds_its_attempts_while_it_rejoins) {
+  queue_link link{true};
+  link.joined(4, 5'000);
+  BOOST_TEST(link.hold_ms() == 5'000);
+  auto s = link.queue_down();
+  BOOST_TEST((link.phase() == worker_phase::lost));
+  BOOST_TEST(s.hold_connection);
+  BOOST_TEST(!s.forget_connection);
+  BOOST_TEST(s.rejoin);
+  BOOST_TEST(link.holding());
+  s = link.join_failed();
+  BOOST_TEST(!s.hold_connection);  // once per drop
+  BOOST_TEST(!s.forget_connection);
+  BOOST_TEST(s.rejoin);
+  BOOST_TEST(link.holding());
+  s = link.joined(9, 5'000);
+  BOOST_TEST(!link.holding());
+  BOOST_TEST(s.report);
+  BOOST_TEST(nothing(link.hold_expired()));  // it came in time
+}
+
+// A hold that ends before the registration forgets what was kept, once;
+// stopping while holding forgets it too, and answers offline.
+BOOST_AUTO_TEST_CASE(a_hold_that_ends_or_a_stop_forgets_what_was_kept) {
+  queue_link link{true};
+  link.joined(4, 5'000);
+  link.queue_down();
+  auto s = link.hold_expired();
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(!link.holding());
+  BOOST_TEST((link.phase() == worker_phase::lost));
+  BOOST_TEST(nothing(link.hold_expired()));
+  s = link.join_failed();  // not holding now: as without a hold
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(!s.hold_connection);
+
+  queue_link other{true};
+  other.joined(5, 5'000);
+  other.queue_down();
+  s = other.stop();
+  BOOST_TEST((other.phase() == worker_phase::left_offline));
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(s.report);
+  BOOST_TEST(!other.holding());
+}
+
+// Without a hold, or on a local worker, a drop forgets as before.
+BOOST_AUTO_TEST_CASE(no_hold_without_the_queue_keeping_attempts_or_on_a_local_worker) {
+  queue_link remote{true};
+  remote.joined(4, 0);
+  auto s = remote.queue_down();
+  BOOST_TEST(s.forget_connection);
+  BOOST_TEST(!s.hold_connection);
+  queue_link local{false};
+  local.joined(2, 5'000);
+  BOOST_TEST(local.hold_ms() == 0);
 }

@@ -12,8 +12,10 @@
 #include <cstdlib>
 #include <mutex>
 #include <csignal>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -251,6 +253,116 @@ BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_f
   worker.proc.signal(SIGKILL);
   worker.proc.wait();
   BOOST_TEST(server->stop(SIGTERM));
+}
+
+namespace {
+
+// How many times each payload's code ran (mode side's file).
+std::map<std::string, int> runs_in(const std::string& side_file) {
+  std::map<std::string, int> out;
+  std::ifstream in{side_file};
+  for (std::string line; std::getline(in, line);)
+    ++out[line];
+  return out;
+}
+
+// Two worker processes run 200 ms jobs of a server with a grace for remote
+// work; the server is SIGKILLed once 8 run, and restarted on the same data
+// and port. With `kill_b`, worker b is SIGKILLed during the outage. Returns
+// the jobs, each finished, and how many times each one's code ran.
+struct restart_run {
+  std::vector<job_info> jobs;
+  std::map<std::string, int> runs;
+};
+
+restart_run restart_under_running_jobs(const std::string& grace_ms, bool kill_b) {
+  temp_dir dir;
+  auto side = dir.file("side");
+  ::setenv("ERGON_TEST_SIDE_FILE", side.c_str(), 1);
+  std::vector<std::string> grace{"--remote-grace-ms", grace_ms};
+  auto server = std::make_unique<server_process>(test::location_of(dir), 0, grace);
+  auto port = server->port;
+  worker_process a{port, "side", 4};
+  worker_process b{port, "side", 4};
+  std::vector<job_id> ids;
+  {
+    subscribed_client client{port};
+    for (int i = 0; i < 40; ++i)
+      ids.push_back(client.submit("j" + std::to_string(i)));
+    int started = 0;
+    BOOST_REQUIRE(client.until(
+      [&](const event& e) { return e.kind == event_kind::started && ++started == 8; }));
+  }
+  server->proc.signal(SIGKILL);
+  server->proc.wait();
+  if (kill_b) {
+    b.proc.signal(SIGKILL);
+    b.proc.wait();
+  }
+  server = std::make_unique<server_process>(test::location_of(dir), port, grace);
+  subscribed_client client{port};
+  restart_run out;
+  for (auto& id : ids) {
+    auto done = client.c.ask<job_info>(client.q, wait_atom::value, id,
+                                       std::chrono::milliseconds{60'000});
+    BOOST_REQUIRE_MESSAGE(done.has_value(), done.error().to_string());
+    out.jobs.push_back(*done);
+  }
+  auto m = client.c.ask<metrics_snapshot>(client.q, metrics_atom::value);
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->orphaned_attempts == 0);
+  BOOST_TEST(a.stop());
+  if (!kill_b)
+    BOOST_TEST(b.stop());
+  BOOST_TEST(server->stop(SIGTERM));
+  out.runs = runs_in(side);
+  ::unsetenv("ERGON_TEST_SIDE_FILE");
+  return out;
+}
+
+bool has_attempt(const job_info& j, attempt_outcome o) {
+  for (auto& a : j.attempts)
+    if (a.outcome == o)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+// What remote workers run outlives a SIGKILLed server: they keep running
+// it, join the restarted server, list what they hold, and go on under the
+// same attempts. Every job's code runs once and succeeds; no attempt is
+// recovered as a process restart. (A claim committed whose jobs never
+// reached the worker is lost at its registration and runs then, once.)
+BOOST_AUTO_TEST_CASE(remote_work_survives_a_server_restart_and_runs_once) {
+  auto run = restart_under_running_jobs("20000", false);
+  BOOST_REQUIRE_EQUAL(run.jobs.size(), 40u);
+  for (auto& j : run.jobs) {
+    auto payload = j.payload;
+    BOOST_TEST(j.status == job_status::succeeded, payload);
+    BOOST_TEST(j.result.value_or("") == "done:" + payload);
+    BOOST_TEST(run.runs[payload] == 1, payload << " ran " << run.runs[payload] << " times");
+    BOOST_TEST(!has_attempt(j, attempt_outcome::process_restart), payload);
+  }
+}
+
+// A worker that dies during the outage does not come back: its attempts
+// wait out the grace (2 s), are lost, and run again on the other worker.
+// Only those ran twice.
+BOOST_AUTO_TEST_CASE(a_worker_that_died_during_the_outage_has_its_jobs_rerun_after_the_grace) {
+  auto run = restart_under_running_jobs("2000", true);
+  BOOST_REQUIRE_EQUAL(run.jobs.size(), 40u);
+  int lost = 0;
+  for (auto& j : run.jobs) {
+    auto payload = j.payload;
+    BOOST_TEST(j.status == job_status::succeeded, payload);
+    BOOST_TEST(!has_attempt(j, attempt_outcome::process_restart), payload);
+    bool was_lost = has_attempt(j, attempt_outcome::worker_lost);
+    lost += was_lost ? 1 : 0;
+    BOOST_TEST(run.runs[payload] <= (was_lost ? 2 : 1), payload << " ran " << run.runs[payload]);
+    BOOST_TEST(run.runs[payload] >= 1, payload);
+  }
+  BOOST_TEST(lost > 0);  // b ran jobs when it died
 }
 
 BOOST_AUTO_TEST_CASE(client_requests_get_unreachable_not_a_hang_when_the_server_dies) {

@@ -19,8 +19,16 @@
 // "now" completes at once; others wait until asked to yield, checkpoint
 // "resumed:<payload>" and yield, and complete when resumed from it); step
 // (wait for a line on stdin, then call complete() if the payload is
-// "complete", else return normally: so the test orders its cancel before).
+// "complete", else return normally: so the test orders its cancel before);
+// side (append "<payload>\n" to $ERGON_TEST_SIDE_FILE in one write, run
+// 200 ms, then complete "done:<payload>": the file shows how many times
+// each job's code ran).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -88,6 +96,16 @@ int main(int argc, char** argv) {
     opts.progress_interval = std::chrono::milliseconds::zero();
   opts.runners["job"] = [mode](ergon::job_context& ctx) {
     if (mode == "complete") {
+      ctx.complete("done:" + ctx.payload());
+      return;
+    }
+    if (mode == "side") {
+      auto line = ctx.payload() + "\n";
+      int fd = ::open(std::getenv("ERGON_TEST_SIDE_FILE"), O_WRONLY | O_APPEND | O_CREAT, 0600);
+      if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        say("error side file");
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the job's work
       ctx.complete("done:" + ctx.payload());
       return;
     }

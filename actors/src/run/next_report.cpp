@@ -96,4 +96,28 @@ void reports_in_flight::drop(const status& why) {
   resends_ = {};
 }
 
+void reports_in_flight::keep_for_resend() {
+  report kept;
+  for (auto& r : sent_) {
+    std::move(r.outcomes.begin(), r.outcomes.end(), std::back_inserter(kept.outcomes));
+    std::move(r.callers.begin(), r.callers.end(), std::back_inserter(kept.callers));
+  }
+  sent_.clear();
+  std::move(resends_.outcomes.begin(), resends_.outcomes.end(),
+            std::back_inserter(kept.outcomes));
+  std::move(resends_.callers.begin(), resends_.callers.end(), std::back_inserter(kept.callers));
+  resends_ = std::move(kept);
+  failed_rounds_ = 0;
+}
+
+std::vector<storage::attempt_ref> reports_in_flight::unacknowledged() const {
+  std::vector<storage::attempt_ref> out;
+  for (auto& r : sent_)
+    for (auto& o : r.outcomes)
+      out.push_back({o.row, o.token});
+  for (auto& o : resends_.outcomes)
+    out.push_back({o.row, o.token});
+  return out;
+}
+
 }  // namespace ergon::actors

@@ -106,6 +106,12 @@ class reports_in_flight {
   /// The connection dropped, or the worker stops: every caller, of a
   /// report at the writer or of an outcome waiting, gets `why`.
   void drop(const status& why);
+  /// The connection dropped, and the queue keeps the attempts for the
+  /// worker: the outcomes at the writer wait to be sent again, with their
+  /// callers, as if their answers had failed for a passing cause.
+  void keep_for_resend();
+  /// The attempts of every outcome not yet acknowledged, oldest first.
+  std::vector<storage::attempt_ref> unacknowledged() const;
 
  private:
   struct report {

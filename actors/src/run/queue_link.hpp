@@ -12,7 +12,8 @@ enum class worker_phase : uint8_t {
   joining,       ///< its registration is on its way
   running,       ///< registered: takes jobs
   lost,          ///< remote: the connection dropped and it is not registered again
-                 ///< yet; the queue fails what it handed out as "worker lost"
+                 ///< yet; the queue fails what it handed out as "worker lost",
+                 ///< unless it keeps it for the worker (hold_ms)
   stop_joining,  ///< asked to stop before its registration was answered
   leaving,       ///< asked to stop: its unregistration is on its way
   left,          ///< the queue confirmed (or is gone): no more jobs come; outcomes still go
@@ -27,6 +28,11 @@ struct link_steps {
   /// claims that have not started are dropped, running code is told to
   /// stop, and the credit starts over.
   bool forget_connection = false;
+  /// The connection dropped, and the queue keeps the worker's attempts for
+  /// it for hold_ms: they run on, unacknowledged outcomes wait to be sent
+  /// again, and the next registration lists them all. Forgotten only if
+  /// no registration comes within the hold (hold_expired).
+  bool hold_connection = false;
   /// Watch the dispatcher: on a remote worker its loss is the connection's.
   bool watch_queue = false;
   /// Send a report (outcomes, claims given back, room); offline, answer
@@ -59,8 +65,16 @@ class queue_link {
   /// No more jobs come: the queue let it go, or it stopped offline.
   bool unregistered() const;
 
-  /// The dispatcher answered the registration with `id`.
-  link_steps joined(uint64_t id);
+  /// How long the queue keeps a remote worker's attempts for it (ms, from
+  /// the last registration); 0: it does not.
+  int64_t hold_ms() const { return hold_ms_; }
+  /// Whether the connection dropped and attempts are kept for the next
+  /// registration.
+  bool holding() const { return holding_; }
+
+  /// The dispatcher answered the registration with `id`, and says how long
+  /// it keeps a remote worker's attempts (`hold_ms`; 0: not at all).
+  link_steps joined(uint64_t id, int64_t hold_ms = 0);
   /// Asked to stop (again: only stop_if_idle).
   link_steps stop();
   /// The dispatcher confirmed the unregistration, or is gone.
@@ -70,6 +84,9 @@ class queue_link {
   /// The watched dispatcher went down. Once per drop: a worker that is not
   /// registered has no connection to lose.
   link_steps queue_down();
+  /// The hold that began when the connection dropped ended before the
+  /// worker registered again: forget what it kept.
+  link_steps hold_expired();
 
  private:
   link_steps lost_connection();
@@ -77,6 +94,8 @@ class queue_link {
   bool remote_;
   worker_phase phase_ = worker_phase::joining;
   uint64_t worker_id_ = 0;
+  int64_t hold_ms_ = 0;
+  bool holding_ = false;
 };
 
 }  // namespace ergon::actors

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/times.hpp"
@@ -51,6 +52,10 @@ struct worker_state {
   // armed for that (older timers are stale).
   int64_t resend_at = 0;
   uint64_t resend_timer = 0;
+  // While a dropped connection's attempts are kept (queue_link::holding):
+  // when the hold ends, and the timer armed for it.
+  int64_t hold_end = 0;
+  uint64_t hold_timer = 0;
   // Until when finished jobs wait for the rest of their burst (hold());
   // the epoch while none wait. Fixed when the wait starts, with its timer.
   std::chrono::steady_clock::time_point hold_until{};
@@ -356,6 +361,8 @@ void on_tick(worker_ptr self) {
   if (resend_due(self))
     report(self);
   auto now = st.cfg.clock->now_ms();
+  if (!st.cfg.clock->follows_real_time() && st.link.holding() && now >= st.hold_end)
+    follow(self, st.link.hold_expired());  // a manual clock's tick ends the hold
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
     st.next_auto_heartbeat = storage::add_ms(now, st.cfg.auto_heartbeat_ms);
     for (auto& [token, attempt] : st.attempts)
@@ -364,9 +371,32 @@ void on_tick(worker_ptr self) {
   }
 }
 
+// Attempts the queue did not give back stop: one that never started is
+// dropped, running code is told to stop (its outcome is fenced).
+void drop_stale(worker_ptr self, const std::vector<storage::attempt_ref>& stale) {
+  auto& st = self->state;
+  for (auto& a : stale) {
+    st.to_release.erase(std::remove_if(st.to_release.begin(), st.to_release.end(),
+                                       [&](const storage::attempt_ref& r) {
+                                         return r.token == a.token;
+                                       }),
+                        st.to_release.end());
+    auto i = st.attempts.find(a.token);
+    if (i == st.attempts.end())
+      continue;
+    if (st.runner->take_waiting(a.token))
+      st.attempts.erase(i);
+    else
+      i->second->cancel();
+  }
+}
+
 void on_registered(worker_ptr self, worker_registered& r) {
-  self->state.writer = r.writer;
-  follow(self, self->state.link.joined(r.worker_id));
+  auto& st = self->state;
+  st.writer = r.writer;
+  drop_stale(self, r.stale);
+  st.resend_at = 0;  // kept outcomes go with the first report
+  follow(self, st.link.joined(r.worker_id, r.hold_ms));
 }
 
 // The queue can't take us (it closed): nothing will ever arrive.
@@ -410,6 +440,28 @@ void forget_connection(worker_ptr self) {
   st.last = {};
 }
 
+// The connection dropped, and the queue keeps what it handed out for
+// hold_ms: code runs on, claims wait to start, outcomes wait to be sent
+// again, and the next registration lists them. Only the credit starts over.
+void hold_connection(worker_ptr self) {
+  auto& st = self->state;
+  st.writer = worker_writer_actor{};
+  st.reports.keep_for_resend();
+  st.hold_until = {};
+  st.received_weight = 0;
+  st.last = {};
+  st.hold_end = storage::add_ms(st.cfg.clock->now_ms(), st.link.hold_ms());
+  ++st.hold_timer;
+  if (st.cfg.clock->follows_real_time())
+    self->delayed_send(self, storage::timer_delay(st.link.hold_ms()), hold_atom::value,
+                       st.hold_timer);
+}
+
+void on_hold_timer(worker_ptr self, uint64_t timer) {
+  if (timer == self->state.hold_timer)
+    follow(self, self->state.link.hold_expired());
+}
+
 // Does what a turn of the link asks, in link_steps' order.
 void follow(worker_ptr self, const link_steps& steps) {
   auto& st = self->state;
@@ -420,6 +472,8 @@ void follow(worker_ptr self, const link_steps& steps) {
     }
   if (steps.forget_connection)
     forget_connection(self);
+  if (steps.hold_connection)
+    hold_connection(self);
   if (steps.watch_queue)
     self->monitor(st.dispatcher);
   if (steps.report)
@@ -434,6 +488,24 @@ void follow(worker_ptr self, const link_steps& steps) {
     finish_stop_if_idle(self);
 }
 
+// What a worker that held its attempts across a dropped connection lists
+// when it joins again: each row once, within what validate() takes. What
+// does not fit is lost by the queue, and its outcome fenced.
+void list_kept(worker_state& st, register_worker& reg) {
+  auto most = listed_per_unit * static_cast<size_t>(reg.max_capacity + reg.prefetch);
+  std::unordered_set<int64_t> rows;
+  auto add = [&](std::vector<storage::attempt_ref>& to, storage::attempt_ref a) {
+    if (rows.size() < most && rows.insert(a.row).second)
+      to.push_back(a);
+  };
+  for (auto& [token, attempt] : st.attempts)
+    add(reg.held, {attempt->row(), token});
+  for (auto& a : st.to_release)
+    add(reg.held, a);
+  for (auto& a : st.reports.unacknowledged())
+    add(reg.returned, a);
+}
+
 // Registers with st.dispatcher.
 void join(worker_ptr self) {
   auto& st = self->state;
@@ -444,6 +516,8 @@ void join(worker_ptr self) {
   reg.max_capacity = st.cfg.max_capacity;
   reg.prefetch = st.cfg.prefetch;
   reg.worker = caf::actor_cast<caf::actor>(self);
+  if (st.link.holding())
+    list_kept(st, reg);
   self->request(st.dispatcher, caf::infinite, std::move(reg))
     .then([self](worker_registered& r) { on_registered(self, r); },
           [self](caf::error&) { follow(self, self->state.link.join_failed()); });
@@ -502,6 +576,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         flush_progress(self);
       },
       [self](resend_atom, uint64_t timer) { on_resend_timer(self, timer); },
+      [self](hold_atom, uint64_t timer) { on_hold_timer(self, timer); },
       [self](stop_worker& s) { on_stop(self, s); },
       [self](abandon_atom) {
         auto& st = self->state;

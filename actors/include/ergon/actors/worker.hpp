@@ -98,6 +98,11 @@ using flush_progress_atom = caf::atom_constant<caf::atom("flushprog")>;
 /// (with the timer's number: only the latest counts).
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
 
+/// The hold of a dropped connection ended (with the timer's number: only
+/// the latest counts): forget the attempts kept for a registration that did
+/// not come.
+using hold_atom = caf::atom_constant<caf::atom("hold")>;
+
 /// Give up on running jobs (after a stop timed out): flag them cancelled and
 /// stop the actor; their threads finish on their own.
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
@@ -111,6 +116,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<progress_atom, int64_t>,
   caf::reacts_to<flush_progress_atom>,
   caf::reacts_to<resend_atom, uint64_t>,
+  caf::reacts_to<hold_atom, uint64_t>,
   caf::reacts_to<tick_atom>,
   caf::reacts_to<stop_worker>,
   caf::reacts_to<abandon_atom>>;
