@@ -1,6 +1,7 @@
 // An embedded queue that takes workers from other processes: the program
 // opens its database with options::listen, submits jobs, and
 // remote_worker processes run them. Start embedded, add machines later.
+// Kill it and start it again while workers run: they go on where they were.
 //
 //   ERGON_SECRET=$(openssl rand -hex 32) queue_server [database] [port] [jobs]
 //   ERGON_SECRET=... remote_worker 127.0.0.1 4781 (in another shell)
@@ -11,6 +12,7 @@
 #include <ergon/queue.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
@@ -29,6 +31,10 @@ int main(int argc, char** argv) {
   opts.listen->port = port;  // address: 127.0.0.1 unless you set another
   if (auto s = std::getenv("ERGON_SECRET"))
     opts.listen->creds.secret = s;
+  // If this program dies (or a worker's connection drops), the jobs the
+  // workers run keep running: they come back for them within this time,
+  // and only the ones whose worker does not come back run again.
+  opts.remote_grace = std::chrono::seconds(30);
   auto q = ergon::queue::open(path, opts);
   if (!q) {
     std::cerr << "cannot open the queue: " << q.error() << '\n';

@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
                "serve plain HTTP on an address beyond loopback: the secret and job data cross "
                "the network in clear text")
     ->needs("--http-port");
-  int64_t remote_grace_ms = 0;
+  int64_t remote_grace_ms = 30'000;
   app.add_option("--remote-grace-ms", remote_grace_ms,
-                 "how long jobs that remote workers were running when this server died wait, "
+                 "how long jobs that remote workers were running when this server stopped wait, "
                  "after a restart, for their workers to join again and go on; those that do "
                  "not come back retry then (worker lost). 0: retry them at open")
     ->capture_default_str();

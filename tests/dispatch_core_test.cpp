@@ -44,6 +44,18 @@ struct rig {
   explicit rig(scheduling_options s = {}, bool offers = false)
       : core(config_of(std::move(s), offers), {}, t0) {}
 
+  // Remote workers that go down have `ms` to join again for their attempts.
+  struct with_grace {
+    int64_t ms = 0;
+  };
+  explicit rig(with_grace g) : core(config_with_grace(g.ms), {}, t0) {}
+
+  dispatch_core::config config_with_grace(int64_t ms) {
+    auto c = config_of({}, false);
+    c.remote_grace_ms = ms;
+    return c;
+  }
+
   // Opens with remote workers' attempts kept running: each job of `held`
   // was in its first try when the last owner died.
   explicit rig(held_attempts held) : core(config_of({}, false), {}, t0, held) {
@@ -1116,4 +1128,50 @@ BOOST_AUTO_TEST_CASE(a_worker_back_before_its_loss_was_seen_keeps_its_attempts) 
   r.submit(2);
   fx = r.report(joined.id, 2, 0, {claim});
   BOOST_TEST(rows_tokens(claims_of(fx)).find("2:") == 0u);
+}
+
+// With a grace, a remote worker that goes down (its connection dropped, or
+// its process died) has its running attempts held for its return, their
+// expiry moved durably; back in time, it takes them back and nothing runs
+// twice. Without one they are lost at once (the tests above).
+BOOST_AUTO_TEST_CASE(a_remote_worker_that_went_down_has_its_attempts_held_for_its_return) {
+  rig r{rig::with_grace{20'000}};
+  auto w = r.one_job_and_worker(true);
+  auto claim = r.run_one(w);
+  auto fx = r.gone(w);
+  BOOST_TEST(lost_of(fx).empty());
+  auto held = sent_of<hold_batch>(fx);
+  BOOST_REQUIRE_EQUAL(held.size(), 1u);
+  BOOST_TEST(rows_tokens(held[0].args.attempts) == rows_tokens({claim}));
+  BOOST_TEST(held[0].args.until == t0 + 20'000);
+  BOOST_TEST(r.metrics().orphaned_attempts == 1);
+  BOOST_TEST(running_slots(r) == 1);
+  effects back;
+  auto joined = r.join_again("node/1", {claim}, {}, back);
+  BOOST_TEST(joined.stale.empty());
+  BOOST_TEST(lost_of(back).empty());
+  BOOST_TEST(r.metrics().orphaned_attempts == 0);
+  fx = r.tick_at(t0 + 20'000);
+  BOOST_TEST(lost_of(fx).empty());
+}
+
+// One that does not come back has them lost when the grace ends; its
+// claims still at the writer when it went down are lost as they commit
+// (their jobs never reached it).
+BOOST_AUTO_TEST_CASE(a_remote_worker_that_stays_away_loses_its_attempts_after_the_grace) {
+  rig r{rig::with_grace{20'000}};
+  r.submit(1);
+  r.submit(2);
+  auto w = r.add_worker(2, true);
+  auto first = r.report(w, 1, 0);
+  auto running = r.commit_claims(writes_of(first).at(0)).at(0);
+  r.catch_up();
+  auto second = r.report(w, 2, 1);  // a claim on its way
+  auto fx = r.gone(w);
+  BOOST_TEST(rows_tokens(sent_of<hold_batch>(fx).at(0).args.attempts) == rows_tokens({running}));
+  auto late = r.commit_claims(writes_of(second).at(0)).at(0);
+  fx = r.catch_up();
+  BOOST_TEST(rows_tokens(lost_of(fx)) == rows_tokens({late}));
+  fx = r.tick_at(t0 + 20'000);
+  BOOST_TEST(rows_tokens(lost_of(fx)) == rows_tokens({running}));
 }

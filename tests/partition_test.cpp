@@ -2,7 +2,8 @@
 // network namespace of their own, joined by veth pairs, so they talk as
 // separate machines do. Cutting one worker's link makes the server drop it
 // after the peer timeout and rerun its job on the other ("worker lost");
-// once the link is back, the cut-off worker's late result is fenced.
+// once the link is back, the cut-off worker's late result is fenced. With a
+// grace for remote work, a cut shorter than it reruns nothing.
 // Network namespaces need root: without it the test is skipped, saying so.
 #define BOOST_TEST_MODULE partition
 #include <boost/test/unit_test.hpp>
@@ -118,6 +119,46 @@ std::vector<std::string> worker_argv(const hosts& h, const std::string& ns, cons
   return h.in(ns, {ERGON_TEST_REMOTE_WORKER, server, std::to_string(port), mode, "1"});
 }
 
+// ergon-server in its namespace, with the secret, the peer timeout and a
+// grace for remote work of `grace_ms`; worker A in its own, in `mode`,
+// registered; and this process's client, connected.
+struct cut_setup {
+  hosts h;
+  temp_dir dir;
+  child_process server;
+  uint16_t port;
+  child_process a;
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  queue_actor q;
+
+  cut_setup(const std::string& grace_ms, const std::string& mode)
+      : server(start_server(h, dir, grace_ms)),
+        port(test::read_listening_port(server)),
+        a(worker_argv(h, h.worker_a, "10.231.1.1", port, mode)) {
+    BOOST_REQUIRE_EQUAL(a.read_line(), "ready");
+    auto connected = connect(sys, "10.231.0.2", port, {secret});
+    BOOST_REQUIRE_MESSAGE(connected.has_value(), connected.error().to_string());
+    q = *connected;
+  }
+  ~cut_setup() {
+    ::unsetenv("ERGON_TEST_SECRET");
+    ::unsetenv("ERGON_TEST_PEER_TIMEOUT_MS");
+  }
+
+  static std::vector<std::string> start_server(const hosts& h, const temp_dir& dir,
+                                               const std::string& grace_ms) {
+    test::write_private_file(dir.file("secret"), secret);
+    ::setenv("ERGON_TEST_SECRET", secret.c_str(), 1);
+    ::setenv("ERGON_TEST_PEER_TIMEOUT_MS", std::to_string(peer_timeout_ms).c_str(), 1);
+    return h.in(h.server, {ERGON_SERVER, "--db", dir.file("q.db"), "--bind", "0.0.0.0",
+                           "--port", "0", "--secret-file", dir.file("secret"),
+                           "--peer-timeout-ms", std::to_string(peer_timeout_ms),
+                           "--remote-grace-ms", grace_ms});
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result_is_fenced,
@@ -125,27 +166,11 @@ BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result
                                         "where the harness's PostgreSQL on 127.0.0.1 can't be "
                                         "reached")
                        * boost::unit_test::precondition(can_make_namespaces)) {
-  hosts h;
-  temp_dir dir;
-  test::write_private_file(dir.file("secret"), secret);
-  ::setenv("ERGON_TEST_SECRET", secret.c_str(), 1);
-  ::setenv("ERGON_TEST_PEER_TIMEOUT_MS", std::to_string(peer_timeout_ms).c_str(), 1);
-  child_process server{h.in(h.server, {ERGON_SERVER, "--db", dir.file("q.db"), "--bind",
-                                       "0.0.0.0", "--port", "0", "--secret-file",
-                                       dir.file("secret"), "--peer-timeout-ms",
-                                       std::to_string(peer_timeout_ms)})};
-  auto port = test::read_listening_port(server);
-  child_process a{worker_argv(h, h.worker_a, "10.231.1.1", port, "late")};
-  BOOST_REQUIRE_EQUAL(a.read_line(), "ready");
-
-  client_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto q = connect(sys, "10.231.0.2", port, {secret});
-  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  cut_setup c{"0", "late"};
+  auto& [h, dir, server, port, a, cfg, sys, self, q] = c;
   auto ask_ok = [&](auto... xs) {
     bool ok = false;
-    self->request(*q, caf::infinite, xs...).receive([&](ok_atom) { ok = true; },
+    self->request(q, caf::infinite, xs...).receive([&](ok_atom) { ok = true; },
                                                     [](caf::error&) {});
     return ok;
   };
@@ -157,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result
              .timeout(std::chrono::hours(1))  // nor an expiry
              .build();
   job_id id;
-  self->request(*q, caf::infinite, submit_atom::value, *j)
+  self->request(q, caf::infinite, submit_atom::value, *j)
     .receive([&](job_id& x) { id = x; }, [](caf::error& e) { BOOST_FAIL(to_string(e)); });
   BOOST_REQUIRE_EQUAL(a.read_line(), "started J");
 
@@ -173,7 +198,7 @@ BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result
       caf::after(bound) >> [&] { quiet = true; });
   BOOST_REQUIRE_MESSAGE(succeeded, "the cut-off worker's job did not rerun elsewhere");
   job_info info;
-  self->request(*q, caf::infinite, job_info_atom::value, id)
+  self->request(q, caf::infinite, job_info_atom::value, id)
     .receive([&](job_info& x) { info = std::move(x); },
              [](caf::error& e) { BOOST_FAIL(to_string(e)); });
   BOOST_REQUIRE_EQUAL(info.attempts.size(), 2u);
@@ -184,7 +209,7 @@ BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result
   // The link comes back: A registers again and its late result is fenced.
   must("ip -n " + h.server + " link set " + h.link_a + " up");
   BOOST_TEST(a.read_line() == "outcome J stale_attempt");
-  self->request(*q, caf::infinite, job_info_atom::value, id)
+  self->request(q, caf::infinite, job_info_atom::value, id)
     .receive([&](job_info& x) { info = std::move(x); },
              [](caf::error& e) { BOOST_FAIL(to_string(e)); });
   BOOST_TEST(info.result.value_or("") == "done:J");
@@ -197,6 +222,60 @@ BOOST_AUTO_TEST_CASE(a_cut_off_worker_s_job_reruns_elsewhere_and_its_late_result
   server.signal(SIGTERM);
   int st = server.wait();
   BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0));
-  ::unsetenv("ERGON_TEST_SECRET");
-  ::unsetenv("ERGON_TEST_PEER_TIMEOUT_MS");
+}
+
+// With a grace (--remote-grace-ms), the server holds a cut-off worker's
+// attempt rather than rerun it; the worker keeps running it, joins again
+// when the link is back, takes it back, and its outcome commits: one try.
+BOOST_AUTO_TEST_CASE(a_cut_shorter_than_the_grace_reruns_nothing,
+                     *test::sqlite_only("ergon-server runs in a network namespace of its own, "
+                                        "where the harness's PostgreSQL on 127.0.0.1 can't be "
+                                        "reached")
+                       * boost::unit_test::precondition(can_make_namespaces)) {
+  cut_setup c{"30000", "step"};
+  auto& [h, dir, server, port, a, cfg, sys, self, q] = c;
+  auto metrics_until = [&](auto done) {
+    auto until = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < until) {
+      metrics_snapshot m;
+      self->request(q, caf::infinite, metrics_atom::value)
+        .receive([&](metrics_snapshot& x) { m = std::move(x); },
+                 [](caf::error& e) { BOOST_FAIL(to_string(e)); });
+      if (done(m))
+        return true;
+    }
+    return false;
+  };
+  auto j = job_builder("job").payload("complete").max_retries(3).timeout(std::chrono::hours(1))
+             .build();
+  job_id id;
+  self->request(q, caf::infinite, submit_atom::value, *j)
+    .receive([&](job_id& x) { id = x; }, [](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_REQUIRE_EQUAL(a.read_line(), "started complete");
+
+  must("ip -n " + h.server + " link set " + h.link_a + " down");
+  BOOST_REQUIRE(metrics_until([](const metrics_snapshot& m) {
+    return m.remote_workers == 0 && m.orphaned_attempts == 1;
+  }));
+  must("ip -n " + h.server + " link set " + h.link_a + " up");
+  BOOST_REQUIRE(metrics_until([](const metrics_snapshot& m) {
+    return m.remote_workers == 1 && m.orphaned_attempts == 0;
+  }));
+  BOOST_REQUIRE(a.write_line("go"));
+  BOOST_TEST(a.read_line() == "outcome complete none");  // no error
+  job_info info;
+  self->request(q, caf::infinite, job_info_atom::value, id)
+    .receive([&](job_info& x) { info = std::move(x); },
+             [](caf::error& e) { BOOST_FAIL(to_string(e)); });
+  BOOST_TEST(info.status == job_status::succeeded);
+  BOOST_TEST(info.tries == 1);
+  BOOST_REQUIRE_EQUAL(info.attempts.size(), 1u);
+  BOOST_TEST(info.attempts[0].outcome == attempt_outcome::succeeded);
+
+  a.signal(SIGTERM);
+  BOOST_TEST(a.read_line().rfind("stopped", 0) == 0);
+  a.wait();
+  server.signal(SIGTERM);
+  int st = server.wait();
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0));
 }

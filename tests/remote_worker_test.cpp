@@ -35,6 +35,11 @@ namespace {
 
 constexpr auto bound = std::chrono::seconds(60);
 
+// A server that does not keep a remote worker's attempts for its return
+// (options::remote_grace 0): its loss, or the server's restart, retries
+// them at once.
+const std::vector<std::string> no_grace{"--remote-grace-ms", "0"};
+
 // A worker process connected to `port`; it has registered once this returns.
 struct worker_process {
   child_process proc;
@@ -177,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_s_job_reruns_at_once_as_worker_lost) {
   temp_dir dir;
-  server_process server{test::location_of(dir)};
+  server_process server{test::location_of(dir), 0, no_grace};
   subscribed_client client{server.port};
   std::optional<worker_process> rescuer;
   auto id = submit_and_kill_its_worker(server.port, client, "x", 3,
@@ -203,7 +208,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_s_job_reruns_at_once_as_worker_lost) {
 
 BOOST_AUTO_TEST_CASE(a_worker_lost_on_its_last_try_fails_the_job) {
   temp_dir dir;
-  server_process server{test::location_of(dir)};
+  server_process server{test::location_of(dir), 0, no_grace};
   subscribed_client client{server.port};
   auto id = submit_and_kill_its_worker(server.port, client, "last", 0);
   BOOST_REQUIRE(client.until([&](const event& e) {
@@ -221,7 +226,7 @@ BOOST_AUTO_TEST_CASE(a_worker_lost_on_its_last_try_fails_the_job) {
 // it takes new jobs.
 BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_fenced) {
   temp_dir dir;
-  auto server = std::make_unique<server_process>(test::location_of(dir));
+  auto server = std::make_unique<server_process>(test::location_of(dir), 0, no_grace);
   auto port = server->port;
   worker_process worker{port, "late", 1};
   job_id first;
@@ -239,7 +244,7 @@ BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_f
   BOOST_TEST(server->stop(SIGTERM));
   // The dropped connection cancelled the attempt; its late result waits for
   // the next registration and is refused then.
-  server = std::make_unique<server_process>(test::location_of(dir), port);
+  server = std::make_unique<server_process>(test::location_of(dir), port, no_grace);
   BOOST_TEST(worker.proc.read_line() == "outcome first stale_attempt");
   subscribed_client client{port};
   auto info = client.info(first);
@@ -390,7 +395,7 @@ BOOST_AUTO_TEST_CASE(client_requests_get_unreachable_not_a_hang_when_the_server_
 // claim; the rest run elsewhere, and its own run again once it dies.
 BOOST_AUTO_TEST_CASE(a_stuck_worker_holds_only_its_credit) {
   temp_dir dir;
-  server_process server{test::location_of(dir)};
+  server_process server{test::location_of(dir), 0, no_grace};
   subscribed_client client{server.port};
   worker_process stuck{server.port, "hold", 2};
   std::set<job_id> waiting;

@@ -766,6 +766,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_worker_messages_are_rejected_and_change_nothin
   BOOST_TEST(peer.read_line() == "register invalid_argument max_capacity");
   BOOST_TEST(peer.read_line() == "register invalid_argument prefetch");
   BOOST_TEST(peer.read_line() == "register invalid_argument worker");
+  BOOST_TEST(peer.read_line() == "register invalid_argument worker");  // another node's
+  BOOST_TEST(peer.read_line() == "register invalid_argument held");
+  BOOST_TEST(peer.read_line() == "register invalid_argument returned");
   BOOST_TEST(peer.read_line() == "unregister invalid_argument worker_id");
   BOOST_TEST(peer.read_line() == "sent");
   // The reports' room was refused: the job was never claimed for the peer.
@@ -774,7 +777,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_worker_messages_are_rejected_and_change_nothin
   BOOST_TEST((*counts)[job_status::pending] == 1);
   BOOST_TEST((*counts)[job_status::running] == 0);
   auto m = metrics_of(s.honest, s.q);
-  BOOST_TEST(m.rejected_messages == 8);  // 5 registrations, 2 reports, 1 unregistration
+  BOOST_TEST(m.rejected_messages == 11);  // 8 registrations, 2 reports, 1 unregistration
   BOOST_TEST(m.refused_messages == 0);
   peer.close_stdin();
   BOOST_TEST(peer.wait() == 0);

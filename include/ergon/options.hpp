@@ -153,14 +153,17 @@ struct options {
   recovery_mode recovery = recovery_mode::retry_with_backoff;
 
   /// How long attempts that workers in other processes were running when
-  /// the owner died wait for those workers to join again, from open. They
-  /// stay running, their expiry held until then at least; a worker that
-  /// comes back in time lists them and goes on under the same attempt
-  /// tokens, so their code runs once. Those still waiting at the end fail
-  /// as `worker lost` and retry at once. 0: they are recovered at open as
-  /// the owner's own are (`recovery`). Between 0 and 1 h
-  /// (invalid_argument "remote_grace").
-  std::chrono::milliseconds remote_grace{0};
+  /// the owner died (or closed) wait for those workers to join again, from
+  /// open. They stay running, their expiry held until then at least; a
+  /// worker that comes back in time lists them and goes on under the same
+  /// attempt tokens, so their code runs once. Those still waiting at the
+  /// end fail as `worker lost` and retry at once. Workers learn it when
+  /// they register, and keep running their jobs that long when their
+  /// connection drops. 0: such attempts are recovered at open as the
+  /// owner's own are (`recovery`), and workers stop their jobs as soon as
+  /// the connection drops. Between 0 and 1 h (invalid_argument
+  /// "remote_grace").
+  std::chrono::milliseconds remote_grace{30'000};
 
   /// synchronous=FULL: an acknowledged job survives power loss, not just a
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).

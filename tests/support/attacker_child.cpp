@@ -445,12 +445,15 @@ int send_malformed(caf::actor_system& sys, const std::string& host, uint16_t por
   good.types = {"job"};
   good.max_capacity = 1;
   good.worker = caf::actor_cast<caf::actor>(self);
-  std::vector<register_worker> bad(5, good);
+  std::vector<register_worker> bad(8, good);
   bad[0].types.clear();
   bad[1].types = {std::string(300, 't')};
   bad[2].max_capacity = 0;
   bad[3].prefetch = -1;
   bad[4].worker = caf::actor{};
+  bad[5].worker = dispatcher;  // an actor of another node: its attempts aren't ours
+  bad[6].held.assign(5, {1, 1});  // more than 4 per unit of room, and rows twice
+  bad[7].returned = {{0, 1}};
   for (auto& reg : bad)
     self->request(dispatcher, patience, reg)
       .receive([](worker_registered&) { std::cout << "register ok" << std::endl; },

@@ -431,14 +431,33 @@ void answer_unregister(state& st, uint64_t worker) {
   st.out->unregistered.push_back(worker);
 }
 
-// A gone worker runs no more code: its parked retries are free to go.
+// The running attempts of a remote worker that went down wait for it to
+// join again, as those found at open do: its connection may only have
+// dropped, and then it keeps running them (worker_registered::hold_ms).
+void hold_for(state& st, const std::string& holder,
+              std::vector<storage::attempt_ref> attempts, int64_t now) {
+  if (attempts.empty())
+    return;
+  auto until = storage::add_ms(now, st.cfg.remote_grace_ms);
+  for (auto& a : attempts) {
+    st.attempts.move_to(a.row, 0);
+    st.orphaned.hold(holder, a, until);
+  }
+  st.send(hold_batch{{std::move(attempts), until}});
+}
+
+// A gone worker runs no more code here: its parked retries are free to go.
+// A remote one's attempts are lost, or held for its return with a grace.
 void worker_gone(state& st, uint64_t worker, int64_t now) {
   for (auto& key : st.attempts.worker_gone(worker)) {
     st.preempting.slot_freed(key.row, std::nullopt);  // its code runs no more
     ready_again(st, key, now);
   }
+  auto holder = holder_of(st, worker);
   bool remote = st.remote.erase(worker) == 1;
-  if (remote)
+  if (remote && st.cfg.remote_grace_ms > 0)
+    hold_for(st, holder, st.attempts.running_on(worker), now);
+  else if (remote)
     lose_attempts(st, st.attempts.running_on(worker));
   if (auto gone = st.workers.remove(worker)) {
     if (remote && gone->claims > 0)

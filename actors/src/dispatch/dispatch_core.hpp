@@ -48,12 +48,15 @@ class dispatch_core {
     /// The writer's commit feeds that wait, oldest first; each input takes
     /// and applies them before it decides. Null: none.
     std::function<std::vector<commit_feed>()> take_feeds;
+    /// options::remote_grace: how long a remote worker that went down has
+    /// to join again before its running attempts are lost; 0: lost at once.
+    int64_t remote_grace_ms = 0;
   };
 
   /// A write for the writer, in the order it must be sent. worker_writes,
   /// lose_batch and offers go ahead of submissions (high priority).
   using write = std::variant<worker_writes, expire_batch, expire_pending_batch, lose_batch,
-                             job_offer, withdraw_offer>;
+                             hold_batch, job_offer, withdraw_offer>;
 
   /// A request to a worker's running attempt.
   struct to_worker {

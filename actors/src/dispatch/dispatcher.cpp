@@ -98,6 +98,8 @@ void perform(dispatcher_ptr self, effects& fx, const reporter* from = nullptr) {
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, *back);
     } else if (auto* lost = std::get_if<lose_batch>(&w)) {
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*lost));
+    } else if (auto* held = std::get_if<hold_batch>(&w)) {
+      caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*held));
     } else if (auto* expiring = std::get_if<expire_batch>(&w)) {
       caf::send_as(st.me, st.cfg.writer, std::move(*expiring));
     } else {
@@ -146,6 +148,12 @@ caf::result<worker_registered> on_register(dispatcher_ptr self, const register_w
   std::string holder;
   if (r.worker.node() != self->node())
     holder = to_string(r.worker.node()) + "/" + std::to_string(r.worker.id());
+  // Only a worker registers itself: the name of its attempts is its own.
+  if (auto& sender = self->current_sender(); sender && sender->node() != r.worker.node()) {
+    auto why = invalid_field("worker", "the registration names an actor of another node");
+    reject(self, "a registration", why);
+    return to_caf_error(why);
+  }
   auto done = st.core->register_worker(
     {r.types, r.max_capacity, r.prefetch, std::move(holder), r.held, r.returned}, st.now(), fx);
   auto wid = done.id;
@@ -185,14 +193,22 @@ void on_report(dispatcher_ptr self, worker_report& r) {
 
 void on_down(dispatcher_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
+  // Addresses compare by node and actor id: a remote worker that joined
+  // again over a new connection has a new proxy, which this down is not.
   auto [first, last] = st.monitored.equal_range(down.source);
   std::vector<uint64_t> gone;
-  for (auto i = first; i != last; ++i) {
+  for (auto i = first; i != last;) {
+    auto h = st.handles.find(i->second);
+    if (h != st.handles.end()
+        && caf::actor_cast<caf::actor_control_block*>(h->second) != down.source.get()) {
+      ++i;
+      continue;
+    }
     gone.push_back(i->second);
     st.handles.erase(i->second);
     st.leaving.erase(i->second);
+    i = st.monitored.erase(i);
   }
-  st.monitored.erase(first, last);
   if (gone.empty())
     return;
   effects fx;
@@ -215,6 +231,7 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
   dispatch_core::config core;
   core.scheduling = st.cfg.scheduling;
   core.id_tag = st.cfg.id_tag;
+  core.remote_grace_ms = st.cfg.remote_grace_ms;
   if (auto subs = st.cfg.subs)
     core.wants_events = [subs] { return subs->any(); };
   core.wants_finished = [watch = st.cfg.watch] { return !watch->empty(); };

@@ -11,6 +11,7 @@
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/times.hpp"
@@ -56,6 +57,13 @@ struct worker_state {
   // when the hold ends, and the timer armed for it.
   int64_t hold_end = 0;
   uint64_t hold_timer = 0;
+  // A registration that lists kept attempts is on its way: a hold that ends
+  // meanwhile waits for its answer (hold_over), which decides.
+  bool listing = false;
+  bool hold_over = false;
+  // Kept attempts that the registration could not list: stopped once it
+  // is answered, as the queue does not give them back.
+  std::vector<storage::attempt_ref> left_off;
   // Until when finished jobs wait for the rest of their burst (hold());
   // the epoch while none wait. Fixed when the wait starts, with its timer.
   std::chrono::steady_clock::time_point hold_until{};
@@ -295,6 +303,7 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
 }
 
 void follow(worker_ptr self, const link_steps& steps);
+void end_hold(worker_ptr self);
 
 // Leaves the dispatcher; stops once it confirms and held jobs are done.
 void unregister(worker_ptr self) {
@@ -362,7 +371,7 @@ void on_tick(worker_ptr self) {
     report(self);
   auto now = st.cfg.clock->now_ms();
   if (!st.cfg.clock->follows_real_time() && st.link.holding() && now >= st.hold_end)
-    follow(self, st.link.hold_expired());  // a manual clock's tick ends the hold
+    end_hold(self);  // a manual clock's tick ends the hold
   if (st.cfg.auto_heartbeat_ms > 0 && now >= st.next_auto_heartbeat) {
     st.next_auto_heartbeat = storage::add_ms(now, st.cfg.auto_heartbeat_ms);
     for (auto& [token, attempt] : st.attempts)
@@ -394,7 +403,9 @@ void drop_stale(worker_ptr self, const std::vector<storage::attempt_ref>& stale)
 void on_registered(worker_ptr self, worker_registered& r) {
   auto& st = self->state;
   st.writer = r.writer;
+  st.listing = st.hold_over = false;
   drop_stale(self, r.stale);
+  drop_stale(self, std::exchange(st.left_off, {}));
   st.resend_at = 0;  // kept outcomes go with the first report
   follow(self, st.link.joined(r.worker_id, r.hold_ms));
 }
@@ -457,9 +468,17 @@ void hold_connection(worker_ptr self) {
                        st.hold_timer);
 }
 
+void end_hold(worker_ptr self) {
+  auto& st = self->state;
+  if (st.listing)
+    st.hold_over = true;
+  else
+    follow(self, st.link.hold_expired());
+}
+
 void on_hold_timer(worker_ptr self, uint64_t timer) {
   if (timer == self->state.hold_timer)
-    follow(self, self->state.link.hold_expired());
+    end_hold(self);
 }
 
 // Does what a turn of the link asks, in link_steps' order.
@@ -494,9 +513,12 @@ void follow(worker_ptr self, const link_steps& steps) {
 void list_kept(worker_state& st, register_worker& reg) {
   auto most = listed_per_unit * static_cast<size_t>(reg.max_capacity + reg.prefetch);
   std::unordered_set<int64_t> rows;
+  st.left_off.clear();
   auto add = [&](std::vector<storage::attempt_ref>& to, storage::attempt_ref a) {
     if (rows.size() < most && rows.insert(a.row).second)
       to.push_back(a);
+    else
+      st.left_off.push_back(a);
   };
   for (auto& [token, attempt] : st.attempts)
     add(reg.held, {attempt->row(), token});
@@ -516,11 +538,18 @@ void join(worker_ptr self) {
   reg.max_capacity = st.cfg.max_capacity;
   reg.prefetch = st.cfg.prefetch;
   reg.worker = caf::actor_cast<caf::actor>(self);
-  if (st.link.holding())
+  st.listing = st.link.holding();
+  if (st.listing)
     list_kept(st, reg);
   self->request(st.dispatcher, caf::infinite, std::move(reg))
     .then([self](worker_registered& r) { on_registered(self, r); },
-          [self](caf::error&) { follow(self, self->state.link.join_failed()); });
+          [self](caf::error&) {
+            auto& st = self->state;
+            st.listing = false;
+            if (std::exchange(st.hold_over, false))
+              follow(self, st.link.hold_expired());
+            follow(self, st.link.join_failed());
+          });
 }
 
 void on_down(worker_ptr self, const caf::down_msg& down) {

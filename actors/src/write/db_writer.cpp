@@ -164,6 +164,7 @@ class writer {
       [&](expire_batch& e) { on_expire(e); },
       [&](expire_pending_batch& e) { on_expire_pending(e); },
       [&](lose_batch& l) { on_lose(l); },
+      [&](hold_batch& h) { on_hold(h); },
       [&](heartbeat_request& e) { on_heartbeat(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
       [&](after_writes& a) { release_.after_release(std::move(a.then)); },
@@ -775,6 +776,19 @@ class writer {
         recheck.push_back({a.row, a.token, 0.0});
       fail_to_listener({0, {}, std::move(recheck), {}, ok ? commit : err});
     });
+  }
+
+  // If this does not commit, the attempts keep their expiry, and expire
+  // then if their worker is not back.
+  void on_hold(hold_batch& h) {
+    in_request<std::vector<std::optional<int64_t>>>(
+      [&] { return storage::hold_attempts(*cfg_.db, h.args); },
+      [&](std::vector<std::optional<int64_t>>& held) {
+        for (size_t i = 0; i < held.size(); ++i)
+          if (held[i])
+            release_.feed().extended.push_back(
+              {h.args.attempts[i].row, h.args.attempts[i].token, *held[i], false});
+      });
   }
 
   void on_expire_pending(expire_pending_batch& e) {

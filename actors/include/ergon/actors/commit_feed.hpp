@@ -12,6 +12,7 @@
 
 #include "ergon/error.hpp"
 #include "ergon/storage/op/expire_attempt.hpp"
+#include "ergon/storage/op/hold_attempts.hpp"
 #include "ergon/storage/op/load_unfinished.hpp"
 #include "ergon/storage/op/lose_attempts.hpp"
 #include "ergon/storage/records.hpp"
@@ -47,6 +48,13 @@ struct expire_batch {
 /// A remote worker went away with these attempts running (local only).
 struct lose_batch {
   storage::lose_attempts_args args;
+};
+
+/// A remote worker went away with these attempts running, and they wait for
+/// it to join again (options::remote_grace): their expiry moves to at least
+/// `args.until` (local only).
+struct hold_batch {
+  storage::hold_attempts_args args;
 };
 
 /// The dispatcher saw these pending jobs pass their deadline (local only).

@@ -148,7 +148,8 @@ using db_writer_actor = worker_writer_actor::extend<
   call_signature<delete_recurring_call>, call_signature<close_call>,
   caf::replies_to<sweep_step>::with<sweep_reply>, caf::reacts_to<worker_batch>,
   caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
-  caf::reacts_to<lose_batch>, caf::reacts_to<listen_to>, caf::reacts_to<after_writes>>;
+  caf::reacts_to<lose_batch>, caf::reacts_to<hold_batch>, caf::reacts_to<listen_to>,
+  caf::reacts_to<after_writes>>;
 
 /// How to run the writer.
 struct db_writer_config {
@@ -195,6 +196,8 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::expire_pending_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::lose_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::hold_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
 template <>
