@@ -125,13 +125,42 @@ attempt_end succeeded_end(const attempt_report& r, const stmt& q, int first) {
   return end;
 }
 
-// A success whose attempt is not current: cancelled first, or stale.
+// Whether the job succeeded under this very attempt: its success was sent
+// again because the answer was lost with the connection (a restart).
+constexpr const char* read_succeeded_under =
+  "SELECT 1 FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_SUCCEEDED " AND attempt_token = ?2";
+
+result<bool> succeeded_under(db& d, const attempt_report& r) {
+  auto s = d.prepare(read_succeeded_under);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, r.row);
+  q.bind(2, r.token);
+  bool found = q.step();
+  if (!found && !q.step_status())
+    return q.step_status();
+  q.reset();
+  return found;
+}
+
+// A success whose attempt is not current: cancelled first, recorded
+// already (acknowledged again, changing nothing), or stale.
 status not_completed(db& d, const attempt_report& r, int64_t now_ms,
                      finish_attempts_result& out) {
   auto cancelled = end_attempt(d, r.row, r.token, after_cancel, retry_timing::backoff, 0.0,
                                now_ms);
   if (!cancelled)
     return cancelled.error();
+  if (!*cancelled) {
+    auto again = succeeded_under(d, r);
+    if (!again)
+      return again.error();
+    if (*again) {
+      out.statuses.emplace_back();
+      return {};
+    }
+  }
   record(out, std::move(*cancelled), r.row, cancelled_first(r.row));
   return {};
 }

@@ -21,10 +21,11 @@ struct finish_attempts_args {
 /// Records each report. A success ends the job `succeeded` (its result kept
 /// for the job's result_ttl_ms); a failure retries it with backoff or, with
 /// no retries left or failed_permanently, ends it `failed`; after a cancel
-/// request every report but a success ends it `cancelled`. A report whose
-/// token is not the running attempt's gets `stale_attempt` and changes
-/// nothing. Per-report statuses come back in `statuses`; `ended` lists what
-/// changed.
+/// request every report but a success ends it `cancelled`. A success sent
+/// again after it committed (same row and token; its answer was lost) is
+/// ok and changes nothing. Any other report whose token is not the running
+/// attempt's gets `stale_attempt` and changes nothing. Per-report statuses
+/// come back in `statuses`; `ended` lists what changed.
 struct finish_attempts_result {
   std::vector<status> statuses;
   std::vector<attempt_end> ended;
