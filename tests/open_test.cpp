@@ -664,6 +664,8 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"lease_time", [](options& o) { o.lease_time = 999ms; }},
     {"commit_outcome_wait", [](options& o) { o.commit_outcome_wait = 0ms; }},
     {"commit_outcome_wait", [](options& o) { o.commit_outcome_wait = 3601s; }},
+    {"remote_grace", [](options& o) { o.remote_grace = -1ms; }},
+    {"remote_grace", [](options& o) { o.remote_grace = 3601s; }},
   };
   temp_dir dir;
   auto path = location_of(dir);

@@ -349,6 +349,19 @@ BOOST_AUTO_TEST_CASE(peer_timeouts_out_of_range_are_named) {
   BOOST_TEST(!std::filesystem::exists(dir.file("q.db")));
 }
 
+// A grace for remote work out of range (0 to 1 h) is refused before the
+// database is touched.
+BOOST_AUTO_TEST_CASE(a_remote_grace_out_of_range_is_refused) {
+  temp_dir dir;
+  for (auto ms : {"-1", "3600001"}) {
+    child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--port", "0",
+                        "--remote-grace-ms", ms}};
+    int st = proc.wait();
+    BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 1), ms);
+    BOOST_TEST(!std::filesystem::exists(dir.file("q.db")), ms);
+  }
+}
+
 // Plain HTTP beyond loopback only when asked for by name: the secret and
 // job data would cross the network in clear text.
 BOOST_AUTO_TEST_CASE(plain_http_beyond_loopback_needs_its_flag) {

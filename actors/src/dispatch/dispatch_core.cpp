@@ -40,7 +40,8 @@ struct dispatch_core::state {
   orphans orphaned;
   // Workers, kept current by the worker protocol.
   worker_registry workers;
-  // Workers on other nodes: their attempts are lost when they go down.
+  // Workers on other nodes: their attempts are held or lost when they go
+  // down.
   std::unordered_map<uint64_t, std::string> remote;  // worker id -> its holder name
   // Remote workers that went down with claims at the writer, and how many:
   // their attempts are lost as soon as each commits.

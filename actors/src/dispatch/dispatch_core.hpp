@@ -96,8 +96,9 @@ class dispatch_core {
     std::vector<std::string> types;
     int32_t max_capacity = 1;
     int32_t prefetch = 0;
-    /// A worker on another node ("<node>/<worker>"), whose attempts are
-    /// lost when it goes down and whose claims record it; empty: a local one.
+    /// A worker on another node ("<node>/<worker>"), whose attempts are held
+    /// for its return (config::remote_grace_ms) or lost when it goes down,
+    /// and whose claims record it; empty: a local one.
     std::string holder;
     /// Attempts it kept across a dropped connection: those it runs or holds
     /// (`held`), and those whose code returned with an outcome not yet
