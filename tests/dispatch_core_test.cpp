@@ -1175,3 +1175,47 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_that_stays_away_loses_its_attempts_after_th
   fx = r.tick_at(t0 + 20'000);
   BOOST_TEST(rows_tokens(lost_of(fx)) == rows_tokens({running}));
 }
+
+// A claim that committed before the worker went down, its feed not yet
+// taken, is running: with a grace it is held with the rest, not lost as a
+// claim that never reached the worker.
+BOOST_AUTO_TEST_CASE(a_claim_committed_before_the_down_is_held_not_lost) {
+  rig r{rig::with_grace{20'000}};
+  auto w = r.one_job_and_worker(true);
+  auto claim = r.commit_claims(writes_of(r.report(w, 1, 0)).at(0)).at(0);
+  auto fx = r.gone(w);  // the claim's feed waits
+  BOOST_TEST(lost_of(fx).empty());
+  auto held = sent_of<hold_batch>(fx);
+  BOOST_REQUIRE_EQUAL(held.size(), 1u);
+  BOOST_TEST(rows_tokens(held[0].args.attempts) == rows_tokens({claim}));
+  BOOST_TEST(lost_of(r.catch_up()).empty());
+}
+
+// A failure the code reported while it kept running parks the retry
+// behind that code. With a grace, a worker that goes down keeps it parked:
+// its code may run on. Back and still running it, the retry waits for
+// that code to return; not back, the retry goes when the grace ends.
+BOOST_AUTO_TEST_CASE(a_retry_parked_behind_an_away_workers_code_waits_for_it) {
+  for (bool back : {true, false}) {
+    rig r{rig::with_grace{20'000}};
+    auto w = r.one_job_and_worker(true);
+    auto claim = r.run_one(w);
+    r.commit_end(claim, attempt_outcome::failed, job_status::pending);  // code runs on
+    r.catch_up();
+    auto other = r.add_worker(1);
+    auto fx = r.gone(w);
+    fx = r.report(other, 1, 0);
+    BOOST_TEST(claims_of(fx).empty(), "a retry ran beside its code");
+    if (back) {
+      effects joined_fx;
+      auto joined = r.join_again("node/1", {claim}, {}, joined_fx);
+      BOOST_TEST(rows_tokens(joined.stale) == rows_tokens({claim}));  // its code stops
+      BOOST_TEST(claims_of(joined_fx).empty());
+      fx = r.report(joined.id, 2, 0, {claim});  // the code returned
+    } else {
+      fx = r.tick_at(t0 + 20'000);
+    }
+    BOOST_REQUIRE_EQUAL(claims_of(fx).size(), 1u);
+    BOOST_TEST(claims_of(fx)[0].row == claim.row);
+  }
+}

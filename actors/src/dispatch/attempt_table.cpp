@@ -120,6 +120,30 @@ std::vector<storage::job_key> attempt_table::worker_gone(uint64_t worker) {
   return ready;
 }
 
+std::vector<storage::attempt_ref> attempt_table::move_parked(uint64_t worker, uint64_t to) {
+  std::vector<storage::attempt_ref> moved;
+  for (auto& [row, p] : parked_)
+    if (p.worker == worker) {
+      p.worker = to;
+      moved.push_back({row, p.token});
+    }
+  return moved;
+}
+
+void attempt_table::move_parked_row(int64_t row, uint64_t to) {
+  if (auto p = parked_.find(row); p != parked_.end())
+    p->second.worker = to;
+}
+
+std::optional<storage::job_key> attempt_table::release_parked(int64_t row) {
+  auto p = parked_.find(row);
+  if (p == parked_.end())
+    return std::nullopt;
+  auto key = std::move(p->second.key);
+  parked_.erase(p);
+  return key;
+}
+
 bool attempt_table::update_parked(const storage::job_key& after) {
   auto p = parked_.find(after.row);
   if (p == parked_.end())

@@ -101,6 +101,16 @@ class attempt_table {
   /// A worker is gone and runs no more code: its parked retries may run.
   std::vector<storage::job_key> worker_gone(uint64_t worker);
 
+  /// The parked retries of `worker`, whose code may run on where it went:
+  /// they move to worker `to`. Returns their failed attempts.
+  std::vector<storage::attempt_ref> move_parked(uint64_t worker, uint64_t to);
+
+  /// The parked retry of `row` waits for worker `to`'s code now.
+  void move_parked_row(int64_t row, uint64_t to);
+
+  /// `row`'s parked retry leaves the table, whoever's code it waits for.
+  std::optional<storage::job_key> release_parked(int64_t row);
+
   /// The pending job of a parked retry was updated. Returns false if `after`
   /// is not parked (the caller moves it in the index instead).
   bool update_parked(const storage::job_key& after);

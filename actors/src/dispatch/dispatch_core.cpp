@@ -38,6 +38,14 @@ struct dispatch_core::state {
   // Attempts of remote workers that are away, kept running for them (in
   // `attempts` too, under no worker).
   orphans orphaned;
+  // Retries parked behind the code of a remote worker that is away (in
+  // `attempts` too, under no worker): they wait for it until its grace ends.
+  struct parked_away {
+    std::string holder;
+    int64_t token = 0;
+    int64_t until = 0;
+  };
+  std::unordered_map<int64_t, parked_away> away;  // by row
   // Workers, kept current by the worker protocol.
   worker_registry workers;
   // Workers on other nodes: their attempts are held or lost when they go
@@ -133,6 +141,8 @@ void lose_attempts(state& st, std::vector<storage::attempt_ref> attempts) {
     st.send(lose_batch{{std::move(attempts)}});
 }
 
+void let_parked_go(state& st, int64_t row, int64_t now);
+
 int64_t next_wake(const state& st, int64_t now) {
   int64_t next = never;
   if (auto t = st.policy.next_wake(now))
@@ -141,6 +151,8 @@ int64_t next_wake(const state& st, int64_t now) {
     next = std::min(next, *t);
   if (auto t = st.orphaned.next_due())
     next = std::min(next, *t);
+  for (auto& [row, p] : st.away)
+    next = std::min(next, p.until);
   if (!st.deadlines.empty())
     next = std::min(next, storage::add_ms(st.deadlines.begin()->first, 1));  // expired once past
   if (st.hold_until > 0)
@@ -163,6 +175,14 @@ void on_timer(state& st, int64_t now) {
     st.policy.set_io_rates(st.disk->read_rate(), st.disk->write_rate());
   }
   st.policy.expire_pauses(now);
+  for (auto p = st.away.begin(); p != st.away.end();) {
+    if (p->second.until <= now) {
+      let_parked_go(st, p->first, now);
+      p = st.away.erase(p);
+    } else {
+      ++p;
+    }
+  }
   // An orphan's grace ends no later than its expiry: it is lost, and its
   // expiry is checked again only if that loss does not commit.
   auto lost = st.orphaned.due(now);
@@ -240,6 +260,15 @@ void ready_again(state& st, const storage::job_key& k, int64_t now) {
     resume(st, k, now);
   else
     add_pending(st, k, now);
+}
+
+// A retry parked behind the code of a worker that is away may run: that
+// worker did not come back for it in time, or no longer runs that code.
+void let_parked_go(state& st, int64_t row, int64_t now) {
+  if (auto key = st.attempts.release_parked(row)) {
+    st.preempting.slot_freed(row, std::nullopt);
+    ready_again(st, *key, now);
+  }
 }
 
 // Whether a worker that is not leaving runs `j`'s type, is large enough for
@@ -448,14 +477,20 @@ void hold_for(state& st, const std::string& holder,
 }
 
 // A gone worker runs no more code here: its parked retries are free to go.
-// A remote one's attempts are lost, or held for its return with a grace.
+// A remote one's attempts are lost, or held for its return with a grace,
+// and so are its parked retries, as its code may run on.
 void worker_gone(state& st, uint64_t worker, int64_t now) {
+  auto holder = holder_of(st, worker);
+  bool remote = st.remote.erase(worker) == 1;
+  if (remote && st.cfg.remote_grace_ms > 0) {
+    auto until = storage::add_ms(now, st.cfg.remote_grace_ms);
+    for (auto& a : st.attempts.move_parked(worker, 0))
+      st.away[a.row] = {holder, a.token, until};
+  }
   for (auto& key : st.attempts.worker_gone(worker)) {
     st.preempting.slot_freed(key.row, std::nullopt);  // its code runs no more
     ready_again(st, key, now);
   }
-  auto holder = holder_of(st, worker);
-  bool remote = st.remote.erase(worker) == 1;
   if (remote && st.cfg.remote_grace_ms > 0)
     hold_for(st, holder, st.attempts.running_on(worker), now);
   else if (remote)
@@ -525,6 +560,22 @@ std::vector<storage::attempt_ref> take_back(state& st, uint64_t id,
   }
   free_returned(st, id, returned, now);
   lose_attempts(st, std::move(found.lost));
+  // Retries parked behind its code: they wait on if it still runs it (the
+  // worker stops that code, as its attempt ended), and go otherwise.
+  std::unordered_set<int64_t> rows_held;
+  for (auto& a : w.held)
+    rows_held.insert(a.row);
+  for (auto p = st.away.begin(); p != st.away.end();) {
+    if (p->second.holder != w.holder) {
+      ++p;
+      continue;
+    }
+    if (rows_held.count(p->first) == 1)
+      st.attempts.move_parked_row(p->first, id);
+    else
+      let_parked_go(st, p->first, now);
+    p = st.away.erase(p);
+  }
   return stale;
 }
 
@@ -950,6 +1001,7 @@ void dispatch_core::workers_gone(const std::vector<uint64_t>& ids, int64_t now,
                                  effects& out) {
   auto& st = *st_;
   st.out = &out;
+  drain_feeds(st, now);  // claims that committed are held or lost as running
   for (auto id : ids)
     worker_gone(st, id, now);
   settle(now, out);

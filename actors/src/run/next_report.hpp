@@ -66,9 +66,9 @@ int64_t report_hold_us(int64_t answer_us, bool others_held) noexcept;
 /// unreachable or timed out: a PostgreSQL restart, say) waits to be sent
 /// again rather than fail its caller: its attempt is still running in the
 /// store, and would otherwise stay so until it expires and the job runs
-/// again. Resending is safe because each outcome is fenced by its token: one
-/// that did commit meanwhile, or whose attempt expired, answers
-/// stale_attempt.
+/// again. Resending is safe because each outcome is fenced by its token: a
+/// success that did commit meanwhile answers ok again, and any other
+/// outcome that committed, or whose attempt expired, answers stale_attempt.
 class reports_in_flight {
  public:
   using replies = std::vector<std::optional<reply_to<status>>>;

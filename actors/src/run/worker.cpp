@@ -10,7 +10,6 @@
 #include <chrono>
 #include <deque>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "ergon/storage/field_rules.hpp"
@@ -509,13 +508,16 @@ void follow(worker_ptr self, const link_steps& steps) {
 
 // What a worker that held its attempts across a dropped connection lists
 // when it joins again: each row once, within what validate() takes. What
-// does not fit is lost by the queue, and its outcome fenced.
+// does not fit is lost by the queue, and its outcome fenced. An attempt
+// whose code waits for its outcome's answer is listed once, as held.
 void list_kept(worker_state& st, register_worker& reg) {
   auto most = listed_per_unit * static_cast<size_t>(reg.max_capacity + reg.prefetch);
-  std::unordered_set<int64_t> rows;
+  std::unordered_map<int64_t, int64_t> listed;  // row -> token
   st.left_off.clear();
   auto add = [&](std::vector<storage::attempt_ref>& to, storage::attempt_ref a) {
-    if (rows.size() < most && rows.insert(a.row).second)
+    if (auto same = listed.find(a.row); same != listed.end() && same->second == a.token)
+      return;
+    if (listed.size() < most && listed.emplace(a.row, a.token).second)
       to.push_back(a);
     else
       st.left_off.push_back(a);
