@@ -47,12 +47,13 @@ struct rig {
   // Remote workers that go down have `ms` to join again for their attempts.
   struct with_grace {
     int64_t ms = 0;
+    scheduling_options scheduling{};
   };
-  explicit rig(with_grace g) : core(config_with_grace(g.ms), {}, t0) {}
+  explicit rig(with_grace g) : core(config_with_grace(g), {}, t0) {}
 
-  dispatch_core::config config_with_grace(int64_t ms) {
-    auto c = config_of({}, false);
-    c.remote_grace_ms = ms;
+  dispatch_core::config config_with_grace(with_grace g) {
+    auto c = config_of(std::move(g.scheduling), false);
+    c.remote_grace_ms = g.ms;
     return c;
   }
 
@@ -1218,4 +1219,40 @@ BOOST_AUTO_TEST_CASE(a_retry_parked_behind_an_away_workers_code_waits_for_it) {
     BOOST_REQUIRE_EQUAL(claims_of(fx).size(), 1u);
     BOOST_TEST(claims_of(fx)[0].row == claim.row);
   }
+}
+
+// A remote worker that unregistered and then went down with attempts still
+// running (its stop timed out) is not coming back: they are lost at once.
+BOOST_AUTO_TEST_CASE(a_remote_worker_that_left_and_went_down_has_nothing_held) {
+  rig r{rig::with_grace{20'000}};
+  auto w = r.one_job_and_worker(true);
+  auto claim = r.run_one(w);
+  effects fx;
+  BOOST_TEST((r.core.unregister_worker(w, r.now, fx) == dispatch_core::leaving::left));
+  fx = r.gone(w);
+  BOOST_TEST(rows_tokens(lost_of(fx)) == rows_tokens({claim}));
+  BOOST_TEST(sent_of<hold_batch>(fx).empty());
+  BOOST_TEST(r.metrics().orphaned_attempts == 0);
+}
+
+// A preemption asked of an attempt whose worker went away is asked again
+// when the worker takes the attempt back: the first ask may have been lost.
+BOOST_AUTO_TEST_CASE(a_preemption_asked_before_a_drop_is_asked_again_on_return) {
+  scheduling_options s;
+  s.preemption = preemption_options{5};
+  rig r{rig::with_grace{20'000, s}};
+  auto w = r.one_job_and_worker(true);
+  auto claim = r.run_one(w);
+  r.submit(2, "t", 9);
+  auto fx = r.catch_up();
+  BOOST_REQUIRE_EQUAL(fx.requests.size(), 1u);
+  BOOST_REQUIRE(std::get_if<preempt_attempt>(&fx.requests[0].request));
+  r.gone(w);
+  effects back;
+  auto joined = r.join_again("node/1", {claim}, {}, back);
+  BOOST_REQUIRE_EQUAL(back.requests.size(), 1u);
+  BOOST_TEST(back.requests[0].worker == joined.id);
+  auto* again = std::get_if<preempt_attempt>(&back.requests[0].request);
+  BOOST_REQUIRE(again);
+  BOOST_TEST(again->token == claim.token);
 }

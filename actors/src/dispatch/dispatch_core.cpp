@@ -51,6 +51,9 @@ struct dispatch_core::state {
   // Workers on other nodes: their attempts are held or lost when they go
   // down.
   std::unordered_map<uint64_t, std::string> remote;  // worker id -> its holder name
+  // Remote workers that unregistered: when they go down, nothing of theirs
+  // waits for them.
+  std::unordered_set<uint64_t> remote_left;
   // Remote workers that went down with claims at the writer, and how many:
   // their attempts are lost as soon as each commits.
   std::unordered_map<uint64_t, size_t> lost_with_claims;
@@ -482,7 +485,9 @@ void hold_for(state& st, const std::string& holder,
 void worker_gone(state& st, uint64_t worker, int64_t now) {
   auto holder = holder_of(st, worker);
   bool remote = st.remote.erase(worker) == 1;
-  if (remote && st.cfg.remote_grace_ms > 0) {
+  bool left = st.remote_left.erase(worker) == 1;
+  bool held = remote && !left && st.cfg.remote_grace_ms > 0;
+  if (held) {
     auto until = storage::add_ms(now, st.cfg.remote_grace_ms);
     for (auto& a : st.attempts.move_parked(worker, 0))
       st.away[a.row] = {holder, a.token, until};
@@ -491,7 +496,7 @@ void worker_gone(state& st, uint64_t worker, int64_t now) {
     st.preempting.slot_freed(key.row, std::nullopt);  // its code runs no more
     ready_again(st, key, now);
   }
-  if (remote && st.cfg.remote_grace_ms > 0)
+  if (held)
     hold_for(st, holder, st.attempts.running_on(worker), now);
   else if (remote)
     lose_attempts(st, st.attempts.running_on(worker));
@@ -557,6 +562,8 @@ std::vector<storage::attempt_ref> take_back(state& st, uint64_t id,
     st.attempts.move_to(a.row, id);
     if (rows_returned.count(a.row) == 1)
       returned.push_back(a);
+    else if (st.preempting.asked(a.row))
+      st.tell(id, preempt_attempt{a.row, a.token});  // the ask may have been lost with it
   }
   free_returned(st, id, returned, now);
   lose_attempts(st, std::move(found.lost));
@@ -955,6 +962,8 @@ dispatch_core::leaving dispatch_core::unregister_worker(uint64_t id, int64_t now
       how = leaving::after_claim;
       break;
   }
+  if (st.remote.count(id) == 1)
+    st.remote_left.insert(id);
   update_capacity(st);
   settle(now, out);
   return how;
