@@ -70,8 +70,8 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
     args.rows.push_back(r.key.row);
     args.randoms.push_back(u(rng));
   }
-  auto recovered = storage::recover_running(d, args, now_ms);
-  status st = recovered ? storage::raise_low_mark(d, unfinished->low_mark) : recovered.error();
+  auto ended = storage::recover_running(d, args, now_ms);
+  status st = ended ? storage::raise_low_mark(d, unfinished->low_mark) : ended.error();
   // After recover_running: an instance it ended has its successor by now.
   result<storage::reconcile_recurring_result> reconciled = storage::reconcile_recurring_result{};
   if (st) {
@@ -81,7 +81,7 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   if (st) {
     // In the same transaction, so finished_counts never disagrees with the jobs.
     storage::count_delta moved;
-    for (auto& end : *recovered)
+    for (auto& end : *ended)
       moved.move(end.type, end.group, job_status::running, end.status);
     st = storage::add_finished_counts(d, moved);
   }
@@ -93,7 +93,7 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   }
   auto& pending = out.pending;
   pending = std::move(unfinished->pending);
-  for (auto& end : *recovered) {
+  for (auto& end : *ended) {
     if (end.status == job_status::pending)
       pending.push_back(std::move(end.key));
     if (end.next_instance)

@@ -20,15 +20,14 @@
 // "resumed:<payload>" and yield, and complete when resumed from it); step
 // (wait for a line on stdin, then call complete() if the payload is
 // "complete", else return normally: so the test orders its cancel before);
-// side (append "<payload>\n" to $ERGON_TEST_SIDE_FILE in one write, run
-// 200 ms, then complete "done:<payload>": the file shows how many times
-// each job's code ran).
+// side (append "<payload>\n" to $ERGON_TEST_SIDE_FILE in one write, work
+// 200 ms, or less if cancelled, then complete "done:<payload>": the file
+// shows how many times each job's code ran).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -105,7 +104,7 @@ int main(int argc, char** argv) {
       if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
         say("error side file");
       ::close(fd);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the job's work
+      ctx.wait_cancelled(std::chrono::milliseconds(200));  // the job's work
       ctx.complete("done:" + ctx.payload());
       return;
     }

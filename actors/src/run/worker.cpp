@@ -433,21 +433,26 @@ void rejoin(worker_ptr self) {
       [self](caf::error&) { give_up(self); });
 }
 
+// What every dropped connection ends: the writer's handle, a burst's wait,
+// and the credit, which starts over with the next registration.
+void drop_connection(worker_state& st) {
+  st.writer = worker_writer_actor{};
+  st.hold_until = {};
+  st.received_weight = 0;
+  st.last = {};
+}
+
 // The connection dropped: the queue retries the attempts it handed out, so
 // running code is told to stop and claims that never started are dropped.
 void forget_connection(worker_ptr self) {
   auto& st = self->state;
-  st.writer = worker_writer_actor{};
+  drop_connection(st);
   st.reports.drop(outcome_unacknowledged());
   for (auto& a : st.runner->take_waiting())
     st.attempts.erase(a->token());
   st.to_release.clear();
-  st.hold_until = {};
   for (auto& kv : st.attempts)
     kv.second->cancel();
-  // Credit starts over with the next registration.
-  st.received_weight = 0;
-  st.last = {};
 }
 
 // The connection dropped, and the queue keeps what it handed out for
@@ -455,11 +460,8 @@ void forget_connection(worker_ptr self) {
 // again, and the next registration lists them. Only the credit starts over.
 void hold_connection(worker_ptr self) {
   auto& st = self->state;
-  st.writer = worker_writer_actor{};
+  drop_connection(st);
   st.reports.keep_for_resend();
-  st.hold_until = {};
-  st.received_weight = 0;
-  st.last = {};
   st.hold_end = storage::add_ms(st.cfg.clock->now_ms(), st.link.hold_ms());
   ++st.hold_timer;
   if (st.cfg.clock->follows_real_time())
