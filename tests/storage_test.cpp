@@ -1075,6 +1075,46 @@ count_delta one_success(const std::string& type) {
   return c;
 }
 
+// What a standby polls: who holds the lease and whether acquire() could
+// take it, read without a lock while a writer holds the row's share lock.
+BOOST_AUTO_TEST_CASE(a_standby_reads_the_lease_without_waiting_for_the_owner) {
+  auto d = open_migrated("");
+  auto reader = connect(*d);
+  auto none = pg_lease::read(*reader);
+  BOOST_REQUIRE_MESSAGE(none.has_value(), none.error().to_string());
+  BOOST_TEST(!none->has_value());
+  auto first = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE(first.has_value());
+  auto writer = connect(*d);
+  writer->fence((*first)->epoch());
+  BOOST_REQUIRE(writer->begin_write().ok());
+  BOOST_REQUIRE(add_finished_counts(*writer, one_success("held")).ok());
+  auto live = pg_lease::read(*reader);
+  BOOST_REQUIRE_MESSAGE(live.has_value(), live.error().to_string());
+  BOOST_REQUIRE(live->has_value());
+  BOOST_TEST((*live)->epoch == 1);
+  BOOST_TEST((*live)->pid == ::getpid());
+  BOOST_TEST((*live)->session_alive);
+  BOOST_TEST((*live)->ms_left > 50'000);
+  BOOST_TEST(!(*live)->takeable());
+  BOOST_REQUIRE(writer->commit().ok());
+  // Its lease session ends (a SIGKILLed owner): takeable before the lease passes.
+  engine_probe(*d, "").exec("", "SELECT pg_terminate_backend(CAST(backend_pid AS integer)) FROM lease");
+  auto dead = pg_lease::read(*reader);
+  BOOST_REQUIRE(dead.has_value() && dead->has_value());
+  BOOST_TEST(!(*dead)->session_alive);
+  BOOST_TEST((*dead)->takeable());
+  // A lease given up (or passed) is takeable too, and reads as passed.
+  auto second = pg_lease::acquire(connect(*d), minute);
+  BOOST_REQUIRE_MESSAGE(second.has_value(), second.error().to_string());
+  second->reset();
+  auto given_up = pg_lease::read(*reader);
+  BOOST_REQUIRE(given_up.has_value() && given_up->has_value());
+  BOOST_TEST((*given_up)->epoch == 2);
+  BOOST_TEST((*given_up)->ms_left < 0);
+  BOOST_TEST((*given_up)->takeable());
+}
+
 BOOST_AUTO_TEST_CASE(a_deposed_owner_commits_nothing_after_its_successor_took_over) {
   auto d = open_migrated("");
   auto first = pg_lease::acquire(connect(*d), minute);

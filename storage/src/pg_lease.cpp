@@ -40,11 +40,12 @@ constexpr const char* drop_listeners = "DELETE FROM listener WHERE epoch = ?1";
 constexpr const char* add_listener =
   "INSERT INTO listener (epoch, address, port, needs_secret, needs_tls) "
   "VALUES (?1, ?2, ?3, ?4 <> 0, ?5 <> 0)";
-// A holder whose lease has passed, or whose session is gone, owns nothing.
-constexpr const char* live_holder =
-  "SELECT l.host, l.pid, l.epoch FROM lease l WHERE l.expires_at > clock_timestamp() "
-  "AND EXISTS (SELECT 1 FROM pg_stat_activity s WHERE s.pid = l.backend_pid "
-  "AND (s.backend_start IS NULL OR s.backend_start = l.backend_start))";
+constexpr const char* lease_as_seen =
+  "SELECT l.epoch, l.host, l.pid, CASE WHEN l.expires_at < clock_timestamp() THEN -1 ELSE "
+  "CAST(floor(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000) AS bigint) END, "
+  "CASE WHEN EXISTS (SELECT 1 FROM pg_stat_activity s WHERE s.pid = l.backend_pid "
+  "AND (s.backend_start IS NULL OR s.backend_start = l.backend_start)) THEN 1 ELSE 0 END "
+  "FROM lease l";
 constexpr const char* listeners_of =
   "SELECT address, port, CASE WHEN needs_secret THEN 1 ELSE 0 END, "
   "CASE WHEN needs_tls THEN 1 ELSE 0 END "
@@ -174,25 +175,16 @@ status pg_lease::record_listener(const std::string& address, uint16_t port, bool
 }
 
 result<std::optional<ownership::record>> pg_lease::find(pg_db& d) {
-  auto version = schema_version(d);
-  if (!version)
-    return version.error();
-  if (*version == 0)
+  auto lease = read(d);
+  if (!lease)
+    return lease.error();
+  // A holder whose lease has passed, or whose session is gone, owns nothing.
+  if (!*lease || (*lease)->takeable())
     return std::optional<ownership::record>{};
-  auto s = d.prepare(live_holder);
-  if (!s)
-    return s.error();
-  auto& q = **s;
-  if (!q.step()) {
-    if (!q.step_status())
-      return q.step_status();
-    return std::optional<ownership::record>{};
-  }
   ownership::record owner;
-  owner.host = q.column_text(0);
-  owner.pid = q.column_int(1);
-  auto epoch = q.column_int(2);
-  q.reset();
+  owner.host = (*lease)->host;
+  owner.pid = (*lease)->pid;
+  auto epoch = (*lease)->epoch;
   auto l = d.prepare(listeners_of);
   if (!l)
     return l.error();
@@ -204,6 +196,31 @@ result<std::optional<ownership::record>> pg_lease::find(pg_db& d) {
   if (!(*l)->step_status())
     return (*l)->step_status();
   return std::optional<ownership::record>{std::move(owner)};
+}
+
+result<std::optional<pg_lease::view>> pg_lease::read(pg_db& d) {
+  auto version = schema_version(d);
+  if (!version)
+    return version.error();
+  if (*version == 0)
+    return std::optional<view>{};
+  auto s = d.prepare(lease_as_seen);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  if (!q.step()) {
+    if (!q.step_status())
+      return q.step_status();
+    return std::optional<view>{};
+  }
+  view v;
+  v.epoch = q.column_int(0);
+  v.host = q.column_text(1);
+  v.pid = q.column_int(2);
+  v.ms_left = q.column_int(3);
+  v.session_alive = q.column_int(4) != 0;
+  q.reset();
+  return std::optional<view>{std::move(v)};
 }
 
 pg_lease::~pg_lease() {

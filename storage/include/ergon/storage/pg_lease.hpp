@@ -62,6 +62,26 @@ class pg_lease {
   /// connection's.
   static result<std::optional<ownership::record>> find(pg_db& d);
 
+  /// The lease as a standby sees it: who holds it, until when, and whether
+  /// acquire() could take it now.
+  struct view {
+    int64_t epoch = 0;
+    std::string host;
+    int64_t pid = 0;
+    /// Until the lease passes on the server's clock; negative once passed.
+    int64_t ms_left = 0;
+    /// Whether the holder's lease session lives (pg_stat_activity).
+    bool session_alive = false;
+    /// What acquire() decides by: the lease passed or its session is gone.
+    bool takeable() const noexcept { return ms_left < 0 || !session_alive; }
+  };
+
+  /// The lease of the schema `d` searches, read without a lock, so a
+  /// standby that polls it never gets in the owner's way; empty if there is
+  /// none yet (no ergon schema, or never owned: takeable). Errors: the
+  /// connection's.
+  static result<std::optional<view>> read(pg_db& d);
+
  private:
   pg_lease(std::unique_ptr<pg_db> conn, std::chrono::milliseconds lease_time,
            int64_t epoch) noexcept
