@@ -86,6 +86,8 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
   if (!pg_opts)
     return pg_opts.error();
   pg_opts->commit_outcome_wait = opts.commit_outcome_wait;
+  // An owner cut off from the server must learn it within its lease.
+  pg_opts->dead_peer_after = opts.lease_time / 3;
   auto opened = storage::pg_db::open(*pg_opts);
   if (!opened)
     return opened.error();

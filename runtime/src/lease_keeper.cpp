@@ -4,11 +4,15 @@
 
 namespace ergon::runtime {
 
+using steady = std::chrono::steady_clock;
+
 lease_keeper::lease_keeper(std::unique_ptr<storage::pg_lease> lease,
                            std::chrono::milliseconds lease_time,
                            std::function<void(const status&)> on_deposed)
-    : lease_(std::move(lease)), every_(lease_time / 3), on_deposed_(std::move(on_deposed)) {
-  thread_ = std::thread([this] { run(); });
+    : lease_(std::move(lease)), lease_time_(lease_time), epoch_(lease_->epoch()),
+      on_deposed_(std::move(on_deposed)), clock_(lease_time, lease_->acquired_at()) {
+  renewer_ = std::thread([this] { renew_loop(); });
+  watcher_ = std::thread([this] { watch_loop(); });
 }
 
 lease_keeper::~lease_keeper() {
@@ -17,27 +21,77 @@ lease_keeper::~lease_keeper() {
     stopping_ = true;
   }
   stop_.notify_all();
-  thread_.join();
+  watcher_.join();
+  // A renewal stuck on a silent server would hold the close up.
+  if (deposed_)
+    lease_->interrupt();
+  renewer_.join();
+  if (deposed_)
+    lease_->abandon();
   lease_.reset();
 }
 
 status lease_keeper::record_listener(const std::string& address, uint16_t port, bool secret,
                                      bool tls) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(conn_mtx_);
   return lease_->record_listener(address, port, secret, tls);
 }
 
-void lease_keeper::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stop_.wait_for(lock, every_, [this] { return stopping_; })) {
-    auto st = lease_->renew();
-    if (!st && lease_->taken_over()) {
-      if (on_deposed_)
-        on_deposed_(st);
-      return;
+void lease_keeper::deposed(const status& why) {
+  if (deposed_.exchange(true))
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  if (on_deposed_)
+    on_deposed_(why);
+}
+
+void lease_keeper::renew_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto due = clock_.next_renewal(steady::now());
+      if (stop_.wait_until(lock, due, [this] { return stopping_; }))
+        return;
     }
-    if (!st)
+    auto sent = steady::now();
+    status st;
+    bool taken_over = false;
+    {
+      std::lock_guard<std::mutex> lock(conn_mtx_);
+      st = lease_->renew();
+      taken_over = lease_->taken_over();
+    }
+    if (st) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      clock_.renewed(sent);
+      continue;
+    }
+    if (taken_over)
+      return deposed(st);
+    if (!stopping())
       std::cerr << "ergon: renewing the queue's lease: " << st << '\n';
+  }
+}
+
+// Apart from the renewals: one may wait on a server that never answers.
+void lease_keeper::watch_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    auto at = clock_.lapses_at();
+    if (stop_.wait_until(lock, at, [this] { return stopping_; }))
+      return;
+    if (!clock_.lapsed(steady::now()))
+      continue;  // renewed meanwhile
+    lock.unlock();
+    lease_->interrupt();
+    return deposed({error::unreachable,
+                    "this server lost the queue's lease: no renewal reached PostgreSQL for "
+                      + std::to_string((lease_time_ - clock_.margin()).count())
+                      + " ms, so another server may take the queue over"});
   }
 }
 

@@ -1,5 +1,7 @@
 #include "ergon/storage/pg_db.hpp"
 
+#include <sys/socket.h>
+
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -592,11 +594,16 @@ result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
                                      + "' is not a plain lowercase SQL identifier");
   // The session's own options keep the user's, then name the schema.
   std::string options;
+  std::vector<std::string> own_keys;  // what the connection string sets
   char* err = nullptr;
   if (PQconninfoOption* given = PQconninfoParse(opts.conninfo.c_str(), &err)) {
-    for (auto* o = given; o->keyword != nullptr; ++o)
-      if (std::strcmp(o->keyword, "options") == 0 && o->val != nullptr)
+    for (auto* o = given; o->keyword != nullptr; ++o) {
+      if (o->val == nullptr)
+        continue;
+      own_keys.emplace_back(o->keyword);
+      if (std::strcmp(o->keyword, "options") == 0)
         options = std::string{o->val} + " ";
+    }
     PQconninfoFree(given);
   } else {
     std::string why = err != nullptr ? err : "unparsable";
@@ -613,11 +620,29 @@ result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
   if (opts.read_only)
     options += " -c default_transaction_read_only=on";
   auto timeout = std::to_string(std::max<int64_t>(2, (opts.connect_timeout.count() + 999) / 1000));
-  const char* keys[] = {"dbname", "options", "connect_timeout", "fallback_application_name",
-                        nullptr};
-  const char* values[] = {opts.conninfo.c_str(), options.c_str(), timeout.c_str(), "ergon",
-                          nullptr};
-  PGconn* conn = PQconnectdbParams(keys, values, 1);
+  std::vector<const char*> keys{"dbname", "options", "connect_timeout",
+                                "fallback_application_name"};
+  std::vector<const char*> values{opts.conninfo.c_str(), options.c_str(), timeout.c_str(),
+                                  "ergon"};
+  // A silent server: idle sessions probe it, and unacknowledged data gives
+  // up, both within about dead_peer_after.
+  auto ms = opts.dead_peer_after.count();
+  auto idle = std::to_string(std::max<int64_t>(1, ms / 3000));
+  auto user_timeout = std::to_string(ms);
+  std::pair<const char*, const char*> dead_peer[] = {{"keepalives", "1"},
+                                                     {"keepalives_idle", idle.c_str()},
+                                                     {"keepalives_interval", "1"},
+                                                     {"keepalives_count", "2"},
+                                                     {"tcp_user_timeout", user_timeout.c_str()}};
+  if (ms > 0)
+    for (auto [key, value] : dead_peer)
+      if (std::find(own_keys.begin(), own_keys.end(), key) == own_keys.end()) {
+        keys.push_back(key);
+        values.push_back(value);
+      }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);
   if (conn == nullptr)
     return status{error::internal, "libpq could not allocate a connection"};
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -648,6 +673,12 @@ status pg_db::error_status(const PGresult* res, std::string_view context) const 
   std::string text = (context.empty() ? std::string{} : std::string{context} + ": ")
                      + location_ + ": " + result_message(res, conn_);
   return {code, std::move(text)};
+}
+
+void pg_db::interrupt() noexcept {
+  int fd = PQsocket(conn_);
+  if (fd >= 0)
+    ::shutdown(fd, SHUT_RDWR);
 }
 
 status pg_db::reconnect_if_lost() {

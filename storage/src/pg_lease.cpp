@@ -106,6 +106,7 @@ result<std::unique_ptr<pg_lease>> pg_lease::acquire(std::unique_ptr<pg_db> conn,
         return ended;
       continue;
     }
+    auto sent = std::chrono::steady_clock::now();
     auto s = conn->prepare(take_over);
     if (!s) {
       conn->rollback();
@@ -131,7 +132,7 @@ result<std::unique_ptr<pg_lease>> pg_lease::acquire(std::unique_ptr<pg_db> conn,
       }
       if (auto st = conn->commit(); !st)
         return st;
-      return std::unique_ptr<pg_lease>{new pg_lease(std::move(conn), lease_time, epoch)};
+      return std::unique_ptr<pg_lease>{new pg_lease(std::move(conn), lease_time, epoch, sent)};
     }
     auto st = q.step_status();
     conn->rollback();
@@ -224,6 +225,8 @@ result<std::optional<pg_lease::view>> pg_lease::read(pg_db& d) {
 }
 
 pg_lease::~pg_lease() {
+  if (abandoned_)
+    return;
   for (auto sql : {drop_listeners, give_up})
     if (auto s = conn_->prepare(sql)) {
       (*s)->bind(1, epoch_);

@@ -1,6 +1,7 @@
 // A TCP proxy on 127.0.0.1 in front of a PostgreSQL server, that can cut a
 // connection at the moment a test needs: when the client sends COMMIT, or
-// when the server answers it, and can refuse new connections. Test-only.
+// when the server answers it, can refuse new connections, and can stall:
+// a server that went silent, whose kernel still takes the bytes. Test-only.
 #pragma once
 
 #include <arpa/inet.h>
@@ -65,6 +66,12 @@ class tcp_proxy {
   void cut_next(cut c) { next_cut_ = static_cast<int>(c); }
   /// Closes new connections at once while set.
   void refuse(bool on) { refusing_ = on; }
+  /// While set, moves no byte and accepts no connection (they wait in the
+  /// backlog): the server seems to hang.
+  void stall(bool on) {
+    stalled_ = on;
+    (void)::write(wake_[1], "x", 1);
+  }
   /// How many connections were cut at a COMMIT.
   int cuts() const noexcept { return cuts_.load(); }
 
@@ -97,12 +104,19 @@ class tcp_proxy {
     char buf[65536];
     while (!stop_) {
       std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
+      if (stalled_) {
+        if (::poll(fds.data(), 1, -1) > 0)
+          (void)::read(wake_[0], buf, sizeof buf);
+        continue;
+      }
       for (auto& p : pairs_) {
         fds.push_back({p.client, POLLIN, 0});
         fds.push_back({p.server, POLLIN, 0});
       }
       if (::poll(fds.data(), fds.size(), -1) < 0)
         continue;
+      if (fds[0].revents & POLLIN)
+        (void)::read(wake_[0], buf, sizeof buf);
       if (fds[1].revents & POLLIN) {
         int c = ::accept(listener_, nullptr, nullptr);
         int s = c >= 0 && !refusing_ ? connect_target() : -1;
@@ -157,6 +171,7 @@ class tcp_proxy {
   std::atomic<bool> stop_{false};
   std::atomic<int> next_cut_{static_cast<int>(cut::none)};
   std::atomic<bool> refusing_{false};
+  std::atomic<bool> stalled_{false};
   std::atomic<int> cuts_{0};
   std::vector<pair> pairs_;
   std::thread thread_;

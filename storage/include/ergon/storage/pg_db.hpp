@@ -35,6 +35,11 @@ struct pg_options {
   std::string schema = "ergon";
   /// How long connecting may take before failing `unreachable`.
   std::chrono::milliseconds connect_timeout{10'000};
+  /// When set, a server that stops answering fails the session's
+  /// statements after about this long, not after the kernel's minutes:
+  /// TCP keepalives and tcp_user_timeout, unless the connection string
+  /// sets them itself. Zero: libpq's defaults.
+  std::chrono::milliseconds dead_peer_after{0};
   /// Sessions that only read (default_transaction_read_only).
   bool read_only = false;
   /// How long a fenced connection tries to learn the fate of a COMMIT whose
@@ -197,6 +202,12 @@ class pg_db final : public db {
 
   const pg_options& options() const noexcept { return opts_; }
   pg_conn* raw() const noexcept { return conn_; }
+
+  /// Shuts the session's socket down, from any thread: a statement that
+  /// waits on a server that went silent (stopped, or behind a network that
+  /// acknowledges but never answers) fails `unreachable` at once, and the
+  /// next one reconnects.
+  void interrupt() noexcept;
 
   /// The ergon status for a failed result (or the connection's error if
   /// `res` is null), with `context` in front of the server's message.

@@ -38,8 +38,12 @@ class pg_lease {
   pg_lease& operator=(const pg_lease&) = delete;
 
   /// Ends the lease at once if it is still this one's, so a successor need
-  /// not wait for it to pass.
+  /// not wait for it to pass; not after abandon().
   ~pg_lease();
+
+  /// Leaves the lease to pass by itself: it was taken over, or the server
+  /// can't be reached, and ending it would only wait for a connection.
+  void abandon() noexcept { abandoned_ = true; }
 
   /// The epoch this owner holds: fence its writer with it.
   int64_t epoch() const noexcept { return epoch_; }
@@ -48,6 +52,14 @@ class pg_lease {
   /// taken over, and taken_over() says so: this owner must stop writing; or
   /// a lock timeout), and the connection's.
   status renew();
+
+  /// Makes a renewal that waits on a silent server fail at once, from any
+  /// thread (pg_db::interrupt).
+  void interrupt() noexcept { conn_->interrupt(); }
+
+  /// When acquire() sent the statement that took the lease: the server's
+  /// lease runs from a moment after it.
+  std::chrono::steady_clock::time_point acquired_at() const noexcept { return acquired_at_; }
 
   /// Whether a renewal found the lease taken over.
   bool taken_over() const noexcept { return taken_over_; }
@@ -83,14 +95,17 @@ class pg_lease {
   static result<std::optional<view>> read(pg_db& d);
 
  private:
-  pg_lease(std::unique_ptr<pg_db> conn, std::chrono::milliseconds lease_time,
-           int64_t epoch) noexcept
-      : conn_(std::move(conn)), lease_time_(lease_time), epoch_(epoch) {}
+  pg_lease(std::unique_ptr<pg_db> conn, std::chrono::milliseconds lease_time, int64_t epoch,
+           std::chrono::steady_clock::time_point acquired_at) noexcept
+      : conn_(std::move(conn)), lease_time_(lease_time), epoch_(epoch),
+        acquired_at_(acquired_at) {}
 
   std::unique_ptr<pg_db> conn_;
   std::chrono::milliseconds lease_time_;
   int64_t epoch_;
+  std::chrono::steady_clock::time_point acquired_at_;
   bool taken_over_ = false;
+  bool abandoned_ = false;
 };
 
 }  // namespace ergon::storage
