@@ -5,6 +5,7 @@
 //                [--secret-file FILE] [--tls-cert F --tls-key F --tls-ca F]
 //                [--http-port 4781 [--http-bind 127.0.0.1]
 //                 [--http-cert F --http-key F [--http-ca F]] [--http-insecure-plaintext]]
+//                [--standby [--standby-poll-ms 200]]
 //   ergon-server --make-secret FILE
 //
 // Prints "ergon-server listening on <bind>:<port>" once it takes requests
@@ -17,6 +18,13 @@
 // took it over (its lease passed while this one was stopped or cut off), or
 // whether a commit went through stayed unknown (docs/postgres.md). See
 // docs/distribution.md for the secret and TLS, docs/postgres.md for leases.
+//
+// With --standby (PostgreSQL), it waits while another server owns the queue
+// ("ergon-server standby for <db>") and takes it over when that one dies
+// or its lease passes: then it prints the listening line (the port is the
+// same at every takeover). When its queue closes by itself it prints
+// "ergon-server stepping down: <why>" and stands by again, instead of
+// exiting with status 4 (docs/distribution.md, "Standby servers").
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -26,6 +34,7 @@
 
 #include <ergon/queue.hpp>
 #include <ergon/queue_actor.hpp>
+#include <ergon/standby.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -44,6 +53,67 @@
 namespace {
 
 using signal_atom = caf::atom_constant<caf::atom("ergsignal")>;
+using stopped_atom = caf::atom_constant<caf::atom("ergstop")>;
+
+// Waits in another thread for SIGINT or SIGTERM, and tells `me`.
+void forward_signals(sigset_t stop_signals, caf::actor me) {
+  std::thread{[stop_signals, me] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    caf::send_as(me, me, signal_atom::value, sig);
+  }}.detach();
+}
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// --standby: owns the queue when it can, stands by otherwise, until a
+// signal or a client's close.
+int serve_standby(caf::actor_system& sys, const std::string& db, const ergon::options& opts,
+                  std::chrono::milliseconds poll, sigset_t stop_signals) {
+  caf::scoped_actor self{sys};
+  auto me = caf::actor{self};
+  auto bind = opts.listen->address;
+  auto on_change = [me, bind, db](const ergon::role_change& c) {
+    switch (c.role) {
+      case ergon::server_role::owner:
+        if (auto port = ergon::listening_port(c.queue))
+          std::cout << "ergon-server listening on " << bind << ":" << *port << std::endl;
+        break;
+      case ergon::server_role::standby:
+        std::cout << "ergon-server stepping down: " << c.why << std::endl;
+        std::cout << "ergon-server standby for " << db << std::endl;
+        break;
+      case ergon::server_role::stopped:
+        caf::anon_send(me, stopped_atom::value);
+        break;
+    }
+  };
+  auto server = ergon::standby_server::start(sys, db, opts, ergon::standby_options{poll},
+                                             on_change);
+  if (!server) {
+    std::cerr << "ergon-server: cannot stand by for " << db << ": " << server.error() << '\n';
+    return 1;
+  }
+  if (server->role() == ergon::server_role::standby)
+    std::cout << "ergon-server standby for " << db << std::endl;
+  if (auto port = server->http_port())
+    std::cout << "ergon-server http on " << opts.http->address << ":" << *port << std::endl;
+  forward_signals(stop_signals, me);
+  int rc = 0;
+  self->receive(
+    [&](signal_atom, int sig) {
+      std::cout << "ergon-server: " << signal_name(sig) << ", closing" << std::endl;
+      if (auto st = server->stop(); !st) {
+        std::cerr << "ergon-server: close: " << st << '\n';
+        rc = 1;
+      }
+    },
+    [&](stopped_atom) {
+      std::cerr << "ergon-server: a client closed the queue; exiting with status 3" << std::endl;
+      rc = 3;
+    });
+  return rc;
+}
 
 // Writes a new secret to `path`, which must not exist yet, readable by its
 // owner only.
@@ -159,6 +229,16 @@ int main(int argc, char** argv) {
                    "lost committed, before the queue closes and the server exits with status "
                    "4"}})
     app.add_option(name, *ms, help)->capture_default_str();
+  bool standby = false;
+  app.add_flag("--standby", standby,
+               "PostgreSQL: wait while another server owns the queue, take it over when that "
+               "one dies or its lease passes, and stand by again (rather than exit 4) when "
+               "this one's queue is taken over; run one per host, with the same options");
+  int64_t standby_poll_ms = 200;
+  app.add_option("--standby-poll-ms", standby_poll_ms,
+                 "with --standby: how often to read the queue's lease while standing by")
+    ->capture_default_str()
+    ->needs("--standby");
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
@@ -233,6 +313,8 @@ int main(int argc, char** argv) {
   opts.remote_grace = std::chrono::milliseconds{remote_grace_ms};
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
+  if (standby)
+    return serve_standby(sys, db, opts, std::chrono::milliseconds{standby_poll_ms}, stop_signals);
   auto q = ergon::spawn_queue(sys, db, opts);
   if (!q) {
     std::cerr << "ergon-server: cannot serve " << db << ": " << q.error() << '\n';
@@ -246,18 +328,13 @@ int main(int argc, char** argv) {
   // Either a signal, or the queue closes by itself: a client sent close.
   caf::scoped_actor self{sys};
   self->monitor(*q);
-  std::thread{[stop_signals, me = caf::actor{self}] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    caf::send_as(me, me, signal_atom::value, sig);
-  }}.detach();
+  forward_signals(stop_signals, caf::actor{self});
   bool signalled = false;
   caf::error gone;
   self->receive(
     [&](signal_atom, int sig) {
       signalled = true;
-      std::cout << "ergon-server: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", closing"
-                << std::endl;
+      std::cout << "ergon-server: " << signal_name(sig) << ", closing" << std::endl;
     },
     [&](caf::down_msg& down) { gone = std::move(down.reason); });
   // The queue closed by itself: taken over, or a commit's fate unknown.

@@ -191,8 +191,7 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
 
 }  // namespace
 
-result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std::string& path,
-                                               options opts) {
+status validate_in(caf::actor_system& sys, const std::string& path, const options& opts) {
   if (auto st = validate_path(path); !st)
     return st;
   if (auto st = validate(opts); !st)
@@ -217,6 +216,13 @@ result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std:
                   "a queue that listens needs the network layer: load caf::io::middleman in "
                   "the actor system's config",
                   "sys"};
+  return {};
+}
+
+result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std::string& path,
+                                               options opts) {
+  if (auto st = validate_in(sys, path, opts); !st)
+    return st;
   return start(sys, path, std::move(opts));
 }
 

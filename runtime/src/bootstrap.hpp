@@ -12,6 +12,10 @@
 
 namespace ergon::runtime {
 
+/// Checks `path` and `opts` for a queue in `sys`: what queue::open(sys, …)
+/// refuses before it opens anything.
+status validate_in(caf::actor_system& sys, const std::string& path, const options& opts);
+
 /// Opens the queue at `path` in `sys`, which must outlive it.
 result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std::string& path,
                                                options opts);

@@ -166,7 +166,8 @@ bool job_id_text(std::string_view s) {
 const char* allowed_methods(const std::string& path) {
   static const char* const get = "GET, HEAD";
   static const char* const post = "POST";
-  for (auto exact : {"/", "/healthz", "/metrics", "/api/stats", "/api/jobs", "/api/recurring"})
+  for (auto exact :
+       {"/", "/healthz", "/livez", "/metrics", "/api/stats", "/api/jobs", "/api/recurring"})
     if (path == exact)
       return get;
   if (path == "/api/pauses/resume")
@@ -217,7 +218,9 @@ status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& 
   return {};
 }
 
-void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
+// Host names and methods, checked before any route; and the answers to
+// errors and exceptions. Both roles' pages share them.
+void common_rules(httplib::Server& s, const endpoint_name& name) {
   s.set_pre_routing_handler([name](const httplib::Request& req, httplib::Response& res) {
     if (!host_allowed(name, req)) {
       reply_json(res, {{"error", "host_not_allowed"},
@@ -237,16 +240,53 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
                405);
     return httplib::Server::HandlerResponse::Handled;
   });
+  s.Get("/livez", [](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, {{"status", "live"}});
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty())
+      return;
+    auto message = res.status == 404 ? "no such page: " + req.path
+                                     : std::string{"the request can't be taken: HTTP "}
+                                         + std::to_string(res.status);
+    reply_json(res, {{"error", http::words_of(res.status).code}, {"message", message}}, res.status);
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    reply_json(res, {{"error", "internal"}, {"message", what}}, 500);
+  });
+}
+
+// The lease epoch of a PostgreSQL owner; 0 on SQLite or once closing.
+int64_t epoch_of(queue_impl& q) {
+  std::lock_guard<std::mutex> guard{q.owner_mtx};
+  return q.lease ? q.lease->epoch() : 0;
+}
+
+void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
+  common_rules(s, name);
   s.Get("/healthz", [&q](const httplib::Request&, httplib::Response& res) {
     if (q.closed.load(std::memory_order_acquire))
-      return reply_json(res, {{"status", "closing"}}, 503);
-    reply_json(res, {{"status", "ok"}});
+      return reply_json(res, {{"status", "closing"}, {"role", "owner"}}, 503);
+    json doc{{"status", "ok"}, {"role", "owner"}};
+    if (auto epoch = epoch_of(q); epoch > 0)
+      doc["epoch"] = epoch;
+    reply_json(res, doc);
   });
   s.Get("/metrics", [&q](const httplib::Request&, httplib::Response& res) {
     auto m = q.metrics();
     if (!m)
       return reply_error(res, m.error());
-    res.set_content(prometheus_text(*m), "text/plain; version=0.0.4; charset=utf-8");
+    role_metrics role;
+    role.epoch = epoch_of(q);
+    res.set_content(prometheus_text(*m) + prometheus_text(role),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
@@ -327,24 +367,43 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
       return doc;
     });
   });
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty())
-      return;
-    auto message = res.status == 404 ? "no such page: " + req.path
-                                     : std::string{"the request can't be taken: HTTP "}
-                                         + std::to_string(res.status);
-    reply_json(res, {{"error", http::words_of(res.status).code}, {"message", message}}, res.status);
+}
+
+json owner_of(const standby_status& st) {
+  if (!st.owner_known)
+    return nullptr;
+  return {{"host", st.owner_host}, {"pid", st.owner_pid}, {"epoch", st.epoch},
+          {"lease_ms_left", st.lease_ms_left}};
+}
+
+// A standby's pages: it has no queue to show.
+void standby_routes(httplib::Server& s, std::function<standby_status()> now,
+                    const endpoint_name& name) {
+  common_rules(s, name);
+  s.Get("/healthz", [now](const httplib::Request&, httplib::Response& res) {
+    auto st = now();
+    json doc{{"status", "standby"}, {"role", "standby"}, {"owner", owner_of(st)}};
+    if (!st.read_error.empty())
+      doc["error"] = st.read_error;
+    reply_json(res, doc, 503);
   });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    reply_json(res, {{"error", "internal"}, {"message", what}}, 500);
+  s.Get("/metrics", [now](const httplib::Request&, httplib::Response& res) {
+    auto st = now();
+    role_metrics role{false, st.epoch, true, st.takeovers, st.step_downs};
+    res.set_content(prometheus_text(role), "text/plain; version=0.0.4; charset=utf-8");
   });
+  // The rest is the owner's: the dashboard and the API.
+  auto elsewhere = [now](const httplib::Request&, httplib::Response& res) {
+    auto st = now();
+    auto owner = st.owner_known ? "pid " + std::to_string(st.owner_pid) + " on " + st.owner_host
+                                : std::string{"not known"};
+    reply_json(res, {{"error", "standby"},
+                     {"message", "this server is a standby for the queue; its owner is " + owner},
+                     {"owner", owner_of(st)}},
+               503);
+  };
+  s.Get(".*", elsewhere);
+  s.Post(".*", elsewhere);
 }
 
 // A complete request as received, read by httplib as if from its socket;
@@ -423,9 +482,9 @@ class http_endpoint final : public front_end {
   uint16_t port_;
 };
 
-}  // namespace
-
-status serve_http(queue_impl& q, const http_options& where) {
+// Binds `where` and answers with `server`, whose routes `route(name)` adds.
+template <class Route>
+result<std::unique_ptr<front_end>> open_endpoint(const http_options& where, Route route) {
   http::front_terms terms;
   terms.address = where.address;
   terms.port = where.port;
@@ -437,8 +496,9 @@ status serve_http(queue_impl& q, const http_options& where) {
   }
   endpoint_name name{where.address, std::make_shared<std::atomic<uint16_t>>(0),
                      where.tls.has_value()};
+  terms.probe_paths.push_back("/livez");
   auto server = std::make_unique<routed_server>();
-  routes(*server, q, name);
+  route(*server, name);
   auto* routed = server.get();
   auto front = http::front::open(std::move(terms),
                                  [routed](std::string request, const http::peer_address& from) {
@@ -447,7 +507,26 @@ status serve_http(queue_impl& q, const http_options& where) {
   if (!front)
     return status{error::io_error, "cannot serve HTTP: " + front.error().message()};
   name.port->store((*front)->port());
-  return q.attach(std::make_unique<http_endpoint>(std::move(server), std::move(*front)));
+  return std::unique_ptr<front_end>{
+    std::make_unique<http_endpoint>(std::move(server), std::move(*front))};
+}
+
+}  // namespace
+
+status serve_http(queue_impl& q, const http_options& where) {
+  auto endpoint = open_endpoint(where, [&q](httplib::Server& s, const endpoint_name& name) {
+    routes(s, q, name);
+  });
+  if (!endpoint)
+    return endpoint.error();
+  return q.attach(std::move(*endpoint));
+}
+
+result<std::unique_ptr<front_end>> serve_standby_http(const http_options& where,
+                                                      std::function<standby_status()> now) {
+  return open_endpoint(where, [&now](httplib::Server& s, const endpoint_name& name) {
+    standby_routes(s, std::move(now), name);
+  });
 }
 
 }  // namespace ergon::runtime

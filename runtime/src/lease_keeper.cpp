@@ -88,10 +88,12 @@ void lease_keeper::watch_loop() {
       continue;  // renewed meanwhile
     lock.unlock();
     lease_->interrupt();
-    return deposed({error::unreachable,
+    // busy, as for a takeover: nothing more is written, and another
+    // server may own the queue by now.
+    return deposed({error::busy,
                     "this server lost the queue's lease: no renewal reached PostgreSQL for "
                       + std::to_string((lease_time_ - clock_.margin()).count())
-                      + " ms, so another server may take the queue over"});
+                      + " ms, so another server may take the queue over, or took it over"});
   }
 }
 

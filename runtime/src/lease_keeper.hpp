@@ -23,7 +23,7 @@ class lease_keeper {
   /// gets, once, on one of the keeper's threads:
   ///  - the `busy` status that names the new owner, when a renewal finds
   ///    the queue taken over;
-  ///  - `unreachable` ("lease lapsed"), when no renewal reached PostgreSQL
+  ///  - `busy` ("lost the queue's lease"), when no renewal reached PostgreSQL
   ///    for so long that a successor may take over soon (a server stopped
   ///    or cut off): this owner must stop serving before that. A renewal
   ///    still waiting on a silent server then fails at once.

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <sstream>
+#include <tuple>
 
 #include "ergon/job_info.hpp"
 
@@ -245,6 +246,30 @@ std::string prometheus_text(const metrics_snapshot& m) {
     e.family(c.name, "counter", c.help);
     e.sample(c.name, "", static_cast<double>(c.value));
   }
+  return e.str();
+}
+
+std::string prometheus_text(const role_metrics& r) {
+  exposition e;
+  e.family("ergon_role", "gauge",
+           "1 for this server's role for its queue (owner or standby), 0 for the other.");
+  e.sample("ergon_role", label("role", "owner"), r.owner ? 1 : 0);
+  e.sample("ergon_role", label("role", "standby"), r.owner ? 0 : 1);
+  if (r.epoch > 0) {
+    e.family("ergon_lease_epoch", "gauge",
+             "The epoch of the queue's lease: the owner's, or the one a standby saw last.");
+    e.sample("ergon_lease_epoch", "", static_cast<double>(r.epoch));
+  }
+  if (r.standby_server)
+    for (auto [name, help, value] :
+         {std::tuple{"ergon_takeovers_total", "Times this standby server took the queue over.",
+                     r.takeovers},
+          std::tuple{"ergon_step_downs_total",
+                     "Times this server's queue closed by itself and it became a standby again.",
+                     r.step_downs}}) {
+      e.family(name, "counter", help);
+      e.sample(name, "", static_cast<double>(value));
+    }
   return e.str();
 }
 
