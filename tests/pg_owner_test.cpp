@@ -1,7 +1,9 @@
 // One owner per PostgreSQL schema, with real processes (issue 29): a second
 // owner is refused, a SIGKILLed owner is replaced at once, and a stopped
 // owner that comes back commits nothing after its successor's first write,
-// closes its queue and reports busy.
+// closes its queue and reports busy. And standby servers (issue 30):
+// ergon-server --standby takes a SIGKILLed owner's queue over, and an
+// owner stopped past its lease steps down when it runs again.
 #define BOOST_TEST_MODULE pg_owner
 #include <boost/test/unit_test.hpp>
 
@@ -9,6 +11,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <string>
+
+#include <httplib.h>
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
@@ -35,6 +39,57 @@ queue open_when_free(const std::string& uri, options opts) {
     BOOST_REQUIRE_MESSAGE((std::chrono::steady_clock::now() < deadline), q.error().to_string());
   }
 }
+
+// Reads `proc`'s lines until one starts with `prefix`, and returns it.
+std::string line_starting(child_process& proc, const std::string& prefix) {
+  for (;;) {
+    auto line = proc.read_line();
+    BOOST_REQUIRE_MESSAGE(!line.empty(), "no line starting '" << prefix << "'");
+    if (line.rfind(prefix, 0) == 0)
+      return line;
+  }
+}
+
+uint16_t port_in(const std::string& line) {
+  return static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+}
+
+// A `ergon-server --standby` on free ports, with HTTP.
+struct standby_process {
+  child_process proc;
+  uint16_t http = 0;
+  uint16_t port = 0;  // once it owns the queue
+  // Reads its first lines: the HTTP port, and either the listening line
+  // (it owns the queue) or the standby line; they come in either order.
+  standby_process(const std::string& uri, std::vector<std::string> extra)
+      : proc(args(uri, std::move(extra))) {
+    bool role_known = false;
+    while (http == 0 || !role_known) {
+      auto line = proc.read_line();
+      BOOST_REQUIRE_MESSAGE(!line.empty(), "ergon-server --standby ended early");
+      if (line.rfind("ergon-server http on ", 0) == 0)
+        http = port_in(line);
+      else if (line.rfind("ergon-server listening on ", 0) == 0)
+        port = port_in(line), role_known = true;
+      else if (line.rfind("ergon-server standby for ", 0) == 0)
+        role_known = true;
+    }
+  }
+  static std::vector<std::string> args(const std::string& uri, std::vector<std::string> extra) {
+    std::vector<std::string> out{ERGON_SERVER, "--db", uri, "--standby", "--port", "0",
+                                 "--http-port", "0", "--standby-poll-ms", "50",
+                                 "--lease-time-ms", "1000"};
+    out.insert(out.end(), extra.begin(), extra.end());
+    return out;
+  }
+  // Its /healthz: the status and the body.
+  std::pair<int, std::string> health() const {
+    httplib::Client c{"127.0.0.1", http};
+    auto r = c.Get("/healthz");
+    BOOST_REQUIRE(r);
+    return {r->status, r->body};
+  }
+};
 
 int64_t work_jobs(const std::string& uri) {
   return engine_probe{uri}.number("SELECT count(*) FROM jobs WHERE type = 'work'");
@@ -161,4 +216,75 @@ BOOST_AUTO_TEST_CASE(a_deposed_queue_answers_busy_and_closes) {
   auto closed = a->close();
   BOOST_TEST(closed.code() == error::busy, closed.to_string());
   BOOST_TEST(work_jobs(uri) == 1);
+}
+
+// A SIGKILLed owner's queue continues on a standby (target: within 2 s with
+// default settings), with the jobs it held; the standby answers on the same
+// ports it announced.
+BOOST_AUTO_TEST_CASE(a_standby_server_takes_a_killed_owners_queue_over) {
+  auto uri = shared_pg_server().fresh_database();
+  standby_process a{uri, {}};
+  if (a.port == 0)  // it printed the standby line before it took over
+    a.port = port_in(line_starting(a.proc, "ergon-server listening on "));
+  standby_process b{uri, {}};
+  BOOST_REQUIRE(b.port == 0);
+  BOOST_TEST(a.health().first == 200);
+  auto [code, body] = b.health();
+  BOOST_TEST(code == 503);
+  BOOST_TEST(body.find("\"role\":\"standby\"") != std::string::npos, body);
+  BOOST_TEST(body.find("\"pid\":" + std::to_string(a.proc.pid())) != std::string::npos, body);
+  {
+    client c;
+    auto q = connect(c.sys, "127.0.0.1", a.port);
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    BOOST_REQUIRE(c.ask<job_id>(*q, submit_atom::value, *job_builder("work").build()).has_value());
+  }
+  a.proc.signal(SIGKILL);
+  a.proc.wait();
+  auto killed = std::chrono::steady_clock::now();
+  auto listening = line_starting(b.proc, "ergon-server listening on ");
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::steady_clock::now() - killed);
+  BOOST_TEST_MESSAGE("the standby served " << took.count() << " ms after the owner's SIGKILL");
+  BOOST_TEST(b.health().first == 200);
+  client c;
+  auto q = connect(c.sys, "127.0.0.1", port_in(listening));
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto counts = c.ask<status_counts>(*q, counts_atom::value);
+  BOOST_REQUIRE(counts.has_value());
+  BOOST_TEST((*counts)[job_status::pending] == 1);
+  b.proc.signal(SIGTERM);
+  int st = b.proc.wait();
+  BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0), "wait status " << st);
+}
+
+// An owner stopped past its lease is replaced by a standby; when it runs
+// again it steps down and stands by itself, rather than exiting.
+BOOST_AUTO_TEST_CASE(an_owner_stopped_past_its_lease_steps_down_when_it_runs_again) {
+  auto uri = shared_pg_server().fresh_database();
+  standby_process a{uri, {}};
+  if (a.port == 0)
+    line_starting(a.proc, "ergon-server listening on ");
+  standby_process b{uri, {}};
+  BOOST_REQUIRE(b.port == 0);
+  a.proc.signal(SIGSTOP);
+  auto stopped = std::chrono::steady_clock::now();
+  line_starting(b.proc, "ergon-server listening on ");
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::steady_clock::now() - stopped);
+  BOOST_TEST_MESSAGE("the standby served " << took.count()
+                                           << " ms after the owner stopped (lease 1000 ms)");
+  a.proc.signal(SIGCONT);
+  auto down = line_starting(a.proc, "ergon-server stepping down: ");
+  BOOST_TEST(down.find("busy") != std::string::npos, down);
+  line_starting(a.proc, "ergon-server standby for ");
+  auto [code, body] = a.health();
+  BOOST_TEST(code == 503);
+  BOOST_TEST(body.find("\"role\":\"standby\"") != std::string::npos, body);
+  BOOST_TEST(body.find("\"pid\":" + std::to_string(b.proc.pid())) != std::string::npos, body);
+  // Still a standby: it takes the queue back when b goes.
+  b.proc.signal(SIGTERM);
+  b.proc.wait();
+  line_starting(a.proc, "ergon-server listening on ");
+  BOOST_TEST(a.health().first == 200);
 }

@@ -227,6 +227,7 @@ class standby_server::impl {
       if (auto st = serve_standby_page(); !st)
         std::cerr << "ergon: serving the standby's HTTP page: " << st << '\n';
     if (!gone) {
+      note_read(read_lease());  // the pages name the new owner at once
       {
         std::lock_guard<std::mutex> lock(mtx_);
         ++page_.step_downs;
