@@ -14,6 +14,14 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "support/child_process.hpp"
@@ -54,15 +62,29 @@ uint16_t port_in(const std::string& line) {
   return static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
 }
 
-// A `ergon-server --standby` on free ports, with HTTP.
+// A port nothing listens on now.
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  BOOST_REQUIRE(fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
+                && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A `ergon-server --standby` with HTTP, on `port` (0: a free one, chosen
+// at its first takeover).
 struct standby_process {
   child_process proc;
   uint16_t http = 0;
   uint16_t port = 0;  // once it owns the queue
   // Reads its first lines: the HTTP port, and either the listening line
   // (it owns the queue) or the standby line; they come in either order.
-  standby_process(const std::string& uri, std::vector<std::string> extra)
-      : proc(args(uri, std::move(extra))) {
+  standby_process(const std::string& uri, std::vector<std::string> extra, uint16_t at = 0)
+      : proc(args(uri, std::move(extra), at)) {
     bool role_known = false;
     while (http == 0 || !role_known) {
       auto line = proc.read_line();
@@ -75,8 +97,10 @@ struct standby_process {
         role_known = true;
     }
   }
-  static std::vector<std::string> args(const std::string& uri, std::vector<std::string> extra) {
-    std::vector<std::string> out{ERGON_SERVER, "--db", uri, "--standby", "--port", "0",
+  static std::vector<std::string> args(const std::string& uri, std::vector<std::string> extra,
+                                       uint16_t at) {
+    std::vector<std::string> out{ERGON_SERVER, "--db", uri, "--standby", "--port",
+                                 std::to_string(at),
                                  "--http-port", "0", "--standby-poll-ms", "50",
                                  "--lease-time-ms", "1000"};
     out.insert(out.end(), extra.begin(), extra.end());
@@ -287,4 +311,90 @@ BOOST_AUTO_TEST_CASE(an_owner_stopped_past_its_lease_steps_down_when_it_runs_aga
   b.proc.wait();
   line_starting(a.proc, "ergon-server listening on ");
   BOOST_TEST(a.health().first == 200);
+}
+
+namespace {
+
+// How many times each payload's code ran (the worker's side file).
+std::map<std::string, int> runs_in(const std::string& side_file) {
+  std::map<std::string, int> out;
+  std::ifstream in{side_file};
+  for (std::string line; std::getline(in, line);)
+    ++out[line];
+  return out;
+}
+
+}  // namespace
+
+// Two worker processes and a client that know both servers' addresses
+// (connect_options) run 200 ms jobs; the owner is SIGKILLed while they run.
+// The standby takes over, the workers join it with what they hold and go
+// on under the same attempts, and the client's handle reaches it too. Every
+// job's code runs exactly once, and succeeds.
+BOOST_AUTO_TEST_CASE(remote_work_moves_to_the_standby_that_took_over_and_runs_once) {
+  auto uri = shared_pg_server().fresh_database();
+  temp_dir dir;
+  auto side = dir.file("side");
+  ::setenv("ERGON_TEST_SIDE_FILE", side.c_str(), 1);
+  auto p1 = free_port(), p2 = free_port();
+  standby_process a{uri, {}, p1};
+  if (a.port == 0)
+    a.port = port_in(line_starting(a.proc, "ergon-server listening on "));
+  BOOST_REQUIRE(a.port == p1);
+  standby_process b{uri, {}, p2};
+  BOOST_REQUIRE(b.port == 0);
+  auto ports = std::to_string(p1) + "," + std::to_string(p2);
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<child_process>(
+      std::vector<std::string>{ERGON_TEST_REMOTE_WORKER, "127.0.0.1", ports, "side", "4"}));
+    BOOST_REQUIRE_EQUAL(workers.back()->read_line(), "ready");
+  }
+  client c;
+  connect_options where;
+  where.addresses = {{"127.0.0.1", p1}, {"127.0.0.1", p2}};
+  auto q = connect(c.sys, where);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  std::vector<job_id> ids;
+  for (int i = 0; i < 40; ++i) {
+    auto id = c.ask<job_id>(*q, submit_atom::value,
+                            *job_builder("job").payload("j" + std::to_string(i)).build());
+    BOOST_REQUIRE_MESSAGE(id.has_value(), id.error().to_string());
+    ids.push_back(*id);
+  }
+  // Some run now: the first job's code has started.
+  auto first = c.ask<job_info>(*q, wait_atom::value, ids[0], std::chrono::milliseconds{0});
+  for (int tries = 0; first && first->status == job_status::pending && tries < 100'000; ++tries)
+    first = c.ask<job_info>(*q, job_info_atom::value, ids[0]);
+  a.proc.signal(SIGKILL);
+  a.proc.wait();
+  auto killed = std::chrono::steady_clock::now();
+  BOOST_TEST(port_in(line_starting(b.proc, "ergon-server listening on ")) == p2);
+  BOOST_TEST_MESSAGE("the standby served "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - killed)
+                          .count()
+                     << " ms after the owner's SIGKILL");
+  // The same handle: `unreachable` until a round reaches the new owner.
+  std::vector<job_info> done;
+  for (auto& id : ids) {
+    auto info = c.ask<job_info>(*q, wait_atom::value, id, std::chrono::milliseconds{60'000});
+    for (int tries = 0; !info && info.error().code() == error::unreachable && tries < 1'000'000;
+         ++tries)
+      info = c.ask<job_info>(*q, wait_atom::value, id, std::chrono::milliseconds{60'000});
+    BOOST_REQUIRE_MESSAGE(info.has_value(), info.error().to_string());
+    done.push_back(*info);
+  }
+  auto runs = runs_in(side);
+  for (auto& j : done) {
+    BOOST_TEST((j.status == job_status::succeeded), j.id.to_string());
+    BOOST_TEST(runs[j.payload] == 1, j.payload << " ran " << runs[j.payload] << " times");
+  }
+  for (auto& w : workers) {
+    w->signal(SIGTERM);
+    BOOST_TEST(w->read_line() == "stopped ok");
+  }
+  b.proc.signal(SIGTERM);
+  b.proc.wait();
+  ::unsetenv("ERGON_TEST_SIDE_FILE");
 }

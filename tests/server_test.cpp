@@ -107,6 +107,54 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_unreachable_not_a_hang) {
   BOOST_TEST(q.error().message().find("127.0.0.1") != std::string::npos);
 }
 
+// Several servers: the one that answers is used; when none does, each is
+// named. Bad lists and times are refused before anything is dialed.
+BOOST_AUTO_TEST_CASE(connect_tries_each_address_and_names_what_is_wrong) {
+  temp_dir dir;
+  test::server_process s{test::test_location(dir)};
+  client c;
+  connect_options where;
+  where.addresses = {{"127.0.0.1", 1}, {"127.0.0.1", s.port}};
+  auto q = connect(c.sys, where);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  BOOST_TEST(c.ask<status_counts>(*q, counts_atom::value).has_value());
+  where.addresses = {{"127.0.0.1", 1}, {"127.0.0.1", 2}};
+  auto none = connect(c.sys, where);
+  BOOST_REQUIRE(!none.has_value());
+  BOOST_TEST(none.error().code() == error::unreachable);
+  BOOST_TEST(none.error().message().find("127.0.0.1:1") != std::string::npos,
+             none.error().message());
+  BOOST_TEST(none.error().message().find("127.0.0.1:2") != std::string::npos,
+             none.error().message());
+  auto refused = [&](connect_options o, const std::string& field) {
+    auto r = connect(c.sys, o);
+    BOOST_REQUIRE(!r.has_value());
+    BOOST_TEST(r.error().code() == error::invalid_argument);
+    BOOST_TEST(r.error().field() == field, r.error().to_string());
+  };
+  refused(connect_options{}, "addresses");
+  connect_options bad;
+  bad.addresses = {{"", 4780}};
+  refused(bad, "addresses");
+  bad.addresses = {{"127.0.0.1", 0}};
+  refused(bad, "addresses");
+  bad.addresses = {{"127.0.0.1", s.port}};
+  bad.dial_timeout = std::chrono::milliseconds{99};
+  refused(bad, "dial_timeout");
+  bad.dial_timeout = std::chrono::milliseconds{60'001};
+  refused(bad, "dial_timeout");
+  bad.dial_timeout = std::chrono::seconds{3};
+  bad.retry_min = std::chrono::milliseconds{9};
+  refused(bad, "retry_min");
+  bad.retry_min = std::chrono::seconds{2};
+  bad.retry_max = std::chrono::seconds{1};
+  refused(bad, "retry_min");
+  bad.retry_min = std::chrono::seconds{1};
+  bad.retry_max = std::chrono::milliseconds{60'001};
+  refused(bad, "retry_max");
+  BOOST_TEST(s.stop(SIGTERM));
+}
+
 BOOST_AUTO_TEST_CASE(without_a_network_layer_connect_names_the_fix) {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};

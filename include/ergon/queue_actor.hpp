@@ -189,6 +189,42 @@ status set_max_message_size(caf::actor_system_config& cfg, size_t bytes);
 result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
                             const credentials& creds = {});
 
+/// One server of a queue, for connect_options.
+struct queue_address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// How connect reaches a queue that any of several servers may own:
+/// standby servers (standby.hpp), of which only the owner takes
+/// connections on its queue port.
+struct connect_options {
+  /// The servers, at least one, each with a host and a port over 0. A
+  /// round tries them in turn, starting with the one that answered last;
+  /// the first that answers (the owner) is used. When its connection
+  /// drops, the next round starts after it, so a client reaches the next
+  /// owner after a takeover.
+  std::vector<queue_address> addresses;
+  credentials creds;
+  /// Per address: for the TCP connect and for each handshake step, so a
+  /// host that is gone costs this much. 100 ms to 60 s.
+  std::chrono::milliseconds dial_timeout{3'000};
+  /// Between rounds that reached no server: from retry_min, doubling up to
+  /// retry_max. 10 ms <= retry_min <= retry_max <= 60 s.
+  std::chrono::milliseconds retry_min{50};
+  std::chrono::milliseconds retry_max{500};
+};
+
+/// connect(sys, host, port, creds) for a queue that any of
+/// `opts.addresses` may serve, with the same guarantees and errors, once
+/// per round. Requests in flight when the owner dies get `unreachable`;
+/// requests a deposed owner still answers get `busy` (nothing was
+/// written); either may be sent again once a round reaches the new owner.
+/// Errors: also invalid_argument naming "addresses", "dial_timeout" or
+/// "retry_min"/"retry_max"; when no server answers, unreachable naming
+/// each address tried.
+result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts);
+
 /// Starts a worker in this process for the queue behind `q`, as
 /// queue::start_worker does. `q` is a queue spawned in this process (closing
 /// it stops the worker), or one from connect(): then job code runs here and

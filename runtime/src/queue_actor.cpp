@@ -458,7 +458,40 @@ result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uin
   if (!creds.secret.empty())
     if (auto st = runtime::validate_secret(creds.secret); !st)
       return st;
-  return runtime::connect_remote(sys, {host, port}, creds);
+  return runtime::connect_remote(sys, {{{host, port}}}, creds);
+}
+
+result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts) {
+  if (!sys.has_middleman())
+    return no_middleman();
+  if (!opts.creds.secret.empty())
+    if (auto st = runtime::validate_secret(opts.creds.secret); !st)
+      return st;
+  if (opts.addresses.empty())
+    return status{error::invalid_argument, "name at least one server", "addresses"};
+  for (auto& a : opts.addresses)
+    if (a.host.empty() || a.port == 0)
+      return status{error::invalid_argument,
+                    "each server needs a host and a port over 0, got '" + a.host + ":"
+                      + std::to_string(a.port) + "'",
+                    "addresses"};
+  using std::chrono::milliseconds;
+  if (opts.dial_timeout < milliseconds(100) || opts.dial_timeout > milliseconds(60'000))
+    return status{error::invalid_argument,
+                  "must be between 100 ms and 60 s, got "
+                    + std::to_string(opts.dial_timeout.count()) + " ms",
+                  "dial_timeout"};
+  if (opts.retry_min < milliseconds(10) || opts.retry_min > opts.retry_max)
+    return status{error::invalid_argument,
+                  "must be at least 10 ms and at most retry_max, got "
+                    + std::to_string(opts.retry_min.count()) + " ms",
+                  "retry_min"};
+  if (opts.retry_max > milliseconds(60'000))
+    return status{error::invalid_argument,
+                  "must be at most 60 s, got " + std::to_string(opts.retry_max.count()) + " ms",
+                  "retry_max"};
+  return runtime::connect_remote(
+    sys, {opts.addresses, opts.dial_timeout, opts.retry_min, opts.retry_max}, opts.creds);
 }
 
 result<worker> start_worker(const queue_actor& q, worker_options opts) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <mutex>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -25,9 +26,6 @@
 
 namespace ergon::runtime {
 namespace {
-
-constexpr std::chrono::milliseconds first_backoff{100};
-constexpr std::chrono::milliseconds last_backoff{5'000};
 
 // The fronts of this process and their remote queues, so start_worker can
 // tell one.
@@ -42,8 +40,13 @@ remote_queues& known() {
   return r;
 }
 
+std::string where(const queue_address& a) { return a.host + ":" + std::to_string(a.port); }
+
 std::string where(const remote_target& t) {
-  return t.host + ":" + std::to_string(t.port);
+  std::string out;
+  for (auto& a : t.addresses)
+    out += (out.empty() ? "" : ", ") + where(a);
+  return out;
 }
 
 status unreachable(const remote_target& t, const std::string& why) {
@@ -66,7 +69,10 @@ struct remote_queue_state {
   std::vector<std::pair<caf::typed_response_promise<caf::actor>, caf::actor_addr>> rejoining;
   bool connecting = false;
   bool retry_armed = false;
-  std::chrono::milliseconds backoff = first_backoff;
+  // The address a round starts at: the one that answered last, or the
+  // next after one whose connection dropped.
+  size_t start_at = 0;
+  std::chrono::milliseconds backoff{0};
   std::chrono::steady_clock::time_point next_attempt{};
   status last_failure{error::unreachable, "the connection dropped"};
   // Fronts and workers it serves; it quits when the last one terminates.
@@ -107,7 +113,7 @@ void retry_later(remote_ptr self) {
   auto& st = self->state;
   st.next_attempt = std::chrono::steady_clock::now() + st.backoff;
   auto wait = st.backoff;
-  st.backoff = std::min(st.backoff * 2, last_backoff);
+  st.backoff = std::min(st.backoff * 2, st.target.retry_max);
   if (anyone_rejoining(st) && !st.retry_armed) {
     st.retry_armed = true;
     self->delayed_send(self, wait, reconnect_atom::value);
@@ -155,28 +161,57 @@ void answer_rejoining(remote_ptr self) {
   }
 }
 
-void connected(remote_ptr self, queue_actor q) {
+void connected(remote_ptr self, queue_actor q, size_t at) {
   auto& st = self->state;
   st.connecting = false;
   for (auto& d : st.dialers)
     d.deliver(ok_atom::value);
   st.dialers.clear();
-  st.backoff = first_backoff;
+  st.backoff = st.target.retry_min;
+  st.start_at = at;
   st.remote = std::move(q);
   self->monitor(st.remote);
   answer_rejoining(self);
 }
 
+// Tries the addresses in turn from `start` until one answers. A failure
+// that no other server changes (credentials, version) wins over
+// `unreachable`, which names each address.
+result<std::pair<transport::dialed, size_t>> dial_round(caf::actor_system& sys,
+                                                         const remote_target& target,
+                                                         size_t start, const credentials& creds) {
+  auto n = target.addresses.size();
+  std::optional<status> telling;
+  std::string why;
+  for (size_t k = 0; k < n; ++k) {
+    auto i = (start + k) % n;
+    auto& a = target.addresses[i];
+    auto dialed = transport::dial(sys, a.host, a.port, creds, target.dial_timeout);
+    if (dialed)
+      return std::make_pair(std::move(*dialed), i);
+    if (n == 1)
+      return dialed.error();
+    if (dialed.error().code() != error::unreachable && !telling)
+      telling = dialed.error();
+    why += (why.empty() ? "" : "; ") + dialed.error().message();
+  }
+  if (telling)
+    return *telling;
+  return status{error::unreachable, "no server of the queue answers: " + why};
+}
+
 // Connects and runs the handshakes on a thread of its own (they block),
-// then answers as CAF's remote_actor does.
-void run_dialer(caf::blocking_actor* self, remote_target target, credentials creds) {
+// then answers as CAF's remote_actor does, with the address that answered.
+void run_dialer(caf::blocking_actor* self, remote_target target, size_t start,
+                credentials creds) {
   self->receive(
-    [&](dial_atom) -> caf::result<caf::node_id, caf::strong_actor_ptr, std::set<std::string>> {
-      auto dialed = transport::dial(self->home_system(), target.host, target.port, creds,
-                                    transport::handshake_timeout);
+    [&](dial_atom)
+      -> caf::result<caf::node_id, caf::strong_actor_ptr, std::set<std::string>, uint64_t> {
+      auto dialed = dial_round(self->home_system(), target, start, creds);
       if (!dialed)
         return to_caf_error(dialed.error());
-      return {std::move(dialed->node), std::move(dialed->actor), std::move(dialed->ifs)};
+      auto& [d, at] = *dialed;
+      return {std::move(d.node), std::move(d.actor), std::move(d.ifs), at};
     });
 }
 
@@ -185,17 +220,18 @@ void try_connect(remote_ptr self) {
   if (st.remote || st.connecting)
     return;
   st.connecting = true;
-  auto dialer = self->home_system().spawn(run_dialer, st.target, st.creds);
+  auto dialer = self->home_system().spawn(run_dialer, st.target, st.start_at, st.creds);
   self->request(dialer, caf::infinite, dial_atom::value)
     .then(
-      [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+      [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs, uint64_t at) {
         auto expected = self->home_system().message_types<queue_actor>();
+        auto& target = self->state.target;
         if (!ptr || !std::includes(ifs.begin(), ifs.end(), expected.begin(), expected.end())) {
-          attempt_failed(self, {error::closed, "the actor at " + where(self->state.target)
+          attempt_failed(self, {error::closed, "the actor at " + where(target.addresses[at])
                                                  + " is not an ergon queue of this version"});
           return;
         }
-        connected(self, caf::actor_cast<queue_actor>(ptr));
+        connected(self, caf::actor_cast<queue_actor>(ptr), at);
       },
       [self](caf::error& e) { attempt_failed(self, to_status(e)); });
 }
@@ -213,6 +249,8 @@ void on_down(remote_ptr self, const caf::down_msg& down) {
     return;
   st.remote = queue_actor{};
   st.last_failure = {error::unreachable, "the connection dropped"};
+  // Another server may own the queue now: it comes first next round.
+  st.start_at = (st.start_at + 1) % st.target.addresses.size();
   auto in_flight = std::move(st.in_flight);
   st.in_flight.clear();
   for (auto& [id, fail] : in_flight)
@@ -252,6 +290,7 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
                                       std::shared_ptr<actors::node_gate> gate) {
   auto& st = self->state;
   st.target = std::move(target);
+  st.backoff = st.target.retry_min;
   st.creds = std::move(creds);
   st.gate = std::move(gate);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });

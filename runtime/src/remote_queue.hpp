@@ -11,8 +11,10 @@
 // Internal to runtime/.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
@@ -39,14 +41,18 @@ using remote_queue_actor = queue_actor::extend<caf::replies_to<rejoin_atom>::wit
                                                caf::reacts_to<reconnect_atom>,
                                                caf::reacts_to<hold_atom, caf::actor>>;
 
-/// Where the queue is.
+/// Where the queue may be, and how to reach it.
 struct remote_target {
-  std::string host;
-  uint16_t port = 0;
+  /// Tried in turn each round (connect_options::addresses).
+  std::vector<queue_address> addresses;
+  std::chrono::milliseconds dial_timeout{10'000};
+  std::chrono::milliseconds retry_min{100};
+  std::chrono::milliseconds retry_max{5'000};
 };
 
-/// Connects to the queue at `target` (blocking), runs the handshake with
-/// `creds` and returns the local actor that stands for it.
+/// Connects to the queue at one of `target`'s addresses (blocking), runs
+/// the handshake with `creds` and returns the local actor that stands for
+/// it.
 result<queue_actor> connect_remote(caf::actor_system& sys, const remote_target& target,
                                    const credentials& creds);
 

@@ -1,5 +1,6 @@
 // A worker process for the remote-worker tests: connects to a queue at
-// host:port and runs jobs of type "job" until SIGTERM, then stops its
+// host:port (or host:port1,port2,...: servers that may own it, tried in
+// turn) and runs jobs of type "job" until SIGTERM, then stops its
 // worker and exits 0. It writes one line per event to stdout:
 //   ready                       the worker is registered
 //   started <payload>           job code started (mode hold and late)
@@ -64,8 +65,14 @@ int main(int argc, char** argv) {
     std::cerr << "usage: " << argv[0] << " HOST PORT complete|hold|late [CONCURRENCY]\n";
     return 2;
   }
-  std::string host = argv[1];
-  auto port = static_cast<uint16_t>(std::stoi(argv[2]));
+  ergon::connect_options where;
+  for (std::string ports = argv[2];;) {
+    auto comma = ports.find(',');
+    where.addresses.push_back({argv[1], static_cast<uint16_t>(std::stoi(ports.substr(0, comma)))});
+    if (comma == std::string::npos)
+      break;
+    ports = ports.substr(comma + 1);
+  }
   std::string mode = argv[3];
   int concurrency = argc > 4 ? std::stoi(argv[4]) : 4;
   sigset_t stop_signals;
@@ -80,10 +87,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   caf::actor_system sys{cfg};
-  ergon::credentials creds;
   if (auto secret = std::getenv("ERGON_TEST_SECRET"))
-    creds.secret = secret;
-  auto q = ergon::connect(sys, host, port, creds);
+    where.creds.secret = secret;
+  auto q = where.addresses.size() == 1
+             ? ergon::connect(sys, where.addresses[0].host, where.addresses[0].port, where.creds)
+             : ergon::connect(sys, where);
   if (!q) {
     say("error " + q.error().to_string());
     return 1;
