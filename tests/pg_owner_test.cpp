@@ -313,19 +313,6 @@ BOOST_AUTO_TEST_CASE(an_owner_stopped_past_its_lease_steps_down_when_it_runs_aga
   BOOST_TEST(a.health().first == 200);
 }
 
-namespace {
-
-// How many times each payload's code ran (the worker's side file).
-std::map<std::string, int> runs_in(const std::string& side_file) {
-  std::map<std::string, int> out;
-  std::ifstream in{side_file};
-  for (std::string line; std::getline(in, line);)
-    ++out[line];
-  return out;
-}
-
-}  // namespace
-
 // Two worker processes and a client that know both servers' addresses
 // (connect_options) run 200 ms jobs; the owner is SIGKILLed while they run.
 // The standby takes over, the workers join it with what they hold and go

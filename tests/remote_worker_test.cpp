@@ -262,15 +262,6 @@ BOOST_AUTO_TEST_CASE(a_worker_outlives_a_server_restart_and_its_late_result_is_f
 
 namespace {
 
-// How many times each payload's code ran (mode side's file).
-std::map<std::string, int> runs_in(const std::string& side_file) {
-  std::map<std::string, int> out;
-  std::ifstream in{side_file};
-  for (std::string line; std::getline(in, line);)
-    ++out[line];
-  return out;
-}
-
 // Two worker processes run 200 ms jobs of a server with a grace for remote
 // work; the server is SIGKILLed once 8 run, and restarted on the same data
 // and port. With `kill_b`, worker b is SIGKILLed during the outage. Returns
@@ -320,7 +311,7 @@ restart_run restart_under_running_jobs(const std::string& grace_ms, bool kill_b)
   if (!kill_b)
     BOOST_TEST(b.stop());
   BOOST_TEST(server->stop(SIGTERM));
-  out.runs = runs_in(side);
+  out.runs = test::runs_in(side);
   ::unsetenv("ERGON_TEST_SIDE_FILE");
   return out;
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -189,6 +190,16 @@ inline void make_writable(const std::string& path) {
   set_immutable(path, false);
   std::filesystem::permissions(path, std::filesystem::perms::owner_read
                                        | std::filesystem::perms::owner_write);
+}
+
+// How many times each line occurs in a file: how often each job's code ran,
+// for workers that append their payload to a side file.
+inline std::map<std::string, int> runs_in(const std::string& side_file) {
+  std::map<std::string, int> out;
+  std::ifstream in{side_file};
+  for (std::string line; std::getline(in, line);)
+    ++out[line];
+  return out;
 }
 
 }  // namespace ergon::test
