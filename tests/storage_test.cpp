@@ -327,6 +327,104 @@ BOOST_AUTO_TEST_CASE(payload_limit_is_enforced) {
   BOOST_TEST(engine_probe(*d, dir.file("q.db")).number("SELECT count(*) FROM jobs") == 0);
 }
 
+// Submits `jobs` in a transaction of their own and returns what the call
+// returned (committed on success, rolled back on failure).
+result<insert_jobs_result> submit(db& d, std::vector<job> jobs, int64_t now,
+                                  int64_t window_ms = 60'000) {
+  BOOST_REQUIRE(d.begin_write().ok());
+  auto r = insert_jobs(d, insert_jobs_args{std::move(jobs), 0, 7, 0, window_ms}, now);
+  if (r)
+    BOOST_REQUIRE(d.commit().ok());
+  else
+    d.rollback();
+  return r;
+}
+
+job keyed(const std::string& key, const std::string& payload = "p") {
+  auto j = simple_job();
+  j.payload = payload;
+  j.idempotency_key = key;
+  return j;
+}
+
+// A job submitted again under its idempotency key, within the window, gets
+// the first one's id and writes nothing; after the window it is new.
+BOOST_AUTO_TEST_CASE(an_idempotency_key_returns_the_first_jobs_id_within_its_window) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto first = submit(*d, {keyed("order-7")}, t0);
+  BOOST_REQUIRE(first.has_value());
+  BOOST_TEST(first->added.size() == 1u);
+  auto again = submit(*d, {keyed("order-7")}, t0 + 59'999);
+  BOOST_REQUIRE_MESSAGE(again.has_value(), again.error().to_string());
+  BOOST_TEST(again->ids == first->ids);
+  BOOST_TEST(again->added.empty());
+  engine_probe probe{*d, dir.file("q.db")};
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs") == 1);
+  // A different job under the key is refused, naming the first.
+  auto other = submit(*d, {keyed("order-7", "other")}, t0 + 1);
+  BOOST_REQUIRE(!other.has_value());
+  BOOST_TEST(other.error().code() == error::already_exists);
+  BOOST_TEST(other.error().field() == "idempotency_key");
+  BOOST_TEST(other.error().message().find(first->ids[0].to_string()) != std::string::npos,
+             other.error().message());
+  // The window passed: the key is free, and taken anew.
+  auto later = submit(*d, {keyed("order-7", "other")}, t0 + 60'000);
+  BOOST_REQUIRE_MESSAGE(later.has_value(), later.error().to_string());
+  BOOST_TEST(later->added.size() == 1u);
+  BOOST_TEST(later->ids != first->ids);
+  BOOST_TEST(probe.number("SELECT count(*) FROM idempotency_keys") == 1);
+  BOOST_TEST(probe.number("SELECT expires_at FROM idempotency_keys") == t0 + 120'000);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_shares_ids_for_one_key_and_refuses_two_jobs_under_it) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto known = submit(*d, {keyed("k0")}, t0);
+  BOOST_REQUIRE(known.has_value());
+  // Known, new, new again (the same job), unkeyed.
+  auto r = submit(*d, {keyed("k0"), keyed("k1"), keyed("k1"), simple_job()}, t0 + 1);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+  BOOST_TEST(r->ids[0] == known->ids[0]);
+  BOOST_TEST(r->ids[1] == r->ids[2]);
+  BOOST_TEST(r->ids[3] != r->ids[1]);
+  BOOST_TEST(r->added.size() == 2u);
+  engine_probe probe{*d, dir.file("q.db")};
+  auto before = probe.dump();
+  auto clash = submit(*d, {simple_job(), keyed("k2", "a"), keyed("k2", "b")}, t0 + 2);
+  BOOST_REQUIRE(!clash.has_value());
+  BOOST_TEST(clash.error().code() == error::invalid_argument);
+  BOOST_TEST(clash.error().field() == "idempotency_key");
+  BOOST_TEST(clash.error().message().find("job 2 of 3") != std::string::npos,
+             clash.error().message());
+  BOOST_TEST(probe.dump() == before);
+  // Every field counts: a retry count that differs is another job.
+  auto fewer = keyed("k1");
+  fewer.max_retries = 0;
+  BOOST_TEST(submit(*d, {fewer}, t0 + 3).error().code() == error::already_exists);
+  BOOST_TEST(probe.dump() == before);
+}
+
+// An idempotency key maps to whatever id the first submit returned: a
+// unique key's holder when it skipped.
+BOOST_AUTO_TEST_CASE(an_idempotency_key_keeps_the_id_a_unique_key_gave) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto holder = simple_job();
+  holder.unique_key = "daily";
+  auto held = submit(*d, {holder}, t0);
+  BOOST_REQUIRE(held.has_value());
+  auto j = keyed("retry-safe");
+  j.unique_key = "daily";
+  auto skipped = submit(*d, {j}, t0 + 1);
+  BOOST_REQUIRE(skipped.has_value());
+  BOOST_TEST(skipped->ids == held->ids);
+  auto again = submit(*d, {j}, t0 + 2);
+  BOOST_REQUIRE(again.has_value());
+  BOOST_TEST(again->ids == held->ids);
+  BOOST_TEST(engine_probe(*d, dir.file("q.db")).number("SELECT count(*) FROM jobs") == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(update_and_cancel_ops)

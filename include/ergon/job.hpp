@@ -94,6 +94,15 @@ struct job {
   /// becomes empty) and keeps the job's row. Empty: kept as long as the
   /// job (options::retention); 0: not stored at all.
   std::optional<int64_t> result_ttl_ms;
+  /// Optional idempotency key, 1 to 256 bytes: submitting a job again
+  /// under a key that a job took within options::idempotency_window (24 h
+  /// by default) returns that job's id and writes nothing, so a submit
+  /// whose answer was lost (`unreachable`, as during a takeover) can be
+  /// sent again safely. The same key with a job that differs in any other
+  /// field is refused (already_exists, field "idempotency_key"). The
+  /// window counts from the first submission; the id it returns may be a
+  /// unique-key holder's, as the first submit returned.
+  std::optional<std::string> idempotency_key;
   /// The disk I/O the job expects to do. Counted by the dispatcher's I/O
   /// budget, which defers jobs while the declared I/O of running jobs would
   /// pass its share of the disk's throughput (docs/scheduling.md). Empty:

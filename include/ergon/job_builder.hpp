@@ -57,6 +57,11 @@ class job_builder {
   job_builder& unique_key(std::string key, unique_policy on_duplicate = unique_policy::skip,
                           std::chrono::milliseconds hold = std::chrono::milliseconds{0});
 
+  /// Submitting again under `key` (1 to 256 bytes) within the queue's
+  /// idempotency window returns the first job's id and writes nothing (see
+  /// job::idempotency_key): safe to resend after `unreachable`.
+  job_builder& idempotency_key(std::string key);
+
   /// How long a successful attempt's result is kept (>= 0; 0: not stored).
   /// Default: as long as the job.
   job_builder& result_ttl(std::chrono::milliseconds ttl);

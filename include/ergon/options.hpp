@@ -165,6 +165,13 @@ struct options {
   /// "remote_grace").
   std::chrono::milliseconds remote_grace{30'000};
 
+  /// How long a job's idempotency key (job::idempotency_key) is kept from
+  /// its first submission: a submit under the key within it returns the
+  /// first job's id. Each keyed job keeps a small row (its key, id and a
+  /// 64-bit fingerprint) this long; the retention sweeper deletes it after.
+  /// Between 1 s and 30 days (invalid_argument "idempotency_window").
+  std::chrono::milliseconds idempotency_window{86'400'000};
+
   /// synchronous=FULL: an acknowledged job survives power loss, not just a
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).
   bool synchronous_full = false;

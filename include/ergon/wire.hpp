@@ -152,10 +152,11 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
   auto unique_key = wire::optional(x.unique_key);
   auto result_ttl = wire::optional(x.result_ttl_ms);
   auto expected_io = wire::optional(x.expected_io);
+  auto idempotency_key = wire::optional(x.idempotency_key);
   return f(caf::meta::type_name("ergon::job"), x.type, x.payload, name, group, x.priority,
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
-           result_ttl, expected_io);
+           result_ttl, expected_io, idempotency_key);
 }
 
 template <class Inspector>

@@ -70,6 +70,11 @@ job_builder& job_builder::unique_key(std::string key, unique_policy on_duplicate
   return *this;
 }
 
+job_builder& job_builder::idempotency_key(std::string key) {
+  job_.idempotency_key = std::move(key);
+  return *this;
+}
+
 job_builder& job_builder::result_ttl(std::chrono::milliseconds ttl) {
   job_.result_ttl_ms = ttl.count();
   return *this;

@@ -72,6 +72,11 @@ status validate(const options& o) {
     if (ms < std::chrono::seconds(1) || ms > std::chrono::hours(1))
       return invalid_field(field, "must be between 1 s and 1 h, got " + std::to_string(ms.count())
                                     + " ms");
+  if (o.idempotency_window < std::chrono::seconds(1)
+      || o.idempotency_window > std::chrono::hours(24 * 30))
+    return invalid_field("idempotency_window",
+                         "must be between 1 s and 30 days, got "
+                           + std::to_string(o.idempotency_window.count()) + " ms");
   if (o.remote_grace.count() < 0 || o.remote_grace > std::chrono::hours(1))
     return invalid_field("remote_grace", "must be between 0 and 1 h, got "
                                            + std::to_string(o.remote_grace.count()) + " ms");

@@ -1,9 +1,11 @@
 #include "ergon/storage/op/insert_jobs.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/pg_db.hpp"
+#include "idempotency_keys.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -140,7 +142,20 @@ struct plan {
   std::unordered_map<std::string, job_key> replaced;
 };
 
-result<plan> plan_batch(db& d, const std::vector<job>& jobs, int64_t now_ms) {
+// The jobs to insert: all of a batch, or those its idempotency keys left
+// (`position` says where each stands in the batch, for messages).
+struct new_jobs {
+  std::vector<const job*> jobs;
+  std::vector<size_t> position;
+  size_t batch_size = 0;
+
+  status fail(status st, size_t i) const {
+    return in_batch(std::move(st), position[i], batch_size);
+  }
+};
+
+result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
+  const auto& jobs = batch.jobs;
   plan p;
   p.winner.resize(jobs.size());
   p.held_by.resize(jobs.size());
@@ -152,10 +167,10 @@ result<plan> plan_batch(db& d, const std::vector<job>& jobs, int64_t now_ms) {
   std::unordered_map<std::string, holder> holders;
   for (size_t i = 0; i < jobs.size(); ++i) {
     p.winner[i] = i;
-    const auto& j = jobs[i];
+    const auto& j = *jobs[i];
     if (!j.unique_key)
       continue;
-    auto fail = [&](status st) { return in_batch(std::move(st), i, jobs.size()); };
+    auto fail = [&](status st) { return batch.fail(std::move(st), i); };
     auto it = holders.find(*j.unique_key);
     if (it == holders.end()) {
       auto stored = find_holder(d, *j.unique_key, now_ms);
@@ -168,7 +183,8 @@ result<plan> plan_batch(db& d, const std::vector<job>& jobs, int64_t now_ms) {
       }
     }
     auto& h = it->second;
-    std::string by = h.batch ? "job " + std::to_string(*h.batch) + " of the same batch"
+    std::string by = h.batch ? "job " + std::to_string(batch.position[*h.batch])
+                                 + " of the same batch"
                              : h.stored->describe();
     switch (j.on_duplicate) {
       case unique_policy::skip:
@@ -200,17 +216,11 @@ result<plan> plan_batch(db& d, const std::vector<job>& jobs, int64_t now_ms) {
   return p;
 }
 
-}  // namespace
-
-result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms) {
-  const auto& jobs = args.jobs;
-  if (jobs.empty())
-    return invalid_field("jobs", "the batch is empty");
-  // Validate everything first: a bad job must not leave earlier ones written.
-  for (size_t i = 0; i < jobs.size(); ++i)
-    if (auto st = validate(jobs[i], args.max_payload_bytes); !st)
-      return in_batch(std::move(st), i, jobs.size());
-  auto planned = plan_batch(d, jobs, now_ms);
+// Inserts `batch`, its unique keys taken as they say.
+result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert_jobs_args& args,
+                                      int64_t now_ms) {
+  const auto& jobs = batch.jobs;
+  auto planned = plan_batch(d, batch, now_ms);
   if (!planned)
     return planned.error();
   auto& p = *planned;
@@ -235,7 +245,7 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (p.winner[i] != i || p.held_by[i])
       continue;
-    const auto& j = jobs[i];
+    const auto& j = *jobs[i];
     auto k = rows::new_key(j, now_ms, args.id_tag, next_row++);
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
@@ -276,6 +286,67 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
   }
   for (size_t i = 0; i < jobs.size(); ++i)
     out.ids[i] = p.held_by[i] ? *p.held_by[i] : *own[p.winner[i]];
+  return out;
+}
+
+}  // namespace
+
+result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms) {
+  const auto& jobs = args.jobs;
+  if (jobs.empty())
+    return invalid_field("jobs", "the batch is empty");
+  // Validate everything first: a bad job must not leave earlier ones written.
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (auto st = validate(jobs[i], args.max_payload_bytes); !st)
+      return in_batch(std::move(st), i, jobs.size());
+  new_jobs batch;
+  batch.batch_size = jobs.size();
+  bool keyed = std::any_of(jobs.begin(), jobs.end(),
+                           [](const job& j) { return j.idempotency_key.has_value(); });
+  if (!keyed) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      batch.jobs.push_back(&jobs[i]);
+      batch.position.push_back(i);
+    }
+    return insert_new(d, batch, args, now_ms);
+  }
+  // Jobs whose key is live, or that repeat an earlier job of the batch,
+  // are not inserted; they get that job's id.
+  using kind = idempotency::sorted::kind;
+  auto sorted = idempotency::sort_out(d, jobs, now_ms);
+  if (!sorted)
+    return sorted.error();
+  std::vector<size_t> fresh_at(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (sorted->what[i] == kind::fresh) {
+      fresh_at[i] = batch.jobs.size();
+      batch.jobs.push_back(&jobs[i]);
+      batch.position.push_back(i);
+    }
+  insert_jobs_result out;
+  if (!batch.jobs.empty()) {
+    auto added = insert_new(d, batch, args, now_ms);
+    if (!added)
+      return added.error();
+    out = std::move(*added);
+  }
+  std::vector<job_id> ids(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    switch (sorted->what[i]) {
+      case kind::fresh:
+        ids[i] = out.ids[fresh_at[i]];
+        if (jobs[i].idempotency_key)
+          if (auto st = idempotency::record(d, *jobs[i].idempotency_key, ids[i],
+                                            sorted->fingerprints[i],
+                                            now_ms + args.idempotency_window_ms);
+              !st)
+            return st;
+        break;
+      case kind::known: ids[i] = sorted->known_id[i]; break;
+      case kind::same_as: ids[i] = ids[sorted->same_as[i]]; break;
+    }
+  }
+  out.ids = std::move(ids);
   return out;
 }
 

@@ -157,7 +157,18 @@ constexpr const char* migration_2 =
 // Version 3 is SQLite's version 7 (schema.cpp says why).
 constexpr const char* migration_3 = "ALTER TABLE jobs ADD COLUMN held_by text COLLATE \"C\";\n";
 
-constexpr const char* migrations[] = {migration_1, migration_2, migration_3};
+// Version 4 is SQLite's version 8 (schema.cpp says why).
+constexpr const char* migration_4 = R"sql(
+CREATE TABLE idempotency_keys (
+  key         text COLLATE "C" PRIMARY KEY,
+  job         bytea  NOT NULL,
+  fingerprint bigint NOT NULL,
+  expires_at  bigint NOT NULL
+);
+CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
+)sql";
+
+constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

@@ -207,8 +207,22 @@ constexpr const char* migration_6 =
 // claim sets it again. No index names it, so claims stay in place (HOT).
 constexpr const char* migration_7 = "ALTER TABLE jobs ADD COLUMN held_by TEXT;\n";
 
+// idempotency_keys: the key a submitted job took (job::idempotency_key),
+// the job's id, a fingerprint of its other fields, and when the key is
+// free again. Expired rows count as none; the retention sweeper deletes
+// them (expire_idempotency_keys).
+constexpr const char* migration_8 = R"sql(
+CREATE TABLE idempotency_keys (
+  key         TEXT PRIMARY KEY,
+  job         BLOB NOT NULL,
+  fingerprint INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
+)sql";
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                      migration_5, migration_6, migration_7};
+                                      migration_5, migration_6, migration_7, migration_8};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

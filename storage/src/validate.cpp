@@ -109,6 +109,10 @@ status validate(const job& j, size_t max_payload_bytes) {
     },
     [&] { return check_not_negative("unique_hold", j.unique_hold_ms); },
     [&] {
+      return j.idempotency_key ? storage::check_key("idempotency_key", *j.idempotency_key)
+                               : status{};
+    },
+    [&] {
       return j.unique_hold_ms != 0 && !j.unique_key
                ? invalid_field("unique_hold", "holds the unique key; set unique_key too")
                : status{};
@@ -171,6 +175,13 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
       return r.job.unique_key
                ? invalid_field("job.unique_key", "must be unset: a recurring job has one "
                                                  "unfinished instance at a time anyway")
+               : status{};
+    },
+    [&] {
+      return r.job.idempotency_key
+               ? invalid_field("job.idempotency_key",
+                               "must be unset: each instance would share it, and only the "
+                               "first would be inserted")
                : status{};
     },
     [&] {

@@ -61,6 +61,8 @@ inline std::string write_private_file(const std::string& path, const std::string
 // (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 8)
+    sql += "DROP TABLE idempotency_keys; ";
   if (version < 7)
     sql += "ALTER TABLE jobs DROP COLUMN held_by; ";
   if (version < 6)

@@ -313,7 +313,7 @@ class writer {
     auto now = cfg_.clock->now_ms();
     rows_in_batch_ += c.args.jobs.size();
     storage::insert_jobs_args args{std::move(c.args.jobs), cfg_.max_payload_bytes,
-                                   cfg_.id_tag, next_row_};
+                                   cfg_.id_tag, next_row_, cfg_.idempotency_window_ms};
     std::vector<job_id> ids;
     auto r = in_request<storage::insert_jobs_result>(
       [&] { return storage::insert_jobs(*cfg_.db, args, now); },

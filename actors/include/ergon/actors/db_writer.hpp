@@ -166,6 +166,8 @@ struct db_writer_config {
   std::chrono::microseconds idle_spin{50};
   /// Payload (and checkpoint, and result) size limit; 0 means none.
   size_t max_payload_bytes = 0;
+  /// How long idempotency keys are kept (options::idempotency_window).
+  int64_t idempotency_window_ms = 86'400'000;
   /// The database's id tag (storage::read_meta).
   uint32_t id_tag = 0;
   /// Which nodes may reach the writer (it answers remote heartbeats).

@@ -20,6 +20,8 @@ struct insert_jobs_args {
   /// First free row id if the caller knows it (it holds the write lock and
   /// inserted last); 0 makes the operation read max(id) itself.
   int64_t next_row = 0;
+  /// How long a job's idempotency key is kept (options::idempotency_window).
+  int64_t idempotency_window_ms = 86'400'000;
 };
 
 /// What a submit did.
@@ -36,10 +38,14 @@ struct insert_jobs_result {
 
 /// Validates every job, then inserts them as pending with fresh ids. A job
 /// with a unique key meets a holder as its policy says; within the batch,
-/// jobs are taken in order, as if submitted one by one. All-or-nothing:
-/// an invalid job (invalid_argument), a rejected key (already_exists), or a
-/// replace of a running holder (job_running) fails the call, naming the
-/// job's position in a batch, and the caller rolls back.
+/// jobs are taken in order, as if submitted one by one. A job whose
+/// idempotency key a job took within the window, with the same fields, is
+/// not inserted: its id is that job's (idempotency_keys.hpp). All-or-
+/// nothing: an invalid job (invalid_argument, also for one key on two
+/// different jobs of the batch), a rejected key (already_exists, also for
+/// an idempotency key taken by a different job), or a replace of a running
+/// holder (job_running) fails the call, naming the job's position in a
+/// batch, and the caller rolls back.
 result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms);
 
 }  // namespace ergon::storage
