@@ -213,6 +213,11 @@ int main(int argc, char** argv) {
                  "after a restart, for their workers to join again and go on; those that do "
                  "not come back retry then (worker lost). 0: retry them at open")
     ->capture_default_str();
+  int64_t idempotency_window_ms = 86'400'000;
+  app.add_option("--idempotency-window-ms", idempotency_window_ms,
+                 "how long a job's idempotency key returns its id to a submit again "
+                 "(job::idempotency_key), from its first submission")
+    ->capture_default_str();
   std::optional<int32_t> preempt_at;
   app.add_option("--preempt-at", preempt_at,
                  "preemption: a waiting job of at least this (effective) priority may ask "
@@ -311,6 +316,7 @@ int main(int argc, char** argv) {
   opts.lease_time = std::chrono::milliseconds{lease_time_ms};
   opts.commit_outcome_wait = std::chrono::milliseconds{commit_outcome_wait_ms};
   opts.remote_grace = std::chrono::milliseconds{remote_grace_ms};
+  opts.idempotency_window = std::chrono::milliseconds{idempotency_window_ms};
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   if (standby)

@@ -666,6 +666,8 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"commit_outcome_wait", [](options& o) { o.commit_outcome_wait = 3601s; }},
     {"remote_grace", [](options& o) { o.remote_grace = -1ms; }},
     {"remote_grace", [](options& o) { o.remote_grace = 3601s; }},
+    {"idempotency_window", [](options& o) { o.idempotency_window = 999ms; }},
+    {"idempotency_window", [](options& o) { o.idempotency_window = 2'592'000'001ms; }},
   };
   temp_dir dir;
   auto path = location_of(dir);

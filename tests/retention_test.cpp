@@ -103,6 +103,27 @@ BOOST_FIXTURE_TEST_CASE(a_result_is_dropped_at_its_ttl_and_the_job_stays, retent
   BOOST_TEST((info(kept).result == std::optional<std::string>{"r2"}));
 }
 
+// An idempotency key is kept for its window from the first submission,
+// then the sweeper deletes it, and the key takes a new job.
+BOOST_FIXTURE_TEST_CASE(a_key_past_its_window_is_swept_and_free_again, retention_fixture) {
+  options o;
+  o.retention.interval = 1min;
+  o.idempotency_window = 90s;
+  reopen(o);
+  auto first = submit(*job_of("ok").idempotency_key("order-1").build());
+  BOOST_TEST(submit(*job_of("ok").idempotency_key("order-1").build()) == first);
+  BOOST_TEST(stored("SELECT count(*) FROM idempotency_keys") == 1);
+  advance(1min);  // within the window: nothing to sweep
+  advance(1min);
+  auto e = swept(1);
+  BOOST_TEST(e.keys_expired == 1);
+  BOOST_TEST(e.jobs_deleted == 0);
+  BOOST_TEST(stored("SELECT count(*) FROM idempotency_keys") == 0);
+  auto second = submit(*job_of("ok").idempotency_key("order-1").build());
+  BOOST_TEST(second != first);
+  BOOST_TEST(stored("SELECT count(*) FROM idempotency_keys") == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_pass_works_in_steps_of_the_batch_size, retention_fixture) {
   retention_options r;
   r.succeeded = 1s;
@@ -169,7 +190,7 @@ BOOST_FIXTURE_TEST_CASE(bad_options_are_named, retention_fixture) {
   BOOST_TEST(!std::filesystem::exists(dir.file("other.db")));
 }
 
-BOOST_AUTO_TEST_CASE(a_pass_goes_status_by_status_then_results) {
+BOOST_AUTO_TEST_CASE(a_pass_goes_status_by_status_then_results_then_keys) {
   retention_options r;
   r.succeeded = 1min;
   r.expired = 2min;
@@ -197,9 +218,18 @@ BOOST_AUTO_TEST_CASE(a_pass_goes_status_by_status_then_results) {
   pass.done({{}, 0, 0, 100});
   BOOST_TEST(pass.next().has_value());  // a full step of results: look again
   pass.done({{}, 0, 0, 3});
+  // Idempotency keys past their window, until a step finds fewer than a batch.
+  step = pass.next();
+  BOOST_REQUIRE(step.has_value());
+  BOOST_TEST(step->results == 0u);
+  BOOST_TEST(step->keys == 100u);
+  pass.done({{}, 0, 0, 0, 100});
+  BOOST_TEST(pass.next().has_value());
+  pass.done({{}, 0, 0, 0, 40});
   BOOST_TEST(!pass.next().has_value());
   BOOST_TEST(pass.deleted() == 107);
   BOOST_TEST(pass.results_dropped() == 103);
+  BOOST_TEST(pass.keys_expired() == 140);
   // A failed step ends the pass; the next pass tries again.
   actors::retention_pass failing{r, t0};
   failing.done({status{error::io_error, "disk"}, 0, 0, 0});

@@ -399,13 +399,15 @@ BOOST_AUTO_TEST_CASE(peer_timeouts_out_of_range_are_named) {
 
 // A grace for remote work out of range (0 to 1 h) is refused before the
 // database is touched.
-BOOST_AUTO_TEST_CASE(a_remote_grace_out_of_range_is_refused) {
+BOOST_AUTO_TEST_CASE(a_remote_grace_or_idempotency_window_out_of_range_is_refused) {
   temp_dir dir;
-  for (auto ms : {"-1", "3600001"}) {
-    child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--port", "0",
-                        "--remote-grace-ms", ms}};
+  for (auto [flag, ms] : {std::pair{"--remote-grace-ms", "-1"},
+                          std::pair{"--remote-grace-ms", "3600001"},
+                          std::pair{"--idempotency-window-ms", "999"},
+                          std::pair{"--idempotency-window-ms", "2592000001"}}) {
+    child_process proc{{ERGON_SERVER, "--db", dir.file("q.db"), "--port", "0", flag, ms}};
     int st = proc.wait();
-    BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 1), ms);
+    BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 1), flag << " " << ms);
     BOOST_TEST(!std::filesystem::exists(dir.file("q.db")), ms);
   }
 }

@@ -61,8 +61,9 @@ enum class event_kind : uint8_t {
   /// queue::retry_failed put a failed job back to pending, due at run_at_ms.
   requeued,
   /// A pass of the retention sweeper (options::retention) deleted finished
-  /// jobs or dropped expired results: jobs_deleted and results_dropped say
-  /// how many. No job is named. Passes that change nothing send none.
+  /// jobs, dropped expired results or deleted idempotency keys past their
+  /// window: jobs_deleted, results_dropped and keys_expired say how many.
+  /// No job is named. Passes that change nothing send none.
   swept,
   /// The dispatcher asked this running job to yield its slot to waiting
   /// work of higher priority (preemption); `message` names that job and
@@ -122,6 +123,7 @@ struct event {
   /// For swept: what the pass did.
   int64_t jobs_deleted = 0;
   int64_t results_dropped = 0;
+  int64_t keys_expired = 0;
 };
 
 }  // namespace ergon

@@ -33,8 +33,10 @@ std::optional<sweep_step> retention_pass::next() const {
   sweep_step step;
   if (current_ < statuses_.size())
     step.jobs = statuses_[current_];
-  else
+  else if (!results_done_)
     step.results = batch_;
+  else
+    step.keys = batch_;
   return step;
 }
 
@@ -45,12 +47,16 @@ void retention_pass::done(const sweep_reply& reply) {
   }
   deleted_ += reply.deleted;
   dropped_ += reply.results_dropped;
+  keys_expired_ += reply.keys_expired;
+  auto full = static_cast<int64_t>(batch_);
   if (current_ < statuses_.size()) {
     if (reply.resume_after != 0)
       statuses_[current_].after_row = reply.resume_after;
     else
       ++current_;
-  } else if (reply.results_dropped < static_cast<int64_t>(batch_)) {
+  } else if (!results_done_) {
+    results_done_ = reply.results_dropped < full;
+  } else if (reply.keys_expired < full) {
     finished_ = true;
   }
 }
@@ -81,7 +87,8 @@ void arm_timer(sweeper_ptr self) {
 }
 
 void publish(sweeper_state& st, const retention_pass& pass) {
-  if ((pass.deleted() == 0 && pass.results_dropped() == 0) || !st.cfg.subs
+  if ((pass.deleted() == 0 && pass.results_dropped() == 0 && pass.keys_expired() == 0)
+      || !st.cfg.subs
       || !st.cfg.subs->any() || !st.cfg.events)
     return;
   event e;
@@ -89,6 +96,7 @@ void publish(sweeper_state& st, const retention_pass& pass) {
   e.at_ms = st.cfg.clock->now_ms();
   e.jobs_deleted = pass.deleted();
   e.results_dropped = pass.results_dropped();
+  e.keys_expired = pass.keys_expired();
   caf::anon_send(st.cfg.events, event_batch{{std::move(e)}});
 }
 

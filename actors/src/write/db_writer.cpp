@@ -26,6 +26,7 @@
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
 #include "ergon/storage/op/expire_attempt.hpp"
+#include "ergon/storage/op/expire_idempotency_keys.hpp"
 #include "ergon/storage/op/expire_pending.hpp"
 #include "ergon/storage/op/finish_attempts.hpp"
 #include "ergon/storage/op/heartbeat.hpp"
@@ -434,6 +435,12 @@ class writer {
           if (!dropped)
             return dropped.error();
           reply.results_dropped = *dropped;
+        }
+        if (step.keys > 0) {
+          auto expired = storage::expire_idempotency_keys(*cfg_.db, now, step.keys);
+          if (!expired)
+            return expired.error();
+          reply.keys_expired = *expired;
         }
         return true;
       },

@@ -72,6 +72,8 @@ struct sweep_step {
   std::optional<storage::sweep_finished_args> jobs;
   /// Results to drop (result_expires_at passed), at most this many.
   size_t results = 0;
+  /// Idempotency keys past their window to delete, at most this many.
+  size_t keys = 0;
 };
 
 struct sweep_reply {
@@ -79,6 +81,7 @@ struct sweep_reply {
   int64_t deleted = 0;
   int64_t resume_after = 0;  ///< the next step's after_row; 0: this status is done
   int64_t results_dropped = 0;
+  int64_t keys_expired = 0;
   /// How long the step ran in the writer, in microseconds (real time).
   int64_t busy_us = 0;
 };

@@ -1,7 +1,9 @@
-// retention_sweeper: deletes finished jobs past their retention and drops
-// expired results (options::retention, job::result_ttl_ms). Every interval
-// it runs a pass: for each status with a retention, steps of `batch` rows
-// until none is due, then steps that drop results until none is due. Each
+// retention_sweeper: deletes finished jobs past their retention, drops
+// expired results (options::retention, job::result_ttl_ms) and deletes
+// idempotency keys past their window (options::idempotency_window). Every
+// interval it runs a pass: for each status with a retention, steps of
+// `batch` rows until none is due, then steps that drop results, then steps
+// that delete keys, each until none is due. Each
 // step is one db_writer request, answered before the next is sent, and the
 // sweeper pauses between steps to keep to its share of the writer's time
 // (retention_options::writer_share), so other writes barely notice it.
@@ -38,14 +40,17 @@ class retention_pass {
 
   int64_t deleted() const noexcept { return deleted_; }
   int64_t results_dropped() const noexcept { return dropped_; }
+  int64_t keys_expired() const noexcept { return keys_expired_; }
 
  private:
   std::vector<storage::sweep_finished_args> statuses_;
-  size_t current_ = 0;  // index into statuses_; == size(): results
+  size_t current_ = 0;  // index into statuses_; == size(): results, then keys
+  bool results_done_ = false;
   size_t batch_ = 500;
   bool finished_ = false;
   int64_t deleted_ = 0;
   int64_t dropped_ = 0;
+  int64_t keys_expired_ = 0;
 };
 
 struct retention_sweeper_config {
