@@ -30,6 +30,11 @@ constexpr dialect_sql drop_results = {
   "SELECT id FROM jobs WHERE result_expires_at IS NOT NULL AND result_expires_at <= ?1 "
   "LIMIT ?2))"};
 
+// Both engines; the index on expires_at finds the oldest.
+constexpr const char* delete_expired_keys =
+  "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys "
+  "WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)";
+
 }  // namespace
 
 result<delete_finished_result> delete_finished(db& d, const delete_finished_args& args) {
@@ -95,8 +100,12 @@ result<int64_t> first_row_submitted_at_or_after(db& d, int64_t at_ms) {
   return lo;
 }
 
-result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit) {
-  auto s = d.prepare(drop_results);
+namespace {
+
+// Runs `sql` with ?1 now and ?2 the limit; how many rows it changed.
+template <class Sql>
+result<int64_t> delete_due(db& d, const Sql& sql, int64_t now_ms, size_t limit) {
+  auto s = d.prepare(sql);
   if (!s)
     return s.error();
   (*s)->bind(1, now_ms);
@@ -104,6 +113,16 @@ result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit) {
   if (auto st = d.run(**s); !st)
     return st;
   return d.changes();
+}
+
+}  // namespace
+
+result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit) {
+  return delete_due(d, drop_results, now_ms, limit);
+}
+
+result<int64_t> expire_idempotency_keys(db& d, int64_t now_ms, size_t limit) {
+  return delete_due(d, delete_expired_keys, now_ms, limit);
 }
 
 }  // namespace ergon::storage

@@ -26,7 +26,6 @@
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
 #include "ergon/storage/op/expire_attempt.hpp"
-#include "ergon/storage/op/expire_idempotency_keys.hpp"
 #include "ergon/storage/op/expire_pending.hpp"
 #include "ergon/storage/op/finish_attempts.hpp"
 #include "ergon/storage/op/heartbeat.hpp"

@@ -1,5 +1,6 @@
-// delete_finished, first_row_submitted_at_or_after and drop_expired_results:
-// deleting finished jobs and expired results (storage/src/delete_finished.cpp).
+// delete_finished, first_row_submitted_at_or_after, drop_expired_results and
+// expire_idempotency_keys: deleting finished jobs, expired results and keys
+// past their window (storage/src/delete_finished.cpp).
 #pragma once
 
 #include <cstddef>
@@ -52,5 +53,10 @@ result<int64_t> first_row_submitted_at_or_after(db& d, int64_t at_ms);
 /// Drops up to `limit` results whose result_expires_at has passed; the
 /// jobs stay. Returns how many.
 result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit);
+
+/// Deletes up to `limit` idempotency keys whose window ended by `now_ms`,
+/// oldest first, and returns how many. A key past its window already
+/// counts as free; this only gives the space back.
+result<int64_t> expire_idempotency_keys(db& d, int64_t now_ms, size_t limit);
 
 }  // namespace ergon::storage
