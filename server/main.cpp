@@ -73,15 +73,17 @@ int serve_standby(caf::actor_system& sys, const std::string& db, const ergon::op
   caf::scoped_actor self{sys};
   auto me = caf::actor{self};
   auto bind = opts.listen->address;
-  auto on_change = [me, bind, db](const ergon::role_change& c) {
+  // Whole lines in one write each: this runs on the server's own thread.
+  auto say = [](const std::string& line) { std::cout << line + "\n" << std::flush; };
+  auto on_change = [me, bind, db, say](const ergon::role_change& c) {
     switch (c.role) {
       case ergon::server_role::owner:
         if (auto port = ergon::listening_port(c.queue))
-          std::cout << "ergon-server listening on " << bind << ":" << *port << std::endl;
+          say("ergon-server listening on " + bind + ":" + std::to_string(*port));
         break;
       case ergon::server_role::standby:
-        std::cout << "ergon-server stepping down: " << c.why << std::endl;
-        std::cout << "ergon-server standby for " << db << std::endl;
+        say("ergon-server stepping down: " + c.why.to_string());
+        say("ergon-server standby for " + db);
         break;
       case ergon::server_role::stopped:
         caf::anon_send(me, stopped_atom::value);
@@ -95,9 +97,9 @@ int serve_standby(caf::actor_system& sys, const std::string& db, const ergon::op
     return 1;
   }
   if (server->role() == ergon::server_role::standby)
-    std::cout << "ergon-server standby for " << db << std::endl;
+    say("ergon-server standby for " + db);
   if (auto port = server->http_port())
-    std::cout << "ergon-server http on " << opts.http->address << ":" << *port << std::endl;
+    say("ergon-server http on " + opts.http->address + ":" + std::to_string(*port));
   forward_signals(stop_signals, me);
   int rc = 0;
   self->receive(

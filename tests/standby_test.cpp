@@ -71,7 +71,7 @@ struct node {
 
 options with_http() {
   options opts;
-  opts.lease_time = 1s;
+  opts.lease_time = 10s;  // takeovers here come from a lease given up
   opts.http = http_options{};
   return opts;
 }

@@ -1161,7 +1161,7 @@ BOOST_AUTO_TEST_CASE(an_owner_whose_session_died_is_replaced_before_its_lease_en
   auto first = pg_lease::acquire(connect(*d), minute);
   BOOST_REQUIRE(first.has_value());
   // As if its process were SIGKILLed: the server ends the session.
-  engine_probe(*d, "").exec("", "SELECT pg_terminate_backend(CAST(backend_pid AS integer)) FROM lease");
+  engine_probe(*d, "").exec("", "SELECT pg_terminate_backend(CAST(backend_pid AS integer), 10000) FROM lease");
   auto second = pg_lease::acquire(connect(*d), minute);
   BOOST_REQUIRE_MESSAGE(second.has_value(), second.error().to_string());
   BOOST_TEST((*second)->epoch() == 2);
@@ -1197,7 +1197,7 @@ BOOST_AUTO_TEST_CASE(a_standby_reads_the_lease_without_waiting_for_the_owner) {
   BOOST_TEST(!(*live)->takeable());
   BOOST_REQUIRE(writer->commit().ok());
   // Its lease session ends (a SIGKILLed owner): takeable before the lease passes.
-  engine_probe(*d, "").exec("", "SELECT pg_terminate_backend(CAST(backend_pid AS integer)) FROM lease");
+  engine_probe(*d, "").exec("", "SELECT pg_terminate_backend(CAST(backend_pid AS integer), 10000) FROM lease");
   auto dead = pg_lease::read(*reader);
   BOOST_REQUIRE(dead.has_value() && dead->has_value());
   BOOST_TEST(!(*dead)->session_alive);

@@ -206,8 +206,9 @@ struct connect_options {
   /// owner after a takeover.
   std::vector<queue_address> addresses;
   credentials creds;
-  /// Per address: for the TCP connect and for each handshake step, so a
-  /// host that is gone costs this much. 100 ms to 60 s.
+  /// Per address: one deadline for the TCP connect, TLS and ergon's
+  /// handshake together, and another for CAF's connect after it, so a host
+  /// that is gone costs at most twice this. 100 ms to 60 s.
   std::chrono::milliseconds dial_timeout{3'000};
   /// Between rounds that reached no server: from retry_min, doubling up to
   /// retry_max. 10 ms <= retry_min <= retry_max <= 60 s.
@@ -221,8 +222,9 @@ struct connect_options {
 /// requests a deposed owner still answers get `busy` (nothing was
 /// written); either may be sent again once a round reaches the new owner.
 /// Errors: also invalid_argument naming "addresses", "dial_timeout" or
-/// "retry_min"/"retry_max"; when no server answers, unreachable naming
-/// each address tried.
+/// "retry_min"/"retry_max". When no server answers: an error no other
+/// server would change (unauthenticated, closed, invalid_argument) if one
+/// gave it, else unreachable naming each address tried.
 result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts);
 
 /// Starts a worker in this process for the queue behind `q`, as

@@ -116,8 +116,14 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
     if (auto st = take_lease(); !st)
       return st;
   auto epoch = lease->epoch();
+  // On a lapse the writer may wait on a silent server: the close must not.
+  auto interrupt_writer = [w = std::weak_ptr<storage::db>(write_db)] {
+    if (auto d = w.lock())
+      static_cast<storage::pg_db&>(*d).interrupt();
+  };
   p.lease = std::make_unique<lease_keeper>(std::move(lease), opts.lease_time,
-                                           [&p](const status& why) { p.close_for(why); });
+                                           [&p](const status& why) { p.close_for(why); },
+                                           interrupt_writer);
   writer.fence(epoch, [&p](const status& why) { p.close_for(why); });
   return owned_storage{std::move(write_db), read_pool::postgres_reader(*pg_opts)};
 }

@@ -8,9 +8,11 @@ using steady = std::chrono::steady_clock;
 
 lease_keeper::lease_keeper(std::unique_ptr<storage::pg_lease> lease,
                            std::chrono::milliseconds lease_time,
-                           std::function<void(const status&)> on_deposed)
+                           std::function<void(const status&)> on_deposed,
+                           std::function<void()> on_lapse)
     : lease_(std::move(lease)), lease_time_(lease_time), epoch_(lease_->epoch()),
-      on_deposed_(std::move(on_deposed)), clock_(lease_time, lease_->acquired_at()) {
+      on_deposed_(std::move(on_deposed)), on_lapse_(std::move(on_lapse)),
+      clock_(lease_time, lease_->acquired_at()) {
   renewer_ = std::thread([this] { renew_loop(); });
   watcher_ = std::thread([this] { watch_loop(); });
 }
@@ -22,12 +24,17 @@ lease_keeper::~lease_keeper() {
   }
   stop_.notify_all();
   watcher_.join();
-  // A renewal stuck on a silent server would hold the close up.
-  if (deposed_)
+  // The renewer gives the lease up on its way out. On a silent server that
+  // waits until the lease would lapse anyway, and no longer.
+  bool done = false;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done = stop_.wait_until(lock, clock_.lapses_at(), [this] { return renewer_done_; });
+  }
+  if (!done || deposed_)
     lease_->interrupt();
   renewer_.join();
-  if (deposed_)
-    lease_->abandon();
+  lease_->abandon();
   lease_.reset();
 }
 
@@ -54,8 +61,10 @@ void lease_keeper::renew_loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       auto due = clock_.next_renewal(steady::now());
-      if (stop_.wait_until(lock, due, [this] { return stopping_; }))
-        return;
+      if (stop_.wait_until(lock, due, [this] { return stopping_; })) {
+        lock.unlock();
+        return give_up();
+      }
     }
     auto sent = steady::now();
     status st;
@@ -70,11 +79,23 @@ void lease_keeper::renew_loop() {
       clock_.renewed(sent);
       continue;
     }
-    if (taken_over)
-      return deposed(st);
+    if (taken_over) {
+      deposed(st);
+      return give_up();
+    }
     if (!stopping())
       std::cerr << "ergon: renewing the queue's lease: " << st << '\n';
   }
+}
+
+void lease_keeper::give_up() {
+  if (!deposed_) {
+    std::lock_guard<std::mutex> lock(conn_mtx_);
+    lease_->release();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  renewer_done_ = true;
+  stop_.notify_all();
 }
 
 // Apart from the renewals: one may wait on a server that never answers.
@@ -88,6 +109,8 @@ void lease_keeper::watch_loop() {
       continue;  // renewed meanwhile
     lock.unlock();
     lease_->interrupt();
+    if (on_lapse_ && !deposed_)
+      on_lapse_();
     // busy, as for a takeover: nothing more is written, and another
     // server may own the queue by now.
     return deposed({error::busy,

@@ -26,12 +26,16 @@ class lease_keeper {
   ///  - `busy` ("lost the queue's lease"), when no renewal reached PostgreSQL
   ///    for so long that a successor may take over soon (a server stopped
   ///    or cut off): this owner must stop serving before that. A renewal
-  ///    still waiting on a silent server then fails at once.
+  ///    still waiting on a silent server then fails at once, and
+  ///    `on_lapse` runs first, to interrupt the owner's other sessions.
   /// Renewing stops after either.
   lease_keeper(std::unique_ptr<storage::pg_lease> lease, std::chrono::milliseconds lease_time,
-               std::function<void(const status&)> on_deposed);
+               std::function<void(const status&)> on_deposed,
+               std::function<void()> on_lapse = {});
 
-  /// Stops renewing and gives the lease up.
+  /// Stops renewing and gives the lease up. A renewal or the give-up that
+  /// waits on a silent server is interrupted when the lease would lapse,
+  /// so this never waits longer than that.
   ~lease_keeper();
 
   lease_keeper(const lease_keeper&) = delete;
@@ -47,6 +51,8 @@ class lease_keeper {
  private:
   void renew_loop();
   void watch_loop();
+  // The renewer's last act: releases the lease unless deposed.
+  void give_up();
   void deposed(const status& why);
   bool stopping() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -57,6 +63,7 @@ class lease_keeper {
   std::chrono::milliseconds lease_time_;
   int64_t epoch_;
   std::function<void(const status&)> on_deposed_;
+  std::function<void()> on_lapse_;
   std::atomic<bool> deposed_{false};
   // The lease's connection, for renewals and record_listener.
   std::mutex conn_mtx_;
@@ -64,6 +71,7 @@ class lease_keeper {
   std::mutex mutex_;
   std::condition_variable stop_;
   bool stopping_ = false;
+  bool renewer_done_ = false;  // it returned, the lease given up unless deposed
   lease_clock clock_;
   std::thread renewer_;
   std::thread watcher_;

@@ -93,10 +93,15 @@ class standby_server::impl {
       stopping_ = true;
       if (waker_)
         caf::anon_send(waker_, wake_atom::value);
+      if (reader_)
+        reader_->interrupt();  // a read waiting on a silent server
     }
     woken_.notify_all();
-    if (thread_.joinable())
-      thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(join_mtx_);
+      if (thread_.joinable())
+        thread_.join();
+    }
     // Outside the lock: requests being answered take it.
     take_page_front().reset();
     std::lock_guard<std::mutex> lock(mtx_);
@@ -153,6 +158,9 @@ class standby_server::impl {
       auto opened = storage::pg_db::open(reader_opts_);
       if (!opened)
         return opened.error();
+      std::lock_guard<std::mutex> lock(mtx_);
+      if (stopping_)
+        return status{error::closed, "stopping"};
       reader_ = std::move(*opened);
     }
     return storage::pg_lease::read(*reader_);
@@ -270,11 +278,17 @@ class standby_server::impl {
       std::lock_guard<std::mutex> lock(mtx_);
       waker_ = caf::actor{};
     }
-    if (!closing && reason && reason.category() == error_category)
-      return to_status(reason);
-    if (!closing)
+    if (closing)
+      return {};
+    // Only a close someone asked for ends it normally; anything else is
+    // the queue closing by itself.
+    if (!reason) {
       stop_reason_ = "a client closed the queue";
-    return {};
+      return {};
+    }
+    if (reason.category() == error_category)
+      return to_status(reason);
+    return {error::internal, "the queue's actor went down: " + sys_.render(reason)};
   }
 
   caf::actor_system& sys_;
@@ -283,7 +297,7 @@ class standby_server::impl {
   std::optional<http_options> http_;
   runtime::standby_policy policy_;
   storage::pg_options reader_opts_;
-  std::unique_ptr<storage::pg_db> reader_;
+  std::unique_ptr<storage::pg_db> reader_;  // set under mtx_, used by the thread
   std::function<void(const role_change&)> on_change_;
   std::string stop_reason_ = "stopped";
 
@@ -296,6 +310,7 @@ class standby_server::impl {
   runtime::standby_status page_;
   std::unique_ptr<runtime::front_end> page_front_;
   status close_status_;
+  std::mutex join_mtx_;  // stop() from two threads
   std::thread thread_;
 };
 

@@ -1,6 +1,8 @@
 #include "ergon/storage/pg_db.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -581,11 +583,25 @@ std::string pg_stmt::column_blob(int i) const {
 // -- pg_db ---------------------------------------------------------------------
 
 pg_db::pg_db(PGconn* conn, pg_options opts, std::string location) noexcept
-    : conn_(conn), opts_(std::move(opts)), location_(std::move(location)) {}
+    : conn_(conn), opts_(std::move(opts)), location_(std::move(location)) {
+  keep_socket();
+}
 
 pg_db::~pg_db() {
   cache_.clear();
   PQfinish(conn_);
+  if (socket_ >= 0)
+    ::close(socket_);
+}
+
+void pg_db::keep_socket() noexcept {
+  std::lock_guard<std::mutex> lock(socket_mtx_);
+  if (socket_ >= 0)
+    ::close(socket_);
+  int fd = PQsocket(conn_);
+  socket_ = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (socket_ >= 0 && interrupted_)
+    ::shutdown(socket_, SHUT_RDWR);
 }
 
 result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
@@ -676,20 +692,24 @@ status pg_db::error_status(const PGresult* res, std::string_view context) const 
 }
 
 void pg_db::interrupt() noexcept {
-  int fd = PQsocket(conn_);
-  if (fd >= 0)
-    ::shutdown(fd, SHUT_RDWR);
+  interrupted_ = true;
+  std::lock_guard<std::mutex> lock(socket_mtx_);
+  if (socket_ >= 0)
+    ::shutdown(socket_, SHUT_RDWR);
 }
 
 status pg_db::reconnect_if_lost() {
   if (PQstatus(conn_) != CONNECTION_BAD)
     return {};
+  if (interrupted_)
+    return {error::unreachable, location_ + ": the session was interrupted"};
   if (in_write_)
     return {error::unreachable, location_ + ": the connection was lost within a transaction"};
   auto now = std::chrono::steady_clock::now();
   if (now < next_attempt_)
     return {error::unreachable, location_ + ": the connection is lost; reconnecting"};
   PQreset(conn_);
+  keep_socket();
   if (PQstatus(conn_) != CONNECTION_OK) {
     backoff_ = std::min<std::chrono::milliseconds>(
       std::chrono::milliseconds{5'000},
@@ -1042,7 +1062,10 @@ status pg_db::read_pipeline(PGresult** last) {
 }
 
 void pg_db::drop_session() noexcept {
-  PQreset(conn_);  // fails to a lost connection, which reconnect_if_lost retries
+  if (!interrupted_) {
+    PQreset(conn_);  // fails to a lost connection, which reconnect_if_lost retries
+    keep_socket();
+  }
   forget_session();
   in_write_ = false;
 }

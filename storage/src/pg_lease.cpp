@@ -159,7 +159,8 @@ status pg_lease::renew() {
   if (conn_->changes() == 1)
     return {};
   taken_over_ = true;
-  return held_by_another(*conn_);
+  auto owner = held_by_another(*conn_);
+  return {owner.code(), "another process took the queue over: " + owner.message()};
 }
 
 status pg_lease::record_listener(const std::string& address, uint16_t port, bool secret,
@@ -224,9 +225,12 @@ result<std::optional<pg_lease::view>> pg_lease::read(pg_db& d) {
   return std::optional<view>{std::move(v)};
 }
 
-pg_lease::~pg_lease() {
-  if (abandoned_)
+pg_lease::~pg_lease() { release(); }
+
+void pg_lease::release() noexcept {
+  if (done_)
     return;
+  done_ = true;
   for (auto sql : {drop_listeners, give_up})
     if (auto s = conn_->prepare(sql)) {
       (*s)->bind(1, epoch_);

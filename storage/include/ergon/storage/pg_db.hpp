@@ -7,10 +7,12 @@
 // share names tables without a schema.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -205,8 +207,9 @@ class pg_db final : public db {
 
   /// Shuts the session's socket down, from any thread: a statement that
   /// waits on a server that went silent (stopped, or behind a network that
-  /// acknowledges but never answers) fails `unreachable` at once, and the
-  /// next one reconnects.
+  /// acknowledges but never answers) fails `unreachable` at once, and so
+  /// does every later one: the connection never reconnects. For a session
+  /// whose owner gave up on it (a lapsed lease, a stopping standby).
   void interrupt() noexcept;
 
   /// The ergon status for a failed result (or the connection's error if
@@ -256,8 +259,14 @@ class pg_db final : public db {
   /// What a new session no longer has: prepared statements, the pipeline.
   void forget_session() noexcept;
   bool fence_unread() const noexcept;
+  /// Keeps a duplicate of the session's socket for interrupt(): libpq may
+  /// close and reuse its own fd number while another thread interrupts.
+  void keep_socket() noexcept;
 
   pg_conn* conn_;
+  std::mutex socket_mtx_;
+  int socket_ = -1;  // the duplicate
+  std::atomic<bool> interrupted_{false};
   pg_options opts_;
   std::string location_;
   std::string copy_data_;  // copy_in's pieces: its capacity stays, so no page faults

@@ -37,13 +37,16 @@ class pg_lease {
   pg_lease(const pg_lease&) = delete;
   pg_lease& operator=(const pg_lease&) = delete;
 
-  /// Ends the lease at once if it is still this one's, so a successor need
-  /// not wait for it to pass; not after abandon().
+  /// release(), unless it ran or abandon() did.
   ~pg_lease();
+
+  /// Ends the lease at once if it is still this one's, with its listeners,
+  /// so a successor need not wait for it to pass. Once.
+  void release() noexcept;
 
   /// Leaves the lease to pass by itself: it was taken over, or the server
   /// can't be reached, and ending it would only wait for a connection.
-  void abandon() noexcept { abandoned_ = true; }
+  void abandon() noexcept { done_ = true; }
 
   /// The epoch this owner holds: fence its writer with it.
   int64_t epoch() const noexcept { return epoch_; }
@@ -105,7 +108,7 @@ class pg_lease {
   int64_t epoch_;
   std::chrono::steady_clock::time_point acquired_at_;
   bool taken_over_ = false;
-  bool abandoned_ = false;
+  bool done_ = false;  // released or abandoned
 };
 
 }  // namespace ergon::storage
