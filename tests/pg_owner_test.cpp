@@ -388,3 +388,70 @@ BOOST_AUTO_TEST_CASE(remote_work_moves_to_the_standby_that_took_over_and_runs_on
   b.proc.wait();
   ::unsetenv("ERGON_TEST_SIDE_FILE");
 }
+
+// A client submits jobs with idempotency keys throughout, and the owner is
+// SIGKILLed with ten submits in flight. Each submit whose answer is an
+// error (unreachable: it may or may not have committed) is sent again,
+// under the same key, until it is answered with an id. Every key ends up
+// with exactly one job, and every answer for a key names that job.
+BOOST_AUTO_TEST_CASE(a_keyed_submit_sent_again_across_a_takeover_makes_one_job) {
+  auto uri = shared_pg_server().fresh_database();
+  auto p1 = free_port(), p2 = free_port();
+  standby_process a{uri, {}, p1};
+  if (a.port == 0)
+    a.port = port_in(line_starting(a.proc, "ergon-server listening on "));
+  standby_process b{uri, {}, p2};
+  client c;
+  connect_options where;
+  where.addresses = {{"127.0.0.1", p1}, {"127.0.0.1", p2}};
+  auto q = connect(c.sys, where);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto job_for = [](int i) {
+    return *job_builder("keyed").payload("p" + std::to_string(i))
+              .idempotency_key("order-" + std::to_string(i)).build();
+  };
+  std::map<int, job_id> acked;
+  int resent = 0;
+  // Sends job i until it is acknowledged.
+  auto submit_until_acked = [&](int i, result<job_id> first) {
+    auto r = std::move(first);
+    for (int tries = 0; !r && tries < 1'000'000; ++tries) {
+      BOOST_REQUIRE_MESSAGE((r.error().code() == error::unreachable
+                             || r.error().code() == error::busy),
+                            r.error().to_string());
+      ++resent;
+      r = c.ask<job_id>(*q, submit_atom::value, job_for(i));
+    }
+    BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+    acked[i] = *r;
+  };
+  for (int i = 0; i < 20; ++i)
+    submit_until_acked(i, c.ask<job_id>(*q, submit_atom::value, job_for(i)));
+  // Ten in flight, then the owner dies.
+  using handle = decltype(c.self->request(*q, caf::infinite, submit_atom::value, job_for(0)));
+  std::vector<handle> in_flight;
+  for (int i = 20; i < 30; ++i)
+    in_flight.push_back(c.self->request(*q, caf::infinite, submit_atom::value, job_for(i)));
+  a.proc.signal(SIGKILL);
+  a.proc.wait();
+  for (int i = 20; i < 30; ++i) {
+    result<job_id> first = status{error::internal, "no answer"};
+    in_flight[static_cast<size_t>(i - 20)].receive(
+      [&](job_id& id) { first = id; }, [&](caf::error& e) { first = to_status(e); });
+    submit_until_acked(i, std::move(first));
+  }
+  for (int i = 30; i < 40; ++i)
+    submit_until_acked(i, c.ask<job_id>(*q, submit_atom::value, job_for(i)));
+  BOOST_TEST_MESSAGE(resent << " submits were sent again");
+  // Each key: one job, the one every answer named.
+  for (int i = 0; i < 40; ++i) {
+    auto again = c.ask<job_id>(*q, submit_atom::value, job_for(i));
+    BOOST_REQUIRE_MESSAGE(again.has_value(), again.error().to_string());
+    BOOST_TEST(*again == acked[i], "order-" << i);
+  }
+  engine_probe probe{uri};
+  BOOST_TEST(probe.number("SELECT count(*) FROM ergon.jobs WHERE type = 'keyed'") == 40);
+  BOOST_TEST(probe.number("SELECT count(*) FROM ergon.idempotency_keys") == 40);
+  b.proc.signal(SIGTERM);
+  b.proc.wait();
+}
