@@ -48,6 +48,10 @@ struct queue_actor_state {
   bool closing = false;
   std::vector<caf::response_promise> close_requests;  // answered once closed
   std::map<caf::actor_addr, uint64_t> subscribers;  // actor -> subscription
+  // Requests this actor answers once the writer has: if it goes first (its
+  // queue closed by itself), they get the reason, not silence.
+  std::map<uint64_t, caf::response_promise> awaiting_writer;
+  uint64_t last_awaiting = 0;
 
   caf::actor_addr self;
 
@@ -93,17 +97,43 @@ caf::response_promise to_writer(queue_ptr self, Call call) {
   return rp;
 }
 
-// The writer answers a retry with its summary; for one job the answer is ok.
-caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id) {
-  auto rp = self->make_response_promise<ok_atom>();
-  if (self->state.q->closed.load(std::memory_order_acquire)) {
-    rp.deliver(to_caf_error(self->state.q->closed_status()));
+// Sends `call` to the writer and answers the requester with `answer` of
+// its reply (a Value), or with its error.
+template <class Value, class Call, class Answer>
+caf::response_promise ask_writer(queue_ptr self, Call call, Answer answer) {
+  auto rp = self->make_response_promise();
+  auto& st = self->state;
+  if (st.q->closed.load(std::memory_order_acquire)) {
+    rp.deliver(to_caf_error(st.q->closed_status()));
     return rp;
   }
-  self->request(self->state.q->writer, caf::infinite, actors::retry_failed_call{{id, {}}, {}})
-    .then([rp](retry_summary&) mutable { rp.deliver(ok_atom::value); },
-          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  auto id = ++st.last_awaiting;
+  st.awaiting_writer.emplace(id, rp);
+  auto take = [self, id]() -> std::optional<caf::response_promise> {
+    auto i = self->state.awaiting_writer.find(id);
+    if (i == self->state.awaiting_writer.end())
+      return std::nullopt;
+    auto out = std::move(i->second);
+    self->state.awaiting_writer.erase(i);
+    return out;
+  };
+  self->request(st.q->writer, caf::infinite, std::move(call))
+    .then(
+      [take, answer](Value& v) mutable {
+        if (auto rp = take())
+          rp->deliver(answer(v));
+      },
+      [take](caf::error& e) mutable {
+        if (auto rp = take())
+          rp->deliver(std::move(e));
+      });
   return rp;
+}
+
+// The writer answers a retry with its summary; for one job the answer is ok.
+caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id) {
+  return ask_writer<retry_summary>(self, actors::retry_failed_call{{id, {}}, {}},
+                    [](retry_summary&) { return ok_atom::value; });
 }
 
 caf::result<ok_atom> subscribe(queue_ptr self, const caf::actor& subscriber) {
@@ -145,6 +175,9 @@ void close_then_quit(queue_ptr self, caf::error reason) {
     for (auto& rp : self->state.close_requests)
       e ? rp.deliver(e) : rp.deliver(ok_atom::value);
     self->state.close_requests.clear();
+    for (auto& [id, rp] : self->state.awaiting_writer)
+      rp.deliver(to_caf_error(self->state.q->closed_status()));
+    self->state.awaiting_writer.clear();
     // Monitors learn that another process took the queue over.
     auto why = self->state.q->closing_cause();
     self->quit(why ? reason : to_caf_error(why));
@@ -165,13 +198,10 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
   auto& q = *self->state.q;
   return {
     [self](submit_atom, job& j) -> caf::result<job_id> {
-      auto rp = self->make_response_promise<job_id>();
       std::vector<job> one;
       one.push_back(std::move(j));
-      self->request(self->state.q->writer, caf::infinite, actors::submit_call{{std::move(one)}, {}})
-        .then([rp](std::vector<job_id>& ids) mutable { rp.deliver(ids.front()); },
-              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-      return rp;
+      return ask_writer<std::vector<job_id>>(self, actors::submit_call{{std::move(one)}, {}},
+                        [](std::vector<job_id>& ids) { return ids.front(); });
     },
     [self](submit_atom, std::vector<job>& jobs) -> caf::result<std::vector<job_id>> {
       return to_writer(self, actors::submit_call{{std::move(jobs)}, {}});
