@@ -3,7 +3,9 @@
 // separate machines do. Cutting one worker's link makes the server drop it
 // after the peer timeout and rerun its job on the other ("worker lost");
 // once the link is back, the cut-off worker's late result is fenced. With a
-// grace for remote work, a cut shorter than it reruns nothing.
+// grace for remote work, a cut shorter than it reruns nothing. And a standby
+// server takes a PostgreSQL queue over from an owner cut off from the
+// database, which steps down.
 // Network namespaces need root: without it the test is skipped, saying so.
 #define BOOST_TEST_MODULE partition
 #include <boost/test/unit_test.hpp>
@@ -19,7 +21,10 @@
 #include <string>
 #include <vector>
 
+#include <httplib.h>
+
 #include "ergon/job_builder.hpp"
+#include "support/pg_server.hpp"
 #include "support/server_process.hpp"
 #include "support/test_engine.hpp"
 
@@ -41,6 +46,17 @@ int sh(const std::string& cmd) {
 
 void must(const std::string& cmd) {
   BOOST_REQUIRE_MESSAGE(sh(cmd) == 0, "failed: " + cmd);
+}
+
+// A link from this namespace (`here_end`, <net>.1) to namespace `ns`
+// (`ns_end`, <net>.2), both up.
+void link_to(const std::string& ns, const std::string& here_end, const std::string& ns_end,
+             const std::string& net) {
+  must("ip link add " + here_end + " type veth peer name " + ns_end + " netns " + ns);
+  must("ip addr add " + net + ".1/30 dev " + here_end);
+  must("ip link set " + here_end + " up");
+  must("ip -n " + ns + " addr add " + net + ".2/30 dev " + ns_end);
+  must("ip -n " + ns + " link set " + ns_end + " up");
 }
 
 boost::test_tools::assertion_result can_make_namespaces(boost::unit_test::test_unit_id) {
@@ -74,11 +90,7 @@ struct hosts {
       must("ip -n " + ns + " link set lo up");
     }
     // This process: 10.231.0.1, the server 10.231.0.2.
-    must("ip link add egr" + tag + " type veth peer name egs" + tag + " netns " + server);
-    must("ip addr add 10.231.0.1/30 dev egr" + tag);
-    must("ip link set egr" + tag + " up");
-    must("ip -n " + server + " addr add 10.231.0.2/30 dev egs" + tag);
-    must("ip -n " + server + " link set egs" + tag + " up");
+    link_to(server, "egr" + tag, "egs" + tag, "10.231.0");
     pair(worker_a, link_a, "ega" + tag, "10.231.1");
     pair(worker_b, "esb" + tag, "egb" + tag, "10.231.2");
   }
@@ -278,4 +290,84 @@ BOOST_AUTO_TEST_CASE(a_cut_shorter_than_the_grace_reruns_nothing,
   server.signal(SIGTERM);
   int st = server.wait();
   BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+}
+
+namespace {
+
+// An owner's host: a namespace joined to this one by a veth pair, this
+// side 10.231.9.1, the owner's 10.231.9.2. PostgreSQL listens on this side.
+struct owner_host {
+  std::string tag = std::to_string(::getpid());
+  std::string ns = "ergon-o-" + tag;
+  std::string link = "ego" + tag;  // this side's end
+
+  owner_host() {
+    must("ip netns add " + ns);
+    must("ip -n " + ns + " link set lo up");
+    link_to(ns, link, "egp" + tag, "10.231.9");
+  }
+  ~owner_host() {
+    sh("ip link del " + link);
+    sh("ip netns del " + ns);
+  }
+};
+
+}  // namespace
+
+// The owner of a PostgreSQL queue loses its link to the database. Its
+// lease lapses on its own clock and it steps down; a standby on the
+// database's side takes the queue over within the lease plus a little. When
+// the link is back, the old owner stays a standby, and says so on /healthz.
+BOOST_AUTO_TEST_CASE(a_standby_takes_over_from_an_owner_cut_off_from_postgresql,
+                     *test::sqlite_only("it starts a PostgreSQL of its own, reachable from the "
+                                        "owner's namespace; once is enough")
+                       * boost::unit_test::precondition(can_make_namespaces)) {
+  owner_host h;
+  test::pg_server pg{test::pg_server::reachable_at{"10.231.9.1", "10.231.9.0/30"}};
+  auto local = pg.fresh_database();
+  auto db = local.substr(local.rfind('/'));
+  auto remote = "postgresql://ergon@10.231.9.1:" + std::to_string(pg.port()) + db;
+  std::vector<std::string> common{"--standby", "--port", "0", "--lease-time-ms", "3000",
+                                  "--standby-poll-ms", "50"};
+  std::vector<std::string> a_argv{"/usr/sbin/ip", "netns", "exec", h.ns, ERGON_SERVER, "--db",
+                                  remote, "--http-port", "0", "--http-bind", "0.0.0.0",
+                                  "--http-insecure-plaintext"};
+  a_argv.insert(a_argv.end(), common.begin(), common.end());
+  child_process a{a_argv};
+  uint16_t a_http = 0;
+  bool owner = false;
+  while (a_http == 0 || !owner) {
+    auto line = a.read_line();
+    BOOST_REQUIRE_MESSAGE(!line.empty(), "the owner ended early");
+    if (line.rfind("ergon-server http on ", 0) == 0)
+      a_http = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+    owner = owner || line.rfind("ergon-server listening on ", 0) == 0;
+  }
+  std::vector<std::string> b_argv{ERGON_SERVER, "--db", local};
+  b_argv.insert(b_argv.end(), common.begin(), common.end());
+  child_process b{b_argv};
+  b.line_starting("ergon-server standby for ");
+
+  must("ip link set " + h.link + " down");
+  auto cut = std::chrono::steady_clock::now();
+  b.line_starting("ergon-server listening on ");
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::steady_clock::now() - cut);
+  BOOST_TEST_MESSAGE("the standby served " << took.count()
+                                           << " ms after the owner's link was cut (lease 3000 ms)");
+  auto down = a.line_starting("ergon-server stepping down: ");
+  BOOST_TEST(down.find("lost the queue's lease") != std::string::npos, down);
+  a.line_starting("ergon-server standby for ");
+
+  must("ip link set " + h.link + " up");
+  httplib::Client c{"10.231.9.2", a_http};
+  auto r = c.Get("/healthz");
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->status == 503);
+  BOOST_TEST(r->body.find("\"role\":\"standby\"") != std::string::npos, r->body);
+  for (auto* p : {&a, &b}) {
+    p->signal(SIGTERM);
+    int st = p->wait();
+    BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0), "wait status " << st);
+  }
 }

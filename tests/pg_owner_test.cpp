@@ -48,16 +48,6 @@ queue open_when_free(const std::string& uri, options opts) {
   }
 }
 
-// Reads `proc`'s lines until one starts with `prefix`, and returns it.
-std::string line_starting(child_process& proc, const std::string& prefix) {
-  for (;;) {
-    auto line = proc.read_line();
-    BOOST_REQUIRE_MESSAGE(!line.empty(), "no line starting '" << prefix << "'");
-    if (line.rfind(prefix, 0) == 0)
-      return line;
-  }
-}
-
 uint16_t port_in(const std::string& line) {
   return static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
 }
@@ -252,7 +242,7 @@ BOOST_AUTO_TEST_CASE(a_standby_server_takes_a_killed_owners_queue_over) {
   auto uri = shared_pg_server().fresh_database();
   standby_process a{uri, {}};
   if (a.port == 0)  // it printed the standby line before it took over
-    a.port = port_in(line_starting(a.proc, "ergon-server listening on "));
+    a.port = port_in(a.proc.line_starting("ergon-server listening on "));
   standby_process b{uri, {}};
   BOOST_REQUIRE(b.port == 0);
   BOOST_TEST(a.health().first == 200);
@@ -269,7 +259,7 @@ BOOST_AUTO_TEST_CASE(a_standby_server_takes_a_killed_owners_queue_over) {
   a.proc.signal(SIGKILL);
   a.proc.wait();
   auto killed = std::chrono::steady_clock::now();
-  auto listening = line_starting(b.proc, "ergon-server listening on ");
+  auto listening = b.proc.line_starting("ergon-server listening on ");
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
     std::chrono::steady_clock::now() - killed);
   BOOST_TEST_MESSAGE("the standby served " << took.count() << " ms after the owner's SIGKILL");
@@ -291,20 +281,20 @@ BOOST_AUTO_TEST_CASE(an_owner_stopped_past_its_lease_steps_down_when_it_runs_aga
   auto uri = shared_pg_server().fresh_database();
   standby_process a{uri, {}, 0, 2'000};
   if (a.port == 0)
-    line_starting(a.proc, "ergon-server listening on ");
+    a.proc.line_starting("ergon-server listening on ");
   standby_process b{uri, {}, 0, 2'000};
   BOOST_REQUIRE(b.port == 0);
   a.proc.signal(SIGSTOP);
   auto stopped = std::chrono::steady_clock::now();
-  line_starting(b.proc, "ergon-server listening on ");
+  b.proc.line_starting("ergon-server listening on ");
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
     std::chrono::steady_clock::now() - stopped);
   BOOST_TEST_MESSAGE("the standby served " << took.count()
                                            << " ms after the owner stopped (lease 2000 ms)");
   a.proc.signal(SIGCONT);
-  auto down = line_starting(a.proc, "ergon-server stepping down: ");
+  auto down = a.proc.line_starting("ergon-server stepping down: ");
   BOOST_TEST(down.find("busy") != std::string::npos, down);
-  line_starting(a.proc, "ergon-server standby for ");
+  a.proc.line_starting("ergon-server standby for ");
   auto [code, body] = a.health();
   BOOST_TEST(code == 503);
   BOOST_TEST(body.find("\"role\":\"standby\"") != std::string::npos, body);
@@ -312,7 +302,7 @@ BOOST_AUTO_TEST_CASE(an_owner_stopped_past_its_lease_steps_down_when_it_runs_aga
   // Still a standby: it takes the queue back when b goes.
   b.proc.signal(SIGTERM);
   b.proc.wait();
-  line_starting(a.proc, "ergon-server listening on ");
+  a.proc.line_starting("ergon-server listening on ");
   BOOST_TEST(a.health().first == 200);
 }
 
@@ -329,7 +319,7 @@ BOOST_AUTO_TEST_CASE(remote_work_moves_to_the_standby_that_took_over_and_runs_on
   auto p1 = free_port(), p2 = free_port();
   standby_process a{uri, {}, p1};
   if (a.port == 0)
-    a.port = port_in(line_starting(a.proc, "ergon-server listening on "));
+    a.port = port_in(a.proc.line_starting("ergon-server listening on "));
   BOOST_REQUIRE(a.port == p1);
   standby_process b{uri, {}, p2};
   BOOST_REQUIRE(b.port == 0);
@@ -359,7 +349,7 @@ BOOST_AUTO_TEST_CASE(remote_work_moves_to_the_standby_that_took_over_and_runs_on
   a.proc.signal(SIGKILL);
   a.proc.wait();
   auto killed = std::chrono::steady_clock::now();
-  BOOST_TEST(port_in(line_starting(b.proc, "ergon-server listening on ")) == p2);
+  BOOST_TEST(port_in(b.proc.line_starting("ergon-server listening on ")) == p2);
   BOOST_TEST_MESSAGE("the standby served "
                      << std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - killed)
@@ -399,7 +389,7 @@ BOOST_AUTO_TEST_CASE(a_keyed_submit_sent_again_across_a_takeover_makes_one_job) 
   auto p1 = free_port(), p2 = free_port();
   standby_process a{uri, {}, p1};
   if (a.port == 0)
-    a.port = port_in(line_starting(a.proc, "ergon-server listening on "));
+    a.port = port_in(a.proc.line_starting("ergon-server listening on "));
   standby_process b{uri, {}, p2};
   client c;
   connect_options where;

@@ -77,6 +77,18 @@ class child_process {
     return line;
   }
 
+  /// Reads lines until one starts with `prefix` and returns it. Throws
+  /// std::runtime_error at end of file, naming the prefix.
+  std::string line_starting(const std::string& prefix) {
+    for (;;) {
+      auto line = read_line();
+      if (line.rfind(prefix, 0) == 0)
+        return line;
+      if (line.empty() && std::feof(from_child_))
+        throw std::runtime_error("the child ended before a line starting '" + prefix + "'");
+    }
+  }
+
   /// Reads lines until one equals `expected`; false at end of file.
   bool wait_for_line(const std::string& expected) {
     for (;;) {

@@ -38,13 +38,26 @@ class pg_server {
  public:
   /// Starts the server. Throws std::runtime_error naming the step that
   /// failed (no PostgreSQL 15 binaries, initdb, start), with its output.
-  pg_server() {
+  pg_server() : pg_server(reachable_at{}) {}
+
+  /// Where else the server listens, beside 127.0.0.1, and which network it
+  /// trusts there (pg_hba), e.g. a veth address for another namespace.
+  struct reachable_at {
+    std::string address;  ///< empty: loopback only
+    std::string network;  ///< CIDR
+  };
+  explicit pg_server(reachable_at also) {
     bin_ = find_bin();
     make_folder();
     try {
       run_as_owner({bin_ + "/initdb", "-D", data(), "--username=ergon", "--auth=trust",
                     "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"},
                    "initdb");
+      if (!also.address.empty()) {
+        listen_ += "," + also.address;
+        std::ofstream hba{data() + "/pg_hba.conf", std::ios::app};
+        hba << "host all all " << also.network << " trust\n";
+      }
     } catch (...) {
       remove_folder();  // the destructor won't run
       throw;
@@ -134,6 +147,7 @@ class pg_server {
   }
 
  private:
+  std::string listen_ = "127.0.0.1";
   std::string data() const { return folder_ + "/data"; }
 
   static std::string find_bin() {
@@ -196,7 +210,8 @@ class pg_server {
         run_as_owner({bin_ + "/pg_ctl", "-D", data(), "-l", folder_ + "/server.log", "-w",
                       "-t", "60", "-o",
                       "-p " + std::to_string(port_)
-                        + " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + folder_,
+                        + " -c listen_addresses=" + listen_
+                        + " -c unix_socket_directories=" + folder_,
                       "start"},
                      "pg_ctl start");
         running_ = true;
