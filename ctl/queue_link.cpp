@@ -1,36 +1,16 @@
 #include "queue_link.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "ergon/queue.hpp"
 #include "ergon/storage/pg_db.hpp"
-#include "http/request_head.hpp"
+#include "owner_address.hpp"
 
 namespace ergon::ctl {
 namespace {
-
-bool on_this_host(const owner_info& o) {
-  char here[256] = {};
-  ::gethostname(here, sizeof(here) - 1);
-  return o.host == here;
-}
-
-// A listener bound to every address is reached on this host's loopback, or
-// by the owner's host name from elsewhere. One bound to loopback on another
-// host (a PostgreSQL queue's owner may be anywhere) can't be reached: this
-// host's loopback would lead to some other queue.
-result<std::string> host_to_dial(const owner_info& o, const owner_info::listener& l) {
-  bool loopback = http::loopback_address(l.address) || l.address == "localhost";
-  if (loopback && !on_this_host(o))
-    return status{error::unreachable, "it listens on " + l.address + " of its own host only"};
-  if (l.address != "0.0.0.0" && l.address != "::" && !l.address.empty())
-    return l.address;
-  return on_this_host(o) ? std::string{"127.0.0.1"} : o.host;
-}
 
 std::string who(const owner_info& o) {
   return "pid " + std::to_string(o.pid) + " on host " + o.host;
@@ -101,7 +81,7 @@ result<std::optional<queue_link>> queue_link::owner(caf::actor_system& sys,
 
 result<queue_link> queue_link::dial(caf::actor_system& sys, const reach_options& opts,
                                     const owner_info& o, const owner_info::listener& l) {
-  auto host = host_to_dial(o, l);
+  auto host = runtime::owner_address(o, l);
   if (!host)
     return status{host.error().code(),
                   "the owner of " + opts.db + " (" + who(o) + "): " + host.error().message()};

@@ -256,6 +256,13 @@ BOOST_AUTO_TEST_CASE(a_standby_server_takes_a_killed_owners_queue_over) {
     BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
     BOOST_REQUIRE(c.ask<job_id>(*q, submit_atom::value, *job_builder("work").build()).has_value());
   }
+  // A client that knows only the queue's location finds its owner there.
+  client finder;
+  connect_options by_owner;
+  by_owner.owner_of = uri;
+  auto found = connect(finder.sys, by_owner);
+  BOOST_REQUIRE_MESSAGE(found.has_value(), found.error().to_string());
+  BOOST_TEST(finder.ask<status_counts>(*found, counts_atom::value).has_value());
   a.proc.signal(SIGKILL);
   a.proc.wait();
   auto killed = std::chrono::steady_clock::now();
@@ -270,6 +277,13 @@ BOOST_AUTO_TEST_CASE(a_standby_server_takes_a_killed_owners_queue_over) {
   auto counts = c.ask<status_counts>(*q, counts_atom::value);
   BOOST_REQUIRE(counts.has_value());
   BOOST_TEST((*counts)[job_status::pending] == 1);
+  // It follows the owner: `unreachable` until a round finds the new one.
+  auto seen = finder.ask<status_counts>(*found, counts_atom::value);
+  for (int tries = 0; !seen && seen.error().code() == error::unreachable && tries < 1'000'000;
+       ++tries)
+    seen = finder.ask<status_counts>(*found, counts_atom::value);
+  BOOST_REQUIRE_MESSAGE(seen.has_value(), seen.error().to_string());
+  BOOST_TEST((*seen)[job_status::pending] == 1);
   b.proc.signal(SIGTERM);
   int st = b.proc.wait();
   BOOST_TEST((WIFEXITED(st) && WEXITSTATUS(st) == 0), "wait status " << st);

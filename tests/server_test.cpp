@@ -133,6 +133,12 @@ BOOST_AUTO_TEST_CASE(connect_tries_each_address_and_names_what_is_wrong) {
     BOOST_TEST(r.error().field() == field, r.error().to_string());
   };
   refused(connect_options{}, "addresses");
+  // Found through the owner's lock file, with no address at all.
+  connect_options by_owner;
+  by_owner.owner_of = s.db;
+  auto found = connect(c.sys, by_owner);
+  BOOST_REQUIRE_MESSAGE(found.has_value(), found.error().to_string());
+  BOOST_TEST(c.ask<status_counts>(*found, counts_atom::value).has_value());
   connect_options bad;
   bad.addresses = {{"", 4780}};
   refused(bad, "addresses");

@@ -199,12 +199,18 @@ struct queue_address {
 /// standby servers (standby.hpp), of which only the owner takes
 /// connections on its queue port.
 struct connect_options {
-  /// The servers, at least one, each with a host and a port over 0. A
-  /// round tries them in turn, starting with the one that answered last;
-  /// the first that answers (the owner) is used. When its connection
-  /// drops, the next round starts after it, so a client reaches the next
-  /// owner after a takeover.
+  /// The servers, each with a host and a port over 0. A round tries them
+  /// in turn, starting with the one that answered last; the first that
+  /// answers (the owner) is used. When its connection drops, the next
+  /// round starts after it, so a client reaches the next owner after a
+  /// takeover.
   std::vector<queue_address> addresses;
+  /// The queue's location (a postgresql:// URI, or a SQLite file on this
+  /// host): each round first asks it who owns the queue and where that
+  /// owner listens (find_owner), and tries those addresses before
+  /// `addresses`. A lookup that fails leaves `addresses`. Give this, or
+  /// `addresses`, or both.
+  std::string owner_of;
   credentials creds;
   /// Per address: one deadline for the TCP connect, TLS and ergon's
   /// handshake together, and another for CAF's connect after it, so a host
@@ -221,8 +227,8 @@ struct connect_options {
 /// per round. Requests in flight when the owner dies get `unreachable`;
 /// requests a deposed owner still answers get `busy` (nothing was
 /// written); either may be sent again once a round reaches the new owner.
-/// Errors: also invalid_argument naming "addresses", "dial_timeout" or
-/// "retry_min"/"retry_max". When no server answers: an error no other
+/// Errors: also invalid_argument naming "addresses" (none, and no
+/// `owner_of`), "dial_timeout" or "retry_min"/"retry_max". When no server answers: an error no other
 /// server would change (unauthenticated, closed, invalid_argument) if one
 /// gave it, else unreachable naming each address tried.
 result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts);

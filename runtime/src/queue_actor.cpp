@@ -488,7 +488,7 @@ result<queue_actor> connect(caf::actor_system& sys, const std::string& host, uin
   if (!creds.secret.empty())
     if (auto st = runtime::validate_secret(creds.secret); !st)
       return st;
-  return runtime::connect_remote(sys, {{{host, port}}}, creds);
+  return runtime::connect_remote(sys, {{{host, port}}, {}}, creds);
 }
 
 result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts) {
@@ -497,8 +497,10 @@ result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts)
   if (!opts.creds.secret.empty())
     if (auto st = runtime::validate_secret(opts.creds.secret); !st)
       return st;
-  if (opts.addresses.empty())
-    return status{error::invalid_argument, "name at least one server", "addresses"};
+  if (opts.addresses.empty() && opts.owner_of.empty())
+    return status{error::invalid_argument,
+                  "name at least one server, or the queue's location in owner_of",
+                  "addresses"};
   for (auto& a : opts.addresses)
     if (a.host.empty() || a.port == 0)
       return status{error::invalid_argument,
@@ -521,7 +523,8 @@ result<queue_actor> connect(caf::actor_system& sys, const connect_options& opts)
                   "must be at most 60 s, got " + std::to_string(opts.retry_max.count()) + " ms",
                   "retry_max"};
   return runtime::connect_remote(
-    sys, {opts.addresses, opts.dial_timeout, opts.retry_min, opts.retry_max}, opts.creds);
+    sys, {opts.addresses, opts.owner_of, opts.dial_timeout, opts.retry_min, opts.retry_max},
+    opts.creds);
 }
 
 result<worker> start_worker(const queue_actor& q, worker_options opts) {

@@ -19,9 +19,11 @@
 
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/reply.hpp"
+#include "ergon/inspector.hpp"
 #include "transport/dialer.hpp"
 #include "transport/tls_context.hpp"
 #include "transport/settings.hpp"
+#include "owner_address.hpp"
 #include "worker_impl.hpp"
 
 namespace ergon::runtime {
@@ -43,9 +45,31 @@ remote_queues& known() {
 std::string where(const queue_address& a) { return a.host + ":" + std::to_string(a.port); }
 
 std::string where(const remote_target& t) {
-  std::string out;
+  std::string out = t.owner_of.empty() ? "" : "the owner of " + t.owner_of;
   for (auto& a : t.addresses)
     out += (out.empty() ? "" : ", ") + where(a);
+  return out;
+}
+
+// The addresses the owner of `location` listens on, to try first.
+std::vector<queue_address> owner_addresses(const std::string& location, std::string& why) {
+  std::vector<queue_address> out;
+  auto found = find_owner(location);
+  if (!found) {
+    why = "looking the owner up: " + found.error().message();
+    return out;
+  }
+  if (!*found) {
+    why = "no process owns " + location + " now";
+    return out;
+  }
+  for (auto& l : (*found)->listeners) {
+    auto host = owner_address(**found, l);
+    if (host)
+      out.push_back({*host, l.port});
+    else
+      why = host.error().message();
+  }
   return out;
 }
 
@@ -168,7 +192,8 @@ void connected(remote_ptr self, queue_actor q, size_t at) {
     d.deliver(ok_atom::value);
   st.dialers.clear();
   st.backoff = st.target.retry_min;
-  st.start_at = at;
+  if (at < st.target.addresses.size())
+    st.start_at = at;
   st.remote = std::move(q);
   self->monitor(st.remote);
   answer_rejoining(self);
@@ -177,19 +202,34 @@ void connected(remote_ptr self, queue_actor q, size_t at) {
 // Tries the addresses in turn from `start` until one answers. A failure
 // that no other server changes (credentials, version) wins over
 // `unreachable`, which names each address.
+// The owner's own addresses (owner_of) come first; an answer from one of
+// them gives the index addresses.size().
 result<std::pair<transport::dialed, size_t>> dial_round(caf::actor_system& sys,
                                                          const remote_target& target,
                                                          size_t start, const credentials& creds) {
   auto n = target.addresses.size();
   std::optional<status> telling;
   std::string why;
+  if (!target.owner_of.empty()) {
+    auto found = owner_addresses(target.owner_of, why);
+    for (auto& a : found) {
+      auto dialed = transport::dial(sys, a.host, a.port, creds, target.dial_timeout);
+      if (dialed)
+        return std::make_pair(std::move(*dialed), n);
+      if (dialed.error().code() != error::unreachable && !telling)
+        telling = dialed.error();
+      why += (why.empty() ? "" : "; ") + dialed.error().message();
+    }
+    if (n == 0 && !telling && why.empty())
+      why = "the owner takes no connections";
+  }
   for (size_t k = 0; k < n; ++k) {
     auto i = (start + k) % n;
     auto& a = target.addresses[i];
     auto dialed = transport::dial(sys, a.host, a.port, creds, target.dial_timeout);
     if (dialed)
       return std::make_pair(std::move(*dialed), i);
-    if (n == 1)
+    if (n == 1 && target.owner_of.empty())
       return dialed.error();
     if (dialed.error().code() != error::unreachable && !telling)
       telling = dialed.error();
@@ -227,7 +267,9 @@ void try_connect(remote_ptr self) {
         auto expected = self->home_system().message_types<queue_actor>();
         auto& target = self->state.target;
         if (!ptr || !std::includes(ifs.begin(), ifs.end(), expected.begin(), expected.end())) {
-          attempt_failed(self, {error::closed, "the actor at " + where(target.addresses[at])
+          auto there = at < target.addresses.size() ? where(target.addresses[at])
+                                                    : "the owner of " + target.owner_of;
+          attempt_failed(self, {error::closed, "the actor at " + there
                                                  + " is not an ergon queue of this version"});
           return;
         }
@@ -250,7 +292,8 @@ void on_down(remote_ptr self, const caf::down_msg& down) {
   st.remote = queue_actor{};
   st.last_failure = {error::unreachable, "the connection dropped"};
   // Another server may own the queue now: it comes first next round.
-  st.start_at = (st.start_at + 1) % st.target.addresses.size();
+  if (!st.target.addresses.empty())
+    st.start_at = (st.start_at + 1) % st.target.addresses.size();
   auto in_flight = std::move(st.in_flight);
   st.in_flight.clear();
   for (auto& [id, fail] : in_flight)

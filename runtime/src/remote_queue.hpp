@@ -45,6 +45,8 @@ using remote_queue_actor = queue_actor::extend<caf::replies_to<rejoin_atom>::wit
 struct remote_target {
   /// Tried in turn each round (connect_options::addresses).
   std::vector<queue_address> addresses;
+  /// Asked first each round for the owner's addresses (connect_options::owner_of).
+  std::string owner_of;
   std::chrono::milliseconds dial_timeout{10'000};
   std::chrono::milliseconds retry_min{100};
   std::chrono::milliseconds retry_max{5'000};
