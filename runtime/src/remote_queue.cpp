@@ -208,28 +208,23 @@ result<std::pair<transport::dialed, size_t>> dial_round(caf::actor_system& sys,
                                                          const remote_target& target,
                                                          size_t start, const credentials& creds) {
   auto n = target.addresses.size();
-  std::optional<status> telling;
   std::string why;
+  // The addresses of this round, each with the index an answer gives.
+  std::vector<std::pair<queue_address, size_t>> round;
   if (!target.owner_of.empty()) {
-    auto found = owner_addresses(target.owner_of, why);
-    for (auto& a : found) {
-      auto dialed = transport::dial(sys, a.host, a.port, creds, target.dial_timeout);
-      if (dialed)
-        return std::make_pair(std::move(*dialed), n);
-      if (dialed.error().code() != error::unreachable && !telling)
-        telling = dialed.error();
-      why += (why.empty() ? "" : "; ") + dialed.error().message();
-    }
-    if (n == 0 && !telling && why.empty())
+    for (auto& a : owner_addresses(target.owner_of, why))
+      round.emplace_back(std::move(a), n);
+    if (round.empty() && n == 0 && why.empty())
       why = "the owner takes no connections";
   }
-  for (size_t k = 0; k < n; ++k) {
-    auto i = (start + k) % n;
-    auto& a = target.addresses[i];
+  for (size_t k = 0; k < n; ++k)
+    round.emplace_back(target.addresses[(start + k) % n], (start + k) % n);
+  std::optional<status> telling;
+  for (auto& [a, at] : round) {
     auto dialed = transport::dial(sys, a.host, a.port, creds, target.dial_timeout);
     if (dialed)
-      return std::make_pair(std::move(*dialed), i);
-    if (n == 1 && target.owner_of.empty())
+      return std::make_pair(std::move(*dialed), at);
+    if (round.size() == 1 && target.owner_of.empty())
       return dialed.error();
     if (dialed.error().code() != error::unreachable && !telling)
       telling = dialed.error();

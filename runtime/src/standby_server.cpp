@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "ergon/storage/pg_db.hpp"
@@ -38,9 +39,10 @@ const char* to_string(server_role r) noexcept {
 class standby_server::impl {
  public:
   impl(caf::actor_system& sys, std::string location, options opts, standby_options standby,
-       storage::pg_options reader, std::function<void(const role_change&)> on_change)
+       storage::pg_options reader_opts, std::unique_ptr<storage::pg_db> reader,
+       std::function<void(const role_change&)> on_change)
       : sys_(sys), location_(std::move(location)), opts_(std::move(opts)),
-        policy_(standby.poll), reader_opts_(std::move(reader)),
+        policy_(standby.poll), reader_opts_(std::move(reader_opts)), reader_(std::move(reader)),
         on_change_(std::move(on_change)) {
     http_ = opts_.http;
     opts_.http.reset();  // served here in both roles
@@ -189,10 +191,10 @@ class standby_server::impl {
   void run(runtime::standby_policy::step next) {
     while (!stopping()) {
       if (next.take_over) {
-        auto why = serve_as_owner();
-        if (why.code() == error::closed)
+        auto after = serve_as_owner();
+        if (!after)
           break;  // stopped, or a client closed the queue
-        next = why.ok() ? policy_.stepped_down() : policy_.takeover_failed(why);
+        next = *after;
         continue;
       }
       if (wait(next.wait))
@@ -202,10 +204,18 @@ class standby_server::impl {
     report(server_role::stopped, {error::closed, stop_reason_});
   }
 
-  // Takes the queue over and serves it until it closes. Returns why the
-  // takeover failed, ok once the queue closed by itself and this server
-  // stands by again, or closed when it is to stop.
-  status serve_as_owner() {
+  // Reopens the standby's pages once the queue's own endpoint is gone.
+  void reopen_page() {
+    if (!http_)
+      return;
+    if (auto st = serve_standby_page(); !st)
+      std::cerr << "ergon: serving the standby's HTTP page: " << st << '\n';
+  }
+
+  // Takes the queue over and serves it until it closes. Returns what the
+  // standby does next (the takeover failed, or the queue closed by itself),
+  // or nothing when it is to stop.
+  std::optional<runtime::standby_policy::step> serve_as_owner() {
     auto opts = opts_;
     {
       std::lock_guard<std::mutex> lock(mtx_);
@@ -216,11 +226,8 @@ class standby_server::impl {
     if (!q) {
       if (q.error().code() != error::busy)
         std::cerr << "ergon: taking " << location_ << " over: " << q.error() << '\n';
-      if (http_)
-        if (auto st = serve_standby_page(); !st)
-          std::cerr << "ergon: serving the standby's HTTP page: " << st << '\n';
-      return q.error().code() == error::closed ? status{error::io_error, q.error().message()}
-                                               : q.error();
+      reopen_page();
+      return policy_.takeover_failed(q.error());
     }
     if (opts_.listen && opts_.listen->port == 0)
       if (auto port = listening_port(*q))
@@ -231,19 +238,16 @@ class standby_server::impl {
     }
     report(server_role::owner, {}, *q);
     auto gone = serve_until_closed(*q);
-    if (http_)
-      if (auto st = serve_standby_page(); !st)
-        std::cerr << "ergon: serving the standby's HTTP page: " << st << '\n';
-    if (!gone) {
-      note_read(read_lease());  // the pages name the new owner at once
-      {
-        std::lock_guard<std::mutex> lock(mtx_);
-        ++page_.step_downs;
-      }
-      report(server_role::standby, gone);
-      return {};
+    reopen_page();
+    if (gone)
+      return std::nullopt;
+    note_read(read_lease());  // the pages name the new owner at once
+    {
+      std::lock_guard<std::mutex> lock(mtx_);
+      ++page_.step_downs;
     }
-    return {error::closed, ""};
+    report(server_role::standby, gone);
+    return policy_.stepped_down();
   }
 
   // Until `q` is down: its reason if the queue closed by itself, ok if a
@@ -352,11 +356,13 @@ result<standby_server> standby_server::start(caf::actor_system& sys, const std::
     return reader.error();
   reader->read_only = true;
   reader->dead_peer_after = opts.lease_time / 3;
-  // Wrong credentials or options fail now; a server that is down is waited for.
-  if (auto probe = storage::pg_db::open(*reader);
-      !probe && probe.error().code() != error::unreachable)
-    return probe.error();
+  // Wrong credentials or options fail now; a server that is down is waited
+  // for (the first read opens the session then).
+  auto session = storage::pg_db::open(*reader);
+  if (!session && session.error().code() != error::unreachable)
+    return session.error();
   auto p = std::make_shared<impl>(sys, location, std::move(opts), standby, std::move(*reader),
+                                  session ? std::move(*session) : nullptr,
                                   std::move(on_change));
   if (auto st = p->begin(); !st)
     return st;

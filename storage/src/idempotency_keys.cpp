@@ -3,6 +3,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "in_batch.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage::idempotency {
@@ -84,11 +85,6 @@ result<sorted> sort_out(db& d, const std::vector<job>& jobs, int64_t now_ms) {
   out.known_id.resize(jobs.size());
   out.same_as.assign(jobs.size(), 0);
   out.fingerprints.assign(jobs.size(), 0);
-  auto where = [&](size_t i) {
-    return jobs.size() == 1 ? std::string{}
-                            : "job " + std::to_string(i) + " of " + std::to_string(jobs.size())
-                                + " in the batch: ";
-  };
   std::unordered_map<std::string, size_t> first;  // key -> its first job in the batch
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (!jobs[i].idempotency_key)
@@ -99,10 +95,11 @@ result<sorted> sort_out(db& d, const std::vector<job>& jobs, int64_t now_ms) {
     if (!inserted) {
       auto earlier = at->second;
       if (out.fingerprints[earlier] != out.fingerprints[i])
-        return status{error::invalid_argument,
-                      where(i) + "idempotency key '" + key + "' is also job "
-                        + std::to_string(earlier) + "'s, which differs from it",
-                      "idempotency_key"};
+        return in_batch({error::invalid_argument,
+                         "idempotency key '" + key + "' is also job " + std::to_string(earlier)
+                           + "'s, which differs from it",
+                         "idempotency_key"},
+                        i, jobs.size());
       out.what[i] = sorted::kind::same_as;
       out.same_as[i] = earlier;
       continue;
@@ -122,10 +119,11 @@ result<sorted> sort_out(db& d, const std::vector<job>& jobs, int64_t now_ms) {
     auto stored = q.column_int(1);
     q.reset();
     if (stored != out.fingerprints[i])
-      return status{error::already_exists,
-                    where(i) + "idempotency key '" + key + "' was taken by job " + id.to_string()
-                      + ", which differs from this one",
-                    "idempotency_key"};
+      return in_batch({error::already_exists,
+                       "idempotency key '" + key + "' was taken by job " + id.to_string()
+                         + ", which differs from this one",
+                       "idempotency_key"},
+                      i, jobs.size());
     out.what[i] = sorted::kind::known;
     out.known_id[i] = id;
   }

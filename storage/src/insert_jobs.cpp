@@ -6,6 +6,7 @@
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/pg_db.hpp"
 #include "idempotency_keys.hpp"
+#include "in_batch.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -74,15 +75,6 @@ status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_
     out.add(int64_t{0});  // pending
     out.add(recurring);   // unfinished_instance_of
   });
-}
-
-// Prefixes a failure with the job's position in a batch.
-status in_batch(status st, size_t index, size_t size) {
-  if (size == 1)
-    return st;
-  return {st.code(), "job " + std::to_string(index) + " of " + std::to_string(size)
-                       + " in the batch: " + st.message(),
-          st.field()};
 }
 
 status key_taken(const std::string& key, const std::string& holder) {

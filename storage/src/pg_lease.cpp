@@ -22,10 +22,6 @@ constexpr const char* take_over =
   "WHERE s.pid = l.backend_pid AND (s.backend_start IS NULL OR s.backend_start = l.backend_start)) "
   "RETURNING epoch";
 
-constexpr const char* read_holder =
-  "SELECT host, pid, epoch, "
-  "CAST(floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000) AS bigint) FROM lease";
-
 // Also names the session again: the keeper's connection may have been
 // reset, and a dead session's pid would let anyone take over.
 constexpr const char* extend =
@@ -74,18 +70,15 @@ std::string host_name() {
 }
 
 status held_by_another(pg_db& d) {
-  auto s = d.prepare(read_holder);
-  if (!s)
-    return s.error();
-  auto& q = **s;
-  if (!q.step())
-    return q.step_status() ? status{error::busy, d.location() + ": the queue's lease is taken"}
-                           : q.step_status();
-  auto text = d.location() + " is owned by pid " + std::to_string(q.column_int(1)) + " on "
-              + q.column_text(0) + " (lease epoch " + std::to_string(q.column_int(2))
-              + ", ending in " + std::to_string(q.column_int(3)) + " ms)";
-  q.reset();
-  return {error::busy, std::move(text)};
+  auto lease = pg_lease::read(d);
+  if (!lease)
+    return lease.error();
+  if (!*lease)
+    return {error::busy, d.location() + ": the queue's lease is taken"};
+  auto& v = **lease;
+  return {error::busy, d.location() + " is owned by pid " + std::to_string(v.pid) + " on "
+                         + v.host + " (lease epoch " + std::to_string(v.epoch) + ", ending in "
+                         + std::to_string(v.ms_left) + " ms)"};
 }
 
 }  // namespace
