@@ -114,6 +114,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::preempted: return "preempted";
     case event_kind::yielded: return "yielded";
     case event_kind::resumed: return "resumed";
+    case event_kind::inbox_refused: return "inbox_refused";
   }
   return "unknown";
 }

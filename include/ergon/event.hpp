@@ -74,6 +74,12 @@ enum class event_kind : uint8_t {
   yielded,
   /// A yielded job is ready again: the work that preempted it ended.
   resumed,
+  /// The owner refused a job that a PostgreSQL transaction enqueued
+  /// (pg.hpp): `inbox_entry` names the entry, `type` is the job's type,
+  /// and `message` says why ("invalid_argument: ..." naming the field,
+  /// "already_exists: ..." naming the unique key's holder). The refusal is
+  /// also recorded on the entry's row (pg::find_entry). No job is named.
+  inbox_refused,
 };
 
 const char* to_string(event_kind k) noexcept;
@@ -124,6 +130,8 @@ struct event {
   int64_t jobs_deleted = 0;
   int64_t results_dropped = 0;
   int64_t keys_expired = 0;
+  /// For inbox_refused: the inbox entry (pg::submit's answer).
+  int64_t inbox_entry = 0;
 };
 
 }  // namespace ergon

@@ -172,6 +172,14 @@ struct options {
   /// Between 1 s and 30 days (invalid_argument "idempotency_window").
   std::chrono::milliseconds idempotency_window{86'400'000};
 
+  /// PostgreSQL: how often the owner looks in the inbox (pg.hpp) without
+  /// being told. A transaction's commit tells it at once (NOTIFY); this
+  /// sweep covers a notification that was lost with its listening
+  /// session. Each sweep also deletes entries taken in longer ago than
+  /// `idempotency_window`. Between 10 ms and 1 h (invalid_argument
+  /// "inbox_sweep"). Unused on SQLite.
+  std::chrono::milliseconds inbox_sweep{1'000};
+
   /// synchronous=FULL: an acknowledged job survives power loss, not just a
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).
   bool synchronous_full = false;

@@ -1,6 +1,7 @@
 #include "bootstrap.hpp"
 
 #include <iostream>
+#include <optional>
 
 #include <caf/io/middleman.hpp>
 #include <caf/actor_cast.hpp>
@@ -49,6 +50,8 @@ status seed_counters(storage::db& d, actors::job_counters& counters) {
 struct owned_storage {
   std::shared_ptr<storage::db> write_db;
   read_pool::opener reads;
+  /// PostgreSQL: where the inbox's listening session connects.
+  std::optional<storage::pg_options> pg;
 };
 
 // SQLite: the owner holds a flock on the file's lock file.
@@ -73,7 +76,7 @@ result<owned_storage> own_sqlite(queue_impl& p, const std::string& path, const o
   if (!opts.checkpoint_in_commits && !storage::names_private_database(path))
     if (auto st = sqlite.checkpoint_apart(db_opts); !st)
       std::cerr << "ergon: " << path << ": checkpoints stay within commits: " << st << '\n';
-  return owned_storage{std::move(write_db), read_pool::sqlite_reader(path, db_opts)};
+  return owned_storage{std::move(write_db), read_pool::sqlite_reader(path, db_opts), {}};
 }
 
 // PostgreSQL: the owner holds the schema's lease, and its writer is fenced
@@ -125,7 +128,7 @@ result<owned_storage> own_postgres(queue_impl& p, const std::string& uri, const 
                                            [&p](const status& why) { p.close_for(why); },
                                            interrupt_writer);
   writer.fence(epoch, [&p](const status& why) { p.close_for(why); });
-  return owned_storage{std::move(write_db), read_pool::postgres_reader(*pg_opts)};
+  return owned_storage{std::move(write_db), read_pool::postgres_reader(*pg_opts), *pg_opts};
 }
 
 // `path` and `opts` are valid.
@@ -164,6 +167,16 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   p->events = actors::spawn_event_bus(sys, p->subs);
   p->sweeper = actors::spawn_retention_sweeper(
     sys, {opts.retention, p->clk, p->writer, p->events, p->subs});
+  if (owned->pg) {
+    actors::inbox_drain_config icfg;
+    icfg.clock = p->clk;
+    icfg.writer = p->writer;
+    icfg.pg = *owned->pg;
+    icfg.sweep_every = opts.inbox_sweep;
+    icfg.events = p->events;
+    icfg.subs = p->subs;
+    p->inbox = actors::spawn_inbox_drain(sys, std::move(icfg));
+  }
   actors::dispatcher_config dcfg;
   dcfg.clock = p->clk;
   dcfg.writer = p->writer;

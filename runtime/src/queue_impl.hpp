@@ -20,6 +20,7 @@
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
+#include "ergon/actors/inbox_drain.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/retention_sweeper.hpp"
 #include "ergon/queue.hpp"
@@ -40,6 +41,7 @@ struct queue::impl {
   caf::actor_system* sys = nullptr;
   actors::db_writer_actor writer;
   caf::actor sweeper;  // retention_sweeper.hpp
+  caf::actor inbox;    // inbox_drain.hpp, on PostgreSQL
   actors::dispatcher_actor dispatcher;
   caf::actor events;
   std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();

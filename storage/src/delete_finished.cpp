@@ -35,6 +35,11 @@ constexpr const char* delete_expired_keys =
   "DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM idempotency_keys "
   "WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)";
 
+// PostgreSQL only (pg_schema.cpp, version 5).
+constexpr const char* forget_taken =
+  "DELETE FROM inbox WHERE id IN (SELECT id FROM inbox WHERE taken_at IS NOT NULL "
+  "AND taken_at < ?1 ORDER BY taken_at LIMIT ?2)";
+
 }  // namespace
 
 result<delete_finished_result> delete_finished(db& d, const delete_finished_args& args) {
@@ -123,6 +128,12 @@ result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit) {
 
 result<int64_t> expire_idempotency_keys(db& d, int64_t now_ms, size_t limit) {
   return delete_due(d, delete_expired_keys, now_ms, limit);
+}
+
+result<int64_t> forget_inbox_entries(db& d, int64_t before_ms, size_t limit) {
+  if (d.engine() != engine::postgres)
+    return int64_t{0};
+  return delete_due(d, forget_taken, before_ms, limit);
 }
 
 }  // namespace ergon::storage

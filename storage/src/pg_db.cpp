@@ -111,6 +111,14 @@ bool plain_identifier(std::string_view s) {
 
 }  // namespace
 
+status check_schema_name(std::string_view schema) {
+  if (plain_identifier(schema))
+    return {};
+  return invalid_field("schema", "'" + std::string{schema}
+                                   + "' is not a plain lowercase SQL identifier (a-z, 0-9, _; "
+                                     "at most 63 bytes)");
+}
+
 error error_from_sqlstate(std::string_view s) noexcept {
   if (s.size() != 5)
     return error::unreachable;  // no SQLSTATE: the connection is gone
@@ -158,10 +166,8 @@ result<pg_options> parse_pg_uri(const std::string& uri) {
     auto part = uri.substr(at, amp - at);
     if (part.rfind("schema=", 0) == 0) {
       out.schema = part.substr(7);
-      if (!plain_identifier(out.schema))
-        return invalid_field("schema", "'" + out.schema
-                                         + "' is not a plain lowercase SQL identifier "
-                                           "(a-z, 0-9, _; at most 63 bytes)");
+      if (auto st = check_schema_name(out.schema); !st)
+        return st;
     } else if (!part.empty()) {
       kept += (kept.empty() ? "" : "&") + part;
     }
@@ -605,9 +611,8 @@ void pg_db::keep_socket() noexcept {
 }
 
 result<std::unique_ptr<pg_db>> pg_db::open(const pg_options& opts) {
-  if (!plain_identifier(opts.schema))
-    return invalid_field("schema", "'" + opts.schema
-                                     + "' is not a plain lowercase SQL identifier");
+  if (auto st = check_schema_name(opts.schema); !st)
+    return st;
   // The session's own options keep the user's, then name the schema.
   std::string options;
   std::vector<std::string> own_keys;  // what the connection string sets

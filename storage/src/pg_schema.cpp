@@ -168,7 +168,84 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 )sql";
 
-constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4};
+// Version 5: the inbox, where any PostgreSQL transaction enqueues jobs
+// (include/ergon/pg.hpp). Entries are columns, not packed bytes, so SQL of
+// any language can write and read them; NULL is the job field's default.
+// The owner's writer takes committed entries in, in its own fenced
+// transactions, and records each entry's job or refusal on its row. A
+// sequence's values commit out of order, so the writer takes whatever is
+// not taken rather than what lies past a mark. submit() is SECURITY
+// DEFINER: a role needs EXECUTE on it alone, not rights on the tables.
+// {schema} is the queue's schema, a checked plain identifier.
+constexpr const char* migration_5 = R"sql(
+CREATE TABLE inbox (
+  id                     bigserial PRIMARY KEY,
+  type                   text COLLATE "C" NOT NULL,
+  payload                bytea   NOT NULL DEFAULT '\x',
+  name                   text COLLATE "C",
+  group_key              text COLLATE "C",
+  priority               bigint,
+  weight                 bigint,
+  run_at                 bigint,
+  delay_ms               bigint,
+  ttl_ms                 bigint,
+  max_retries            bigint,
+  backoff_initial_ms     bigint,
+  backoff_multiplier     double precision,
+  backoff_randomization  double precision,
+  timeout_ms             bigint,
+  heartbeat_increment_ms bigint,
+  unique_key             text COLLATE "C",
+  on_duplicate           text COLLATE "C",
+  unique_hold_ms         bigint,
+  result_ttl_ms          bigint,
+  idempotency_key        text COLLATE "C",
+  io_read_bytes          bigint,
+  io_write_bytes         bigint,
+  submitted_at           timestamptz NOT NULL DEFAULT clock_timestamp(),
+  taken_at               bigint,
+  job                    uuid,
+  refused_code           text COLLATE "C",
+  refused_field          text COLLATE "C",
+  refused_message        text COLLATE "C"
+);
+CREATE INDEX inbox_waiting ON inbox (id) WHERE taken_at IS NULL;
+CREATE INDEX inbox_by_taken_at ON inbox (taken_at) WHERE taken_at IS NOT NULL;
+CREATE FUNCTION submit(
+  type text, payload bytea DEFAULT '\x', name text DEFAULT NULL, "group" text DEFAULT NULL,
+  priority bigint DEFAULT NULL, weight bigint DEFAULT NULL, run_at_ms bigint DEFAULT NULL,
+  delay_ms bigint DEFAULT NULL, ttl_ms bigint DEFAULT NULL, max_retries bigint DEFAULT NULL,
+  backoff_initial_ms bigint DEFAULT NULL, backoff_multiplier double precision DEFAULT NULL,
+  backoff_randomization double precision DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
+  heartbeat_increment_ms bigint DEFAULT NULL, unique_key text DEFAULT NULL,
+  on_duplicate text DEFAULT NULL, unique_hold_ms bigint DEFAULT NULL,
+  result_ttl_ms bigint DEFAULT NULL, idempotency_key text DEFAULT NULL,
+  io_read_bytes bigint DEFAULT NULL, io_write_bytes bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  entry bigint;
+BEGIN
+  INSERT INTO {schema}.inbox (type, payload, name, group_key, priority, weight, run_at,
+    delay_ms, ttl_ms, max_retries, backoff_initial_ms, backoff_multiplier,
+    backoff_randomization, timeout_ms, heartbeat_increment_ms, unique_key, on_duplicate,
+    unique_hold_ms, result_ttl_ms, idempotency_key, io_read_bytes, io_write_bytes)
+  VALUES (submit.type, coalesce(submit.payload, '\x'), submit.name, submit."group",
+    submit.priority, submit.weight, submit.run_at_ms, submit.delay_ms, submit.ttl_ms,
+    submit.max_retries, submit.backoff_initial_ms, submit.backoff_multiplier,
+    submit.backoff_randomization, submit.timeout_ms, submit.heartbeat_increment_ms,
+    submit.unique_key, submit.on_duplicate, submit.unique_hold_ms, submit.result_ttl_ms,
+    submit.idempotency_key, submit.io_read_bytes, submit.io_write_bytes)
+  RETURNING id INTO entry;
+  -- Delivered at commit, and not at all on rollback.
+  PERFORM pg_notify('ergon_inbox', '{schema}');
+  RETURN entry;
+END
+$fn$;
+REVOKE ALL ON FUNCTION submit FROM PUBLIC;
+)sql";
+
+constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                      migration_5};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =
@@ -183,6 +260,14 @@ constexpr const char* find_schema = "SELECT 1 FROM pg_namespace WHERE nspname = 
 // One migrating process at a time, whatever else runs.
 constexpr const char* lock_migrations =
   "SELECT pg_advisory_xact_lock(hashtext('ergon migrate ' || current_setting('search_path')))";
+
+// `sql` with each {schema} replaced by `schema`.
+std::string with_schema(std::string sql, const std::string& schema) {
+  constexpr std::string_view mark = "{schema}";
+  for (auto at = sql.find(mark); at != std::string::npos; at = sql.find(mark, at))
+    sql.replace(at, mark.size(), schema);
+  return sql;
+}
 
 template <class Body>
 status run_in_tx(pg_db& d, Body&& body) {
@@ -293,7 +378,7 @@ status migrate_postgres(pg_db& d, int target) {
                                 + " is newer than this ergon build supports ("
                                 + std::to_string(migration_count) + ")"};
     for (auto v = version; v < std::min<int64_t>(target, migration_count); ++v) {
-      if (auto st = d.exec(migrations[v]); !st)
+      if (auto st = d.exec(with_schema(migrations[v], schema).c_str()); !st)
         return st;
       auto set = d.prepare(set_version);
       if (!set)

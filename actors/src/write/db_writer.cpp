@@ -150,6 +150,7 @@ class writer {
         on_delete_finished(c);
       },
       [&](sweep_step& s) { on_sweep(self, s); },
+      [&](drain_step& s) { on_drain(self, s); },
       [&](put_recurring_call& c) {
         answer_requester(self, c.reply);
         on_put_recurring(c);
@@ -454,6 +455,38 @@ class writer {
       if (!commit)
         reply = sweep_reply{commit};
       rp.deliver(reply);
+    });
+  }
+
+  void on_drain(caf::blocking_actor* self, const drain_step& step) {
+    auto rp = self->make_response_promise();
+    auto now = cfg_.clock->now_ms();
+    storage::drain_inbox_args args{step.limit, cfg_.max_payload_bytes, cfg_.id_tag, next_row_,
+                                   cfg_.idempotency_window_ms};
+    if (step.forget)
+      args.forget_taken_before = std::max<int64_t>(1, now - cfg_.idempotency_window_ms);
+    drain_reply reply;
+    auto r = in_request<storage::drain_inbox_result>(
+      [&] { return storage::drain_inbox(*cfg_.db, args, now); },
+      [&](storage::drain_inbox_result& done) {
+        rows_in_batch_ += done.taken;
+        auto& added = done.inserted.added;
+        if (!added.empty())
+          next_row_ = added.back().row + 1;
+        for (auto& k : added)
+          add_pending(std::move(k));
+        for (auto& k : done.inserted.replaced)
+          cancelled(std::move(k));
+        reply.taken = done.taken;
+        reply.more = done.more;
+        reply.forgotten = done.forgotten;
+        reply.refused = std::move(done.refused);
+      });
+    reply.outcome = r.error();
+    after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
+      if (!commit)
+        reply = drain_reply{commit, 0, false, 0, {}};
+      rp.deliver(std::move(reply));
     });
   }
 

@@ -36,6 +36,7 @@
 #include "ergon/storage/op/cancel_pending.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
+#include "ergon/storage/op/drain_inbox.hpp"
 #include "ergon/storage/op/put_recurring.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
 #include "ergon/storage/op/sweep_finished.hpp"
@@ -85,6 +86,24 @@ struct sweep_reply {
   /// How long the step ran in the writer, in microseconds (real time).
   int64_t busy_us = 0;
 };
+/// One step of the inbox's drain (inbox_drain.hpp): takes in up to `limit`
+/// entries, answered (by response promise) with a drain_reply once
+/// committed.
+struct drain_step {
+  size_t limit = 500;
+  /// Also deletes up to `limit` entries taken in longer ago than
+  /// options::idempotency_window.
+  bool forget = false;
+};
+
+struct drain_reply {
+  status outcome;
+  size_t taken = 0;
+  bool more = false;  ///< more entries may wait
+  int64_t forgotten = 0;
+  std::vector<storage::inbox_refusal> refused;
+};
+
 /// Answered with the recurring job's unfinished instance.
 using put_recurring_call = local_call<storage::put_recurring_args, result<job_id>>;
 using delete_recurring_call = local_call<storage::delete_recurring_args, status>;
@@ -149,7 +168,8 @@ using db_writer_actor = worker_writer_actor::extend<
   call_signature<cancel_job_call>, call_signature<retry_failed_call>,
   call_signature<delete_finished_call>, call_signature<put_recurring_call>,
   call_signature<delete_recurring_call>, call_signature<close_call>,
-  caf::replies_to<sweep_step>::with<sweep_reply>, caf::reacts_to<worker_batch>,
+  caf::replies_to<sweep_step>::with<sweep_reply>,
+  caf::replies_to<drain_step>::with<drain_reply>, caf::reacts_to<worker_batch>,
   caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
   caf::reacts_to<lose_batch>, caf::reacts_to<hold_batch>, caf::reacts_to<listen_to>,
   caf::reacts_to<after_writes>>;
@@ -213,5 +233,9 @@ template <>
 struct allowed_unsafe_message_type<ergon::storage::delete_finished_result> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::sweep_reply> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::drain_step> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::drain_reply> : std::true_type {};
 
 }  // namespace caf

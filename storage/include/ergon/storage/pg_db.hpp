@@ -54,6 +54,11 @@ struct pg_options {
 /// plain identifier) or "db" (not a postgresql:// or postgres:// URI).
 result<pg_options> parse_pg_uri(const std::string& uri);
 
+/// Ok if `schema` is a plain lowercase SQL identifier (a-z, 0-9, '_', not
+/// starting with a digit, at most 63 bytes), which needs no quoting;
+/// otherwise invalid_argument naming "schema".
+status check_schema_name(std::string_view schema);
+
 /// Whether `location` names a PostgreSQL server rather than a SQLite file.
 bool names_postgres(std::string_view location) noexcept;
 

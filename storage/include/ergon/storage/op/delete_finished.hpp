@@ -1,6 +1,7 @@
-// delete_finished, first_row_submitted_at_or_after, drop_expired_results and
-// expire_idempotency_keys: deleting finished jobs, expired results and keys
-// past their window (storage/src/delete_finished.cpp).
+// delete_finished, first_row_submitted_at_or_after, drop_expired_results,
+// expire_idempotency_keys and forget_inbox_entries: deleting finished jobs,
+// expired results, and keys and inbox entries past their window
+// (storage/src/delete_finished.cpp).
 #pragma once
 
 #include <cstddef>
@@ -58,5 +59,10 @@ result<int64_t> drop_expired_results(db& d, int64_t now_ms, size_t limit);
 /// oldest first, and returns how many. A key past its window already
 /// counts as free; this only gives the space back.
 result<int64_t> expire_idempotency_keys(db& d, int64_t now_ms, size_t limit);
+
+/// PostgreSQL: deletes up to `limit` inbox entries taken in (or refused)
+/// before `before_ms`, oldest first, and returns how many (drain_inbox
+/// calls it). On SQLite, which has no inbox, it deletes nothing.
+result<int64_t> forget_inbox_entries(db& d, int64_t before_ms, size_t limit);
 
 }  // namespace ergon::storage

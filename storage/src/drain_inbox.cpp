@@ -1,0 +1,236 @@
+#include "ergon/storage/op/drain_inbox.hpp"
+
+#include <limits>
+#include <optional>
+
+#include "ergon/storage/op/delete_finished.hpp"
+#include "ergon/storage/op/savepoint.hpp"
+#include "ergon/storage/pg_db.hpp"
+#include "job_rows.hpp"
+
+namespace ergon::storage {
+namespace {
+
+// PostgreSQL only: SQLite has no inbox (pg_schema.cpp, version 5).
+constexpr const char* select_waiting =
+  "SELECT id, type, payload, name, group_key, priority, weight, run_at, delay_ms, ttl_ms, "
+  "max_retries, backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "
+  "heartbeat_increment_ms, unique_key, on_duplicate, unique_hold_ms, result_ttl_ms, "
+  "idempotency_key, io_read_bytes, io_write_bytes "
+  "FROM inbox WHERE taken_at IS NULL ORDER BY id LIMIT ?1";
+
+constexpr const char* mark_taken =
+  "UPDATE inbox AS e SET taken_at = ?1, job = CAST(encode(t.job, 'hex') AS uuid) "
+  "FROM unnest(CAST(?2 AS bigint[]), CAST(?3 AS bytea[])) AS t(id, job) WHERE e.id = t.id";
+
+constexpr const char* mark_refused =
+  "UPDATE inbox SET taken_at = ?1, refused_code = ?2, refused_field = ?3, "
+  "refused_message = ?4 WHERE id = ?5";
+
+// An entry and its job, or why its columns make no job.
+struct entry {
+  int64_t id = 0;
+  job j;
+  status fault;  // the first column that makes no job field
+};
+
+// A bigint column for an int32 field: out of range is the field's fault.
+std::optional<int32_t> narrow(const stmt& q, int col, const char* field, status& fault) {
+  auto v = q.column_opt_int(col);
+  if (!v)
+    return std::nullopt;
+  if (*v < std::numeric_limits<int32_t>::min() || *v > std::numeric_limits<int32_t>::max()) {
+    if (fault.ok())
+      fault = invalid_field(field, "is " + std::to_string(*v) + ", out of the range of a 32-bit "
+                                   "integer");
+    return std::nullopt;
+  }
+  return static_cast<int32_t>(*v);
+}
+
+// The job in the row at `q`; NULL columns keep job's defaults.
+entry read_entry(const stmt& q) {
+  entry e;
+  e.id = q.column_int(0);
+  auto& j = e.j;
+  j.type = q.column_text(1);
+  j.payload = q.column_blob(2);
+  j.name = q.column_opt_text(3);
+  j.group = q.column_opt_text(4);
+  auto& fault = e.fault;
+  if (auto v = narrow(q, 5, "priority", fault))
+    j.priority = *v;
+  if (auto v = narrow(q, 6, "weight", fault))
+    j.weight = *v;
+  j.run_at_ms = q.column_opt_int(7);
+  if (auto v = q.column_opt_int(8))
+    j.delay_ms = *v;
+  j.ttl_ms = q.column_opt_int(9);
+  if (auto v = narrow(q, 10, "max_retries", fault))
+    j.max_retries = *v;
+  if (auto v = q.column_opt_int(11))
+    j.backoff.initial_ms = *v;
+  if (!q.column_is_null(12))
+    j.backoff.multiplier = q.column_double(12);
+  if (!q.column_is_null(13))
+    j.backoff.randomization = q.column_double(13);
+  if (auto v = q.column_opt_int(14))
+    j.timeout_ms = *v;
+  if (auto v = q.column_opt_int(15))
+    j.heartbeat_increment_ms = *v;
+  j.unique_key = q.column_opt_text(16);
+  if (auto policy = q.column_opt_text(17)) {
+    if (*policy == "skip")
+      j.on_duplicate = unique_policy::skip;
+    else if (*policy == "replace")
+      j.on_duplicate = unique_policy::replace;
+    else if (*policy == "reject")
+      j.on_duplicate = unique_policy::reject;
+    else if (fault.ok())
+      fault = invalid_field("on_duplicate", "is '" + *policy + "': skip, replace or reject");
+  }
+  if (auto v = q.column_opt_int(18))
+    j.unique_hold_ms = *v;
+  j.result_ttl_ms = q.column_opt_int(19);
+  j.idempotency_key = q.column_opt_text(20);
+  auto read = q.column_opt_int(21);
+  auto write = q.column_opt_int(22);
+  if (read || write)
+    j.expected_io = io_estimate{read.value_or(0), write.value_or(0)};
+  return e;
+}
+
+// What the entry's submitter got wrong, rather than the queue.
+bool refuses_entry(error code) {
+  return code == error::invalid_argument || code == error::already_exists
+         || code == error::job_running;
+}
+
+// Inserts `batch` (pointers into the entries) in a savepoint of its own.
+// A refusal rolls it back and is returned as a value; any other error is
+// the call's.
+result<result<insert_jobs_result>> insert_apart(db& d, const std::vector<entry*>& batch,
+                                                insert_jobs_args args, int64_t now_ms) {
+  for (auto* e : batch)
+    args.jobs.push_back(e->j);
+  savepoint sp{d};
+  if (!sp.begin_status())
+    return sp.begin_status();
+  auto r = insert_jobs(d, args, now_ms);
+  if (!r) {
+    if (!refuses_entry(r.error().code()))
+      return r.error();
+    return result<insert_jobs_result>{r.error()};  // the savepoint rolls back
+  }
+  if (auto st = sp.release(); !st)
+    return st;
+  return result<insert_jobs_result>{std::move(*r)};
+}
+
+status record_refusal(db& d, int64_t entry_id, const status& why, int64_t now_ms) {
+  auto s = d.prepare(mark_refused);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, now_ms);
+  q.bind_text(2, to_string(why.code()));
+  if (why.field().empty())
+    q.bind_null(3);
+  else
+    q.bind_text(3, why.field());
+  q.bind_text(4, why.message());
+  q.bind(5, entry_id);
+  return d.run(q);
+}
+
+}  // namespace
+
+result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int64_t now_ms) {
+  drain_inbox_result out;
+  if (d.engine() != engine::postgres || args.limit == 0)
+    return out;
+  std::vector<entry> entries;
+  {
+    auto s = d.prepare(select_waiting);
+    if (!s)
+      return s.error();
+    auto& q = **s;
+    q.bind(1, static_cast<int64_t>(args.limit));
+    while (q.step())
+      entries.push_back(read_entry(q));
+    if (!q.step_status())
+      return q.step_status();
+    q.reset();
+  }
+  out.taken = entries.size();
+  out.more = entries.size() == args.limit;
+  std::vector<entry*> good;
+  for (auto& e : entries) {
+    if (e.fault.ok())
+      good.push_back(&e);
+    else
+      out.refused.push_back({e.id, e.j.type, e.fault});
+  }
+  insert_jobs_args base{{}, args.max_payload_bytes, args.id_tag, args.next_row,
+                        args.idempotency_window_ms};
+  std::vector<int64_t> taken_ids;
+  std::vector<job_id> job_ids;
+  auto took = [&](const std::vector<entry*>& batch, insert_jobs_result& r) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      taken_ids.push_back(batch[i]->id);
+      job_ids.push_back(r.ids[i]);
+    }
+    if (!r.added.empty())
+      base.next_row = r.added.back().row + 1;
+    for (auto& k : r.added)
+      out.inserted.added.push_back(std::move(k));
+    for (auto& k : r.replaced)
+      out.inserted.replaced.push_back(std::move(k));
+  };
+  // All at once, as one submit; if one is refused, one by one, so that
+  // only that one is.
+  if (!good.empty()) {
+    auto all = insert_apart(d, good, base, now_ms);
+    if (!all)
+      return all.error();
+    if (*all) {
+      took(good, **all);
+    } else {
+      for (auto* e : good) {
+        auto one = insert_apart(d, {e}, base, now_ms);
+        if (!one)
+          return one.error();
+        if (*one)
+          took({e}, **one);
+        else
+          out.refused.push_back({e->id, e->j.type, one->error()});
+      }
+    }
+  }
+  if (!taken_ids.empty()) {
+    std::vector<std::optional<std::string_view>> ids;
+    for (auto& id : job_ids)
+      ids.push_back(rows::id_bytes(id));
+    auto s = d.prepare(mark_taken);
+    if (!s)
+      return s.error();
+    auto& q = static_cast<pg_stmt&>(**s);
+    q.bind(1, now_ms);
+    q.bind_ints(2, taken_ids);
+    q.bind_blobs(3, ids);
+    if (auto st = d.run(q); !st)
+      return st;
+  }
+  for (auto& r : out.refused)
+    if (auto st = record_refusal(d, r.entry, r.why, now_ms); !st)
+      return st;
+  if (args.forget_taken_before > 0) {
+    auto gone = forget_inbox_entries(d, args.forget_taken_before, args.limit);
+    if (!gone)
+      return gone.error();
+    out.forgotten = *gone;
+  }
+  return out;
+}
+
+}  // namespace ergon::storage
