@@ -2,16 +2,19 @@
 // queue::open takes on a file holding many finished jobs.
 //
 //   ergon-bench-run [--json] [drain] [latency] [scale] [open] [sweeping]
+//                   [inbox (with --db postgresql://...)]
 //                   [--scale-sizes 10000,100000,1000000] [--open-sizes 10000,100000,1000000]
 #include <atomic>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "bench_common.hpp"
 #include "ergon/job_builder.hpp"
+#include "ergon/pg.hpp"
 #include "ergon/queue.hpp"
 
 using namespace ergon;
@@ -150,10 +153,43 @@ line drain_history(size_t history, bool sweeping, const std::string& name) {
           cpu.per_job(jobs_n) + " history_left=" + std::to_string(left)};
 }
 
-line latency(size_t backlog, const std::string& name) {
+// PostgreSQL only: jobs that an application's transactions enqueue
+// (ergon/pg.hpp), on a connection of the benchmark's own.
+struct app_session {
+  PGconn* conn;
+  pg::inbox_options inbox;
+
+  explicit app_session(const std::string& location)
+      : conn(PQconnectdb(postgres_base().c_str())) {
+    if (PQstatus(conn) != CONNECTION_OK) {
+      std::cerr << "connect failed: " << PQerrorMessage(conn);
+      std::exit(1);
+    }
+    inbox.schema = location.substr(location.find("schema=") + 7);
+  }
+  ~app_session() { PQfinish(conn); }
+
+  void exec(const char* sql) {
+    PGresult* r = PQexec(conn, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      std::cerr << sql << ": " << PQresultErrorMessage(r);
+      std::exit(1);
+    }
+    PQclear(r);
+  }
+};
+
+// W3: one job every 2 ms, timed from before its submit to its start. With
+// `through_inbox` (PostgreSQL only), each is a lone pg::submit on an
+// application's connection, which commits at once.
+line latency(size_t backlog, const std::string& name, bool through_inbox = false) {
   constexpr int jobs_n = 1'000;
   temp_dir dir{name};
+  auto location = dir.location("run.db");
   auto q = open_queue(dir);
+  std::optional<app_session> app;
+  if (through_inbox)
+    app.emplace(location);
   add_backlog(q, backlog);
   std::vector<double> samples(jobs_n, 0.0);
   std::atomic<int> seen{0};
@@ -177,7 +213,10 @@ line latency(size_t backlog, const std::string& name) {
     next += 2ms;
     auto sent = steady::now().time_since_epoch().count();
     auto j = *job_builder("bench").payload(std::to_string(sent) + ":" + std::to_string(i)).build();
-    check(q.submit(std::move(j)).error(), "submit");
+    if (app)
+      check(pg::submit(app->conn, j, app->inbox).error(), "pg::submit");
+    else
+      check(q.submit(std::move(j)).error(), "submit");
   }
   while (seen < jobs_n)
     std::this_thread::sleep_for(1ms);
@@ -185,6 +224,32 @@ line latency(size_t backlog, const std::string& name) {
   auto p50 = percentile(samples, 50);
   auto p99 = percentile(samples, 99);
   return {name, rate, p50, p99, peak_rss_mb(), cpu.per_job(jobs_n)};
+}
+
+// W2 through the inbox: 20,000 jobs enqueued in one application
+// transaction; jobs_per_s is from its COMMIT to the last job's success
+// (taking them in, dispatching and running them).
+line inbox_drain(const std::string& name) {
+  constexpr int jobs_n = 20'000;
+  temp_dir dir{name};
+  auto location = dir.location("run.db");
+  auto q = open_queue(dir);
+  app_session app{location};
+  worker_options w;
+  w.max_concurrency = 16;
+  w.prefetch = 16;
+  w.runners["bench"] = [](job_context&) {};
+  auto wk = q.start_worker(std::move(w));
+  check(wk.error(), "start_worker");
+  auto j = *job_builder("bench").payload(payload_100()).build();
+  app.exec("BEGIN");
+  for (int i = 0; i < jobs_n; ++i)
+    check(pg::submit(app.conn, j, app.inbox).error(), "pg::submit");
+  cpu_meter cpu;
+  auto t0 = steady::now();
+  app.exec("COMMIT");
+  wait_until_succeeded(q, jobs_n);
+  return {name, jobs_n / seconds_since(t0), -1, -1, peak_rss_mb(), cpu.per_job(jobs_n)};
 }
 
 // Builds a file with `n` succeeded jobs the ordinary way (bulk submit, then
@@ -284,6 +349,15 @@ int main(int argc, char** argv) {
     drain(0, "drain").print(json);
   if (want("latency"))
     latency(0, "latency").print(json);
+  // PostgreSQL only (--db), and not part of a run without arguments.
+  if (std::find(wanted.begin(), wanted.end(), "inbox") != wanted.end()) {
+    if (postgres_base().empty()) {
+      std::cerr << "inbox needs --db postgresql://...\n";
+      return 1;
+    }
+    latency(0, "inbox_latency", true).print(json);
+    inbox_drain("inbox_drain").print(json);
+  }
   // Not part of a run without arguments.
   if (std::find(wanted.begin(), wanted.end(), "sweeping") != wanted.end()) {
     drain_history(200'000, false, "drain_history_200k").print(json);

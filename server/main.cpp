@@ -220,6 +220,11 @@ int main(int argc, char** argv) {
                  "how long a job's idempotency key returns its id to a submit again "
                  "(job::idempotency_key), from its first submission")
     ->capture_default_str();
+  int64_t inbox_sweep_ms = 1'000;
+  app.add_option("--inbox-sweep-ms", inbox_sweep_ms,
+                 "PostgreSQL: how often the owner looks in the inbox without a notification "
+                 "(jobs enqueued by ergon::pg::submit or the SQL function submit)")
+    ->capture_default_str();
   std::optional<int32_t> preempt_at;
   app.add_option("--preempt-at", preempt_at,
                  "preemption: a waiting job of at least this (effective) priority may ask "
@@ -319,6 +324,7 @@ int main(int argc, char** argv) {
   opts.commit_outcome_wait = std::chrono::milliseconds{commit_outcome_wait_ms};
   opts.remote_grace = std::chrono::milliseconds{remote_grace_ms};
   opts.idempotency_window = std::chrono::milliseconds{idempotency_window_ms};
+  opts.inbox_sweep = std::chrono::milliseconds{inbox_sweep_ms};
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   if (standby)

@@ -668,6 +668,8 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"remote_grace", [](options& o) { o.remote_grace = 3601s; }},
     {"idempotency_window", [](options& o) { o.idempotency_window = 999ms; }},
     {"idempotency_window", [](options& o) { o.idempotency_window = 2'592'000'001ms; }},
+    {"inbox_sweep", [](options& o) { o.inbox_sweep = 9ms; }},
+    {"inbox_sweep", [](options& o) { o.inbox_sweep = 3'600'001ms; }},
   };
   temp_dir dir;
   auto path = location_of(dir);
