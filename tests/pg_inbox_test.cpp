@@ -104,6 +104,14 @@ std::unique_ptr<queue> open_queue(const std::string& uri, options o = {}) {
   return std::make_unique<queue>(std::move(*q));
 }
 
+// Options for a queue on `clock` that keeps taken entries for 1 s.
+options on_clock(std::shared_ptr<manual_clock> clock) {
+  options o;
+  o.clock = std::move(clock);
+  o.idempotency_window = 1s;
+  return o;
+}
+
 // A shop: a queue that runs "ship" jobs, and an application with its own
 // orders table.
 struct shop {
@@ -152,15 +160,17 @@ BOOST_FIXTURE_TEST_CASE(a_rollback_leaves_nothing_and_a_commit_runs_the_job, sho
 BOOST_FIXTURE_TEST_CASE(eight_concurrent_transactions_commit_or_roll_back_their_jobs, shop) {
   auto& setup = app;
 
-  // All eight hold an entry number before any ends; then they end in
-  // reverse order, so later numbers commit first.
+  // Each takes its entry number in turn, and all eight hold one before any
+  // ends; then they end in reverse order, so later numbers commit first.
   constexpr int n = 8;
   std::mutex mtx;
   std::condition_variable cv;
   int opened = 0;
+  int next_to_submit = 0;
   int next_to_end = n - 1;
   std::vector<std::thread> apps;
   std::vector<std::string> failures;
+  std::vector<int64_t> numbers(n, 0);
   std::vector<job> jobs;
   for (int i = 0; i < n; ++i)
     jobs.push_back(make_job("ship", std::to_string(i)));
@@ -184,10 +194,14 @@ BOOST_FIXTURE_TEST_CASE(eight_concurrent_transactions_commit_or_roll_back_their_
       };
       run("BEGIN");
       run("INSERT INTO orders VALUES (" + std::to_string(i) + ")");
-      auto entry = pg::submit(c, job_for(i));
       std::unique_lock<std::mutex> lock{mtx};
+      cv.wait(lock, [&] { return next_to_submit == i; });
+      auto entry = pg::submit(c, job_for(i));
       if (!entry)
         failures.push_back(entry.error().to_string());
+      else
+        numbers[static_cast<size_t>(i)] = *entry;
+      ++next_to_submit;
       ++opened;
       cv.notify_all();
       cv.wait(lock, [&] { return opened == n && next_to_end == i; });
@@ -202,6 +216,8 @@ BOOST_FIXTURE_TEST_CASE(eight_concurrent_transactions_commit_or_roll_back_their_
   for (auto& t : apps)
     t.join();
   BOOST_TEST(failures.empty(), (failures.empty() ? std::string{} : failures.front()));
+  for (int i = 1; i < n; ++i)
+    BOOST_TEST(numbers[static_cast<size_t>(i) - 1] < numbers[static_cast<size_t>(i)]);  // so the commits went out of order
 
   BOOST_REQUIRE(ran.wait_for(committed.size()));
   std::set<std::string> seen(ran.payloads.begin(), ran.payloads.end());
@@ -290,7 +306,7 @@ BOOST_AUTO_TEST_CASE(a_refused_entry_names_its_field_and_the_rest_are_taken) {
   app.exec("BEGIN");
   int64_t light = std::stoll(app.exec("SELECT ergon.submit('ship', weight => 0)"));
   int64_t good = std::stoll(app.exec("SELECT ergon.submit('ship', 'fine'::bytea)"));
-  int64_t odd = std::stoll(app.exec("SELECT ergon.submit('ship', on_duplicate => 'ignore')"));
+  int64_t odd = std::stoll(app.exec("SELECT ergon.submit('ship', max_retries => -1)"));
   int64_t huge = std::stoll(app.exec("SELECT ergon.submit('ship', priority => 4294967296)"));
   app.exec("COMMIT");
   BOOST_REQUIRE(log.wait_for(event_kind::inbox_refused, 3));
@@ -303,7 +319,7 @@ BOOST_AUTO_TEST_CASE(a_refused_entry_names_its_field_and_the_rest_are_taken) {
     fields[n] = e.refusal.field();
   }
   BOOST_TEST(fields[light] == "weight");
-  BOOST_TEST(fields[odd] == "on_duplicate");
+  BOOST_TEST(fields[odd] == "max_retries");
   BOOST_TEST(fields[huge] == "priority");
   auto taken = entry_of(app, good);
   BOOST_TEST(taken.state == pg::entry_state::taken);
@@ -316,10 +332,8 @@ BOOST_AUTO_TEST_CASE(a_refused_entry_names_its_field_and_the_rest_are_taken) {
 BOOST_AUTO_TEST_CASE(the_sweep_takes_an_entry_whose_notice_was_lost_and_forgets_old_ones) {
   auto uri = shared_pg_server().fresh_database();
   auto clock = std::make_shared<manual_clock>();
-  options o;
-  o.clock = clock;
+  auto o = on_clock(clock);
   o.inbox_sweep = 500ms;
-  o.idempotency_window = 1s;
   auto q = open_queue(uri, o);
   event_log log{*q};
   app_conn app{uri};
@@ -420,9 +434,12 @@ BOOST_AUTO_TEST_CASE(pg_submit_checks_its_input_and_names_what_is_wrong) {
   BOOST_TEST(denied.error().code() == error::read_only);
   BOOST_TEST(denied.error().message().find("GRANT") != std::string::npos);
   app.exec("GRANT USAGE ON SCHEMA ergon TO shop");
-  app.exec("GRANT EXECUTE ON FUNCTION ergon.submit TO shop");
+  app.exec("GRANT EXECUTE ON FUNCTION ergon.submit, ergon.entry TO shop");
   auto granted = pg::submit(shop.get(), fine);
   BOOST_REQUIRE_MESSAGE(granted.has_value(), granted.error().to_string());
+  auto own = pg::find_entry(shop.get(), *granted);
+  BOOST_REQUIRE_MESSAGE(own.has_value(), own.error().to_string());
+  BOOST_TEST(own->state == pg::entry_state::waiting);
   // It may not touch the tables themselves.
   PGresult* r = PQexec(shop.get(), "SELECT count(*) FROM ergon.inbox");
   BOOST_TEST(PQresultStatus(r) == PGRES_FATAL_ERROR);
@@ -432,4 +449,68 @@ BOOST_AUTO_TEST_CASE(pg_submit_checks_its_input_and_names_what_is_wrong) {
   BOOST_REQUIRE(!missing.has_value());
   BOOST_TEST(missing.error().code() == error::not_found);
   BOOST_TEST(entry_of(app, *granted).state == pg::entry_state::waiting);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_entries_are_bounded_and_an_oversized_payload_is_refused_unread) {
+  auto uri = shared_pg_server().fresh_database();
+  options o;
+  o.max_payload_bytes = 1'024;
+  auto q = open_queue(uri, o);
+  event_log log{*q};
+  app_conn app{uri};
+  // What the table itself refuses, at once and in the enqueuer's transaction.
+  for (auto sql : {"SELECT ergon.submit(repeat('t', 257))",
+                   "SELECT ergon.submit('ship', unique_key => repeat('k', 257))",
+                   "SELECT ergon.submit('ship', on_duplicate => 'ignore')"}) {
+    PGresult* r = PQexec(app.get(), sql);
+    BOOST_TEST(PQresultStatus(r) == PGRES_FATAL_ERROR, sql);
+    BOOST_TEST(std::string{PQresultErrorField(r, PG_DIAG_SQLSTATE)} == "23514", sql);
+    PQclear(r);
+  }
+  // Past the queue's own limit: refused by the owner, its payload unread.
+  int64_t big = std::stoll(app.exec("SELECT ergon.submit('ship', decode(repeat('ab', 1025), "
+                                    "'hex'))"));
+  int64_t fine = std::stoll(app.exec("SELECT ergon.submit('ship', 'small'::bytea)"));
+  BOOST_REQUIRE(log.wait_for(event_kind::inbox_refused, 1));
+  BOOST_REQUIRE(log.wait_for(event_kind::submitted, 1));
+  auto refused = entry_of(app, big);
+  BOOST_TEST(refused.state == pg::entry_state::refused);
+  BOOST_TEST(refused.refusal.code() == error::invalid_argument);
+  BOOST_TEST(refused.refusal.field() == "payload");
+  BOOST_TEST(refused.refusal.message().find("1025 bytes") != std::string::npos);
+  BOOST_TEST(entry_of(app, fine).state == pg::entry_state::taken);
+}
+
+BOOST_AUTO_TEST_CASE(a_sweep_forgets_more_old_entries_than_one_batch) {
+  auto uri = shared_pg_server().fresh_database();
+  auto clock = std::make_shared<manual_clock>();
+  auto o = on_clock(clock);
+  auto q = open_queue(uri, o);
+  event_log log{*q};
+  app_conn app{uri};
+  // 1,200 entries taken in long ago (more than the drain's batch of 500).
+  app.exec("INSERT INTO ergon.inbox (type, taken_at, refused_code, refused_message) "
+           "SELECT 'ship', 1, 'invalid_argument', 'old' FROM generate_series(1, 1200)");
+  clock->advance(o.inbox_sweep);
+  BOOST_REQUIRE(log.wait([](const std::vector<event>& es) {
+    int64_t deleted = 0;
+    for (auto& e : es)
+      if (e.kind == event_kind::swept)
+        deleted += e.inbox_entries_deleted;
+    return deleted == 1200;
+  }));
+  BOOST_TEST(app.exec("SELECT count(*) FROM ergon.inbox") == "0");
+}
+
+BOOST_AUTO_TEST_CASE(a_schema_named_by_a_reserved_word_has_an_inbox_too) {
+  auto db = shared_pg_server().fresh_database();
+  auto q = open_queue(db + "?schema=order");
+  event_log log{*q};
+  app_conn app{db};
+  auto entry = pg::submit(app.get(), make_job("ship", "x"), {"order"});
+  BOOST_REQUIRE_MESSAGE(entry.has_value(), entry.error().to_string());
+  BOOST_REQUIRE(log.wait_for(event_kind::submitted, 1));
+  auto e = pg::find_entry(app.get(), *entry, {"order"});
+  BOOST_REQUIRE_MESSAGE(e.has_value(), e.error().to_string());
+  BOOST_TEST(e->state == pg::entry_state::taken);
 }

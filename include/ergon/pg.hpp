@@ -16,7 +16,8 @@
 //   SELECT ergon.submit('ship', '\x0102', priority => 5);
 //
 // (docs/distribution.md lists its parameters.) A role needs USAGE on the
-// schema and EXECUTE on the function (revoked from PUBLIC), nothing else.
+// schema and EXECUTE on the functions submit and entry (revoked from
+// PUBLIC), nothing else.
 //
 // An entry the owner can't take in (a field out of range, a unique key
 // held under unique_policy::reject) is refused: the refusal is recorded on
@@ -82,7 +83,8 @@ struct inbox_entry {
   status refusal;
 };
 
-/// Reads entry `number` on `conn`, as the transaction under way sees it.
+/// Reads entry `number` on `conn`, as the transaction under way sees it
+/// (through the SQL function `entry`).
 /// Errors: not_found (no such entry: its transaction did not commit, or it
 /// was deleted after options::idempotency_window); the rest as submit's.
 result<inbox_entry> find_entry(pg_conn* conn, int64_t number,

@@ -167,16 +167,6 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   p->events = actors::spawn_event_bus(sys, p->subs);
   p->sweeper = actors::spawn_retention_sweeper(
     sys, {opts.retention, p->clk, p->writer, p->events, p->subs});
-  if (owned->pg) {
-    actors::inbox_drain_config icfg;
-    icfg.clock = p->clk;
-    icfg.writer = p->writer;
-    icfg.pg = *owned->pg;
-    icfg.sweep_every = opts.inbox_sweep;
-    icfg.events = p->events;
-    icfg.subs = p->subs;
-    p->inbox = actors::spawn_inbox_drain(sys, std::move(icfg));
-  }
   actors::dispatcher_config dcfg;
   dcfg.clock = p->clk;
   dcfg.writer = p->writer;
@@ -194,6 +184,17 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   // Sent from this thread before open returns, so it is queued ahead of every
   // request a caller can make: no commit feed is missed.
   actors::tell(p->writer, actors::listen_to{caf::actor_cast<caf::actor>(p->dispatcher)});
+  // After listen_to: the jobs of its first drain reach the dispatcher.
+  if (owned->pg) {
+    actors::inbox_drain_config icfg;
+    icfg.clock = p->clk;
+    icfg.writer = p->writer;
+    icfg.pg = *owned->pg;
+    icfg.sweep_every = opts.inbox_sweep;
+    icfg.events = p->events;
+    icfg.subs = p->subs;
+    p->inbox = std::make_unique<actors::inbox_drain>(sys, std::move(icfg));
+  }
   p->reads = std::make_unique<read_pool>(std::move(owned->reads), opts.read_connections);
   p->opts = std::move(opts);
   if (p->opts.http) {

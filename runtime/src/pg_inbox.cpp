@@ -30,9 +30,17 @@ constexpr const char* submit_call =
   "idempotency_key => $20, io_read_bytes => $21, io_write_bytes => $22)";
 constexpr int submit_params = 22;
 
+// Through the SECURITY DEFINER function: a role that may only enqueue
+// reads its entries too.
 constexpr const char* entry_columns =
-  "SELECT taken_at IS NOT NULL, job::text, refused_code, refused_field, refused_message "
-  "FROM ";
+  "SELECT taken_at IS NOT NULL, job::text, refused_code, refused_field, refused_message FROM ";
+constexpr const char* read_entry = ".entry($1::bigint)";
+
+// The schema as SQL names it: quoted, so a reserved word such as "order"
+// is a schema too (it is a checked plain identifier).
+std::string quoted(const std::string& schema) {
+  return '"' + schema + '"';
+}
 
 std::optional<std::string> text(int64_t v) {
   return std::to_string(v);
@@ -70,7 +78,7 @@ status failure(const PGresult* res, pg_conn* conn, const std::string& what,
   auto text = what + " on schema '" + schema + "': " + message;
   if (sqlstate == "42501")
     text += " (GRANT USAGE ON SCHEMA " + schema + " and EXECUTE ON FUNCTION " + schema
-            + ".submit to the role)";
+            + ".submit, " + schema + ".entry to the role)";
   return {code, text};
 }
 
@@ -127,7 +135,7 @@ result<int64_t> submit(pg_conn* conn, const job& j, const inbox_options& options
   }
   formats[1] = 1;  // the payload's bytes as they are
   types[1] = bytea_oid;
-  auto sql = "SELECT " + options.schema + submit_call;
+  auto sql = "SELECT " + quoted(options.schema) + submit_call;
   result_ptr res{PQexecParams(conn, sql.c_str(), submit_params, types.data(), values.data(),
                               lengths.data(), formats.data(), 0),
                  &PQclear};
@@ -154,7 +162,7 @@ result<inbox_entry> find_entry(pg_conn* conn, int64_t number, const inbox_option
     return st;
   if (auto st = check_conn(conn); !st)
     return st;
-  auto sql = std::string{entry_columns} + options.schema + ".inbox WHERE id = $1";
+  auto sql = std::string{entry_columns} + quoted(options.schema) + read_entry;
   auto id = std::to_string(number);
   const char* values[] = {id.c_str()};
   result_ptr res{PQexecParams(conn, sql.c_str(), 1, nullptr, values, nullptr, nullptr, 0),

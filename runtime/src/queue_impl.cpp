@@ -295,8 +295,7 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
       result = st;
   }
   caf::anon_send_exit(sweeper, caf::exit_reason::user_shutdown);
-  if (inbox)
-    caf::anon_send_exit(inbox, caf::exit_reason::user_shutdown);
+  inbox.reset();
   // The writer's connection closes last, so SQLite folds the WAL into the
   // file and removes it (a read-only connection can't).
   reads->clear();

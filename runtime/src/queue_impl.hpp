@@ -41,7 +41,7 @@ struct queue::impl {
   caf::actor_system* sys = nullptr;
   actors::db_writer_actor writer;
   caf::actor sweeper;  // retention_sweeper.hpp
-  caf::actor inbox;    // inbox_drain.hpp, on PostgreSQL
+  std::unique_ptr<actors::inbox_drain> inbox;  // on PostgreSQL
   actors::dispatcher_actor dispatcher;
   caf::actor events;
   std::shared_ptr<actors::subscribers> subs = std::make_shared<actors::subscribers>();

@@ -3,6 +3,7 @@
 #include <limits>
 #include <optional>
 
+#include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/savepoint.hpp"
 #include "ergon/storage/pg_db.hpp"
@@ -11,13 +12,22 @@
 namespace ergon::storage {
 namespace {
 
-// PostgreSQL only: SQLite has no inbox (pg_schema.cpp, version 5).
+// PostgreSQL only: SQLite has no inbox (pg_schema.cpp, version 5). The
+// waiting entries are listed with their payloads' sizes first, so that
+// an entry past the queue's limit is refused unread, and a drain reads at
+// most max_drain_bytes of payloads.
 constexpr const char* select_waiting =
+  "SELECT id, type, octet_length(payload) FROM inbox WHERE taken_at IS NULL "
+  "ORDER BY id LIMIT ?1";
+
+constexpr const char* select_entries =
   "SELECT id, type, payload, name, group_key, priority, weight, run_at, delay_ms, ttl_ms, "
   "max_retries, backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "
   "heartbeat_increment_ms, unique_key, on_duplicate, unique_hold_ms, result_ttl_ms, "
   "idempotency_key, io_read_bytes, io_write_bytes "
-  "FROM inbox WHERE taken_at IS NULL ORDER BY id LIMIT ?1";
+  "FROM inbox WHERE id = ANY(CAST(?1 AS bigint[])) ORDER BY id";
+
+constexpr int64_t max_drain_bytes = int64_t{64} << 20;
 
 constexpr const char* mark_taken =
   "UPDATE inbox AS e SET taken_at = ?1, job = CAST(encode(t.job, 'hex') AS uuid) "
@@ -100,31 +110,44 @@ entry read_entry(const stmt& q) {
   return e;
 }
 
-// What the entry's submitter got wrong, rather than the queue.
-bool refuses_entry(error code) {
-  return code == error::invalid_argument || code == error::already_exists
-         || code == error::job_running;
+// Errors that are the session's or the database's, not an entry's: they
+// end the drain, and the entries wait for the next one.
+bool ends_drain(db& d, const status& st) {
+  switch (st.code()) {
+    case error::unreachable:
+    case error::busy:
+    case error::timeout:
+    case error::closed:
+    case error::read_only:
+    case error::storage_full:
+    case error::io_error:
+    case error::corrupt:
+      return true;
+    default:
+      return !d.in_transaction();
+  }
 }
 
 // Inserts `batch` (pointers into the entries) in a savepoint of its own.
-// A refusal rolls it back and is returned as a value; any other error is
-// the call's.
+// An error that leaves the transaction usable rolls the savepoint back and
+// is returned as a value; any other error is the call's.
 result<result<insert_jobs_result>> insert_apart(db& d, const std::vector<entry*>& batch,
                                                 insert_jobs_args args, int64_t now_ms) {
   for (auto* e : batch)
     args.jobs.push_back(e->j);
-  savepoint sp{d};
-  if (!sp.begin_status())
-    return sp.begin_status();
-  auto r = insert_jobs(d, args, now_ms);
-  if (!r) {
-    if (!refuses_entry(r.error().code()))
-      return r.error();
-    return result<insert_jobs_result>{r.error()};  // the savepoint rolls back
+  result<insert_jobs_result> r = status{error::internal, "not inserted"};
+  {
+    savepoint sp{d};
+    if (!sp.begin_status())
+      return sp.begin_status();
+    r = insert_jobs(d, args, now_ms);
+    if (r)
+      if (auto st = sp.release(); !st)
+        return st;
   }
-  if (auto st = sp.release(); !st)
-    return st;
-  return result<insert_jobs_result>{std::move(*r)};
+  if (!r && ends_drain(d, r.error()))
+    return r.error();
+  return r;
 }
 
 status record_refusal(db& d, int64_t entry_id, const status& why, int64_t now_ms) {
@@ -149,21 +172,54 @@ result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int6
   drain_inbox_result out;
   if (d.engine() != engine::postgres || args.limit == 0)
     return out;
-  std::vector<entry> entries;
+  // Which entries to read: those within the payload limit, up to the
+  // byte budget (at least one).
+  std::vector<int64_t> wanted;
   {
     auto s = d.prepare(select_waiting);
     if (!s)
       return s.error();
     auto& q = **s;
     q.bind(1, static_cast<int64_t>(args.limit));
+    int64_t bytes = 0;
+    size_t listed = 0;
+    while (q.step()) {
+      ++listed;
+      auto id = q.column_int(0);
+      auto size = q.column_int(2);
+      if (auto st = check_payload_size("payload", static_cast<size_t>(size),
+                                       args.max_payload_bytes);
+          !st) {
+        out.refused.push_back({id, q.column_text(1), st});
+        continue;
+      }
+      if (!wanted.empty() && bytes + size > max_drain_bytes) {
+        out.more = true;
+        break;
+      }
+      bytes += size;
+      wanted.push_back(id);
+    }
+    if (!q.step_status())
+      return q.step_status();
+    q.reset();
+    out.more = out.more || listed == args.limit;
+  }
+  std::vector<entry> entries;
+  entries.reserve(wanted.size());
+  if (!wanted.empty()) {
+    auto s = d.prepare(select_entries);
+    if (!s)
+      return s.error();
+    auto& q = static_cast<pg_stmt&>(**s);
+    q.bind_ints(1, wanted);
     while (q.step())
       entries.push_back(read_entry(q));
     if (!q.step_status())
       return q.step_status();
     q.reset();
   }
-  out.taken = entries.size();
-  out.more = entries.size() == args.limit;
+  out.taken = out.refused.size() + entries.size();
   std::vector<entry*> good;
   for (auto& e : entries) {
     if (e.fault.ok())
@@ -187,8 +243,11 @@ result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int6
     for (auto& k : r.replaced)
       out.inserted.replaced.push_back(std::move(k));
   };
-  // All at once, as one submit; if one is refused, one by one, so that
-  // only that one is.
+  // All at once, as one submit; if that fails, one by one, so that only
+  // the entries that fail are refused. An entry's own error is recorded on
+  // its row whatever its kind (a refusal as a submit would get it, or
+  // anything else that left the transaction usable): one entry must not
+  // hold up the inbox.
   if (!good.empty()) {
     auto all = insert_apart(d, good, base, now_ms);
     if (!all)

@@ -156,4 +156,12 @@ status check_progress(int64_t done, int64_t total, const std::string& message) {
   return {};
 }
 
+status check_payload_size(std::string_view field, size_t bytes, size_t limit) {
+  if (limit != 0 && bytes > limit)
+    return invalid_field(std::string{field}, "is " + std::to_string(bytes)
+                                               + " bytes; the queue's limit is "
+                                               + std::to_string(limit));
+  return {};
+}
+
 }  // namespace ergon::storage

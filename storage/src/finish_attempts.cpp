@@ -104,11 +104,6 @@ constexpr const char* complete_batch = ERGON_COMPLETE_BATCH(
 constexpr const char* complete_batch_of_base =
   ERGON_COMPLETE_BATCH("NULL", "NULL", "(CAST(?3 AS bigint) # id)");
 
-status too_large(const attempt_report& r, size_t limit) {
-  return invalid_field("result", "is " + std::to_string(r.text.size())
-                                   + " bytes; the queue's limit is " + std::to_string(limit));
-}
-
 // The success of `r`, whose attempt the caller found current and completed
 // (columns of read_completable or complete_batch from `first`).
 attempt_end succeeded_end(const attempt_report& r, const stmt& q, int first) {
@@ -236,8 +231,8 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
   for (size_t i = 0; i < args.reports.size(); ++i) {
     const auto& r = args.reports[i];
     if (r.kind == report_kind::succeeded) {
-      if (args.max_result_bytes != 0 && r.text.size() > args.max_result_bytes) {
-        out.statuses.push_back(too_large(r, args.max_result_bytes));
+      if (auto st = check_payload_size("result", r.text.size(), args.max_result_bytes); !st) {
+        out.statuses.push_back(std::move(st));
         continue;
       }
       if (d.engine() == engine::postgres) {

@@ -174,16 +174,18 @@ CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 // The owner's writer takes committed entries in, in its own fenced
 // transactions, and records each entry's job or refusal on its row. A
 // sequence's values commit out of order, so the writer takes whatever is
-// not taken rather than what lies past a mark. submit() is SECURITY
-// DEFINER: a role needs EXECUTE on it alone, not rights on the tables.
-// {schema} is the queue's schema, a checked plain identifier.
+// not taken rather than what lies past a mark. The CHECKs bound what an
+// enqueuer can make the owner read (job.hpp's limits); validate() has the
+// last word. submit() and entry() are SECURITY DEFINER: a role needs
+// EXECUTE on them alone, not rights on the table. {schema} is the queue's
+// schema quoted, {schema_name} as it is (a checked plain identifier).
 constexpr const char* migration_5 = R"sql(
 CREATE TABLE inbox (
   id                     bigserial PRIMARY KEY,
-  type                   text COLLATE "C" NOT NULL,
+  type                   text COLLATE "C" NOT NULL CHECK (octet_length(type) <= 256),
   payload                bytea   NOT NULL DEFAULT '\x',
-  name                   text COLLATE "C",
-  group_key              text COLLATE "C",
+  name                   text COLLATE "C" CHECK (octet_length(name) <= 256),
+  group_key              text COLLATE "C" CHECK (octet_length(group_key) <= 256),
   priority               bigint,
   weight                 bigint,
   run_at                 bigint,
@@ -195,11 +197,11 @@ CREATE TABLE inbox (
   backoff_randomization  double precision,
   timeout_ms             bigint,
   heartbeat_increment_ms bigint,
-  unique_key             text COLLATE "C",
-  on_duplicate           text COLLATE "C",
+  unique_key             text COLLATE "C" CHECK (octet_length(unique_key) <= 256),
+  on_duplicate           text COLLATE "C" CHECK (on_duplicate IN ('skip', 'replace', 'reject')),
   unique_hold_ms         bigint,
   result_ttl_ms          bigint,
-  idempotency_key        text COLLATE "C",
+  idempotency_key        text COLLATE "C" CHECK (octet_length(idempotency_key) <= 256),
   io_read_bytes          bigint,
   io_write_bytes         bigint,
   submitted_at           timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -237,11 +239,19 @@ BEGIN
     submit.idempotency_key, submit.io_read_bytes, submit.io_write_bytes)
   RETURNING id INTO entry;
   -- Delivered at commit, and not at all on rollback.
-  PERFORM pg_notify('ergon_inbox', '{schema}');
+  PERFORM pg_notify('ergon_inbox', '{schema_name}');
   RETURN entry;
 END
 $fn$;
 REVOKE ALL ON FUNCTION submit FROM PUBLIC;
+CREATE FUNCTION entry(number bigint)
+RETURNS TABLE (taken_at bigint, job uuid, refused_code text, refused_field text,
+               refused_message text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT e.taken_at, e.job, e.refused_code, e.refused_field, e.refused_message
+  FROM {schema}.inbox AS e WHERE e.id = number
+$fn$;
+REVOKE ALL ON FUNCTION entry FROM PUBLIC;
 )sql";
 
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
@@ -261,11 +271,17 @@ constexpr const char* find_schema = "SELECT 1 FROM pg_namespace WHERE nspname = 
 constexpr const char* lock_migrations =
   "SELECT pg_advisory_xact_lock(hashtext('ergon migrate ' || current_setting('search_path')))";
 
-// `sql` with each {schema} replaced by `schema`.
+// `sql` with each {schema} replaced by `schema` quoted (a reserved word
+// such as "order" is a plain identifier too), and each {schema_name} by
+// `schema` as it is.
 std::string with_schema(std::string sql, const std::string& schema) {
-  constexpr std::string_view mark = "{schema}";
-  for (auto at = sql.find(mark); at != std::string::npos; at = sql.find(mark, at))
-    sql.replace(at, mark.size(), schema);
+  auto put = [&](std::string_view mark, const std::string& value) {
+    for (auto at = sql.find(mark); at != std::string::npos;
+         at = sql.find(mark, at + value.size()))
+      sql.replace(at, mark.size(), value);
+  };
+  put("{schema}", '"' + schema + '"');
+  put("{schema_name}", schema);
   return sql;
 }
 
@@ -329,7 +345,7 @@ status migrate_postgres(pg_db& d, int target) {
   (*exists)->reset();
   if (missing) {
     // The schema's name is a checked plain identifier (pg_db::open).
-    auto create = "CREATE SCHEMA IF NOT EXISTS " + schema;
+    auto create = "CREATE SCHEMA IF NOT EXISTS \"" + schema + "\"";
     if (auto st = d.exec(create.c_str()); !st)
       return st;
   }

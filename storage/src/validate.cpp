@@ -25,11 +25,7 @@ status check_retries(int32_t n) {
 }
 
 status check_payload(const std::string& payload, size_t limit) {
-  if (limit != 0 && payload.size() > limit)
-    return invalid_field("payload", "is " + std::to_string(payload.size())
-                                      + " bytes; the queue's limit is "
-                                      + std::to_string(limit));
-  return {};
+  return storage::check_payload_size("payload", payload.size(), limit);
 }
 
 status check_backoff(const backoff_policy& b) {

@@ -23,11 +23,13 @@ using inbox_atom = caf::atom_constant<caf::atom("inbox")>;
 // (pg_schema.cpp, version 5).
 constexpr const char* channel = "ergon_inbox";
 
+}  // namespace
+
 // LISTENs on a session of its own, on a thread of its own, and tells the
 // drain of each notification for its schema and of each new session.
-class inbox_listener {
+class inbox_drain::listener {
  public:
-  inbox_listener(storage::pg_options opts, caf::actor_addr drain)
+  listener(storage::pg_options opts, caf::actor_addr drain)
       : opts_(std::move(opts)), drain_(std::move(drain)) {
     // A stop waits for a connect under way: keep it short.
     opts_.connect_timeout = std::min<std::chrono::milliseconds>(opts_.connect_timeout,
@@ -35,7 +37,7 @@ class inbox_listener {
     thread_ = std::thread([this] { run(); });
   }
 
-  ~inbox_listener() {
+  ~listener() {
     {
       std::lock_guard<std::mutex> guard{mtx_};
       stopping_ = true;
@@ -46,8 +48,8 @@ class inbox_listener {
     thread_.join();
   }
 
-  inbox_listener(const inbox_listener&) = delete;
-  inbox_listener& operator=(const inbox_listener&) = delete;
+  listener(const listener&) = delete;
+  listener& operator=(const listener&) = delete;
 
  private:
   void ring() {
@@ -103,6 +105,8 @@ class inbox_listener {
   std::thread thread_;
 };
 
+namespace {
+
 struct drain_state {
   inbox_drain_config cfg;
   bool in_flight = false;
@@ -116,17 +120,25 @@ struct drain_state {
 
 using drain_ptr = caf::stateful_actor<drain_state>*;
 
-void publish(drain_state& st, const std::vector<storage::inbox_refusal>& refused) {
-  if (refused.empty() || !st.cfg.subs || !st.cfg.subs->any() || !st.cfg.events)
+void publish(drain_state& st, const drain_reply& r) {
+  if ((r.refused.empty() && r.forgotten == 0) || !st.cfg.subs || !st.cfg.subs->any()
+      || !st.cfg.events)
     return;
   event_batch batch;
-  for (auto& r : refused) {
+  if (r.forgotten > 0) {
+    event e;
+    e.kind = event_kind::swept;
+    e.at_ms = st.cfg.clock->now_ms();
+    e.inbox_entries_deleted = r.forgotten;
+    batch.events.push_back(std::move(e));
+  }
+  for (auto& x : r.refused) {
     event e;
     e.kind = event_kind::inbox_refused;
     e.at_ms = st.cfg.clock->now_ms();
-    e.type = r.type;
-    e.message = r.why.to_string();
-    e.inbox_entry = r.entry;
+    e.type = x.type;
+    e.message = x.why.to_string();
+    e.inbox_entry = x.entry;
     batch.events.push_back(std::move(e));
   }
   caf::anon_send(st.cfg.events, std::move(batch));
@@ -147,9 +159,12 @@ void drain(drain_ptr self) {
       [self](drain_reply& r) {
         auto& st = self->state;
         st.in_flight = false;
-        publish(st, r.refused);
+        publish(st, r);
+        // A full batch of old entries deleted: more may be due.
+        if (r.outcome && r.forgotten == static_cast<int64_t>(st.cfg.batch))
+          st.forget_next = true;
         // A failed drain waits for the next notification or sweep.
-        if ((r.outcome && r.more) || st.again)
+        if ((r.outcome && (r.more || st.forget_next)) || st.again)
           drain(self);
       },
       [self](caf::error&) {
@@ -180,19 +195,15 @@ void on_tick(drain_ptr self) {
 
 }  // namespace
 
-caf::actor spawn_inbox_drain(caf::actor_system& sys, inbox_drain_config cfg) {
+inbox_drain::inbox_drain(caf::actor_system& sys, inbox_drain_config cfg) {
+  auto pg = cfg.pg;
   // Passed as a spawn argument, not captured (retention_sweeper.cpp says why).
-  return sys.spawn(
+  actor_ = sys.spawn(
     [](drain_ptr self, inbox_drain_config cfg) -> caf::behavior {
       auto& st = self->state;
       st.cfg = std::move(cfg);
       if (!st.cfg.clock->follows_real_time())
         tick_on_advance(self, st.cfg.clock);
-      // Its thread is joined when the drain ends.
-      self->attach_functor(
-        [listener = std::make_shared<inbox_listener>(st.cfg.pg, self->address())]() mutable {
-          listener.reset();
-        });
       on_tick(self);
       return {
         [self](tick_atom) {
@@ -203,6 +214,12 @@ caf::actor spawn_inbox_drain(caf::actor_system& sys, inbox_drain_config cfg) {
       };
     },
     std::move(cfg));
+  listener_ = std::make_unique<listener>(std::move(pg), actor_.address());
+}
+
+inbox_drain::~inbox_drain() {
+  listener_.reset();
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace ergon::actors

@@ -35,8 +35,22 @@ struct inbox_drain_config {
   std::shared_ptr<subscribers> subs;
 };
 
-/// Spawns the drain; its first drain starts at once. Stop it with an exit
-/// message before the writer closes.
-caf::actor spawn_inbox_drain(caf::actor_system& sys, inbox_drain_config cfg);
+/// The inbox's drain: an actor, and a thread that listens. Its first
+/// drain starts at once, so make it after the writer has its listener.
+/// Destroy it before the writer closes: that stops both, and joins the
+/// thread on the destroying thread (not an actor's), which waits for a
+/// connect under way for up to 2 s.
+class inbox_drain {
+ public:
+  inbox_drain(caf::actor_system& sys, inbox_drain_config cfg);
+  ~inbox_drain();
+  inbox_drain(const inbox_drain&) = delete;
+  inbox_drain& operator=(const inbox_drain&) = delete;
+
+ private:
+  class listener;
+  caf::actor actor_;
+  std::unique_ptr<listener> listener_;
+};
 
 }  // namespace ergon::actors

@@ -29,6 +29,10 @@ status check_weight(std::string_view field, int64_t value);
 /// Weight units a worker holds beyond max_concurrency: 0 to max_weight.
 status check_prefetch(std::string_view field, int64_t value);
 
+/// A payload (or checkpoint, or result) of `bytes` under the queue's
+/// limit (options::max_payload_bytes; 0: none).
+status check_payload_size(std::string_view field, size_t bytes, size_t limit);
+
 /// A duration that must be > 0 ms.
 status check_positive_ms(std::string_view field, int64_t ms);
 

@@ -41,18 +41,22 @@ struct drain_inbox_result {
   size_t taken = 0;
   /// Entries deleted (drain_inbox_args::forget_taken_before).
   int64_t forgotten = 0;
-  /// More entries may wait: this call took `limit`.
+  /// More entries may wait: this call took `limit`, or its byte budget.
   bool more = false;
 };
 
 /// Takes in up to `limit` entries that wait in the inbox, oldest first, as
 /// one submit would, and records on each row its job's id (or the id of
-/// the unique key's holder it was skipped to) or why it was refused. A
-/// refused entry (invalid_argument naming the field, already_exists,
-/// job_running) is only recorded: the others are still taken in. Any
-/// other error fails the call, and the caller rolls back. Every waiting
-/// entry is found, whatever the order in which their transactions
-/// committed. On SQLite, which has no inbox, it takes nothing.
+/// the unique key's holder it was skipped to) or why it was refused. If
+/// that submit fails, each entry goes as a submit of its own, and those
+/// that fail are refused: invalid_argument naming the field (an entry's
+/// payload past `max_payload_bytes` is refused unread), already_exists,
+/// job_running, or any error of its own insert that left the transaction
+/// usable. The others are still taken in. An error of the session or the
+/// database (unreachable, busy, ...) fails the call, and the caller rolls
+/// back. A call reads at most 64 MiB of payloads. Every waiting entry is
+/// found, whatever the order in which their transactions committed. On
+/// SQLite, which has no inbox, it takes nothing.
 result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int64_t now_ms);
 
 }  // namespace ergon::storage
