@@ -220,6 +220,11 @@ int main(int argc, char** argv) {
                  "how long a job's idempotency key returns its id to a submit again "
                  "(job::idempotency_key), from its first submission")
     ->capture_default_str();
+  int64_t max_snoozes = 1'000;
+  app.add_option("--max-snoozes", max_snoozes,
+                 "how many times one job may snooze (job_context::snooze); a snooze past that "
+                 "counts as a failure")
+    ->capture_default_str();
   int64_t inbox_sweep_ms = 1'000;
   app.add_option("--inbox-sweep-ms", inbox_sweep_ms,
                  "PostgreSQL: how often the owner looks in the inbox without a notification "
@@ -325,6 +330,7 @@ int main(int argc, char** argv) {
   opts.remote_grace = std::chrono::milliseconds{remote_grace_ms};
   opts.idempotency_window = std::chrono::milliseconds{idempotency_window_ms};
   opts.inbox_sweep = std::chrono::milliseconds{inbox_sweep_ms};
+  opts.max_snoozes = max_snoozes;
   if (preempt_at)
     opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
   if (standby)

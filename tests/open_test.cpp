@@ -670,6 +670,8 @@ BOOST_AUTO_TEST_CASE(bad_options_are_named_and_create_nothing) {
     {"idempotency_window", [](options& o) { o.idempotency_window = 2'592'000'001ms; }},
     {"inbox_sweep", [](options& o) { o.inbox_sweep = 9ms; }},
     {"inbox_sweep", [](options& o) { o.inbox_sweep = 3'600'001ms; }},
+    {"max_snoozes", [](options& o) { o.max_snoozes = -1; }},
+    {"max_snoozes", [](options& o) { o.max_snoozes = 1'000'001; }},
   };
   temp_dir dir;
   auto path = location_of(dir);

@@ -115,6 +115,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::yielded: return "yielded";
     case event_kind::resumed: return "resumed";
     case event_kind::inbox_refused: return "inbox_refused";
+    case event_kind::snoozed: return "snoozed";
   }
   return "unknown";
 }

@@ -82,6 +82,10 @@ enum class event_kind : uint8_t {
   /// "already_exists: ..." naming the unique key's holder). The refusal is
   /// also recorded on the entry's row (pg::find_entry). No job is named.
   inbox_refused,
+  /// The job code asked to run again later (job_context::snooze): the job
+  /// is pending until run_at_ms, its try unspent; `message` says for how
+  /// long.
+  snoozed,
 };
 
 const char* to_string(event_kind k) noexcept;
@@ -109,7 +113,7 @@ struct event {
   int32_t try_number = 0;
   /// Failure text for failed/retried/expired; "expired" for an expiry.
   std::string message;
-  /// For retried: when the next attempt is due.
+  /// For retried and snoozed: when the next attempt is due.
   int64_t run_at_ms = 0;
   /// For heartbeat: the attempt's new expiry.
   int64_t expires_at_ms = 0;

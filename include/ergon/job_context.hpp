@@ -117,6 +117,25 @@ class job_context {
   /// progress messages too).
   virtual status fail(std::string message) = 0;
 
+  /// fail(message), but the retry is due `retry_after` from now rather than
+  /// after the job's backoff: for a failure that says when to come back,
+  /// such as an HTTP 429's Retry-After. It spends a try as fail() does; with
+  /// no retries left the job fails. Errors: invalid_argument naming
+  /// "retry_after" if it is negative (nothing is reported), and those of
+  /// fail.
+  virtual status fail(std::string message, std::chrono::milliseconds retry_after) = 0;
+
+  /// Ends the attempt as "not yet": the job goes back to pending with its
+  /// last checkpoint, due `delay` from now, and spends no try (River's
+  /// JobSnooze, Oban's {:snooze, s}). The snooze is in the attempt history
+  /// (attempt_outcome::snoozed) and sends event_kind::snoozed. A job may
+  /// snooze options::max_snoozes times; a snooze past that counts as a
+  /// failure (a try, the backoff), so a job can't snooze forever. Returns
+  /// once committed; the code should then return. Errors: invalid_argument
+  /// naming "delay" if it is negative (nothing is reported), and those of
+  /// complete. After a cancel request the job ends `cancelled` instead.
+  virtual status snooze(std::chrono::milliseconds delay) = 0;
+
   /// Ends the attempt as failed with `message` and the job `failed` at once,
   /// whatever retries it has left: for failures that retrying can't fix
   /// (bad input, a refused request). The attempt's outcome is

@@ -60,6 +60,11 @@ enum class attempt_outcome : uint8_t {
   /// and without spending a try. Never in the attempt history: the next
   /// attempt has the same try number (job_info::yields counts them).
   yielded = 8,
+  /// The job code asked to run again later (job_context::snooze): the job
+  /// went back to pending with its checkpoint, due after the delay. It
+  /// spent no try: the snooze is in the attempt history, and the job gets
+  /// one more try in return. The message says for how long.
+  snoozed = 9,
 };
 
 /// Returns "running", "succeeded", ...
@@ -136,8 +141,10 @@ struct job_info {
   /// When the result is dropped (job::result_ttl_ms); empty: kept.
   std::optional<int64_t> result_expires_at_ms;
   int32_t tries = 0;  ///< attempts started so far (retry_failed keeps counting)
-  /// Tries spent before queue::retry_failed last requeued the job: the job
-  /// may run max_retries + 1 attempts after that.
+  /// Tries that don't count against max_retries: those spent before
+  /// queue::retry_failed last requeued the job, and snoozes
+  /// (job_context::snooze). The job may run max_retries + 1 attempts
+  /// beyond them.
   int32_t tries_before_retry = 0;
   int32_t max_retries = 3;
   backoff_policy backoff;

@@ -180,6 +180,12 @@ struct options {
   /// "inbox_sweep"). Unused on SQLite.
   std::chrono::milliseconds inbox_sweep{1'000};
 
+  /// How many times one job may snooze (job_context::snooze); a snooze past
+  /// that counts as a failure, so a job can't snooze forever. Between 0
+  /// (every snooze is a failure) and 1,000,000 (invalid_argument
+  /// "max_snoozes").
+  int64_t max_snoozes = 1'000;
+
   /// synchronous=FULL: an acknowledged job survives power loss, not just a
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).
   bool synchronous_full = false;

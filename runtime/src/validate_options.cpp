@@ -77,6 +77,9 @@ status validate(const options& o) {
     return invalid_field("idempotency_window",
                          "must be between 1 s and 30 days, got "
                            + std::to_string(o.idempotency_window.count()) + " ms");
+  if (o.max_snoozes < 0 || o.max_snoozes > 1'000'000)
+    return invalid_field("max_snoozes", "must be between 0 and 1,000,000, got "
+                                          + std::to_string(o.max_snoozes));
   if (o.inbox_sweep < std::chrono::milliseconds(10) || o.inbox_sweep > std::chrono::hours(1))
     return invalid_field("inbox_sweep", "must be between 10 ms and 1 h, got "
                                           + std::to_string(o.inbox_sweep.count()) + " ms");

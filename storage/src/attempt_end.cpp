@@ -24,6 +24,11 @@ constexpr const char* insert_attempt =
 // WHERE clause that reset every job.
 constexpr const char* requeue_job =
   "UPDATE jobs SET status = " ERGON_SQL_PENDING ", run_at = ?2, expires_at = NULL WHERE id = ?1";
+// A snooze: the try it used is given back by counting one more try as
+// before the job's tries (the attempt keeps its number in the history).
+constexpr const char* requeue_job_unspent =
+  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", run_at = ?2, expires_at = NULL, "
+  "try_base = try_base + 1 WHERE id = ?1";
 
 // The job's last attempt stays in the jobs row: no attempts row for it.
 // ?5 is failed or cancelled: a dead letter, and no unfinished instance.
@@ -96,21 +101,21 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   // Tries count attempts started; 1 + max_retries are allowed since the
   // last retry_failed.
   auto tries = end.try_number - tries_before;
-  bool retry = !cancel_requested && how.retryable && tries <= max_retries;
+  bool retry = !cancel_requested && how.retryable && (!how.spends_try || tries <= max_retries);
   if (retry) {
     if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, how.outcome,
                                  how.message);
         !st)
       return st;
   }
-  auto u = d.prepare(retry ? requeue_job : end_job);
+  auto u = d.prepare(!retry ? end_job : how.spends_try ? requeue_job : requeue_job_unspent);
   if (!u)
     return u.error();
   (*u)->bind(1, row);
   if (retry) {
-    end.key.run_at = timing == retry_timing::immediate
-                       ? now_ms
-                       : add_ms(now_ms, retry_delay(backoff, tries, random));
+    end.key.run_at = how.retry_after_ms                       ? add_ms(now_ms, *how.retry_after_ms)
+                     : timing == retry_timing::immediate ? now_ms
+                                                         : add_ms(now_ms, retry_delay(backoff, tries, random));
     (*u)->bind(2, end.key.run_at);
     end.status = job_status::pending;
   } else {

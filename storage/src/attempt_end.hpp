@@ -21,6 +21,11 @@ struct failed_attempt {
   attempt_outcome outcome = attempt_outcome::failed;
   std::string message;
   bool retryable = true;  ///< false: the job fails even with retries left
+  /// If set, the retry is due this long after now, not after the backoff.
+  std::optional<int64_t> retry_after_ms = std::nullopt;
+  /// false (a snooze): the job goes back to pending even without retries
+  /// left, and gets one more try in return (try_base moves up by one).
+  bool spends_try = true;
 };
 
 /// Records the attempt of `row` as `how` says, then ends the job

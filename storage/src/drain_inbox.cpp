@@ -27,6 +27,11 @@ constexpr const char* select_entries =
   "idempotency_key, io_read_bytes, io_write_bytes "
   "FROM inbox WHERE id = ANY(CAST(?1 AS bigint[])) ORDER BY id";
 
+constexpr const char* select_has_work =
+  "SELECT EXISTS (SELECT 1 FROM inbox WHERE taken_at IS NULL) OR (CAST(?1 AS bigint) > 0 "
+  "AND EXISTS (SELECT 1 FROM inbox WHERE taken_at IS NOT NULL AND taken_at < CAST(?1 AS "
+  "bigint)))";
+
 constexpr int64_t max_drain_bytes = int64_t{64} << 20;
 
 constexpr const char* mark_taken =
@@ -290,6 +295,21 @@ result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int6
     out.forgotten = *gone;
   }
   return out;
+}
+
+result<bool> inbox_has_work(db& d, int64_t forget_taken_before) {
+  if (d.engine() != engine::postgres)
+    return false;
+  auto s = d.prepare(select_has_work);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, forget_taken_before);
+  if (!q.step())
+    return q.step_status().ok() ? status{error::internal, "EXISTS gave no row"} : q.step_status();
+  bool work = q.column_int(0) != 0;
+  q.reset();
+  return work;
 }
 
 }  // namespace ergon::storage

@@ -69,6 +69,7 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::cancelled: return "cancelled";
     case attempt_outcome::failed_permanently: return "failed_permanently";
     case attempt_outcome::yielded: return "yielded";
+    case attempt_outcome::snoozed: return "snoozed";
   }
   return "unknown";
 }

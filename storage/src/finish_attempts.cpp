@@ -1,5 +1,6 @@
 #include "ergon/storage/op/finish_attempts.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -57,15 +58,44 @@ status cancelled_first(int64_t row) {
                                 "cancelled and the result is discarded"};
 }
 
-failed_attempt failure_of(const attempt_report& r) {
+static_assert(static_cast<int>(attempt_outcome::snoozed) == 9, "count_snoozes names it");
+constexpr const char* count_snoozes =
+  "SELECT count(*) FROM attempts WHERE job_id = ?1 AND outcome = 9";
+
+// How a report that is no success ends its attempt. A snooze past the
+// job's cap counts as a failure.
+result<failed_attempt> failure_of(db& d, const attempt_report& r, int64_t max_snoozes) {
   switch (r.kind) {
     case report_kind::failed_permanently:
-      return {attempt_outcome::failed_permanently, as_text(r.text), false};
+      return failed_attempt{attempt_outcome::failed_permanently, as_text(r.text), false};
     case report_kind::stopped:
-      return {attempt_outcome::cancelled, as_text(r.text), false};
+      return failed_attempt{attempt_outcome::cancelled, as_text(r.text), false};
+    case report_kind::snoozed: {
+      auto s = d.prepare(count_snoozes);
+      if (!s)
+        return s.error();
+      (*s)->bind(1, r.row);
+      if (!(*s)->step())
+        return (*s)->step_status();
+      auto snoozes = (*s)->column_int(0);
+      (*s)->reset();
+      if (snoozes >= max_snoozes)
+        return failed_attempt{attempt_outcome::failed,
+                              "snoozed " + std::to_string(snoozes)
+                                + " times, the most a job may (options::max_snoozes): this "
+                                  "snooze counts as a failure",
+                              true};
+      auto delay = std::max<int64_t>(0, r.after_ms);
+      return failed_attempt{attempt_outcome::snoozed,
+                            "snoozed for " + std::to_string(delay) + " ms", true, delay, false};
+    }
     default:
-      return {attempt_outcome::failed, as_text(r.text), true};
+      break;
   }
+  failed_attempt f{attempt_outcome::failed, as_text(r.text), true};
+  if (r.after_ms >= 0)
+    f.retry_after_ms = r.after_ms;
+  return f;
 }
 
 // Records how a report went: its attempt ended (answered `ok`), or it was
@@ -291,10 +321,17 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       continue;
     }
     double u = i < args.randoms.size() ? args.randoms[i] : 0.0;
-    auto ended = r.kind == report_kind::yielded
-                   ? yield_attempt(d, r.row, r.token, now_ms)
-                   : end_attempt(d, r.row, r.token, failure_of(r), retry_timing::backoff, u,
-                                 now_ms);
+    if (r.kind == report_kind::yielded) {
+      auto ended = yield_attempt(d, r.row, r.token, now_ms);
+      if (!ended)
+        return ended.error();
+      record(out, std::move(*ended), r.row);
+      continue;
+    }
+    auto how = failure_of(d, r, args.max_snoozes);
+    if (!how)
+      return how.error();
+    auto ended = end_attempt(d, r.row, r.token, *how, retry_timing::backoff, u, now_ms);
     if (!ended)
       return ended.error();
     record(out, std::move(*ended), r.row);

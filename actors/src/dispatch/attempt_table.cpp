@@ -27,7 +27,8 @@ attempt_table::end_effect attempt_table::ended(const storage::attempt_end& end,
   if (auto r = running_.find(end.row); r != running_.end()) {
     // The code reported the failure itself and may still run.
     bool reported = end.outcome == attempt_outcome::failed
-                    || end.outcome == attempt_outcome::yielded;
+                    || end.outcome == attempt_outcome::yielded
+                    || end.outcome == attempt_outcome::snoozed;
     if (!r->second.code_returned && reported && worker_registered)
       park = parked_retry{r->second.worker, r->second.token, end.key};
     if (!r->second.code_returned)

@@ -52,7 +52,7 @@ void add_end_events(std::vector<event>& out, const storage::attempt_end& end, in
     ev.try_number = end.try_number;
     ev.base_priority = ev.effective_priority = end.key.priority;
     ev.message = end.message;
-    if (kind == event_kind::retried)
+    if (kind == event_kind::retried || kind == event_kind::snoozed)
       ev.run_at_ms = end.key.run_at;
     out.push_back(std::move(ev));
   };
@@ -60,6 +60,8 @@ void add_end_events(std::vector<event>& out, const storage::attempt_end& end, in
     emit(event_kind::expired);
   if (end.outcome == attempt_outcome::yielded && end.status == job_status::pending)
     emit(event_kind::yielded);
+  else if (end.outcome == attempt_outcome::snoozed && end.status == job_status::pending)
+    emit(event_kind::snoozed);
   else if (end.status == job_status::succeeded)
     emit(event_kind::succeeded);
   else if (end.status == job_status::pending)

@@ -83,11 +83,11 @@ status running_attempt::yield() {
   return finish(storage::report_kind::yielded, {});
 }
 
-status running_attempt::finish(storage::report_kind kind, std::string text) {
+status running_attempt::finish(storage::report_kind kind, std::string text, int64_t after_ms) {
   if (!mark_finished())
     return {error::job_finished, "this attempt already reported its outcome"};
   auto [to, from] = make_reply<status>();
-  runner_->report({row_, token_, kind, std::move(text)}, std::move(to));
+  runner_->report({row_, token_, kind, std::move(text), after_ms}, std::move(to));
   return from.wait();
 }
 
@@ -97,6 +97,20 @@ status running_attempt::complete(std::string result) {
 
 status running_attempt::fail(std::string message) {
   return finish(storage::report_kind::failed, std::move(message));
+}
+
+status running_attempt::fail(std::string message, std::chrono::milliseconds retry_after) {
+  if (retry_after.count() < 0)
+    return invalid_field("retry_after", "must not be negative, got "
+                                          + std::to_string(retry_after.count()) + " ms");
+  return finish(storage::report_kind::failed, std::move(message), retry_after.count());
+}
+
+status running_attempt::snooze(std::chrono::milliseconds delay) {
+  if (delay.count() < 0)
+    return invalid_field("delay", "must not be negative, got " + std::to_string(delay.count())
+                                    + " ms");
+  return finish(storage::report_kind::snoozed, {}, delay.count());
 }
 
 status running_attempt::fail_permanently(std::string message) {

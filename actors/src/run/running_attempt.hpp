@@ -66,6 +66,8 @@ class running_attempt final : public job_context {
   status heartbeat() override;
   status complete(std::string result) override;
   status fail(std::string message) override;
+  status fail(std::string message, std::chrono::milliseconds retry_after) override;
+  status snooze(std::chrono::milliseconds delay) override;
   status fail_permanently(std::string message) override;
   status progress(int64_t done, int64_t total, std::string message) override;
 
@@ -74,7 +76,7 @@ class running_attempt final : public job_context {
   std::optional<storage::progress_report> take_progress();
 
  private:
-  status finish(storage::report_kind kind, std::string text);
+  status finish(storage::report_kind kind, std::string text, int64_t after_ms = -1);
   status extend(std::optional<std::string> checkpoint);
 
   job_id id_;

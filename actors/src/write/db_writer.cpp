@@ -466,6 +466,16 @@ class writer {
     if (step.forget)
       args.forget_taken_before = std::max<int64_t>(1, now - cfg_.idempotency_window_ms);
     drain_reply reply;
+    // Most sweeps find nothing: outside a batch, they cost a read, not a
+    // fenced transaction.
+    if (!open_) {
+      auto work = storage::inbox_has_work(*cfg_.db, args.forget_taken_before);
+      if (!work || !*work) {
+        reply.outcome = work.error();
+        rp.deliver(std::move(reply));
+        return;
+      }
+    }
     auto r = in_request<storage::drain_inbox_result>(
       [&] { return storage::drain_inbox(*cfg_.db, args, now); },
       [&](storage::drain_inbox_result& done) {
@@ -677,6 +687,7 @@ class writer {
     for (size_t i = 0; i < args.reports.size(); ++i)
       args.randoms.push_back(random());
     args.max_result_bytes = cfg_.max_payload_bytes;
+    args.max_snoozes = cfg_.max_snoozes;
     auto r = in_request<storage::finish_attempts_result>(
       [&] { return storage::finish_attempts(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::finish_attempts_result& done) {

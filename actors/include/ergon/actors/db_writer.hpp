@@ -189,6 +189,8 @@ struct db_writer_config {
   std::chrono::microseconds idle_spin{50};
   /// Payload (and checkpoint, and result) size limit; 0 means none.
   size_t max_payload_bytes = 0;
+  /// Snoozes a job may take (options::max_snoozes).
+  int64_t max_snoozes = 1'000;
   /// How long idempotency keys are kept (options::idempotency_window).
   int64_t idempotency_window_ms = 86'400'000;
   /// The database's id tag (storage::read_meta).

@@ -101,7 +101,8 @@ typename Inspector::result_type inspect(Inspector& f, attempt_ref& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
-  return f(caf::meta::type_name("ergon::attempt_report"), x.row, x.token, x.kind, x.text);
+  return f(caf::meta::type_name("ergon::attempt_report"), x.row, x.token, x.kind, x.text,
+           x.after_ms);
 }
 
 template <class Inspector>

@@ -107,6 +107,9 @@ enum class report_kind : uint8_t {
   /// job_context::yield() after the dispatcher asked the attempt to make
   /// room (preemption): the job goes back to pending without spending a try
   yielded = 4,
+  /// job_context::snooze(): the job goes back to pending after `after_ms`,
+  /// without spending a try
+  snoozed = 5,
 };
 
 /// One outcome reported by a worker: success with an optional result, or a
@@ -116,6 +119,9 @@ struct attempt_report {
   int64_t token = 0;
   report_kind kind = report_kind::succeeded;
   std::string text;  ///< result bytes on success, the failure message otherwise
+  /// For snoozed, the delay in ms; for failed, a retry delay that replaces
+  /// the backoff's (job_context::fail's retry_after). -1: none.
+  int64_t after_ms = -1;
 };
 
 /// A running job's progress report (job_context::progress).

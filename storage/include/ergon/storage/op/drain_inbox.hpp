@@ -59,4 +59,10 @@ struct drain_inbox_result {
 /// SQLite, which has no inbox, it takes nothing.
 result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int64_t now_ms);
 
+/// Whether drain_inbox would do anything: an entry waits, or (with
+/// `forget_taken_before` > 0) one taken in before it is due to go. One read
+/// that needs no write transaction, so a sweep that finds nothing costs no
+/// commit. False on SQLite.
+result<bool> inbox_has_work(db& d, int64_t forget_taken_before);
+
 }  // namespace ergon::storage

@@ -16,11 +16,16 @@ struct finish_attempts_args {
   std::vector<attempt_report> reports;
   std::vector<double> randoms;  ///< one U[0,1) per report, for backoff jitter
   size_t max_result_bytes = 0;  ///< 0: unlimited
+  /// Snoozes a job may take (options::max_snoozes); one more is a failure.
+  int64_t max_snoozes = 1'000;
 };
 
 /// Records each report. A success ends the job `succeeded` (its result kept
-/// for the job's result_ttl_ms); a failure retries it with backoff or, with
-/// no retries left or failed_permanently, ends it `failed`; after a cancel
+/// for the job's result_ttl_ms); a failure retries it with backoff (or
+/// after its retry_after) or, with no retries left or failed_permanently,
+/// ends it `failed`; a snooze puts it back to pending after its delay
+/// without spending a try, unless the job took max_snoozes already (then
+/// it is a failure); after a cancel
 /// request every report but a success ends it `cancelled`. A success sent
 /// again after it committed (same row and token; its answer was lost) is
 /// ok and changes nothing. Any other report whose token is not the running
