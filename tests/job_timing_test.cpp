@@ -6,6 +6,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 #include "support/queue_fixture.hpp"
@@ -171,6 +172,93 @@ BOOST_AUTO_TEST_CASE(a_snooze_after_a_cancel_request_ends_the_job_cancelled) {
   BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 1, id));
   BOOST_TEST(info(id).status == job_status::cancelled);
   BOOST_TEST(log->of(event_kind::snoozed, &id).empty());
+}
+
+// Fails every attempt of a job of `type` with max_retries 3 and `policy`,
+// and checks that the n-th retry is due `delays[n-1]` after that failure.
+void check_retry_delays(queue_fixture& f, const backoff_policy& policy,
+                        const std::vector<int64_t>& delays) {
+  auto id = f.submit(*job_builder("flaky").max_retries(3).backoff(policy).build());
+  worker_options w;
+  w.runners["flaky"] = [](job_context&) { throw std::runtime_error("down"); };
+  auto wk = f.start(std::move(w));
+  int64_t now = t0;
+  for (size_t n = 1; n <= delays.size(); ++n) {
+    BOOST_REQUIRE(f.log->wait_for(event_kind::retried, n, id));
+    auto r = f.log->of(event_kind::retried, &id).at(n - 1);
+    BOOST_TEST(r.run_at_ms - now == delays[n - 1], "retry " << n);
+    f.advance(std::chrono::milliseconds{delays[n - 1]});
+    now += delays[n - 1];
+  }
+  BOOST_REQUIRE(f.log->wait_for(event_kind::failed, 1, id));
+  BOOST_TEST(f.info(id).backoff.kind == policy.kind);
+  BOOST_TEST(f.info(id).backoff.max_ms == policy.max_ms);
+}
+
+BOOST_AUTO_TEST_CASE(a_constant_backoff_waits_the_same_each_time) {
+  check_retry_delays(*this, {1'000, 2.0, 0.0, backoff_kind::constant, 0}, {1'000, 1'000, 1'000});
+}
+
+BOOST_AUTO_TEST_CASE(a_linear_backoff_grows_by_its_initial_delay) {
+  check_retry_delays(*this, {1'000, 2.0, 0.0, backoff_kind::linear, 0}, {1'000, 2'000, 3'000});
+}
+
+BOOST_AUTO_TEST_CASE(an_exponential_backoff_stops_at_its_cap) {
+  check_retry_delays(*this, {1'000, 2.0, 0.0, backoff_kind::exponential, 3'000},
+                     {1'000, 2'000, 3'000});
+}
+
+BOOST_AUTO_TEST_CASE(jitter_stays_within_its_share_and_under_the_cap) {
+  // 50% jitter on a constant 1 s, capped at 1.2 s: each delay in [1, 1.2] s.
+  auto id = submit(*job_builder("flaky")
+                      .max_retries(3)
+                      .backoff({1'000, 2.0, 0.5, backoff_kind::constant, 1'200})
+                      .build());
+  worker_options w;
+  w.runners["flaky"] = [](job_context&) { throw std::runtime_error("down"); };
+  auto wk = start(std::move(w));
+  int64_t now = t0;
+  for (size_t n = 1; n <= 3; ++n) {
+    BOOST_REQUIRE(log->wait_for(event_kind::retried, n, id));
+    auto delay = log->of(event_kind::retried, &id).at(n - 1).run_at_ms - now;
+    BOOST_TEST(delay >= 1'000);
+    BOOST_TEST(delay <= 1'200);
+    advance(std::chrono::milliseconds{delay});
+    now += delay;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_type_s_retry_policy_applies_to_jobs_left_at_the_defaults) {
+  options o;
+  o.retry_policies["flaky"] = {500, 2.0, 0.0, backoff_kind::constant, 0};
+  reopen(o);
+  auto plain = submit(*job_builder("flaky").max_retries(1).build());
+  auto own = submit(*job_builder("flaky").max_retries(1).backoff(2'000ms, 1.0, 0.0).build());
+  auto other = submit(*job_builder("steady").build());
+  BOOST_TEST(info(plain).backoff.kind == backoff_kind::constant);
+  BOOST_TEST(info(plain).backoff.initial_ms == 500);
+  BOOST_TEST(info(own).backoff.initial_ms == 2'000);
+  BOOST_TEST((info(other).backoff == backoff_policy{}));
+  worker_options w;
+  w.runners["flaky"] = [](job_context&) { throw std::runtime_error("down"); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, plain));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, own));
+  BOOST_TEST(log->of(event_kind::retried, &plain).at(0).run_at_ms == t0 + 500);
+  BOOST_TEST(log->of(event_kind::retried, &own).at(0).run_at_ms == t0 + 2'000);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_retry_policy_is_refused_at_open_naming_its_type) {
+  options o;
+  o.retry_policies["flaky"] = {500, 0.5, 0.0, backoff_kind::exponential, 0};
+  auto q2 = queue::open(test_location(dir), o);
+  BOOST_REQUIRE(!q2.has_value());
+  BOOST_TEST(q2.error().code() == error::invalid_argument);
+  BOOST_TEST(q2.error().field() == "retry_policies.flaky.backoff.multiplier");
+  o.retry_policies["flaky"] = {500, 2.0, 0.0, backoff_kind::constant, -1};
+  auto q3 = queue::open(test_location(dir), o);
+  BOOST_REQUIRE(!q3.has_value());
+  BOOST_TEST(q3.error().field() == "retry_policies.flaky.backoff.max");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -152,7 +152,8 @@ BOOST_FIXTURE_TEST_CASE(a_rollback_leaves_nothing_and_a_commit_runs_the_job, sho
   BOOST_TEST(app.exec("SELECT count(*) FROM ergon.jobs") == "1");
   BOOST_TEST(app.exec("SELECT count(*) FROM ergon.inbox") == "1");
   BOOST_TEST(app.exec("SELECT count(*) FROM orders") == "1");
-  auto info = q->job_info(taken.id);
+  // The code ran; its success commits after.
+  auto info = q->wait(taken.id, hang_guard);
   BOOST_REQUIRE_MESSAGE(info.has_value(), info.error().to_string());
   BOOST_TEST(info->status == job_status::succeeded);
 }

@@ -213,7 +213,11 @@ BOOST_AUTO_TEST_CASE(a_deposed_queue_answers_busy_and_closes) {
   BOOST_REQUIRE(id.has_value());
   // Another process takes the lease over, as if this one had been stopped
   // past its lease: the lease row's epoch moves on.
-  engine_probe{uri}.exec("UPDATE ergon.lease SET epoch = epoch + 1, pid = 1, host = 'elsewhere'");
+  // As a takeover does: FOR UPDATE waits for a writer batch that read the
+  // old epoch, so no batch straddles the change.
+  engine_probe{uri}.exec(
+    "BEGIN; SELECT 1 FROM ergon.lease FOR UPDATE; "
+    "UPDATE ergon.lease SET epoch = epoch + 1, pid = 1, host = 'elsewhere'; COMMIT");
   auto refused = a->submit(*job_builder("work").build());
   BOOST_REQUIRE(!refused.has_value());
   BOOST_TEST(refused.error().code() == error::busy);

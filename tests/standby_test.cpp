@@ -170,7 +170,11 @@ BOOST_AUTO_TEST_CASE(a_deposed_owner_steps_down_and_stands_by) {
   BOOST_REQUIRE_MESSAGE(s.has_value(), s.error().to_string());
   auto owned = seen.wait_for(1);
   BOOST_REQUIRE((owned.role == server_role::owner));
-  engine_probe{uri}.exec("UPDATE ergon.lease SET epoch = epoch + 1, pid = 1, host = 'elsewhere'");
+  // As a takeover does: FOR UPDATE waits for a writer batch that read the
+  // old epoch, so no batch straddles the change.
+  engine_probe{uri}.exec(
+    "BEGIN; SELECT 1 FROM ergon.lease FOR UPDATE; "
+    "UPDATE ergon.lease SET epoch = epoch + 1, pid = 1, host = 'elsewhere'; COMMIT");
   caf::scoped_actor self{a.sys};
   self->request(owned.queue, caf::infinite, submit_atom::value, *job_builder("work").build())
     .receive([](job_id&) { BOOST_FAIL("a deposed owner took a submit"); },

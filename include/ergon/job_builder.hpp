@@ -45,6 +45,8 @@ class job_builder {
   /// Backoff between attempts (see backoff_policy); defaults 20 s, 2, 0.2.
   job_builder& backoff(std::chrono::milliseconds initial, double multiplier = 2.0,
                        double randomization = 0.2);
+  /// The whole retry policy: a kind, a cap, jitter (see backoff_policy).
+  job_builder& backoff(backoff_policy policy);
   /// An attempt expires this long after it starts unless heartbeats extend
   /// it; default 300 s.
   job_builder& timeout(std::chrono::milliseconds t);

@@ -92,12 +92,37 @@ struct progress_info {
   std::optional<int64_t> eta_ms;
 };
 
-/// Exponential backoff between attempts:
-/// delay = initial * multiplier^(try-1) * (1 + U[0,1) * randomization).
+/// How the delay before a retry grows with the tries spent (n = 1 after
+/// the first failed try).
+enum class backoff_kind : uint8_t {
+  exponential = 0,  ///< initial * multiplier^(n-1)
+  constant = 1,     ///< initial, every time
+  linear = 2,       ///< initial * n
+};
+
+/// Returns "exponential", "constant" or "linear".
+const char* to_string(backoff_kind k) noexcept;
+std::ostream& operator<<(std::ostream& out, backoff_kind k);
+
+/// The delay between attempts: the kind's delay (see backoff_kind) times
+/// (1 + U[0,1) * randomization), at most max_ms if that is set. The
+/// defaults are exponential from 20 s, doubling, with 20% jitter and no cap.
+/// A job whose backoff is left at these defaults takes its type's policy
+/// if the queue has one (options::retry_policies).
 struct backoff_policy {
   int64_t initial_ms = 20'000;
-  double multiplier = 2.0;
+  double multiplier = 2.0;  ///< exponential only
   double randomization = 0.2;
+  backoff_kind kind = backoff_kind::exponential;
+  /// The longest delay, jitter included; 0: none (a delay stops at 100
+  /// years regardless).
+  int64_t max_ms = 0;
+
+  bool operator==(const backoff_policy& o) const noexcept {
+    return initial_ms == o.initial_ms && multiplier == o.multiplier
+           && randomization == o.randomization && kind == o.kind && max_ms == o.max_ms;
+  }
+  bool operator!=(const backoff_policy& o) const noexcept { return !(*this == o); }
 };
 
 /// A snapshot of a job.

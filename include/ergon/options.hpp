@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -185,6 +186,14 @@ struct options {
   /// (every snooze is a failure) and 1,000,000 (invalid_argument
   /// "max_snoozes").
   int64_t max_snoozes = 1'000;
+
+  /// Retry policies per job type: a job of a type named here whose backoff
+  /// is left at backoff_policy's defaults takes this one when it is
+  /// submitted (in a batch, through the PostgreSQL inbox, or as a recurring
+  /// job's template). A job that sets its own backoff keeps it. Each is
+  /// checked as a job's backoff is (invalid_argument naming
+  /// "retry_policies.<type>.backoff.<field>").
+  std::map<std::string, backoff_policy> retry_policies;
 
   /// synchronous=FULL: an acknowledged job survives power loss, not just a
   /// process crash. Costs an fsync per commit (single submits get ~10x slower).

@@ -135,7 +135,7 @@ typename Inspector::result_type inspect(Inspector& f, backoff_policy& x) {
   auto multiplier = wire::float64(x.multiplier);
   auto randomization = wire::float64(x.randomization);
   return f(caf::meta::type_name("ergon::backoff_policy"), x.initial_ms, multiplier,
-           randomization);
+           randomization, x.kind, x.max_ms);
 }
 
 template <class Inspector>

@@ -160,6 +160,7 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   wcfg.max_payload_bytes = opts.max_payload_bytes;
   wcfg.idempotency_window_ms = opts.idempotency_window.count();
   wcfg.max_snoozes = opts.max_snoozes;
+  wcfg.retry_policies = opts.retry_policies;
   wcfg.id_tag = meta->id_tag;
   wcfg.gate = p->gate;
   wcfg.stats = p->writer_stats;

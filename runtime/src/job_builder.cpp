@@ -51,6 +51,11 @@ job_builder& job_builder::max_retries(int32_t n) {
   return *this;
 }
 
+job_builder& job_builder::backoff(backoff_policy policy) {
+  job_.backoff = policy;
+  return *this;
+}
+
 job_builder& job_builder::backoff(std::chrono::milliseconds initial, double multiplier,
                                   double randomization) {
   job_.backoff = backoff_policy{initial.count(), multiplier, randomization};

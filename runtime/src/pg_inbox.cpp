@@ -27,8 +27,9 @@ constexpr const char* submit_call =
   "backoff_initial_ms => $11, backoff_multiplier => $12, backoff_randomization => $13, "
   "timeout_ms => $14, heartbeat_increment_ms => $15, unique_key => $16, "
   "on_duplicate => $17, unique_hold_ms => $18, result_ttl_ms => $19, "
-  "idempotency_key => $20, io_read_bytes => $21, io_write_bytes => $22)";
-constexpr int submit_params = 22;
+  "idempotency_key => $20, io_read_bytes => $21, io_write_bytes => $22, "
+  "backoff_kind => $23, backoff_max_ms => $24)";
+constexpr int submit_params = 24;
 
 // Through the SECURITY DEFINER function: a role that may only enqueue
 // reads its entries too.
@@ -125,6 +126,8 @@ result<int64_t> submit(pg_conn* conn, const job& j, const inbox_options& options
     v[20] = text(j.expected_io->read_bytes);
     v[21] = text(j.expected_io->write_bytes);
   }
+  v[22] = to_string(j.backoff.kind);
+  v[23] = text(j.backoff.max_ms);
   std::vector<const char*> values(submit_params);
   std::vector<int> lengths(submit_params, 0);
   std::vector<int> formats(submit_params, 0);

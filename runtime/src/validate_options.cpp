@@ -77,6 +77,13 @@ status validate(const options& o) {
     return invalid_field("idempotency_window",
                          "must be between 1 s and 30 days, got "
                            + std::to_string(o.idempotency_window.count()) + " ms");
+  for (auto& [type, policy] : o.retry_policies) {
+    job j;
+    j.type = type;
+    j.backoff = policy;
+    if (auto st = validate(j); !st)
+      return invalid_field("retry_policies." + type + "." + st.field(), st.message());
+  }
   if (o.max_snoozes < 0 || o.max_snoozes > 1'000'000)
     return invalid_field("max_snoozes", "must be between 0 and 1,000,000, got "
                                           + std::to_string(o.max_snoozes));

@@ -13,7 +13,7 @@ namespace {
 constexpr const char* select_running =
   "SELECT current_try, max_retries, backoff_initial_ms, backoff_multiplier, "
   "backoff_randomization, started_at, " ERGON_JOB_HAS_LINKS ", try_base, "
-  "cancel_requested_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS " "
+  "cancel_requested_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS ", " ERGON_BACKOFF_COLUMNS " "
   "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND (CAST(?2 AS BIGINT) IS NULL OR attempt_token = ?2)";
 
 constexpr const char* insert_attempt =
@@ -58,11 +58,15 @@ status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at
 }  // namespace
 
 int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept {
-  double exponent = failed_try > 1 ? failed_try - 1 : 0;
-  double delay = static_cast<double>(b.initial_ms) * std::pow(b.multiplier, exponent)
-                 * (1.0 + u * b.randomization);
-  if (!(delay < static_cast<double>(max_delay_ms)))
-    return max_delay_ms;
+  double n = failed_try > 1 ? failed_try : 1;
+  double growth = b.kind == backoff_kind::constant ? 1.0
+                  : b.kind == backoff_kind::linear ? n
+                                                   : std::pow(b.multiplier, n - 1);
+  double delay = static_cast<double>(b.initial_ms) * growth * (1.0 + u * b.randomization);
+  double cap = b.max_ms > 0 ? static_cast<double>(std::min(b.max_ms, max_delay_ms))
+                            : static_cast<double>(max_delay_ms);
+  if (!(delay < cap))
+    return static_cast<int64_t>(cap);
   return static_cast<int64_t>(delay);
 }
 
@@ -87,6 +91,7 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   end.try_number = static_cast<int32_t>(q.column_int(0));
   auto max_retries = static_cast<int32_t>(q.column_int(1));
   backoff_policy backoff{q.column_int(2), q.column_double(3), q.column_double(4)};
+  rows::read_backoff(q, 9 + rows::key_column_count, backoff);
   end.started_at = q.column_int(5);
   bool linked = q.column_int(6) != 0;
   auto tries_before = static_cast<int32_t>(q.column_int(7));

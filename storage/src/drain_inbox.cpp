@@ -24,7 +24,7 @@ constexpr const char* select_entries =
   "SELECT id, type, payload, name, group_key, priority, weight, run_at, delay_ms, ttl_ms, "
   "max_retries, backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "
   "heartbeat_increment_ms, unique_key, on_duplicate, unique_hold_ms, result_ttl_ms, "
-  "idempotency_key, io_read_bytes, io_write_bytes "
+  "idempotency_key, io_read_bytes, io_write_bytes, backoff_kind, backoff_max_ms "
   "FROM inbox WHERE id = ANY(CAST(?1 AS bigint[])) ORDER BY id";
 
 constexpr const char* select_has_work =
@@ -112,6 +112,14 @@ entry read_entry(const stmt& q) {
   auto write = q.column_opt_int(22);
   if (read || write)
     j.expected_io = io_estimate{read.value_or(0), write.value_or(0)};
+  if (auto kind = q.column_opt_text(23)) {
+    // The table's CHECK allows these three.
+    j.backoff.kind = *kind == "constant" ? backoff_kind::constant
+                     : *kind == "linear" ? backoff_kind::linear
+                                         : backoff_kind::exponential;
+  }
+  if (auto v = q.column_opt_int(24))
+    j.backoff.max_ms = *v;
   return e;
 }
 
@@ -233,7 +241,7 @@ result<drain_inbox_result> drain_inbox(db& d, const drain_inbox_args& args, int6
       out.refused.push_back({e.id, e.j.type, e.fault});
   }
   insert_jobs_args base{{}, args.max_payload_bytes, args.id_tag, args.next_row,
-                        args.idempotency_window_ms};
+                        args.idempotency_window_ms, args.retry_policies};
   std::vector<int64_t> taken_ids;
   std::vector<job_id> job_ids;
   auto took = [&](const std::vector<entry*>& batch, insert_jobs_result& r) {

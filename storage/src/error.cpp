@@ -58,6 +58,19 @@ const char* to_string(job_status s) noexcept {
   return "unknown";
 }
 
+const char* to_string(backoff_kind k) noexcept {
+  switch (k) {
+    case backoff_kind::exponential: return "exponential";
+    case backoff_kind::constant: return "constant";
+    case backoff_kind::linear: return "linear";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, backoff_kind k) {
+  return out << to_string(k);
+}
+
 const char* to_string(attempt_outcome o) noexcept {
   switch (o) {
     case attempt_outcome::running: return "running";

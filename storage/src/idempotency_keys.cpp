@@ -65,6 +65,8 @@ int64_t fingerprint(const job& j) {
   f.add(j.backoff.initial_ms);
   f.add(j.backoff.multiplier);
   f.add(j.backoff.randomization);
+  f.add(int64_t{static_cast<int64_t>(j.backoff.kind)});
+  f.add(j.backoff.max_ms);
   f.add(j.timeout_ms);
   f.add(j.heartbeat_increment_ms);
   f.add(j.unique_key);

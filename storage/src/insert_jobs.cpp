@@ -30,8 +30,9 @@ constexpr const char* take_key =
 constexpr const char* copy_jobs =
   "COPY jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
-  "io_read_bytes, io_write_bytes, status, unfinished_instance_of) FROM STDIN (FORMAT binary)";
-constexpr int16_t copy_fields = 27;
+  "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ") "
+  "FROM STDIN (FORMAT binary)";
+constexpr int16_t copy_fields = 29;
 
 constexpr size_t min_copy_rows = 12;
 
@@ -74,6 +75,8 @@ status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_
     out.add(j->expected_io ? std::optional<int64_t>{j->expected_io->write_bytes} : std::nullopt);
     out.add(int64_t{0});  // pending
     out.add(recurring);   // unfinished_instance_of
+    out.add(int64_t{static_cast<int64_t>(j->backoff.kind)});
+    out.add(int64_t{j->backoff.max_ms});
   });
 }
 
@@ -283,10 +286,33 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
 
 }  // namespace
 
+bool apply_retry_policy(job& j, const std::map<std::string, backoff_policy>& policies) {
+  if (j.backoff != backoff_policy{})
+    return false;
+  auto p = policies.find(j.type);
+  if (p == policies.end())
+    return false;
+  j.backoff = p->second;
+  return true;
+}
+
 result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int64_t now_ms) {
   const auto& jobs = args.jobs;
   if (jobs.empty())
     return invalid_field("jobs", "the batch is empty");
+  if (args.retry_policies && !args.retry_policies->empty()) {
+    // A copy only when a type's policy applies.
+    auto takes_policy = [&](const job& j) {
+      return j.backoff == backoff_policy{} && args.retry_policies->count(j.type) > 0;
+    };
+    if (std::any_of(jobs.begin(), jobs.end(), takes_policy)) {
+      insert_jobs_args own = args;
+      for (auto& j : own.jobs)
+        apply_retry_policy(j, *args.retry_policies);
+      own.retry_policies = nullptr;
+      return insert_jobs(d, own, now_ms);
+    }
+  }
   // Validate everything first: a bad job must not leave earlier ones written.
   for (size_t i = 0; i < jobs.size(); ++i)
     if (auto st = validate(jobs[i], args.max_payload_bytes); !st)

@@ -22,9 +22,9 @@ constexpr const char* select_job_state =
 constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
-  "io_read_bytes, io_write_bytes, status, unfinished_instance_of) "
+  "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ") "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0, ?19)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0, ?19, ?26, ?27)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3, "
@@ -120,7 +120,18 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
     s.bind_null(24);
     s.bind_null(25);
   }
+  bind_backoff(s, 26, j.backoff);
   return d.run(s);
+}
+
+void bind_backoff(stmt& s, int first, const backoff_policy& b) {
+  s.bind(first, static_cast<int64_t>(b.kind));
+  s.bind(first + 1, b.max_ms);
+}
+
+void read_backoff(const stmt& s, int first, backoff_policy& b) {
+  b.kind = static_cast<backoff_kind>(s.column_int(first));
+  b.max_ms = s.column_int(first + 1);
 }
 
 void bind_template(stmt& s, int first, const job& j) {
@@ -204,6 +215,7 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
   j.yields = static_cast<int32_t>(s.column_int(38));
   if (!s.column_is_null(39) || !s.column_is_null(40))
     j.expected_io = io_estimate{s.column_int(39), s.column_int(40)};
+  read_backoff(s, 41, j.backoff);
   j.effective_priority = j.priority;
   return j;
 }

@@ -34,7 +34,8 @@ job_key read_key(const stmt& s, int first = 0);
   "heartbeat_increment_ms, added_at, started_at, finished_at, expires_at, "     \
   "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key, "   \
   "result_expires_at, try_base, cancel_requested_at, progress_done, progress_total, "   \
-  "progress_message, progress_at, progress_eta, yields, io_read_bytes, io_write_bytes"
+  "progress_message, progress_at, progress_eta, yields, io_read_bytes, io_write_bytes, " \
+  ERGON_BACKOFF_COLUMNS
 
 /// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
 struct latest_attempt {
@@ -83,6 +84,17 @@ status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
   "type, name, group_key, priority, weight, payload, max_retries, "                 \
   "backoff_initial_ms, backoff_multiplier, backoff_randomization, timeout_ms, "     \
   "heartbeat_increment_ms"
+
+/// A backoff's kind and cap, on both the jobs and the recurring_jobs rows.
+/// Statements put them at the end of their column lists (they came after
+/// the template's columns).
+#define ERGON_BACKOFF_COLUMNS "backoff_kind, backoff_max_ms"
+
+/// Binds ERGON_BACKOFF_COLUMNS of `b` to parameters first and first + 1.
+void bind_backoff(stmt& s, int first, const backoff_policy& b);
+
+/// Reads ERGON_BACKOFF_COLUMNS at column `first` into `b`.
+void read_backoff(const stmt& s, int first, backoff_policy& b);
 
 /// Binds ERGON_TEMPLATE_COLUMNS of `j` to parameters first .. first + 11,
 /// without copies: `j` must outlive the statement's next step.

@@ -195,6 +195,9 @@ CREATE TABLE inbox (
   backoff_initial_ms     bigint,
   backoff_multiplier     double precision,
   backoff_randomization  double precision,
+  backoff_kind           text COLLATE "C" CHECK (backoff_kind IN ('exponential', 'constant',
+                                                                  'linear')),
+  backoff_max_ms         bigint,
   timeout_ms             bigint,
   heartbeat_increment_ms bigint,
   unique_key             text COLLATE "C" CHECK (octet_length(unique_key) <= 256),
@@ -218,7 +221,8 @@ CREATE FUNCTION submit(
   priority bigint DEFAULT NULL, weight bigint DEFAULT NULL, run_at_ms bigint DEFAULT NULL,
   delay_ms bigint DEFAULT NULL, ttl_ms bigint DEFAULT NULL, max_retries bigint DEFAULT NULL,
   backoff_initial_ms bigint DEFAULT NULL, backoff_multiplier double precision DEFAULT NULL,
-  backoff_randomization double precision DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
+  backoff_randomization double precision DEFAULT NULL, backoff_kind text DEFAULT NULL,
+  backoff_max_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
   heartbeat_increment_ms bigint DEFAULT NULL, unique_key text DEFAULT NULL,
   on_duplicate text DEFAULT NULL, unique_hold_ms bigint DEFAULT NULL,
   result_ttl_ms bigint DEFAULT NULL, idempotency_key text DEFAULT NULL,
@@ -229,12 +233,14 @@ DECLARE
 BEGIN
   INSERT INTO {schema}.inbox (type, payload, name, group_key, priority, weight, run_at,
     delay_ms, ttl_ms, max_retries, backoff_initial_ms, backoff_multiplier,
-    backoff_randomization, timeout_ms, heartbeat_increment_ms, unique_key, on_duplicate,
+    backoff_randomization, backoff_kind, backoff_max_ms, timeout_ms, heartbeat_increment_ms,
+    unique_key, on_duplicate,
     unique_hold_ms, result_ttl_ms, idempotency_key, io_read_bytes, io_write_bytes)
   VALUES (submit.type, coalesce(submit.payload, '\x'), submit.name, submit."group",
     submit.priority, submit.weight, submit.run_at_ms, submit.delay_ms, submit.ttl_ms,
     submit.max_retries, submit.backoff_initial_ms, submit.backoff_multiplier,
-    submit.backoff_randomization, submit.timeout_ms, submit.heartbeat_increment_ms,
+    submit.backoff_randomization, submit.backoff_kind, submit.backoff_max_ms, submit.timeout_ms,
+    submit.heartbeat_increment_ms,
     submit.unique_key, submit.on_duplicate, submit.unique_hold_ms, submit.result_ttl_ms,
     submit.idempotency_key, submit.io_read_bytes, submit.io_write_bytes)
   RETURNING id INTO entry;
@@ -254,8 +260,11 @@ $fn$;
 REVOKE ALL ON FUNCTION entry FROM PUBLIC;
 )sql";
 
+// Version 6 is SQLite's version 9 (schema.cpp says why).
+constexpr const char* migration_6 = ERGON_SQL_BACKOFF_KINDS("bigint");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                      migration_5};
+                                      migration_5, migration_6};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ergon/storage/op/insert_jobs.hpp"
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
@@ -12,24 +13,26 @@ namespace {
 
 constexpr const char* insert_recurring =
   "INSERT INTO recurring_jobs (id, schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS
-  ", ttl_ms, added_at, updated_at) "
+  ", ttl_ms, added_at, updated_at, " ERGON_BACKOFF_COLUMNS ") "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?19)";
+  "?19, ?19, ?20, ?21)";
 
 constexpr const char* update_recurring =
   "UPDATE recurring_jobs SET (schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS
-  ", ttl_ms, updated_at) = (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-  "?17, ?18, ?19) WHERE id = ?1";
+  ", ttl_ms, updated_at, " ERGON_BACKOFF_COLUMNS ") = (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+  "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) WHERE id = ?1";
 
 // The pending instance takes the template; a new payload (?7) drops a
 // checkpoint an earlier attempt left, as update_pending does.
 constexpr const char* update_instance =
   "UPDATE jobs SET checkpoint = CASE WHEN payload = ?7 THEN checkpoint ELSE NULL END, "
-  "(" ERGON_TEMPLATE_COLUMNS ", run_at, scheduled_at, ready_since, deadline) = "
-  "(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
+  "(" ERGON_TEMPLATE_COLUMNS ", run_at, scheduled_at, ready_since, deadline, "
+  ERGON_BACKOFF_COLUMNS ") = "
+  "(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
   "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS;
 
-// Binds ?1 to ?18 of insert_recurring (update_recurring uses the same numbers).
+// Binds ?1 to ?18, ?20 and ?21 of insert_recurring (update_recurring uses
+// the same numbers).
 void bind_recurring(stmt& s, const recurring_job& r, int64_t since) {
   s.bind_text(1, r.id);
   s.bind_text(2, r.schedule);
@@ -38,6 +41,7 @@ void bind_recurring(stmt& s, const recurring_job& r, int64_t since) {
   s.bind(5, since);
   rows::bind_template(s, 6, r.job);
   s.bind(18, r.job.ttl_ms);
+  rows::bind_backoff(s, 20, r.job.backoff);
 }
 
 rows::recurring_row row_of(const recurring_job& r, int64_t since) {
@@ -70,6 +74,7 @@ result<key_change> retemplate(db& d, const recurring_job& r, const rows::instanc
   q.bind(15, at.value_or(before.scheduled_at));
   q.bind(16, ready_since);
   q.bind(17, deadline);
+  rows::bind_backoff(q, 18, j.backoff);
   if (!q.step())
     return q.step_status().ok() ? status{error::internal, "pending instance changed underneath"}
                                 : q.step_status();
@@ -90,6 +95,13 @@ status missing_error(const std::string& id) {
 
 result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args,
                                            int64_t now_ms) {
+  if (args.retry_policies && args.job.job.backoff == backoff_policy{}
+      && args.retry_policies->count(args.job.job.type) > 0) {
+    auto own = args;
+    apply_retry_policy(own.job.job, *args.retry_policies);
+    own.retry_policies = nullptr;
+    return put_recurring(d, own, now_ms);
+  }
   const auto& r = args.job;
   if (auto st = validate(r, args.max_payload_bytes); !st)
     return st;

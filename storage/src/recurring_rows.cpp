@@ -10,7 +10,8 @@ namespace {
 
 #define ERGON_RECURRING_COLUMNS                                              \
   "id, schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS ", ttl_ms, " \
-  "added_at, updated_at, last_job, last_scheduled_at, last_finished_at, last_status"
+  "added_at, updated_at, last_job, last_scheduled_at, last_finished_at, last_status, " \
+  ERGON_BACKOFF_COLUMNS
 
 constexpr const char* select_recurring =
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs WHERE id = ?1";
@@ -63,6 +64,7 @@ recurring_row read_row(const stmt& s) {
   r.last_finished_at = s.column_opt_int(22);
   if (auto st = s.column_opt_int(23))
     r.last_status = static_cast<job_status>(*st);
+  read_backoff(s, 24, j.backoff);
   return r;
 }
 

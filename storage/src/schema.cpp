@@ -221,8 +221,14 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 )sql";
 
+// Version 9: retry policies of a kind (constant, linear, exponential) and
+// with a cap (job_info.hpp's backoff_policy), for jobs and the templates
+// of recurring jobs. 0 is exponential and no cap, as every row was.
+constexpr const char* migration_9 = ERGON_SQL_BACKOFF_KINDS("INTEGER");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                      migration_5, migration_6, migration_7, migration_8};
+                                      migration_5, migration_6, migration_7, migration_8,
+                                      migration_9};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

@@ -37,6 +37,11 @@ status check_backoff(const backoff_policy& b) {
   if (!std::isfinite(b.randomization) || b.randomization < 0.0 || b.randomization > 10.0)
     return invalid_field("backoff.randomization", "must be between 0 and 10, got "
                                                     + std::to_string(b.randomization));
+  if (static_cast<uint8_t>(b.kind) > static_cast<uint8_t>(backoff_kind::linear))
+    return invalid_field("backoff.kind", "must be exponential, constant or linear, got "
+                                           + std::to_string(static_cast<int>(b.kind)));
+  if (auto st = check_not_negative_ms("backoff.max", b.max_ms); !st)
+    return st;
   return {};
 }
 

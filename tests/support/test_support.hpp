@@ -61,6 +61,10 @@ inline std::string write_private_file(const std::string& path, const std::string
 // (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 9)
+    for (auto table : {"jobs", "recurring_jobs"})
+      for (auto column : {"backoff_kind", "backoff_max_ms"})
+        sql += std::string{"ALTER TABLE "} + table + " DROP COLUMN " + column + "; ";
   if (version < 8)
     sql += "DROP TABLE idempotency_keys; ";
   if (version < 7)

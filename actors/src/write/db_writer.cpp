@@ -314,7 +314,8 @@ class writer {
     auto now = cfg_.clock->now_ms();
     rows_in_batch_ += c.args.jobs.size();
     storage::insert_jobs_args args{std::move(c.args.jobs), cfg_.max_payload_bytes,
-                                   cfg_.id_tag, next_row_, cfg_.idempotency_window_ms};
+                                   cfg_.id_tag, next_row_, cfg_.idempotency_window_ms,
+                                   &cfg_.retry_policies};
     std::vector<job_id> ids;
     auto r = in_request<storage::insert_jobs_result>(
       [&] { return storage::insert_jobs(*cfg_.db, args, now); },
@@ -462,7 +463,7 @@ class writer {
     auto rp = self->make_response_promise();
     auto now = cfg_.clock->now_ms();
     storage::drain_inbox_args args{step.limit, cfg_.max_payload_bytes, cfg_.id_tag, next_row_,
-                                   cfg_.idempotency_window_ms};
+                                   cfg_.idempotency_window_ms, 0, &cfg_.retry_policies};
     if (step.forget)
       args.forget_taken_before = std::max<int64_t>(1, now - cfg_.idempotency_window_ms);
     drain_reply reply;
@@ -502,6 +503,7 @@ class writer {
 
   void on_put_recurring(put_recurring_call& c) {
     c.args.max_payload_bytes = cfg_.max_payload_bytes;
+    c.args.retry_policies = &cfg_.retry_policies;
     auto r = in_request<storage::put_recurring_result>(
       [&] { return storage::put_recurring(*cfg_.db, c.args, cfg_.clock->now_ms()); },
       [&](storage::put_recurring_result& done) {

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <string>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -189,6 +191,9 @@ struct db_writer_config {
   std::chrono::microseconds idle_spin{50};
   /// Payload (and checkpoint, and result) size limit; 0 means none.
   size_t max_payload_bytes = 0;
+  /// Per type, the backoff a job left at the defaults takes
+  /// (options::retry_policies).
+  std::map<std::string, backoff_policy> retry_policies;
   /// Snoozes a job may take (options::max_snoozes).
   int64_t max_snoozes = 1'000;
   /// How long idempotency keys are kept (options::idempotency_window).

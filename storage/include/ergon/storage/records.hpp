@@ -78,8 +78,10 @@ enum class retry_timing : uint8_t {
 };
 
 /// The backoff delay after the `failed_try`-th attempt (1-based) failed:
-/// initial * multiplier^(failed_try-1) * (1 + u * randomization), with u in
-/// [0, 1). Capped at 100 years so huge exponents can't overflow.
+/// the kind's growth (initial * multiplier^(failed_try-1), initial, or
+/// initial * failed_try) * (1 + u * randomization), with u in [0, 1), at
+/// most max_ms if set, and at most 100 years so huge exponents can't
+/// overflow.
 int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept;
 
 /// What ending an attempt did to its job.

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct drain_inbox_args {
   /// Also deletes up to `limit` entries taken in before this time (ms); 0:
   /// none.
   int64_t forget_taken_before = 0;
+  /// As insert_jobs_args::retry_policies.
+  const std::map<std::string, backoff_policy>* retry_policies = nullptr;
 };
 
 /// An entry whose job was refused: recorded on its row.

@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "ergon/error.hpp"
@@ -22,7 +24,14 @@ struct insert_jobs_args {
   int64_t next_row = 0;
   /// How long a job's idempotency key is kept (options::idempotency_window).
   int64_t idempotency_window_ms = 86'400'000;
+  /// Per type, the backoff a job left at the defaults takes
+  /// (options::retry_policies); null: none.
+  const std::map<std::string, backoff_policy>* retry_policies = nullptr;
 };
+
+/// Gives `j` its type's policy from `policies` if its backoff is left at
+/// the defaults; true if it did.
+bool apply_retry_policy(job& j, const std::map<std::string, backoff_policy>& policies);
 
 /// What a submit did.
 struct insert_jobs_result {

@@ -1,6 +1,9 @@
 // put_recurring: adding or updating a recurring job (storage/src/put_recurring.cpp).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -24,6 +27,8 @@ struct put_recurring_args {
   recurring_job job;
   put_mode mode = put_mode::add;
   size_t max_payload_bytes = 0;
+  /// As insert_jobs_args::retry_policies: applied to the template.
+  const std::map<std::string, backoff_policy>* retry_policies = nullptr;
 };
 
 struct put_recurring_result {
