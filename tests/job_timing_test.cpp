@@ -248,6 +248,22 @@ BOOST_AUTO_TEST_CASE(a_type_s_retry_policy_applies_to_jobs_left_at_the_defaults)
   BOOST_TEST(log->of(event_kind::retried, &own).at(0).run_at_ms == t0 + 2'000);
 }
 
+BOOST_AUTO_TEST_CASE(a_recurring_job_s_instances_take_its_type_s_retry_policy) {
+  options o;
+  o.retry_policies["tick"] = {500, 2.0, 0.0, backoff_kind::linear, 2'000};
+  reopen(o);
+  recurring_job r;
+  r.id = "every minute";
+  r.schedule = "every 60s";
+  r.job = *job_builder("tick").build();
+  auto first = q->add_recurring(r);
+  BOOST_REQUIRE_MESSAGE(first.has_value(), first.error().to_string());
+  auto b = info(*first).backoff;
+  BOOST_TEST(b.kind == backoff_kind::linear);
+  BOOST_TEST(b.initial_ms == 500);
+  BOOST_TEST(b.max_ms == 2'000);
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_retry_policy_is_refused_at_open_naming_its_type) {
   options o;
   o.retry_policies["flaky"] = {500, 0.5, 0.0, backoff_kind::exponential, 0};

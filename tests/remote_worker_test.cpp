@@ -157,6 +157,33 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_yields_its_slot_to_an_urgent_job_and_resume
   BOOST_TEST(server.stop(SIGTERM));
 }
 
+// A snooze across the network: the report carries its delay, the job
+// comes back with its checkpoint, and no try is spent.
+BOOST_AUTO_TEST_CASE(a_remote_worker_snoozes_a_job_and_runs_it_again) {
+  temp_dir dir;
+  server_process server{test::location_of(dir), 0};
+  worker_process worker{server.port, "snooze", 1};
+  subscribed_client client{server.port};
+  auto id = client.submit("x", 0);
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "snoozed x ok");
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "ran later:x 2");
+  int64_t due = 0;
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    if (e.kind == event_kind::snoozed && e.id == id)
+      due = e.run_at_ms;
+    return e.kind == event_kind::succeeded && e.id == id;
+  }));
+  BOOST_TEST(due > 0);
+  auto i = client.info(id);
+  BOOST_TEST(i.tries == 2);
+  BOOST_TEST(i.tries_before_retry == 1);
+  BOOST_REQUIRE(i.attempts.size() == 2u);
+  BOOST_TEST(i.attempts.at(0).outcome == attempt_outcome::snoozed);
+  BOOST_TEST(i.attempts.at(0).message == "snoozed for 10 ms");
+  BOOST_TEST(worker.stop());
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
 BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
   temp_dir dir;
   server_process server{test::location_of(dir)};

@@ -120,6 +120,18 @@ int main(int argc, char** argv) {
       ctx.fail_permanently("boom:" + ctx.payload());
       return;
     }
+    if (mode == "snooze") {
+      // Not yet, once: back in 10 ms with a checkpoint; then done.
+      if (ctx.payload().rfind("later:", 0) == 0) {
+        say("ran " + ctx.payload() + " " + std::to_string(ctx.try_number()));
+        return;
+      }
+      if (auto st = ctx.checkpoint("later:" + ctx.payload()); !st)
+        say("error " + st.to_string());
+      auto st = ctx.snooze(std::chrono::milliseconds(10));
+      say("snoozed " + ctx.payload() + " " + (st.ok() ? std::string{"ok"} : st.to_string()));
+      return;
+    }
     if (mode == "yield") {
       if (ctx.payload().rfind("now", 0) == 0)
         return;
