@@ -99,7 +99,8 @@ class input_reader {
 // Builder calls, by the input byte that selects them; `end` (and any value
 // past it) ends the calls.
 enum class call : uint8_t { payload, name, group, priority, weight, run_at, delay, ttl,
-                            max_retries, backoff, timeout, heartbeat_increment, end };
+                            max_retries, backoff, timeout, heartbeat_increment,
+                            backoff_policy, end };
 
 // The same encoding, written: builds the seed inputs.
 class input_writer {
@@ -184,6 +185,8 @@ std::set<std::string> bad_fields(const job& j, size_t max_payload) {
   flag(j.backoff.initial_ms < 0, "backoff.initial");
   flag(!in_range(j.backoff.multiplier, 1.0, 1000.0), "backoff.multiplier");
   flag(!in_range(j.backoff.randomization, 0.0, 10.0), "backoff.randomization");
+  flag(static_cast<uint8_t>(j.backoff.kind) > 2, "backoff.kind");
+  flag(j.backoff.max_ms < 0, "backoff.max");
   flag(j.timeout_ms <= 0, "timeout");
   flag(j.heartbeat_increment_ms <= 0, "heartbeat_increment");
   flag(max_payload != 0 && j.payload.size() > max_payload, "payload");
@@ -248,6 +251,11 @@ void read_builder_calls(input_reader& in, job_builder& b, job& want) {
                   want.backoff.randomization);
         break;
       case call::timeout: want.timeout_ms = in.i64(); b.timeout(milliseconds{want.timeout_ms}); break;
+      case call::backoff_policy:
+        want.backoff = {in.i64(), in.f64(), in.f64(), static_cast<backoff_kind>(in.byte() % 4),
+                        in.i64()};
+        b.backoff(want.backoff);
+        break;
       case call::heartbeat_increment:
         want.heartbeat_increment_ms = in.i64();
         b.heartbeat_increment(milliseconds{want.heartbeat_increment_ms});
@@ -277,6 +285,7 @@ bool same_fields(const job& a, const job& b) {
          && a.max_retries == b.max_retries && a.backoff.initial_ms == b.backoff.initial_ms
          && a.backoff.multiplier == b.backoff.multiplier
          && a.backoff.randomization == b.backoff.randomization
+         && a.backoff.kind == b.backoff.kind && a.backoff.max_ms == b.backoff.max_ms
          && a.timeout_ms == b.timeout_ms
          && a.heartbeat_increment_ms == b.heartbeat_increment_ms;
 }
@@ -337,6 +346,7 @@ void round_trip(const job& j, const job_update& u, size_t max_payload, int64_t n
             && info.backoff.initial_ms == j.backoff.initial_ms
             && info.backoff.multiplier == j.backoff.multiplier
             && info.backoff.randomization == j.backoff.randomization
+            && info.backoff.kind == j.backoff.kind && info.backoff.max_ms == j.backoff.max_ms
             && info.timeout_ms == j.timeout_ms
             && info.heartbeat_increment_ms == j.heartbeat_increment_ms
             && info.status == job_status::pending && info.tries == 0

@@ -170,8 +170,33 @@ BOOST_AUTO_TEST_CASE(a_snooze_after_a_cancel_request_ends_the_job_cancelled) {
   auto st = snoozed.get_future().get();
   BOOST_TEST(st.ok());
   BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 1, id));
-  BOOST_TEST(info(id).status == job_status::cancelled);
+  auto i = info(id);
+  BOOST_TEST(i.status == job_status::cancelled);
+  BOOST_REQUIRE(!i.attempts.empty());
+  BOOST_TEST(i.attempts.back().outcome == attempt_outcome::cancelled);
+  BOOST_TEST(i.attempts.back().message == "snoozed after a cancel request");
   BOOST_TEST(log->of(event_kind::snoozed, &id).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_job_that_started_in_time_may_snooze_past_its_deadline) {
+  // It must start within 5 s of its run_at; it did, so a snooze of a
+  // minute does not expire it.
+  auto id = submit(*job_of("poll").payload("start").ttl(5s).build());
+  call_log calls;
+  worker_options w;
+  w.runners["poll"] = [&calls](job_context& ctx) {
+    if (ctx.payload() == "start") {
+      calls.check(ctx.checkpoint("again"));
+      calls.check(ctx.snooze(60s));
+    }
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::snoozed, 1, id));
+  BOOST_TEST(!info(id).deadline_ms.has_value());
+  advance(60s);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(log->of(event_kind::expired, &id).empty());
+  BOOST_TEST(calls.clean());
 }
 
 // Fails every attempt of a job of `type` with max_retries 3 and `policy`,

@@ -26,9 +26,10 @@ constexpr const char* requeue_job =
   "UPDATE jobs SET status = " ERGON_SQL_PENDING ", run_at = ?2, expires_at = NULL WHERE id = ?1";
 // A snooze: the try it used is given back by counting one more try as
 // before the job's tries (the attempt keeps its number in the history).
+// Like a yield, it drops the deadline: the job did start in time.
 constexpr const char* requeue_job_unspent =
   "UPDATE jobs SET status = " ERGON_SQL_PENDING ", run_at = ?2, expires_at = NULL, "
-  "try_base = try_base + 1 WHERE id = ?1";
+  "deadline = NULL, try_base = try_base + 1 WHERE id = ?1";
 
 // The job's last attempt stays in the jobs row: no attempts row for it.
 // ?5 is failed or cancelled: a dead letter, and no unfinished instance.
@@ -36,7 +37,7 @@ constexpr const char* end_job =
   "UPDATE jobs SET status = ?5, finished_at = ?2, expires_at = NULL, last_outcome = ?3, "
   "last_message = ?4, dead_letter_status = ?5, unfinished_instance_of = NULL WHERE id = ?1";
 
-constexpr int64_t max_delay_ms = int64_t{100} * 365 * 24 * 3600 * 1000;
+constexpr int64_t max_delay_ms = max_retry_delay_ms;
 
 // Inserts the attempts row for an attempt that is followed by a retry.
 status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
@@ -58,6 +59,8 @@ status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at
 }  // namespace
 
 int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept {
+  if (b.initial_ms <= 0)
+    return 0;  // 0 * an infinite growth would be NaN
   double n = failed_try > 1 ? failed_try : 1;
   double growth = b.kind == backoff_kind::constant ? 1.0
                   : b.kind == backoff_kind::linear ? n
@@ -100,16 +103,23 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   end.id = end.key.id;
   end.type = end.key.type;
   end.group = end.key.group;
-  end.outcome = how.outcome;
-  end.message = how.message;
   q.reset();
+  // A snooze after a cancel request ends the job as any other end would.
+  failed_attempt after_cancel;
+  const failed_attempt* ending = &how;
+  if (cancel_requested && !how.spends_try) {
+    after_cancel = {attempt_outcome::cancelled, "snoozed after a cancel request", false};
+    ending = &after_cancel;
+  }
+  end.outcome = ending->outcome;
+  end.message = ending->message;
   // Tries count attempts started; 1 + max_retries are allowed since the
   // last retry_failed.
   auto tries = end.try_number - tries_before;
   bool retry = !cancel_requested && how.retryable && (!how.spends_try || tries <= max_retries);
   if (retry) {
-    if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms, how.outcome,
-                                 how.message);
+    if (auto st = record_attempt(d, row, end.try_number, end.started_at, now_ms,
+                                 ending->outcome, ending->message);
         !st)
       return st;
   }
@@ -118,16 +128,21 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
     return u.error();
   (*u)->bind(1, row);
   if (retry) {
-    end.key.run_at = how.retry_after_ms                       ? add_ms(now_ms, *how.retry_after_ms)
-                     : timing == retry_timing::immediate ? now_ms
-                                                         : add_ms(now_ms, retry_delay(backoff, tries, random));
+    if (!how.spends_try)
+      end.key.deadline.reset();
+    if (how.retry_after_ms)
+      end.key.run_at = add_ms(now_ms, *how.retry_after_ms);
+    else if (timing == retry_timing::immediate)
+      end.key.run_at = now_ms;
+    else
+      end.key.run_at = add_ms(now_ms, retry_delay(backoff, tries, random));
     (*u)->bind(2, end.key.run_at);
     end.status = job_status::pending;
   } else {
     end.status = cancel_requested ? job_status::cancelled : job_status::failed;
     (*u)->bind(2, now_ms);
-    (*u)->bind(3, static_cast<int64_t>(how.outcome));
-    (*u)->bind_text(4, how.message);
+    (*u)->bind(3, static_cast<int64_t>(ending->outcome));
+    (*u)->bind_text(4, ending->message);
     (*u)->bind(5, static_cast<int64_t>(end.status));
   }
   if (auto st = d.run(**u); !st)

@@ -85,7 +85,7 @@ result<failed_attempt> failure_of(db& d, const attempt_report& r, int64_t max_sn
                                 + " times, the most a job may (options::max_snoozes): this "
                                   "snooze counts as a failure",
                               true};
-      auto delay = std::max<int64_t>(0, r.after_ms);
+      auto delay = std::clamp<int64_t>(r.after_ms, 0, max_retry_delay_ms);
       return failed_attempt{attempt_outcome::snoozed,
                             "snoozed for " + std::to_string(delay) + " ms", true, delay, false};
     }
@@ -94,7 +94,7 @@ result<failed_attempt> failure_of(db& d, const attempt_report& r, int64_t max_sn
   }
   failed_attempt f{attempt_outcome::failed, as_text(r.text), true};
   if (r.after_ms >= 0)
-    f.retry_after_ms = r.after_ms;
+    f.retry_after_ms = std::min(r.after_ms, max_retry_delay_ms);
   return f;
 }
 

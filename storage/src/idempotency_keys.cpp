@@ -65,8 +65,11 @@ int64_t fingerprint(const job& j) {
   f.add(j.backoff.initial_ms);
   f.add(j.backoff.multiplier);
   f.add(j.backoff.randomization);
-  f.add(int64_t{static_cast<int64_t>(j.backoff.kind)});
-  f.add(j.backoff.max_ms);
+  // Only when set: keys taken before these fields existed keep matching.
+  if (j.backoff.kind != backoff_kind::exponential || j.backoff.max_ms != 0) {
+    f.add(int64_t{static_cast<int64_t>(j.backoff.kind)});
+    f.add(j.backoff.max_ms);
+  }
   f.add(j.timeout_ms);
   f.add(j.heartbeat_increment_ms);
   f.add(j.unique_key);

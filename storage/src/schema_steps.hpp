@@ -3,9 +3,6 @@
 
 #include "ergon/error.hpp"
 
-// The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
-// schema.cpp), once their two columns are there: the columns are filled in
-// before the old indexes go, with their help.
 // SQLite's version 9 and PostgreSQL's 6 (schema.cpp says why), with the
 // engine's integer type.
 #define ERGON_SQL_BACKOFF_KINDS(integer)                                              \
@@ -14,6 +11,9 @@
   "ALTER TABLE recurring_jobs ADD COLUMN backoff_kind " integer " NOT NULL DEFAULT 0;\n" \
   "ALTER TABLE recurring_jobs ADD COLUMN backoff_max_ms " integer " NOT NULL DEFAULT 0;\n"
 
+// The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
+// schema.cpp), once their two columns are there: the columns are filled in
+// before the old indexes go, with their help.
 #define ERGON_SQL_STATUS_FREE_INDEXES                                                   \
   "UPDATE jobs SET dead_letter_status = status WHERE status >= 3;\n"                   \
   "UPDATE jobs SET unfinished_instance_of = recurring_id\n"                            \

@@ -77,6 +77,9 @@ enum class retry_timing : uint8_t {
   immediate,  ///< run_at = now (restart recovery's retry_immediately)
 };
 
+/// The longest delay before a retry or after a snooze: 100 years.
+inline constexpr int64_t max_retry_delay_ms = int64_t{100} * 365 * 24 * 3600 * 1000;
+
 /// The backoff delay after the `failed_try`-th attempt (1-based) failed:
 /// the kind's growth (initial * multiplier^(failed_try-1), initial, or
 /// initial * failed_try) * (1 + u * randomization), with u in [0, 1), at
