@@ -35,6 +35,22 @@ struct call_log {
   }
 };
 
+// Workers for "poll" jobs submitted with payload "start": the first
+// attempt checkpoints "step 2" and snoozes `delay`; the next one returns
+// "done after step 2".
+worker_options snoozing_once(call_log& calls, std::chrono::milliseconds delay) {
+  worker_options w;
+  w.runners["poll"] = [&calls, delay](job_context& ctx) {
+    if (ctx.payload() == "start") {
+      calls.check(ctx.checkpoint("step 2"));
+      calls.check(ctx.snooze(delay));
+      return std::string{"snoozed"};
+    }
+    return "done after " + ctx.payload();
+  };
+  return w;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(timing, queue_fixture)
@@ -42,16 +58,7 @@ BOOST_FIXTURE_TEST_SUITE(timing, queue_fixture)
 BOOST_AUTO_TEST_CASE(a_snooze_runs_the_job_again_later_with_its_checkpoint_and_no_try_spent) {
   auto id = submit(*job_of("poll").payload("start").max_retries(0).build());
   call_log calls;
-  worker_options w;
-  w.runners["poll"] = [&calls](job_context& ctx) {
-    if (ctx.payload() == "start") {
-      calls.check(ctx.checkpoint("step 2"));
-      calls.check(ctx.snooze(30s));
-      return std::string{"snoozed"};
-    }
-    return "done after " + ctx.payload();
-  };
-  auto wk = start(std::move(w));
+  auto wk = start(snoozing_once(calls, 30s));
   BOOST_REQUIRE(log->wait_for(event_kind::snoozed, 1, id));
   auto snoozed = log->of(event_kind::snoozed, &id).at(0);
   BOOST_TEST(snoozed.run_at_ms == t0 + 30'000);
@@ -183,14 +190,7 @@ BOOST_AUTO_TEST_CASE(a_job_that_started_in_time_may_snooze_past_its_deadline) {
   // minute does not expire it.
   auto id = submit(*job_of("poll").payload("start").ttl(5s).build());
   call_log calls;
-  worker_options w;
-  w.runners["poll"] = [&calls](job_context& ctx) {
-    if (ctx.payload() == "start") {
-      calls.check(ctx.checkpoint("again"));
-      calls.check(ctx.snooze(60s));
-    }
-  };
-  auto wk = start(std::move(w));
+  auto wk = start(snoozing_once(calls, 60s));
   BOOST_REQUIRE(log->wait_for(event_kind::snoozed, 1, id));
   BOOST_TEST(!info(id).deadline_ms.has_value());
   advance(60s);
