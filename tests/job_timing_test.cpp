@@ -153,7 +153,9 @@ BOOST_AUTO_TEST_CASE(negative_delays_are_refused_and_report_nothing) {
     return std::string{"fine"};
   };
   auto wk = start(std::move(w));
-  auto [snooze, fail] = seen.get_future().get();
+  auto answers = seen.get_future();
+  BOOST_REQUIRE(answers.wait_for(hang_guard) == std::future_status::ready);
+  auto [snooze, fail] = answers.get();
   BOOST_TEST(snooze.code() == error::invalid_argument);
   BOOST_TEST(snooze.field() == "delay");
   BOOST_TEST(fail.code() == error::invalid_argument);
@@ -165,17 +167,21 @@ BOOST_AUTO_TEST_CASE(negative_delays_are_refused_and_report_nothing) {
 
 BOOST_AUTO_TEST_CASE(a_snooze_after_a_cancel_request_ends_the_job_cancelled) {
   auto id = submit(*job_of("poll").build());
+  std::promise<void> running;
   std::promise<status> snoozed;
   worker_options w;
   w.runners["poll"] = [&](job_context& ctx) {
+    running.set_value();
     ctx.wait_cancelled(std::chrono::milliseconds::max());
     snoozed.set_value(ctx.snooze(1s));
   };
   auto wk = start(std::move(w));
-  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, id));
+  // The code runs: a cancel before it starts would end the job unrun.
+  BOOST_REQUIRE(running.get_future().wait_for(hang_guard) == std::future_status::ready);
   BOOST_REQUIRE(q->cancel(id).ok());
-  auto st = snoozed.get_future().get();
-  BOOST_TEST(st.ok());
+  auto answer = snoozed.get_future();
+  BOOST_REQUIRE(answer.wait_for(hang_guard) == std::future_status::ready);
+  BOOST_TEST(answer.get().ok());
   BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 1, id));
   auto i = info(id);
   BOOST_TEST(i.status == job_status::cancelled);
