@@ -220,12 +220,14 @@ int main(int argc, char** argv) {
                  "how long a job's idempotency key returns its id to a submit again "
                  "(job::idempotency_key), from its first submission")
     ->capture_default_str();
-  int64_t max_snoozes = 1'000;
+  // Defaults from options itself, not written twice.
+  const ergon::options defaults;
+  int64_t max_snoozes = defaults.max_snoozes;
   app.add_option("--max-snoozes", max_snoozes,
                  "how many times one job may snooze (job_context::snooze); a snooze past that "
                  "counts as a failure")
     ->capture_default_str();
-  int64_t inbox_sweep_ms = 1'000;
+  int64_t inbox_sweep_ms = defaults.inbox_sweep.count();
   app.add_option("--inbox-sweep-ms", inbox_sweep_ms,
                  "PostgreSQL: how often the owner looks in the inbox without a notification "
                  "(jobs enqueued by ergon::pg::submit or the SQL function submit)")

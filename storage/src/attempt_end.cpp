@@ -37,7 +37,6 @@ constexpr const char* end_job =
   "UPDATE jobs SET status = ?5, finished_at = ?2, expires_at = NULL, last_outcome = ?3, "
   "last_message = ?4, dead_letter_status = ?5, unfinished_instance_of = NULL WHERE id = ?1";
 
-constexpr int64_t max_delay_ms = max_retry_delay_ms;
 
 // Inserts the attempts row for an attempt that is followed by a retry.
 status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
@@ -66,8 +65,8 @@ int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexc
                   : b.kind == backoff_kind::linear ? n
                                                    : std::pow(b.multiplier, n - 1);
   double delay = static_cast<double>(b.initial_ms) * growth * (1.0 + u * b.randomization);
-  double cap = b.max_ms > 0 ? static_cast<double>(std::min(b.max_ms, max_delay_ms))
-                            : static_cast<double>(max_delay_ms);
+  double cap = b.max_ms > 0 ? static_cast<double>(std::min(b.max_ms, max_retry_delay_ms))
+                            : static_cast<double>(max_retry_delay_ms);
   if (!(delay < cap))
     return static_cast<int64_t>(cap);
   return static_cast<int64_t>(delay);
