@@ -25,16 +25,19 @@ std::string or_dash(const std::optional<int64_t>& t) { return t ? format_time(*t
 
 void print_counts(std::ostream& out, const std::string& title,
                   const std::map<std::string, status_counts>& rows, bool unfinished_only) {
-  std::vector<std::string> header{title, "pending", "running"};
+  std::vector<job_status> columns{job_status::waiting, job_status::pending, job_status::running};
   if (!unfinished_only)
     for (auto s : {job_status::succeeded, job_status::failed, job_status::cancelled,
                    job_status::expired})
-      header.push_back(to_string(s));
+      columns.push_back(s);
+  std::vector<std::string> header{title};
+  for (auto s : columns)
+    header.push_back(to_string(s));
   std::vector<std::vector<std::string>> cells;
   for (auto& [name, c] : rows) {
     std::vector<std::string> r{name.empty() ? "(none)" : name};
-    for (size_t i = 0; i + 1 < header.size(); ++i)
-      r.push_back(std::to_string(c.by_status[i]));
+    for (auto s : columns)
+      r.push_back(std::to_string(c[s]));
     cells.push_back(std::move(r));
   }
   print_table(out, header, cells);
@@ -116,6 +119,24 @@ int show(context& c, const std::string& text) {
     if (j->expected_io)
       line("expected io", std::to_string(j->expected_io->read_bytes) + " bytes read, "
                             + std::to_string(j->expected_io->write_bytes) + " written");
+    // A fan-in may name thousands: the first few, and how many in all.
+    auto some = [](const std::vector<job_id>& ids) {
+      std::string out;
+      for (size_t k = 0; k < ids.size() && k < 3; ++k)
+        out += (k ? ", " : "") + ids[k].to_string();
+      if (ids.size() > 3)
+        out += " and " + std::to_string(ids.size() - 3) + " more";
+      return out;
+    };
+    if (!j->depends_on.empty())
+      line("depends on", some(j->depends_on) + " (" + to_string(j->on_dependency_failure)
+                           + " if one fails"
+                           + (j->status == job_status::waiting
+                                ? "; waiting on " + std::to_string(j->waiting_on)
+                                : std::string{})
+                           + ")");
+    if (!j->dependents.empty())
+      line("dependents", some(j->dependents));
     if (j->progress)
       line("progress", std::to_string(j->progress->done) + "/" + std::to_string(j->progress->total)
                          + (j->progress->message.empty() ? "" : " " + j->progress->message));

@@ -116,6 +116,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::resumed: return "resumed";
     case event_kind::inbox_refused: return "inbox_refused";
     case event_kind::snoozed: return "snoozed";
+    case event_kind::unblocked: return "unblocked";
   }
   return "unknown";
 }

@@ -86,6 +86,12 @@ enum class event_kind : uint8_t {
   /// is pending until run_at_ms, its try unspent; `message` says for how
   /// long.
   snoozed,
+  /// The last job this one waited on (job::depends_on) ended, in the same
+  /// commit: it is pending now, due at run_at_ms. A waiting job's
+  /// `submitted` says "waiting for its dependencies"; one that a
+  /// dependency's failure ends sends `cancelled` or `failed` with a
+  /// message naming that dependency.
+  unblocked,
 };
 
 const char* to_string(event_kind k) noexcept;

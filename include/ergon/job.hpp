@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ergon/error.hpp"
 #include "ergon/job_info.hpp"
@@ -109,7 +110,29 @@ struct job {
   /// none, as is {0, 0}: the budget never defers the job. Not carried by
   /// recurring jobs.
   std::optional<io_estimate> expected_io;
+  /// Jobs that must end before this one may run (docs/workflows.md). Until
+  /// they have, the job is `waiting`: it takes no slot, and in the same
+  /// transaction that ends the last of them it becomes pending (or ends,
+  /// per on_dependency_failure). Each id must name a job in the queue
+  /// (invalid_argument "depends_on" otherwise); one that already ended
+  /// counts as it ended. At most max_dependencies in all, with
+  /// depends_on_batch.
+  std::vector<job_id> depends_on;
+  /// The same for jobs of the same submit_batch, by their position in it:
+  /// each must be smaller than this job's own position, so a batch can
+  /// hold a whole graph and no cycle can be made (invalid_argument
+  /// "depends_on_batch" for a position that is not earlier). A position
+  /// means the job that position's submit returned: a job that a unique
+  /// key skipped to, or an idempotency key's first job. Only in
+  /// submit_batch (a single submit has no earlier jobs).
+  std::vector<uint32_t> depends_on_batch;
+  /// What a dependency that ends failed, cancelled or expired does.
+  dependency_failure on_dependency_failure = dependency_failure::cancel;
 };
+
+/// The most dependencies one job may name (depends_on plus
+/// depends_on_batch).
+inline constexpr size_t max_dependencies = 100'000;
 
 /// Changes to a pending job; empty fields stay as they are.
 struct job_update {

@@ -72,6 +72,15 @@ class job_builder {
   /// job::expected_io).
   job_builder& expected_io(int64_t read_bytes, int64_t write_bytes);
 
+  /// Runs only once job `id` has ended (see job::depends_on); may be
+  /// called for several jobs.
+  job_builder& depends_on(const job_id& id);
+  /// Runs only once the job at `position` of the same submit_batch has
+  /// ended; it must come earlier in the batch (job::depends_on_batch).
+  job_builder& depends_on_batch(uint32_t position);
+  /// What a dependency that ends unsuccessfully does; default cancel.
+  job_builder& on_dependency_failure(dependency_failure policy);
+
   /// The job, or invalid_argument naming the first bad field.
   result<job> build() const;
 

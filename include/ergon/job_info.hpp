@@ -24,10 +24,13 @@ enum class job_status : uint8_t {
   /// attempt stopped, failed or expired after the request
   cancelled = 4,
   expired = 5,    ///< its deadline passed before it could start
+  /// waiting for the jobs it depends on (job::depends_on): it takes no slot
+  /// and becomes pending when the last of them succeeds (docs/workflows.md)
+  waiting = 6,
 };
 
 /// Number of job_status values; sizes per-status arrays.
-inline constexpr size_t job_status_count = 6;
+inline constexpr size_t job_status_count = 7;
 
 /// Returns "pending", "running", ...
 const char* to_string(job_status s) noexcept;
@@ -35,7 +38,7 @@ std::ostream& operator<<(std::ostream& out, job_status s);
 
 /// True for succeeded, failed, cancelled and expired.
 inline bool is_final(job_status s) noexcept {
-  return s != job_status::pending && s != job_status::running;
+  return s != job_status::pending && s != job_status::running && s != job_status::waiting;
 }
 
 /// How one attempt ended. Stored in the database: values are frozen.
@@ -103,6 +106,22 @@ enum class backoff_kind : uint8_t {
 /// Returns "exponential", "constant" or "linear".
 const char* to_string(backoff_kind k) noexcept;
 std::ostream& operator<<(std::ostream& out, backoff_kind k);
+
+/// What a job does when a job it depends on ends failed, cancelled or
+/// expired (job::on_dependency_failure). Stored: values are frozen.
+enum class dependency_failure : uint8_t {
+  /// It ends `cancelled` ("dependency <id> ended failed"), and so, each by
+  /// its own policy, do the jobs that wait on it. The default.
+  cancel = 0,
+  /// It ends `failed` with that message, without running.
+  fail = 1,
+  /// The dependency counts as done: the job runs once the rest have ended.
+  run = 2,
+};
+
+/// Returns "cancel", "fail" or "run".
+const char* to_string(dependency_failure p) noexcept;
+std::ostream& operator<<(std::ostream& out, dependency_failure p);
 
 /// The delay between attempts: the kind's delay (see backoff_kind) times
 /// (1 + U[0,1) * randomization), at most max_ms if that is set. The
@@ -196,6 +215,15 @@ struct job_info {
   int32_t yields = 0;
   /// The I/O the job declared (job::expected_io).
   std::optional<io_estimate> expected_io;
+  /// The jobs this one depends on (job::depends_on), oldest first; a
+  /// dependency deleted by retention is no longer listed.
+  std::vector<job_id> depends_on;
+  /// The jobs that depend on this one, oldest first.
+  std::vector<job_id> dependents;
+  /// While `waiting`: how many of its dependencies have not ended yet.
+  int32_t waiting_on = 0;
+  /// What a dependency that ends unsuccessfully does to this job.
+  dependency_failure on_dependency_failure = dependency_failure::cancel;
 };
 
 /// Number of jobs per status, indexed by `static_cast<size_t>(job_status)`.

@@ -53,7 +53,8 @@ struct inbox_options {
 /// first, as `validate(j)` does; the owner checks it again when it takes
 /// it in, with its own payload limit, and a delay (job::delay_ms) counts
 /// from then. Nothing is sent on an error found here. Errors:
-/// invalid_argument naming the job's field, or "conn" (null, or not
+/// invalid_argument naming the job's field ("depends_on": the inbox
+/// carries no dependencies), or "conn" (null, or not
 /// connected), or "schema" (not a plain identifier, or it holds no ergon
 /// inbox: a queue of this version must have opened it once); read_only
 /// (the role may not execute the function, or the session is read-only);

@@ -116,14 +116,19 @@ class queue {
   queue& operator=(queue&&) noexcept;
   ~queue();
 
-  /// Submits one job and returns its id once it is committed to disk.
-  /// Errors: invalid_argument (names the field), storage_full, read_only,
-  /// busy, io_error, closed.
+  /// Submits one job and returns its id once it is committed to disk. A job
+  /// with dependencies (job::depends_on) is committed `waiting`, or ends at
+  /// once if one of them already ended unsuccessfully (see
+  /// job::on_dependency_failure). Errors: invalid_argument (names the
+  /// field: "depends_on" for an id that names no job), storage_full,
+  /// read_only, busy, io_error, closed.
   result<job_id> submit(job j);
 
   /// Submits several jobs in one transaction: all are committed, or none is.
   /// One invalid job fails the call with invalid_argument, and its message
-  /// gives the job's position. Returns ids in input order.
+  /// gives the job's position. Returns ids in input order. A job may
+  /// depend on earlier jobs of the batch by position
+  /// (job::depends_on_batch), so a whole graph goes in at once.
   result<std::vector<job_id>> submit_batch(std::vector<job> jobs);
 
   /// A snapshot of the job with its attempt history. Error: not_found.
@@ -196,12 +201,14 @@ class queue {
   /// Number of jobs in each status, from counters kept current by every commit.
   status_counts counts() const;
 
-  /// Changes fields of a pending job. Errors: invalid_argument, not_found,
+  /// Changes fields of a pending job. Errors: invalid_argument (also "id"
+  /// for a job still waiting for its dependencies), not_found,
   /// job_running, job_finished. Nothing changes on error.
   status update_pending(const job_id& id, const job_update& changes);
 
-  /// Cancels a pending job; it will never run. Errors: not_found,
-  /// job_running, job_finished.
+  /// Cancels a pending or waiting job; it will never run. The jobs waiting
+  /// on it end or run as their on_dependency_failure says, in the same
+  /// transaction. Errors: not_found, job_running, job_finished.
   status cancel_pending(const job_id& id);
 
   /// Cancels a job, pending or running. A pending job is cancelled as by

@@ -156,7 +156,8 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
   return f(caf::meta::type_name("ergon::job"), x.type, x.payload, name, group, x.priority,
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
-           result_ttl, expected_io, idempotency_key);
+           result_ttl, expected_io, idempotency_key, x.depends_on, x.depends_on_batch,
+           x.on_dependency_failure);
 }
 
 template <class Inspector>
@@ -208,7 +209,7 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
            x.tries_before_retry, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, x.added_at_ms, started, finished, expires, x.attempts,
            recurring_id, scheduled_at, unique_key, cancel_requested, progress, x.yields,
-           expected_io);
+           expected_io, x.depends_on, x.dependents, x.waiting_on, x.on_dependency_failure);
 }
 
 template <class Inspector>

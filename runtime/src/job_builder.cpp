@@ -90,6 +90,21 @@ job_builder& job_builder::expected_io(int64_t read_bytes, int64_t write_bytes) {
   return *this;
 }
 
+job_builder& job_builder::depends_on(const job_id& id) {
+  job_.depends_on.push_back(id);
+  return *this;
+}
+
+job_builder& job_builder::depends_on_batch(uint32_t position) {
+  job_.depends_on_batch.push_back(position);
+  return *this;
+}
+
+job_builder& job_builder::on_dependency_failure(dependency_failure policy) {
+  job_.on_dependency_failure = policy;
+  return *this;
+}
+
 job_builder& job_builder::heartbeat_increment(std::chrono::milliseconds inc) {
   job_.heartbeat_increment_ms = inc.count();
   return *this;

@@ -58,6 +58,12 @@ json of(const job_info& j, bool with_bytes) {
   json attempts = json::array();
   for (auto& a : j.attempts)
     attempts.push_back(of(a));
+  auto ids = [](const std::vector<job_id>& v) {
+    json out = json::array();
+    for (auto& id : v)
+      out.push_back(id.to_string());
+    return out;
+  };
   json progress = nullptr;
   if (j.progress)
     progress = {{"done", j.progress->done},
@@ -98,6 +104,10 @@ json of(const job_info& j, bool with_bytes) {
           {"expected_io", j.expected_io ? json{{"read_bytes", j.expected_io->read_bytes},
                                                {"write_bytes", j.expected_io->write_bytes}}
                                         : json(nullptr)},
+          {"depends_on", ids(j.depends_on)},
+          {"dependents", ids(j.dependents)},
+          {"waiting_on", j.waiting_on},
+          {"on_dependency_failure", to_string(j.on_dependency_failure)},
           {"attempts", std::move(attempts)}};
 }
 

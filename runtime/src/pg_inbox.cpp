@@ -97,6 +97,11 @@ error error_named(const std::string& name) {
 result<int64_t> submit(pg_conn* conn, const job& j, const inbox_options& options) {
   if (auto st = validate(j); !st)
     return st;
+  if (!j.depends_on.empty() || !j.depends_on_batch.empty())
+    return invalid_field(j.depends_on.empty() ? "depends_on_batch" : "depends_on",
+                         "the inbox carries no dependencies: submit the job through the "
+                         "queue, or enqueue its dependencies' last one and submit it from "
+                         "that job's code");
   if (auto st = storage::check_schema_name(options.schema); !st)
     return st;
   if (auto st = check_conn(conn); !st)

@@ -81,8 +81,11 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   if (st) {
     // In the same transaction, so finished_counts never disagrees with the jobs.
     storage::count_delta moved;
-    for (auto& end : *ended)
+    for (auto& end : *ended) {
       moved.move(end.type, end.group, job_status::running, end.status);
+      for (auto& e : end.dependents.ended)
+        moved.move(e.key.type, e.key.group, job_status::waiting, e.status);
+    }
     st = storage::add_finished_counts(d, moved);
   }
   if (st)
@@ -98,6 +101,8 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
       pending.push_back(std::move(end.key));
     if (end.next_instance)
       pending.push_back(std::move(*end.next_instance));
+    for (auto& k : end.dependents.released)
+      pending.push_back(std::move(k));
   }
   for (auto& k : reconciled->created)
     pending.push_back(std::move(k));

@@ -8,7 +8,7 @@ constexpr const char* upsert_count =
   "ON CONFLICT (type, status) DO UPDATE SET count = finished_counts.count + excluded.count";
 
 bool is_finished(size_t status) {
-  return status >= static_cast<size_t>(job_status::succeeded);
+  return is_final(static_cast<job_status>(status));
 }
 
 }  // namespace

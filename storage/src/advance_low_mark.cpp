@@ -14,8 +14,8 @@ namespace {
   "(SELECT id, status FROM jobs WHERE id >= meta.value ORDER BY id LIMIT ?1)"
 constexpr const char* advance_mark =
   "UPDATE meta SET value = coalesce("
-  "(SELECT id FROM " ERGON_MARK_WINDOW " AS w WHERE status IN (" ERGON_SQL_PENDING ", "
-  ERGON_SQL_RUNNING ") ORDER BY id LIMIT 1), "
+  "(SELECT id FROM " ERGON_MARK_WINDOW " AS w WHERE status IN (" ERGON_SQL_UNFINISHED ") "
+  "ORDER BY id LIMIT 1), "
   "(SELECT max(id) + 1 FROM " ERGON_MARK_WINDOW " AS w), value) "
   "WHERE key = 'unfinished_low_mark' RETURNING value";
 

@@ -147,10 +147,11 @@ result<std::optional<attempt_end>> end_attempt(db& d, int64_t row,
   if (auto st = d.run(**u); !st)
     return st;
   if (!retry && linked) {
-    auto next = on_job_final(d, row, end.status, now_ms);
-    if (!next)
-      return next.error();
-    end.next_instance = std::move(*next);
+    auto effects = on_job_final(d, row, end.status, now_ms);
+    if (!effects)
+      return effects.error();
+    end.next_instance = std::move(effects->next_instance);
+    end.dependents = std::move(effects->dependents);
   }
   return std::optional<attempt_end>{std::move(end)};
 }

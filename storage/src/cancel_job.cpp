@@ -19,7 +19,7 @@ result<cancel_job_result> cancel_job(db& d, const cancel_job_args& args, int64_t
   if (!found)
     return found.error();
   cancel_job_result out;
-  if (found->status == job_status::pending) {
+  if (found->status == job_status::pending || found->status == job_status::waiting) {
     auto cancelled = cancel_pending(d, cancel_pending_args{args.id}, now_ms);
     if (!cancelled)
       return cancelled.error();

@@ -13,7 +13,7 @@ constexpr const char* read_counts_sql =
   "  UNION ALL"
   "  SELECT type, status, count(*) FROM jobs"
   "  WHERE id >= (SELECT value FROM meta WHERE key = 'unfinished_low_mark')"
-  "    AND status IN (" ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ") GROUP BY type, status"
+  "    AND status IN (" ERGON_SQL_UNFINISHED ") GROUP BY type, status"
   ") AS counts ORDER BY type, status";
 
 // Every job is read: only for files without finished_counts, and to check it.
@@ -23,7 +23,7 @@ constexpr const char* count_by_type_and_status =
 constexpr const char* count_unfinished_groups =
   "SELECT coalesce(group_key, ''), status, count(*) FROM jobs"
   " WHERE id >= (SELECT value FROM meta WHERE key = 'unfinished_low_mark')"
-  "   AND status IN (" ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ") GROUP BY 1, 2 ORDER BY 1, 2";
+  "   AND status IN (" ERGON_SQL_UNFINISHED ") GROUP BY 1, 2 ORDER BY 1, 2";
 
 // Rows of (label, status, count), as `Row`.
 template <class Row>

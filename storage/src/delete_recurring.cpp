@@ -1,5 +1,6 @@
 #include "ergon/storage/op/delete_recurring.hpp"
 
+#include "job_final.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
 
@@ -10,8 +11,8 @@ constexpr const char* delete_row = "DELETE FROM recurring_jobs WHERE id = ?1";
 
 }  // namespace
 
-result<std::optional<job_key>> delete_recurring(db& d, const delete_recurring_args& args,
-                                                int64_t now_ms) {
+result<std::optional<cancelled_job>> delete_recurring(db& d, const delete_recurring_args& args,
+                                                      int64_t now_ms) {
   auto s = d.prepare(delete_row);
   if (!s)
     return s.error();
@@ -24,12 +25,16 @@ result<std::optional<job_key>> delete_recurring(db& d, const delete_recurring_ar
   if (!instance)
     return instance.error();
   if (!*instance || (*instance)->status != job_status::pending)
-    return std::optional<job_key>{};
+    return std::optional<cancelled_job>{};
   // The recurring job is gone already, so nothing follows the instance.
-  auto cancelled = rows::cancel_row(d, (*instance)->key.row, now_ms, "recurring job deleted");
+  auto& key = (*instance)->key;
+  auto cancelled = rows::cancel_row(d, key.row, now_ms, "recurring job deleted");
   if (!cancelled)
     return cancelled.error();
-  return std::optional<job_key>{std::move((*instance)->key)};
+  auto settled = settle_dependents(d, key.row, key.id, job_status::cancelled, now_ms);
+  if (!settled)
+    return settled.error();
+  return std::optional<cancelled_job>{cancelled_job{std::move(key), {}, std::move(*settled)}};
 }
 
 }  // namespace ergon::storage

@@ -54,8 +54,22 @@ const char* to_string(job_status s) noexcept {
     case job_status::failed: return "failed";
     case job_status::cancelled: return "cancelled";
     case job_status::expired: return "expired";
+    case job_status::waiting: return "waiting";
   }
   return "unknown";
+}
+
+const char* to_string(dependency_failure p) noexcept {
+  switch (p) {
+    case dependency_failure::cancel: return "cancel";
+    case dependency_failure::fail: return "fail";
+    case dependency_failure::run: return "run";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, dependency_failure p) {
+  return out << to_string(p);
 }
 
 const char* to_string(backoff_kind k) noexcept {

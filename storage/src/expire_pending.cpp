@@ -31,11 +31,12 @@ result<expire_pending_result> expire_pending(db& d, const expire_pending_args& a
       if (q.step() || !q.step_status())
         return q.step_status().ok() ? status{error::internal, "expire returned two rows"}
                                     : q.step_status();
-      auto next = on_job_final(d, row, job_status::expired, now_ms);
-      if (!next)
-        return next.error();
-      if (*next)
-        out.next_instances.push_back(std::move(**next));
+      auto effects = on_job_final(d, row, job_status::expired, now_ms);
+      if (!effects)
+        return effects.error();
+      if (effects->next_instance)
+        out.next_instances.push_back(std::move(*effects->next_instance));
+      out.dependents.append(std::move(effects->dependents));
     } else if (!q.step_status()) {
       return q.step_status();
     }

@@ -237,10 +237,11 @@ status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t f
       continue;
     }
     if (linked[k]) {
-      auto next = on_job_final(d, r.row, job_status::succeeded, now_ms);
-      if (!next)
-        return next.error();
-      done[k]->next_instance = std::move(*next);
+      auto effects = on_job_final(d, r.row, job_status::succeeded, now_ms);
+      if (!effects)
+        return effects.error();
+      done[k]->next_instance = std::move(effects->next_instance);
+      done[k]->dependents = std::move(effects->dependents);
     }
     out.statuses.emplace_back();
     out.ended.push_back(std::move(*done[k]));
@@ -311,10 +312,11 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       if (auto st = d.run(u); !st)
         return st;
       if (linked) {
-        auto next = on_job_final(d, r.row, job_status::succeeded, now_ms);
-        if (!next)
-          return next.error();
-        end.next_instance = std::move(*next);
+        auto effects = on_job_final(d, r.row, job_status::succeeded, now_ms);
+        if (!effects)
+          return effects.error();
+        end.next_instance = std::move(effects->next_instance);
+        end.dependents = std::move(effects->dependents);
       }
       out.statuses.emplace_back();
       out.ended.push_back(std::move(end));

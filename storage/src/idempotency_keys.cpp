@@ -81,6 +81,19 @@ int64_t fingerprint(const job& j) {
     f.add(j.expected_io->read_bytes);
     f.add(j.expected_io->write_bytes);
   }
+  // Likewise only when set.
+  if (!j.depends_on.empty() || !j.depends_on_batch.empty()
+      || j.on_dependency_failure != dependency_failure::cancel) {
+    f.add(static_cast<int64_t>(j.depends_on.size()));
+    for (auto& id : j.depends_on) {
+      auto b = id.bytes();
+      f.bytes(b.data(), b.size());
+    }
+    f.add(static_cast<int64_t>(j.depends_on_batch.size()));
+    for (auto p : j.depends_on_batch)
+      f.add(int64_t{p});
+    f.add(int64_t{static_cast<uint8_t>(j.on_dependency_failure)});
+  }
   return f.value();
 }
 

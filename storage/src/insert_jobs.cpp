@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/pg_db.hpp"
+#include "dependents.hpp"
 #include "idempotency_keys.hpp"
 #include "in_batch.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -30,19 +33,30 @@ constexpr const char* take_key =
 constexpr const char* copy_jobs =
   "COPY jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
-  "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ") "
-  "FROM STDIN (FORMAT binary)";
-constexpr int16_t copy_fields = 29;
+  "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
+  "waiting_on, dependency_policy, has_dependents) FROM STDIN (FORMAT binary)";
+constexpr int16_t copy_fields = 32;
 
 constexpr size_t min_copy_rows = 12;
 
-// Inserts `rows` (jobs and their new keys) with copy_jobs.
-status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_key>>& rows) {
+// A new row: its job, its key, and how many of its dependencies it waits
+// on (0: pending).
+struct new_row {
+  const job* j = nullptr;
+  job_key key;
+  int32_t waiting_on = 0;
+  bool waits = false;
+  bool has_dependents = false;
+};
+
+// Inserts `rows` with copy_jobs.
+status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows) {
   auto text = [](const std::optional<std::string>& v) {
     return v ? std::optional<std::string_view>{*v} : std::nullopt;
   };
   return d.copy_in(copy_jobs, rows.size(), [&](pg_copy_rows& out, size_t k) {
-    auto& [j, key] = rows[k];
+    const auto* j = rows[k].j;
+    const auto& key = rows[k].key;
     std::optional<std::string_view> recurring;
     if (!key.recurring_id.empty())
       recurring = key.recurring_id;
@@ -73,10 +87,14 @@ status insert_on_postgres(pg_db& d, const std::vector<std::pair<const job*, job_
     out.add(j->result_ttl_ms);
     out.add(j->expected_io ? std::optional<int64_t>{j->expected_io->read_bytes} : std::nullopt);
     out.add(j->expected_io ? std::optional<int64_t>{j->expected_io->write_bytes} : std::nullopt);
-    out.add(int64_t{0});  // pending
+    out.add(int64_t{static_cast<int64_t>(rows[k].waits ? job_status::waiting
+                                                         : job_status::pending)});
     out.add(recurring);   // unfinished_instance_of
     out.add(int64_t{static_cast<int64_t>(j->backoff.kind)});
     out.add(int64_t{j->backoff.max_ms});
+    out.add(int64_t{rows[k].waiting_on});
+    out.add(int64_t{static_cast<int64_t>(j->on_dependency_failure)});
+    out.add(int64_t{rows[k].has_dependents});
   });
 }
 
@@ -134,20 +152,102 @@ struct plan {
   std::vector<std::optional<job_id>> held_by;    // per job: a holder in the file it skipped to
   // Pending holders in the file to cancel, by key: the batch job that ends
   // up with the key replaces them.
-  std::unordered_map<std::string, job_key> replaced;
+  std::unordered_map<std::string, stored_holder> replaced;
+};
+
+// Where a position of the submitted batch went: a job of this insert (its
+// index in new_jobs), or a job already in the queue.
+struct position_target {
+  std::optional<size_t> fresh;
+  job_id existing;
 };
 
 // The jobs to insert: all of a batch, or those its idempotency keys left
-// (`position` says where each stands in the batch, for messages).
+// (`position` says where each stands in the batch, for messages, and
+// `targets` where each position of the batch went; empty: position p is
+// jobs[p]).
 struct new_jobs {
   std::vector<const job*> jobs;
   std::vector<size_t> position;
   size_t batch_size = 0;
+  std::vector<position_target> targets;
 
   status fail(status st, size_t i) const {
     return in_batch(std::move(st), position[i], batch_size);
   }
+  position_target target(size_t p) const { return targets.empty() ? position_target{p, {}} : targets[p]; }
 };
+
+// What a new job waits on: each dependency's row, once, with whether it
+// has not ended yet. A dependency that ended unsuccessfully dooms the job
+// unless its policy runs it anyway.
+struct wait_plan {
+  std::vector<std::pair<int64_t, bool>> rows;
+  std::optional<std::pair<job_id, job_status>> doomed;
+
+  int32_t unfinished() const noexcept {
+    return static_cast<int32_t>(std::count_if(rows.begin(), rows.end(),
+                                              [](auto& r) { return r.second; }));
+  }
+  bool waits() const noexcept { return !rows.empty() && (unfinished() > 0 || doomed); }
+};
+
+status no_such_dependency(const job_id& id) {
+  return invalid_field("depends_on", "no job " + id.to_string() + " in the queue");
+}
+
+// Adds the existing job `id` to `w`, as it stands now.
+status count_existing(db& d, const job_id& id, const job& j, wait_plan& w) {
+  auto found = rows::find_job(d, id);
+  if (!found)
+    return found.error().code() == error::not_found ? no_such_dependency(id) : found.error();
+  auto s = found->status;
+  w.rows.emplace_back(found->row, !is_final(s));
+  if (is_final(s) && s != job_status::succeeded
+      && j.on_dependency_failure != dependency_failure::run && !w.doomed)
+    w.doomed = std::pair{id, s};
+  return {};
+}
+
+// The dependencies of batch job `i` (a new row), resolved to rows: new rows
+// of this insert by `row_of`, the rest looked up.
+result<wait_plan> plan_wait(db& d, const new_jobs& batch, const plan& p,
+                            const std::vector<int64_t>& row_of, size_t i) {
+  const auto& j = *batch.jobs[i];
+  wait_plan w;
+  auto fail = [&](status st) { return batch.fail(std::move(st), i); };
+  for (auto& id : j.depends_on)
+    if (auto st = count_existing(d, id, j, w); !st)
+      return fail(std::move(st));
+  auto own = batch.position[i];
+  for (auto pos : j.depends_on_batch) {
+    if (pos >= own)
+      return fail(invalid_field("depends_on_batch",
+                                "position " + std::to_string(pos)
+                                  + " is not before this job's own (" + std::to_string(own)
+                                  + "): a job may depend only on earlier jobs of its batch"));
+    auto t = batch.target(pos);
+    if (!t.fresh || p.held_by[*t.fresh]) {
+      auto id = t.fresh ? *p.held_by[*t.fresh] : t.existing;
+      if (auto st = count_existing(d, id, j, w); !st)
+        return fail(std::move(st));
+      continue;
+    }
+    auto winner = p.winner[*t.fresh];
+    if (winner >= i)
+      return fail(invalid_field("depends_on_batch",
+                                "job " + std::to_string(pos)
+                                  + " of the batch was replaced by a later job of it (its "
+                                    "unique key): depend on that job's position instead"));
+    w.rows.emplace_back(row_of[winner], true);
+  }
+  // A job named twice counts once.
+  std::sort(w.rows.begin(), w.rows.end());
+  w.rows.erase(std::unique(w.rows.begin(), w.rows.end(),
+                           [](auto& a, auto& b) { return a.first == b.first; }),
+               w.rows.end());
+  return w;
+}
 
 result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
   const auto& jobs = batch.jobs;
@@ -201,7 +301,7 @@ result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
           return fail({error::job_running, "unique key '" + *j.unique_key + "' is held by "
                                              + by + ", which can't be replaced while it runs"});
         } else {
-          p.replaced.emplace(*j.unique_key, h.stored->key);
+          p.replaced.emplace(*j.unique_key, *h.stored);
           h.stored.reset();
         }
         h.batch = i;
@@ -231,26 +331,70 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   insert_jobs_result out;
   out.ids.resize(jobs.size());
   out.added.reserve(jobs.size());
+  // The rows new jobs get, in insertion order, so dependencies on jobs of
+  // this batch are known before any row is written.
+  std::vector<int64_t> row_of(jobs.size(), 0);
+  std::vector<wait_plan> waits;
+  // Rows that a job of this batch waits on: new ones are inserted so
+  // marked, the others are marked after.
+  std::unordered_set<int64_t> depended;
+  std::vector<int64_t> depended_before;
+  bool has_dependencies = std::any_of(jobs.begin(), jobs.end(), [](const job* j) {
+    return !j->depends_on.empty() || !j->depends_on_batch.empty();
+  });
+  if (has_dependencies) {
+    waits.resize(jobs.size());
+    auto r = next_row;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (p.winner[i] == i && !p.held_by[i])
+        row_of[i] = r++;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (row_of[i] == 0)
+        continue;
+      auto w = plan_wait(d, batch, p, row_of, i);
+      if (!w)
+        return w.error();
+      for (auto& [on, unfinished] : w->rows)
+        if (unfinished && depended.insert(on).second && on < next_row)
+          depended_before.push_back(on);
+      waits[i] = std::move(*w);
+    }
+  }
   std::vector<std::optional<job_id>> own(jobs.size());
   auto insert = rows::prepare_insert(d);
   if (!insert)
     return insert.error();
   bool on_postgres = d.engine() == engine::postgres;
-  std::vector<std::pair<const job*, job_key>> batched;
+  std::vector<new_row> batched;
+  std::vector<dependency_edge> edges;
+  std::vector<std::pair<int64_t, std::string>> replaced_waiting;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (p.winner[i] != i || p.held_by[i])
       continue;
     const auto& j = *jobs[i];
-    auto k = rows::new_key(j, now_ms, args.id_tag, next_row++);
+    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++)};
+    auto& k = row.key;
+    if (has_dependencies) {
+      row.has_dependents = depended.count(k.row) > 0;
+      row.waits = waits[i].waits();
+      row.waiting_on = waits[i].unfinished();
+      for (auto& [on, unfinished] : waits[i].rows)
+        edges.push_back({on, k.row});
+    }
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
-        auto cancelled = rows::cancel_row(d, old->second.row, now_ms,
-                                          "replaced by " + k.id.to_string());
-        if (!cancelled)
-          return cancelled.error();
-        if (!*cancelled)
-          return status{error::internal, "a replaced job changed underneath"};
-        out.replaced.push_back(std::move(old->second));
+        auto& replaced = old->second.key;
+        auto why = "replaced by " + k.id.to_string();
+        if (old->second.status == job_status::waiting) {
+          replaced_waiting.emplace_back(replaced.row, std::move(why));  // after the edges
+        } else {
+          auto cancelled = rows::cancel_row(d, replaced.row, now_ms, why);
+          if (!cancelled)
+            return cancelled.error();
+          if (!*cancelled)
+            return status{error::internal, "a replaced job changed underneath"};
+          out.replaced.push_back(std::move(replaced));
+        }
       }
       auto take = d.prepare(take_key);
       if (!take)
@@ -263,11 +407,17 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     }
     own[i] = k.id;
     if (on_postgres)
-      batched.emplace_back(&j, k);
-    else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt); !st)
+      batched.push_back(row);
+    else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt,
+                                        {row.waits, row.waiting_on, row.has_dependents});
+             !st)
       return st;
-    out.added.push_back(std::move(k));
+    if (row.waits)
+      out.waiting.push_back(std::move(k));
+    else
+      out.added.push_back(std::move(k));
   }
+  out.next_row = next_row;
   // A few rows go one statement each: a batch statement (COPY, and the
   // array INSERT before it) costs more to start than it saves in round
   // trips below about a dozen.
@@ -275,9 +425,39 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched); !st)
       return st;
   } else {
-    for (auto& [j, k] : batched)
-      if (auto st = rows::insert_job(d, **insert, *j, k, std::nullopt); !st)
+    for (auto& r : batched)
+      if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt,
+                                     {r.waits, r.waiting_on, r.has_dependents});
+          !st)
         return st;
+  }
+  if (auto st = insert_edges(d, edges); !st)
+    return st;
+  if (auto st = mark_depended(d, depended_before); !st)
+    return st;
+  // After the edges: a job of this batch may wait on a job it replaced.
+  for (auto& replaced : out.replaced) {
+    auto settled = settle_dependents(d, replaced.row, replaced.id, job_status::cancelled, now_ms);
+    if (!settled)
+      return settled.error();
+    out.dependents.append(std::move(*settled));
+  }
+  for (auto& [row, why] : replaced_waiting) {
+    auto ended = end_waiting(d, row, job_status::cancelled, std::move(why), now_ms);
+    if (!ended)
+      return ended.error();
+    out.dependents.append(std::move(*ended));
+  }
+  // A dependency that had ended unsuccessfully ends its dependent now, and
+  // what waits on that in this batch.
+  for (size_t i = 0; has_dependencies && i < jobs.size(); ++i) {
+    if (row_of[i] == 0 || !waits[i].doomed)
+      continue;
+    auto& [on, how] = *waits[i].doomed;
+    auto ended = end_waiting(d, row_of[i], jobs[i]->on_dependency_failure, on, how, now_ms);
+    if (!ended)
+      return ended.error();
+    out.dependents.append(std::move(*ended));
   }
   for (size_t i = 0; i < jobs.size(); ++i)
     out.ids[i] = p.held_by[i] ? *p.held_by[i] : *own[p.winner[i]];
@@ -335,12 +515,19 @@ result<insert_jobs_result> insert_jobs(db& d, const insert_jobs_args& args, int6
   if (!sorted)
     return sorted.error();
   std::vector<size_t> fresh_at(jobs.size());
-  for (size_t i = 0; i < jobs.size(); ++i)
-    if (sorted->what[i] == kind::fresh) {
-      fresh_at[i] = batch.jobs.size();
-      batch.jobs.push_back(&jobs[i]);
-      batch.position.push_back(i);
+  batch.targets.resize(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    switch (sorted->what[i]) {
+      case kind::fresh:
+        fresh_at[i] = batch.jobs.size();
+        batch.targets[i].fresh = batch.jobs.size();
+        batch.jobs.push_back(&jobs[i]);
+        batch.position.push_back(i);
+        break;
+      case kind::known: batch.targets[i].existing = sorted->known_id[i]; break;
+      case kind::same_as: batch.targets[i] = batch.targets[sorted->same_as[i]]; break;
     }
+  }
   insert_jobs_result out;
   if (!batch.jobs.empty()) {
     auto added = insert_new(d, batch, args, now_ms);

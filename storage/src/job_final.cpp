@@ -20,6 +20,8 @@ constexpr const char* record_last_run =
   "UPDATE recurring_jobs SET last_job = ?2, last_scheduled_at = ?3, last_finished_at = ?4, "
   "last_status = ?5 WHERE id = ?1";
 
+}  // namespace
+
 status release_key(db& d, const std::string& key, int64_t row, std::optional<int64_t> hold,
                    int64_t now_ms) {
   auto s = d.prepare(hold ? hold_key : free_key);
@@ -32,9 +34,7 @@ status release_key(db& d, const std::string& key, int64_t row, std::optional<int
   return d.run(**s);
 }
 
-}  // namespace
-
-result<std::optional<job_key>> on_job_final(db& d, int64_t row, job_status final_status,
+result<final_effects> on_job_final(db& d, int64_t row, job_status final_status,
                                             int64_t now_ms) {
   auto s = d.prepare(select_links);
   if (!s)
@@ -54,13 +54,18 @@ result<std::optional<job_key>> on_job_final(db& d, int64_t row, job_status final
   if (key)
     if (auto st = release_key(d, *key, row, hold, now_ms); !st)
       return st;
+  final_effects out;
+  auto settled = settle_dependents(d, row, id, final_status, now_ms);
+  if (!settled)
+    return settled.error();
+  out.dependents = std::move(*settled);
   if (!recurring_id || !scheduled_at)
-    return std::optional<job_key>{};
+    return out;
   auto r = rows::find_recurring(d, *recurring_id);
   if (!r)
     return r.error();
   if (!*r)
-    return std::optional<job_key>{};  // deleted: the chain ends here
+    return out;  // deleted: the chain ends here
   auto u = d.prepare(record_last_run);
   if (!u)
     return u.error();
@@ -75,14 +80,15 @@ result<std::optional<job_key>> on_job_final(db& d, int64_t row, job_status final
   // open's reconcile_recurring tries again.
   auto sched = rows::schedule_of(**r);
   if (!sched)
-    return std::optional<job_key>{};
+    return out;
   auto next = next_instance(*sched, *scheduled_at, started_at, (*r)->since, (*r)->mode, now_ms);
   if (!next)
-    return std::optional<job_key>{};
+    return out;
   auto k = rows::create_instance(d, **r, *next, now_ms);
   if (!k)
     return k.error();
-  return std::optional<job_key>{std::move(*k)};
+  out.next_instance = std::move(*k);
+  return out;
 }
 
 }  // namespace ergon::storage

@@ -15,6 +15,26 @@ constexpr const char* select_attempts =
   "SELECT try, started_at, finished_at, outcome, message FROM attempts "
   "WHERE job_id = ?1 ORDER BY try";
 
+constexpr const char* select_depends_on =
+  "SELECT j.external_id FROM job_dependencies e JOIN jobs j ON j.id = e.depends_on "
+  "WHERE e.job_id = ?1 ORDER BY e.depends_on";
+constexpr const char* select_dependents =
+  "SELECT j.external_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id "
+  "WHERE e.depends_on = ?1 ORDER BY e.job_id";
+
+status read_ids(db& d, const char* sql, int64_t row, std::vector<job_id>& out) {
+  auto s = d.prepare(sql);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  while (q.step())
+    out.push_back(column_id(q, 0));
+  auto st = q.step_status();
+  q.reset();
+  return st;
+}
+
 constexpr const char* select_job_state =
   "SELECT status, current_try, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
   "WHERE id = ?1 AND external_id = ?2";
@@ -22,9 +42,10 @@ constexpr const char* select_job_state =
 constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
-  "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ") "
+  "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
+  "waiting_on, dependency_policy, has_dependents) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, 0, ?19, ?26, ?27)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3, "
@@ -93,7 +114,7 @@ result<stmt*> prepare_insert(db& d) {
 }
 
 status insert_job(db& d, stmt& s, const job& j, const job_key& k,
-                  std::optional<int64_t> scheduled_at) {
+                  std::optional<int64_t> scheduled_at, const dependency_links& links) {
   s.reset();
   s.bind_blob_static(1, id_bytes(k.id));
   bind_template(s, 2, j);
@@ -121,6 +142,10 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
     s.bind_null(25);
   }
   bind_backoff(s, 26, j.backoff);
+  s.bind(28, static_cast<int64_t>(links.waits ? job_status::waiting : job_status::pending));
+  s.bind(29, links.waiting_on);
+  s.bind(30, static_cast<int64_t>(j.on_dependency_failure));
+  s.bind(31, int64_t{links.has_dependents});
   return d.run(s);
 }
 
@@ -216,8 +241,16 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
   if (!s.column_is_null(39) || !s.column_is_null(40))
     j.expected_io = io_estimate{s.column_int(39), s.column_int(40)};
   read_backoff(s, 41, j.backoff);
+  j.waiting_on = static_cast<int32_t>(s.column_int(43));
+  j.on_dependency_failure = static_cast<dependency_failure>(s.column_int(44));
   j.effective_priority = j.priority;
   return j;
+}
+
+status read_dependencies(db& d, int64_t row, job_info& info) {
+  if (auto st = read_ids(d, select_depends_on, row, info.depends_on); !st)
+    return st;
+  return read_ids(d, select_dependents, row, info.dependents);
 }
 
 status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info) {
@@ -280,6 +313,10 @@ result<job_state> find_job(db& d, const job_id& id) {
 status not_pending_error(const job_id& id, job_status s) {
   if (s == job_status::running)
     return {error::job_running, "job " + id.to_string() + " is running"};
+  if (s == job_status::waiting)
+    return invalid_field("id", "job " + id.to_string()
+                                 + " waits for its dependencies: change it once it is pending "
+                                   "(or cancel it)");
   return {error::job_finished,
           "job " + id.to_string() + " already " + to_string(s)};
 }

@@ -35,7 +35,7 @@ job_key read_key(const stmt& s, int first = 0);
   "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key, "   \
   "result_expires_at, try_base, cancel_requested_at, progress_done, progress_total, "   \
   "progress_message, progress_at, progress_eta, yields, io_read_bytes, io_write_bytes, " \
-  ERGON_BACKOFF_COLUMNS
+  ERGON_BACKOFF_COLUMNS ", waiting_on, dependency_policy"
 
 /// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
 struct latest_attempt {
@@ -49,6 +49,9 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest);
 /// Fills `info.attempts` from the attempts table plus the latest attempt,
 /// which lives in the jobs row (running, or the one that ended the job).
 status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info);
+
+/// Fills `info.depends_on` and `info.dependents` from the edges of `row`.
+status read_dependencies(db& d, int64_t row, job_info& info);
 
 /// The row id, status and key of the job with external id `id`.
 struct job_state {
@@ -74,9 +77,14 @@ result<stmt*> prepare_insert(db& d);
 /// Inserts `j` with `insert` (from prepare_insert) as a pending job with key
 /// `k` (row, id, run_at, deadline, ready_since, added_at and recurring_id
 /// from `k`), and for an instance of a recurring job its time on the
-/// schedule.
+/// schedule, with its dependencies as `links` says.
+struct dependency_links {
+  bool waits = false;        ///< inserted waiting, not pending
+  int32_t waiting_on = 0;    ///< dependencies that have not ended
+  bool has_dependents = false;  ///< a job of its batch waits on it
+};
 status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
-                  std::optional<int64_t> scheduled_at);
+                  std::optional<int64_t> scheduled_at, const dependency_links& links = {});
 
 /// The columns a job shares with a recurring job's template, in the order
 /// bind_template binds them.

@@ -60,6 +60,8 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
   for (auto& f : rows_found) {
     if (auto st = rows::read_attempts(d, f.row, f.latest, f.info); !st)
       return st;
+    if (auto st = rows::read_dependencies(d, f.row, f.info); !st)
+      return st;
     out.jobs.push_back(std::move(f.info));
   }
   return out;

@@ -6,11 +6,12 @@
 namespace ergon::storage {
 namespace {
 
-// A rowid range scan from the low mark: finished history below it is never read.
+// A rowid range scan from the low mark: finished history below it is never
+// read. Waiting jobs hold the mark down but stay out of the dispatcher.
 constexpr const char* select_unfinished =
   "SELECT status, " ERGON_JOB_KEY_COLUMNS ", attempt_token, started_at, expires_at, "
   "cancel_requested_at IS NOT NULL, held_by FROM jobs "
-  "WHERE id >= ?1 AND status IN (" ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ") ORDER BY id";
+  "WHERE id >= ?1 AND status IN (" ERGON_SQL_UNFINISHED ") ORDER BY id";
 
 constexpr const char* select_max_row = "SELECT coalesce(max(id), 0) FROM jobs";
 
@@ -23,11 +24,15 @@ result<unfinished_jobs> load_unfinished(db& d, int64_t from_row) {
   auto& s = **prepared;
   s.bind(1, from_row);
   unfinished_jobs out;
+  bool none = true;
   while (s.step()) {
     auto st = static_cast<job_status>(s.column_int(0));
+    if (none)
+      out.low_mark = s.column_int(1);
+    none = false;
+    if (st == job_status::waiting)
+      continue;
     auto key = rows::read_key(s, 1);
-    if (out.pending.empty() && out.running.empty())
-      out.low_mark = key.row;
     if (st == job_status::pending) {
       out.pending.push_back(std::move(key));
       continue;
@@ -40,7 +45,7 @@ result<unfinished_jobs> load_unfinished(db& d, int64_t from_row) {
   }
   if (!s.step_status())
     return s.step_status();
-  if (out.pending.empty() && out.running.empty()) {
+  if (none) {
     auto max_row = d.prepare(select_max_row);
     if (!max_row)
       return max_row.error();

@@ -263,8 +263,11 @@ REVOKE ALL ON FUNCTION entry FROM PUBLIC;
 // Version 6 is SQLite's version 9 (schema.cpp says why).
 constexpr const char* migration_6 = ERGON_SQL_BACKOFF_KINDS("bigint");
 
+// Version 7 is SQLite's version 10 (schema.cpp says why).
+constexpr const char* migration_7 = ERGON_SQL_DEPENDENCIES("bigint", "");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                      migration_5, migration_6};
+                                      migration_5, migration_6, migration_7};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

@@ -4,6 +4,7 @@
 
 #include "ergon/storage/op/insert_jobs.hpp"
 #include "ergon/storage/times.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
 #include "status_sql.hpp"
@@ -151,6 +152,11 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
                                       "superseded by an update of its recurring job");
     if (!cancelled)
       return cancelled.error();
+    auto settled = settle_dependents(d, before.key.row, before.key.id, job_status::cancelled,
+                                     now_ms);
+    if (!settled)
+      return settled.error();
+    out.dependents = std::move(*settled);
     auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
     auto k = rows::create_instance(d, row, slot, now_ms);
     if (!k)

@@ -33,6 +33,8 @@ result<job_info> read_job(db& d, const job_id& id) {
   s.reset();
   if (auto st = rows::read_attempts(d, row_id, latest, info); !st)
     return st;
+  if (auto st = rows::read_dependencies(d, row_id, info); !st)
+    return st;
   return info;
 }
 

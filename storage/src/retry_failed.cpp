@@ -144,7 +144,9 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
       case job_status::failed: break;
       case job_status::running: return status{error::job_running, name + " is running"};
       case job_status::pending:
-        return status{error::invalid_argument, name + " is pending: nothing to retry", "id"};
+      case job_status::waiting:
+        return status{error::invalid_argument,
+                      name + " is " + to_string(found->status) + ": nothing to retry", "id"};
       default:
         return status{error::job_finished,
                       name + " ended " + to_string(found->status) + ", it did not fail"};

@@ -226,9 +226,25 @@ CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 // of recurring jobs. 0 is exponential and no cap, as every row was.
 constexpr const char* migration_9 = ERGON_SQL_BACKOFF_KINDS("INTEGER");
 
+// Version 10: dependencies between jobs (job::depends_on).
+//  - job_dependencies: one row per edge, the dependency first so that the
+//    end of a job finds what waits on it by the key; job_dependencies_of
+//    lists a job's own dependencies (job_info) and serves the cascade.
+//    Edges go with either job's row.
+//  - jobs.waiting_on: how many dependencies of a `waiting` job (status 6)
+//    have not ended; the end of the last one releases it.
+//  - jobs.dependency_policy: job::on_dependency_failure.
+//  - jobs.has_dependents: 1 once a job that waits on this one was
+//    submitted, so the end of a job looks for dependents only then (a
+//    probe of the edges in every success cost the hot path a subplan, and
+//    PostgreSQL plans it as a scan while the table is new).
+// No index names either column, so claims and ends stay in place on
+// PostgreSQL (HOT).
+constexpr const char* migration_10 = ERGON_SQL_DEPENDENCIES("INTEGER", " WITHOUT ROWID");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
-                                      migration_9};
+                                      migration_9, migration_10};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

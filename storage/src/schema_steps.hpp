@@ -11,6 +11,19 @@
   "ALTER TABLE recurring_jobs ADD COLUMN backoff_kind " integer " NOT NULL DEFAULT 0;\n" \
   "ALTER TABLE recurring_jobs ADD COLUMN backoff_max_ms " integer " NOT NULL DEFAULT 0;\n"
 
+// SQLite's version 10 and PostgreSQL's 7 (schema.cpp says why), with the
+// engine's integer type and the end of a table's definition.
+#define ERGON_SQL_DEPENDENCIES(integer, table_end)                                      \
+  "ALTER TABLE jobs ADD COLUMN waiting_on " integer " NOT NULL DEFAULT 0;\n"             \
+  "ALTER TABLE jobs ADD COLUMN dependency_policy " integer " NOT NULL DEFAULT 0;\n"      \
+  "ALTER TABLE jobs ADD COLUMN has_dependents " integer " NOT NULL DEFAULT 0;\n"         \
+  "CREATE TABLE job_dependencies (\n"                                                  \
+  "  depends_on " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"         \
+  "  job_id     " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"         \
+  "  PRIMARY KEY (depends_on, job_id)\n"                                               \
+  ")" table_end ";\n"                                                                  \
+  "CREATE INDEX job_dependencies_of ON job_dependencies (job_id, depends_on);\n"
+
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in
 // before the old indexes go, with their help.

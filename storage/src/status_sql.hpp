@@ -12,6 +12,9 @@
 #define ERGON_SQL_FAILED "3"
 #define ERGON_SQL_CANCELLED "4"
 #define ERGON_SQL_EXPIRED "5"
+#define ERGON_SQL_WAITING "6"
+/// The statuses of jobs that have not ended, for `status IN (...)`.
+#define ERGON_SQL_UNFINISHED ERGON_SQL_PENDING ", " ERGON_SQL_RUNNING ", " ERGON_SQL_WAITING
 
 namespace ergon::storage {
 
@@ -19,8 +22,9 @@ constexpr int sql_status(job_status s) { return static_cast<int>(s); }
 
 static_assert(sql_status(job_status::pending) == 0 && sql_status(job_status::running) == 1
                 && sql_status(job_status::succeeded) == 2 && sql_status(job_status::failed) == 3
-                && sql_status(job_status::cancelled) == 4 && sql_status(job_status::expired) == 5,
+                && sql_status(job_status::cancelled) == 4 && sql_status(job_status::expired) == 5
+                && sql_status(job_status::waiting) == 6,
               "the ERGON_SQL_ status literals follow job_status");
-static_assert(job_status_count == 6, "a new status needs its ERGON_SQL_ literal");
+static_assert(job_status_count == 7, "a new status needs its ERGON_SQL_ literal");
 
 }  // namespace ergon::storage

@@ -69,6 +69,22 @@ status in_template(const status& st) {
   return invalid_field("job." + st.field(), what);
 }
 
+status check_dependencies(const job& j) {
+  if (static_cast<uint8_t>(j.on_dependency_failure) > static_cast<uint8_t>(dependency_failure::run))
+    return invalid_field("on_dependency_failure",
+                         "must be cancel, fail or run, got "
+                           + std::to_string(static_cast<int>(j.on_dependency_failure)));
+  auto count = j.depends_on.size() + j.depends_on_batch.size();
+  if (count > max_dependencies)
+    return invalid_field(j.depends_on.size() > max_dependencies ? "depends_on" : "depends_on_batch",
+                         "a job may depend on at most " + std::to_string(max_dependencies)
+                           + " jobs, got " + std::to_string(count));
+  for (auto& id : j.depends_on)
+    if (id.is_nil())
+      return invalid_field("depends_on", "names the nil id");
+  return {};
+}
+
 }  // namespace
 
 // Declared I/O: 0 to 1 TiB, so that the running total of millions of jobs
@@ -128,7 +144,8 @@ status validate(const job& j, size_t max_payload_bytes) {
     [&] {
       return j.expected_io ? check_io("expected_io.write_bytes", j.expected_io->write_bytes)
                            : status{};
-    });
+    },
+    [&] { return check_dependencies(j); });
 }
 
 status validate(const job_update& u, size_t max_payload_bytes) {
@@ -170,6 +187,13 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
       return r.job.run_at_ms || r.job.delay_ms != 0
                ? invalid_field(r.job.run_at_ms ? "job.run_at" : "job.delay",
                                "must be unset: the schedule gives each instance its time")
+               : status{};
+    },
+    [&] {
+      return !r.job.depends_on.empty() || !r.job.depends_on_batch.empty()
+               ? invalid_field(r.job.depends_on.empty() ? "job.depends_on_batch"
+                                                        : "job.depends_on",
+                               "must be empty: instances follow their schedule, not other jobs")
                : status{};
     },
     [&] {

@@ -61,6 +61,10 @@ inline std::string write_private_file(const std::string& path, const std::string
 // (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 10)
+    sql += "DROP TABLE job_dependencies; ALTER TABLE jobs DROP COLUMN waiting_on; "
+           "ALTER TABLE jobs DROP COLUMN dependency_policy; "
+           "ALTER TABLE jobs DROP COLUMN has_dependents; ";
   if (version < 9)
     for (auto table : {"jobs", "recurring_jobs"})
       for (auto column : {"backoff_kind", "backoff_max_ms"})

@@ -751,6 +751,8 @@ void tell_waiters(state& st, const commit_feed& f) {
   for (auto& end : f.ended)
     if (is_final(end.status))
       rows.push_back(end.row);
+  for (auto& e : f.ended_waiting)
+    rows.push_back(e.key.row);
 }
 
 // A pending job was cancelled or passed its deadline: gone from the index,
@@ -770,6 +772,8 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
   for (auto& k : f.added)
     add_submitted(st, k, now);
   for (auto& k : f.requeued)
+    add_submitted(st, k, now);
+  for (auto& k : f.unblocked)
     add_submitted(st, k, now);
   for (auto& k : f.cancelled)
     left_queue(st, k, now);

@@ -78,18 +78,20 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
                                const std::unordered_map<int64_t, picked_job>& picks,
                                const attempt_table& attempts, const scheduling_policy& names) {
   std::vector<event> out;
-  for (auto& k : f.added) {
-    auto ev = make_event(event_kind::submitted, now, k);
+  // A job that is pending (or waiting), due at its run_at.
+  auto due = [&](event_kind kind, const storage::job_key& k, const char* message = "") {
+    auto ev = make_event(kind, now, k);
     ev.base_priority = ev.effective_priority = k.priority;
     ev.run_at_ms = k.run_at;
+    ev.message = message;
     out.push_back(std::move(ev));
-  }
-  for (auto& k : f.requeued) {
-    auto ev = make_event(event_kind::requeued, now, k);
-    ev.base_priority = ev.effective_priority = k.priority;
-    ev.run_at_ms = k.run_at;
-    out.push_back(std::move(ev));
-  }
+  };
+  for (auto& k : f.added)
+    due(event_kind::submitted, k);
+  for (auto& k : f.waiting)
+    due(event_kind::submitted, k, "waiting for its dependencies");
+  for (auto& k : f.requeued)
+    due(event_kind::requeued, k);
   for (auto& k : f.cancelled)
     out.push_back(make_event(event_kind::cancelled, now, k));
   for (auto& k : f.expired) {
@@ -101,6 +103,16 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     add_claim_events(out, c, picks);
   for (auto& end : f.ended)
     add_end_events(out, end, now);
+  for (auto& e : f.ended_waiting) {
+    auto ev = make_event(e.status == job_status::failed ? event_kind::failed
+                                                        : event_kind::cancelled,
+                         now, e.key);
+    ev.base_priority = ev.effective_priority = e.key.priority;
+    ev.message = e.message;
+    out.push_back(std::move(ev));
+  }
+  for (auto& k : f.unblocked)
+    due(event_kind::unblocked, k);
   for (auto& r : f.released)
     out.push_back(make_event(event_kind::released, now, r.key));
   for (auto& c : f.cancel_requests)

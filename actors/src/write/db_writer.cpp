@@ -73,6 +73,8 @@ void each_pending_key(const commit_feed& feed, F f) {
   for (auto& e : feed.ended)
     if (e.status == job_status::pending)
       f(e.key, false);
+  for (auto& k : feed.unblocked)
+    f(k, false);
 }
 
 }  // namespace
@@ -82,7 +84,8 @@ bool feed_channel::push(commit_feed f) {
                         && f.ended.empty() && f.released.empty() && f.extended.empty()
                         && f.expired.empty() && f.failed.empty() && f.cancel_requests.empty()
                         && f.progress.empty() && f.requeued.empty()
-                        && f.offers_ended.empty();
+                        && f.offers_ended.empty() && f.unblocked.empty()
+                        && f.ended_waiting.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -321,12 +324,7 @@ class writer {
       [&] { return storage::insert_jobs(*cfg_.db, args, now); },
       [&](storage::insert_jobs_result& done) {
         ids = std::move(done.ids);
-        if (!done.added.empty())
-          next_row_ = done.added.back().row + 1;
-        for (auto& k : done.added)
-          add_pending(std::move(k));
-        for (auto& k : done.replaced)
-          cancelled(std::move(k));
+        inserted(done);
       });
     if (r)
       reply_after_commit(std::move(c.reply), result<std::vector<job_id>>{std::move(ids)});
@@ -345,11 +343,7 @@ class writer {
   void on_cancel(cancel_call& c) {
     auto r = in_request<storage::cancelled_job>(
       [&] { return storage::cancel_pending(*cfg_.db, c.args, cfg_.clock->now_ms()); },
-      [&](storage::cancelled_job& done) {
-        cancelled(std::move(done.key));
-        if (done.next_instance)
-          add_instance(std::move(*done.next_instance));
-      });
+      [&](storage::cancelled_job& done) { cancelled(done); });
     reply_after_commit(std::move(c.reply), r.error());
   }
 
@@ -358,9 +352,7 @@ class writer {
       [&] { return storage::cancel_job(*cfg_.db, c.args, cfg_.clock->now_ms()); },
       [&](storage::cancel_job_result& done) {
         if (done.pending) {
-          cancelled(std::move(done.pending->key));
-          if (done.pending->next_instance)
-            add_instance(std::move(*done.pending->next_instance));
+          cancelled(*done.pending);
         } else if (done.running) {
           release_.feed().cancel_requests.push_back({*done.running, std::move(done.key)});
         }
@@ -481,13 +473,7 @@ class writer {
       [&] { return storage::drain_inbox(*cfg_.db, args, now); },
       [&](storage::drain_inbox_result& done) {
         rows_in_batch_ += done.taken;
-        auto& added = done.inserted.added;
-        if (!added.empty())
-          next_row_ = added.back().row + 1;
-        for (auto& k : added)
-          add_pending(std::move(k));
-        for (auto& k : done.inserted.replaced)
-          cancelled(std::move(k));
+        inserted(done.inserted);
         reply.taken = done.taken;
         reply.more = done.more;
         reply.forgotten = done.forgotten;
@@ -513,6 +499,7 @@ class writer {
           add_instance(std::move(*done.created));
         if (done.changed)
           release_.feed().changed.push_back(std::move(*done.changed));
+        settled(done.dependents);
       });
     if (r)
       reply_after_commit(std::move(c.reply), result<job_id>{r->instance});
@@ -521,11 +508,11 @@ class writer {
   }
 
   void on_delete_recurring(delete_recurring_call& c) {
-    auto r = in_request<std::optional<storage::job_key>>(
+    auto r = in_request<std::optional<storage::cancelled_job>>(
       [&] { return storage::delete_recurring(*cfg_.db, c.args, cfg_.clock->now_ms()); },
-      [&](std::optional<storage::job_key>& instance) {
+      [&](std::optional<storage::cancelled_job>& instance) {
         if (instance)
-          cancelled(std::move(*instance));
+          cancelled(*instance);
       });
     reply_after_commit(std::move(c.reply), r.error());
   }
@@ -549,10 +536,46 @@ class writer {
     release_.feed().cancelled.push_back(std::move(k));
   }
 
+  void cancelled(storage::cancelled_job& done) {
+    if (!done.was_waiting)
+      cancelled(std::move(done.key));  // a waiting job is the first of its dependents' ends
+    if (done.next_instance)
+      add_instance(std::move(*done.next_instance));
+    settled(done.dependents);
+  }
+
+  // A submit's jobs: pending, waiting, and what they did to other jobs.
+  void inserted(storage::insert_jobs_result& done) {
+    if (done.next_row > 0)
+      next_row_ = done.next_row;
+    for (auto& k : done.added)
+      add_pending(std::move(k));
+    for (auto& k : done.waiting) {
+      release_.counts().add(k.type, k.group, job_status::waiting);
+      release_.feed().waiting.push_back(std::move(k));
+    }
+    for (auto& k : done.replaced)
+      cancelled(std::move(k));
+    settled(done.dependents);
+  }
+
+  // Waiting jobs that the ends of their dependencies released or ended.
+  void settled(storage::dependents_settled& d) {
+    for (auto& k : d.released) {
+      release_.counts().move(k.type, k.group, job_status::waiting, job_status::pending);
+      release_.feed().unblocked.push_back(std::move(k));
+    }
+    for (auto& e : d.ended) {
+      release_.counts().move(e.key.type, e.key.group, job_status::waiting, e.status);
+      release_.feed().ended_waiting.push_back(std::move(e));
+    }
+  }
+
   void ended(storage::attempt_end& end) {
     release_.counts().move(end.type, end.group, job_status::running, end.status);
     if (end.next_instance)
       add_instance(std::move(*end.next_instance));
+    settled(end.dependents);
     release_.feed().ended.push_back(std::move(end));
   }
 
@@ -854,6 +877,7 @@ class writer {
         }
         for (auto& k : done.next_instances)
           add_instance(std::move(k));
+        settled(done.dependents);
       });
     after_commit([this, ok = r.has_value(), err = r.error(),
                   rows = std::move(args.rows)](const status& commit) mutable {

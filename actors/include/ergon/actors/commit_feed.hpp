@@ -139,13 +139,20 @@ struct commit_feed {
   std::vector<storage::progress_stored> progress;
   std::vector<storage::job_key> requeued;  ///< failed jobs retry_failed put back
   std::vector<uint64_t> offers_ended;  ///< standing offers given back unused
+  /// Jobs submitted waiting for their dependencies (for events alone).
+  std::vector<storage::job_key> waiting;
+  /// Waiting jobs whose last dependency ended: pending now.
+  std::vector<storage::job_key> unblocked;
+  /// Waiting jobs that ended without running (a dependency failed, a cancel).
+  std::vector<storage::dependent_end> ended_waiting;
   uint64_t seq = 0;  ///< the writer numbers the feeds it sends, from 1
 
   bool empty() const noexcept {
     return added.empty() && cancelled.empty() && changed.empty() && claims.empty()
            && ended.empty() && released.empty() && extended.empty() && expired.empty()
            && failed.empty() && cancel_requests.empty() && progress.empty()
-           && requeued.empty() && offers_ended.empty();
+           && requeued.empty() && offers_ended.empty() && waiting.empty()
+           && unblocked.empty() && ended_waiting.empty();
   }
 };
 

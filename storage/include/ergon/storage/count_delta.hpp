@@ -51,8 +51,9 @@ class count_delta {
   int64_t finished() const noexcept {
     int64_t n = 0;
     for (auto& [type, changes] : by_type_)
-      for (size_t i = static_cast<size_t>(job_status::succeeded); i < changes.size(); ++i)
-        n += changes[i];
+      for (size_t i = 0; i < changes.size(); ++i)
+        if (is_final(static_cast<job_status>(i)))
+          n += changes[i];
     return n;
   }
   void clear() noexcept {

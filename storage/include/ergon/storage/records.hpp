@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
@@ -49,10 +50,40 @@ struct key_change {
   job_key after;
 };
 
-/// A cancelled job, and the next instance if it was one of a recurring job.
+/// A waiting job that ended without running: a job it depends on ended
+/// unsuccessfully (job::on_dependency_failure: cancel or fail), or it was
+/// cancelled or replaced itself.
+struct dependent_end {
+  job_key key;
+  job_status status = job_status::cancelled;
+  std::string message;  ///< "dependency <id> ended <status>", ...
+};
+
+/// What the end of jobs did to the jobs waiting on them, in the same
+/// transaction: the ones it released (now pending) and the ones it ended,
+/// transitively.
+struct dependents_settled {
+  std::vector<job_key> released;
+  std::vector<dependent_end> ended;
+
+  bool empty() const noexcept { return released.empty() && ended.empty(); }
+  void append(dependents_settled&& more) {
+    for (auto& k : more.released)
+      released.push_back(std::move(k));
+    for (auto& e : more.ended)
+      ended.push_back(std::move(e));
+  }
+};
+
+/// A cancelled job, the next instance if it was one of a recurring job,
+/// and what its end did to the jobs waiting on it.
 struct cancelled_job {
   job_key key;
   std::optional<job_key> next_instance;
+  dependents_settled dependents{};
+  /// The job was waiting, not pending: it is the first of
+  /// `dependents.ended`.
+  bool was_waiting = false;
 };
 
 /// A job that is now running: what a worker needs to run it.
@@ -101,6 +132,8 @@ struct attempt_end {
   int64_t started_at = 0;
   /// The next instance, if the job was one of a recurring job and ended.
   std::optional<job_key> next_instance;
+  /// What the job's end did to the jobs waiting on it.
+  dependents_settled dependents{};
 };
 
 /// How job code ended an attempt.

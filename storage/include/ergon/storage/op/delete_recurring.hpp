@@ -16,9 +16,9 @@ struct delete_recurring_args {
 };
 
 /// Deletes a recurring job. Its pending instance is cancelled (and
-/// returned); a running instance finishes, and no instance follows it.
-/// Error: not_found.
-result<std::optional<job_key>> delete_recurring(db& d, const delete_recurring_args& args,
-                                                int64_t now_ms);
+/// returned, with what that did to the jobs waiting on it); a running
+/// instance finishes, and no instance follows it. Error: not_found.
+result<std::optional<cancelled_job>> delete_recurring(db& d, const delete_recurring_args& args,
+                                                      int64_t now_ms);
 
 }  // namespace ergon::storage

@@ -19,6 +19,8 @@ struct expire_pending_result {
   std::vector<job_key> expired;
   /// Next instances of the recurring jobs among them.
   std::vector<job_key> next_instances;
+  /// What their ends did to the jobs waiting on them.
+  dependents_settled dependents;
 };
 
 /// Ends pending jobs whose deadline has passed as `expired`. Returns the keys

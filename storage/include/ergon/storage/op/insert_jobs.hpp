@@ -39,13 +39,24 @@ struct insert_jobs_result {
   /// its unique key (unique_policy::skip, or a later job of the same batch
   /// that replaced it).
   std::vector<job_id> ids;
-  /// The jobs inserted, all pending, in input order.
+  /// The jobs inserted pending, in input order.
   std::vector<job_key> added;
+  /// The jobs inserted waiting for their dependencies, in input order.
+  std::vector<job_key> waiting;
   /// Pending jobs cancelled by unique_policy::replace.
   std::vector<job_key> replaced;
+  /// What the insert did to waiting jobs: those whose dependency had ended
+  /// unsuccessfully ended at once (by their policy), and the jobs waiting
+  /// on a replaced job were settled.
+  dependents_settled dependents;
+  /// The first row id past the rows inserted; 0 if none was.
+  int64_t next_row = 0;
 };
 
-/// Validates every job, then inserts them as pending with fresh ids. A job
+/// Validates every job, then inserts them as pending with fresh ids, or as
+/// waiting if they depend on jobs that have not ended (job::depends_on;
+/// invalid_argument "depends_on" for an id that names no job,
+/// "depends_on_batch" for a position not before the job's own). A job
 /// with a unique key meets a holder as its policy says; within the batch,
 /// jobs are taken in order, as if submitted one by one. A job whose
 /// idempotency key a job took within the window, with the same fields, is

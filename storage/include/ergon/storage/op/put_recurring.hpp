@@ -42,6 +42,8 @@ struct put_recurring_result {
   /// A pending instance cancelled because the template changed its type,
   /// group or weight; `created` replaces it.
   std::optional<job_key> superseded;
+  /// What cancelling `superseded` did to the jobs waiting on it.
+  dependents_settled dependents;
 };
 
 /// Adds or updates a recurring job, with its instance, in one transaction.

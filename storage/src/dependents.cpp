@@ -1,0 +1,242 @@
+// Dependencies between jobs (job::depends_on): the edges a submit writes,
+// and what the end of a job does to the jobs waiting on it. Both run in the
+// writer's transaction, so a release is committed with the end that caused
+// it, once.
+#include "dependents.hpp"
+
+#include "ergon/storage/pg_db.hpp"
+#include "job_final.hpp"
+#include "job_rows.hpp"
+#include "status_sql.hpp"
+
+namespace ergon::storage {
+namespace {
+
+constexpr const char* insert_edge =
+  "INSERT INTO job_dependencies (depends_on, job_id) VALUES (?1, ?2)";
+// PostgreSQL: a batch's edges in one statement (a fan-in names thousands).
+constexpr const char* insert_edges_pg =
+  "INSERT INTO job_dependencies (depends_on, job_id) "
+  "SELECT * FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]))";
+
+constexpr const char* mark_row = "UPDATE jobs SET has_dependents = 1 WHERE id = ?1";
+constexpr const char* mark_rows_pg =
+  "UPDATE jobs SET has_dependents = 1 WHERE id = ANY(CAST(?1 AS bigint[]))";
+
+constexpr const char* select_waiting_dependents =
+  "SELECT e.job_id, j.dependency_policy FROM job_dependencies e "
+  "JOIN jobs j ON j.id = e.job_id "
+  "WHERE e.depends_on = ?1 AND j.status = " ERGON_SQL_WAITING " ORDER BY e.job_id";
+
+// One dependency done: the last one makes the job pending, its aging clock
+// starting now (or at its run_at, if that is later). SET reads the old
+// values on both engines.
+constexpr const char* count_down =
+  "UPDATE jobs SET waiting_on = waiting_on - 1, "
+  "status = CASE WHEN waiting_on <= 1 THEN " ERGON_SQL_PENDING " ELSE " ERGON_SQL_WAITING " END, "
+  "ready_since = CASE WHEN waiting_on > 1 THEN ready_since WHEN run_at > ?2 THEN run_at "
+  "ELSE ?2 END "
+  "WHERE id = ?1 AND status = " ERGON_SQL_WAITING " RETURNING status, " ERGON_JOB_KEY_COLUMNS;
+
+constexpr const char* end_waiting_row =
+  "UPDATE jobs SET status = ?3, finished_at = ?2, last_message = ?4, dead_letter_status = ?3, "
+  "waiting_on = 0, unfinished_instance_of = NULL "
+  "WHERE id = ?1 AND status = " ERGON_SQL_WAITING " "
+  "RETURNING unique_key, unique_hold_ms, " ERGON_JOB_KEY_COLUMNS;
+
+// A job that ended, whose waiting dependents are still to settle.
+struct ended_job {
+  int64_t row = 0;
+  job_id id;
+  job_status status = job_status::succeeded;
+};
+
+bool lets_run(job_status dependency, dependency_failure policy) {
+  return dependency == job_status::succeeded || policy == dependency_failure::run;
+}
+
+// Counts the wait of the job at `row` down; its key if that released it.
+result<std::optional<job_key>> count_down_row(db& d, int64_t row, int64_t now_ms) {
+  auto s = d.prepare(count_down);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  q.bind(2, now_ms);
+  if (!q.step())
+    return q.step_status().ok() ? result<std::optional<job_key>>{std::nullopt}
+                                : q.step_status();
+  bool released = static_cast<job_status>(q.column_int(0)) == job_status::pending;
+  std::optional<job_key> key;
+  if (released)
+    key = rows::read_key(q, 1);
+  q.reset();
+  return key;
+}
+
+// How a dependent ends, by its policy, when `dependency` ended `how`.
+std::pair<job_status, std::string> ending_for(dependency_failure policy, const job_id& dependency,
+                                              job_status how) {
+  return {policy == dependency_failure::fail ? job_status::failed : job_status::cancelled,
+          "dependency " + dependency.to_string() + " ended " + to_string(how)};
+}
+
+// Ends the waiting job at `row` `status` with `message`; what it ended, if
+// it still waited.
+result<std::optional<dependent_end>> end_row(db& d, int64_t row, job_status status,
+                                             std::string message, int64_t now_ms) {
+  dependent_end end;
+  end.status = status;
+  end.message = std::move(message);
+  auto s = d.prepare(end_waiting_row);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  q.bind(2, now_ms);
+  q.bind(3, static_cast<int64_t>(end.status));
+  q.bind_text(4, end.message);
+  if (!q.step())
+    return q.step_status().ok() ? result<std::optional<dependent_end>>{std::nullopt}
+                                : q.step_status();
+  auto key = q.column_opt_text(0);
+  auto hold = q.column_opt_int(1);
+  end.key = rows::read_key(q, 2);
+  q.reset();
+  if (key)
+    if (auto st = release_key(d, *key, row, hold, now_ms); !st)
+      return st;
+  return std::optional<dependent_end>{std::move(end)};
+}
+
+// Settles what waits on each job of `work`, and on the jobs that ends in
+// turn, breadth first: a chain of any length uses no stack.
+status settle(db& d, std::vector<ended_job> work, int64_t now_ms, dependents_settled& out) {
+  struct waiter {
+    int64_t row;
+    dependency_failure policy;
+  };
+  std::vector<waiter> waiting;
+  for (size_t next = 0; next < work.size(); ++next) {
+    auto done = work[next];
+    auto s = d.prepare(select_waiting_dependents);
+    if (!s)
+      return s.error();
+    auto& q = **s;
+    q.bind(1, done.row);
+    waiting.clear();
+    while (q.step())
+      waiting.push_back({q.column_int(0), static_cast<dependency_failure>(q.column_int(1))});
+    if (!q.step_status())
+      return q.step_status();
+    q.reset();
+    for (auto& w : waiting) {
+      if (lets_run(done.status, w.policy)) {
+        auto released = count_down_row(d, w.row, now_ms);
+        if (!released)
+          return released.error();
+        if (*released)
+          out.released.push_back(std::move(**released));
+        continue;
+      }
+      auto [status, message] = ending_for(w.policy, done.id, done.status);
+      auto ended = end_row(d, w.row, status, std::move(message), now_ms);
+      if (!ended)
+        return ended.error();
+      if (!*ended)
+        continue;
+      work.push_back({w.row, (*ended)->key.id, (*ended)->status});
+      out.ended.push_back(std::move(**ended));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+status insert_edges(db& d, const std::vector<dependency_edge>& edges) {
+  if (edges.empty())
+    return {};
+  if (d.engine() == engine::postgres) {
+    std::vector<int64_t> on, of;
+    on.reserve(edges.size());
+    of.reserve(edges.size());
+    for (auto& e : edges) {
+      on.push_back(e.depends_on);
+      of.push_back(e.job);
+    }
+    auto s = d.prepare(insert_edges_pg);
+    if (!s)
+      return s.error();
+    auto& q = static_cast<pg_stmt&>(**s);
+    q.bind_ints(1, on);
+    q.bind_ints(2, of);
+    return d.send(q);
+  }
+  auto s = d.prepare(insert_edge);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  for (auto& e : edges) {
+    q.reset();
+    q.bind(1, e.depends_on);
+    q.bind(2, e.job);
+    if (auto st = d.run(q); !st)
+      return st;
+  }
+  return {};
+}
+
+status mark_depended(db& d, const std::vector<int64_t>& rows) {
+  if (rows.empty())
+    return {};
+  if (d.engine() == engine::postgres) {
+    auto s = d.prepare(mark_rows_pg);
+    if (!s)
+      return s.error();
+    static_cast<pg_stmt&>(**s).bind_ints(1, rows);
+    return d.send(**s);
+  }
+  auto s = d.prepare(mark_row);
+  if (!s)
+    return s.error();
+  for (auto row : rows) {
+    (*s)->reset();
+    (*s)->bind(1, row);
+    if (auto st = d.run(**s); !st)
+      return st;
+  }
+  return {};
+}
+
+result<dependents_settled> end_waiting(db& d, int64_t row, dependency_failure policy,
+                                       const job_id& dependency, job_status dependency_status,
+                                       int64_t now_ms) {
+  auto [status, message] = ending_for(policy, dependency, dependency_status);
+  return end_waiting(d, row, status, std::move(message), now_ms);
+}
+
+result<dependents_settled> end_waiting(db& d, int64_t row, job_status status,
+                                       std::string message, int64_t now_ms) {
+  dependents_settled out;
+  auto ended = end_row(d, row, status, std::move(message), now_ms);
+  if (!ended)
+    return ended.error();
+  if (!*ended)
+    return out;
+  std::vector<ended_job> work{{row, (*ended)->key.id, (*ended)->status}};
+  out.ended.push_back(std::move(**ended));
+  if (auto st = settle(d, std::move(work), now_ms, out); !st)
+    return st;
+  return out;
+}
+
+result<dependents_settled> settle_dependents(db& d, int64_t row, const job_id& id,
+                                             job_status final_status, int64_t now_ms) {
+  dependents_settled out;
+  if (auto st = settle(d, {{row, id, final_status}}, now_ms, out); !st)
+    return st;
+  return out;
+}
+
+}  // namespace ergon::storage

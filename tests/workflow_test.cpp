@@ -1,0 +1,355 @@
+// Dependencies between jobs (issue 31, items 1 and 2): waiting jobs, their
+// release in the commit that ends their last dependency, each failure
+// policy, transitive cancels, and whole graphs in one submit_batch. Runs on
+// both engines.
+#define BOOST_TEST_MODULE workflow
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "support/queue_fixture.hpp"
+
+using namespace ergon;
+using namespace ergon::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Runs "step" jobs (success, their payload as the result) and "flaky" jobs
+// (a failure that is permanent).
+worker_options steps(int32_t concurrency = 4) {
+  worker_options w;
+  w.max_concurrency = concurrency;
+  w.runners["step"] = [](job_context& ctx) { return ctx.payload(); };
+  w.runners["flaky"] = [](job_context& ctx) { ctx.fail_permanently("flaky failed"); };
+  return w;
+}
+
+job step(const std::string& payload) {
+  return *job_of("step").payload(payload).build();
+}
+
+// Position of the first event of `kind` for `id` in `es`; es.size() if none.
+size_t first(const std::vector<event>& es, event_kind kind, const job_id& id) {
+  auto it = std::find_if(es.begin(), es.end(),
+                         [&](const event& e) { return e.kind == kind && e.id == id; });
+  return static_cast<size_t>(it - es.begin());
+}
+
+}  // namespace
+
+// The queue's fixture, and the first event of a kind for a job, waited for:
+// events reach subscribers after the commit's callers hear back.
+struct workflow_fixture : queue_fixture {
+  event first_event(event_kind kind, const job_id& id) {
+    BOOST_REQUIRE(log->wait_for(kind, 1, id));
+    return log->of(kind, &id).at(0);
+  }
+};
+
+BOOST_FIXTURE_TEST_SUITE(dependencies, workflow_fixture)
+
+BOOST_AUTO_TEST_CASE(a_chain_runs_in_order_and_each_job_waits_without_a_slot) {
+  auto a = submit(step("a"));
+  auto b = submit(*job_of("step").payload("b").depends_on(a).build());
+  auto c = submit(*job_of("step").payload("c").depends_on(b).build());
+  auto counts = q->counts();
+  BOOST_TEST(counts[job_status::pending] == 1);
+  BOOST_TEST(counts[job_status::waiting] == 2);
+  auto bi = info(b);
+  BOOST_TEST(bi.status == job_status::waiting);
+  BOOST_TEST(bi.waiting_on == 1);
+  BOOST_TEST(bi.depends_on == std::vector<job_id>{a});
+  BOOST_TEST(bi.dependents == std::vector<job_id>{c});
+  BOOST_TEST(info(a).dependents == std::vector<job_id>{b});
+  auto wk = start(steps());
+  auto done = q->wait(c, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "c");
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, c));
+  auto es = log->snapshot();
+  // Each one starts only after the one before succeeded, and its release
+  // is in that commit's events.
+  BOOST_TEST(first(es, event_kind::succeeded, a) < first(es, event_kind::unblocked, b));
+  BOOST_TEST(first(es, event_kind::unblocked, b) < first(es, event_kind::started, b));
+  BOOST_TEST(first(es, event_kind::succeeded, b) < first(es, event_kind::started, c));
+  BOOST_TEST(first_event(event_kind::submitted, b).message == "waiting for its dependencies");
+  counts = q->counts();
+  BOOST_TEST(counts[job_status::waiting] == 0);
+  BOOST_TEST(counts[job_status::succeeded] == 3);
+  BOOST_TEST(info(b).waiting_on == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_diamond_in_one_batch_runs_its_join_after_both_branches) {
+  auto ids = q->submit_batch({step("root"),
+                              *job_of("step").payload("left").depends_on_batch(0).build(),
+                              *job_of("step").payload("right").depends_on_batch(0).build(),
+                              *job_of("step")
+                                 .payload("join")
+                                 .depends_on_batch(1)
+                                 .depends_on_batch(2)
+                                 .build()});
+  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+  auto& id = *ids;
+  auto join = info(id[3]);
+  BOOST_TEST(join.status == job_status::waiting);
+  BOOST_TEST(join.waiting_on == 2);
+  BOOST_TEST(join.depends_on == (std::vector<job_id>{id[1], id[2]}));
+  BOOST_TEST(info(id[0]).dependents == (std::vector<job_id>{id[1], id[2]}));
+  auto wk = start(steps());
+  auto done = q->wait(id[3], 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id[3]));
+  auto es = log->snapshot();
+  for (size_t branch : {1, 2})
+    BOOST_TEST(first(es, event_kind::succeeded, id[branch])
+               < first(es, event_kind::started, id[3]));
+  BOOST_TEST(log->of(event_kind::unblocked, &id[3]).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_dependency_cancels_what_waits_on_it_transitively) {
+  auto a = submit(*job_of("flaky").max_retries(0).build());
+  auto b = submit(*job_of("step").depends_on(a).build());
+  auto c = submit(*job_of("step").depends_on(b).build());
+  auto wk = start(steps());
+  auto cb = q->wait(c, 60s);
+  BOOST_REQUIRE(cb.has_value());
+  BOOST_TEST(cb->status == job_status::cancelled);
+  auto bi = info(b);
+  BOOST_TEST(bi.status == job_status::cancelled);
+  BOOST_TEST(bi.tries == 0);
+  BOOST_TEST(bi.attempts.empty());
+  BOOST_TEST(first_event(event_kind::cancelled, b).message
+             == "dependency " + a.to_string() + " ended failed");
+  BOOST_TEST(first_event(event_kind::cancelled, c).message
+             == "dependency " + b.to_string() + " ended cancelled");
+  BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 1, c));
+  BOOST_TEST(log->of(event_kind::started, &b).empty());
+  auto counts = q->counts();
+  BOOST_TEST(counts[job_status::waiting] == 0);
+  BOOST_TEST(counts[job_status::cancelled] == 2);
+  BOOST_TEST(counts[job_status::failed] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_fail_policy_fails_the_dependent_without_running_it) {
+  auto a = submit(*job_of("flaky").max_retries(0).build());
+  auto b = submit(
+    *job_of("step").depends_on(a).on_dependency_failure(dependency_failure::fail).build());
+  auto c = submit(
+    *job_of("step").depends_on(b).on_dependency_failure(dependency_failure::run).build());
+  auto wk = start(steps());
+  auto cb = q->wait(c, 60s);
+  BOOST_REQUIRE(cb.has_value());
+  // c runs anyway: its dependency ended, if unsuccessfully.
+  BOOST_TEST(cb->status == job_status::succeeded);
+  auto bi = info(b);
+  BOOST_TEST(bi.status == job_status::failed);
+  BOOST_TEST(bi.on_dependency_failure == dependency_failure::fail);
+  BOOST_TEST(bi.attempts.empty());
+  BOOST_TEST(first_event(event_kind::failed, b).message
+             == "dependency " + a.to_string() + " ended failed");
+  // A failed dependent is a dead letter like any failed job.
+  auto dead = q->list_failed({});
+  BOOST_REQUIRE(dead.has_value());
+  BOOST_TEST(dead->jobs.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_run_policy_runs_after_a_failed_dependency) {
+  auto a = submit(*job_of("flaky").max_retries(0).build());
+  auto b = submit(*job_of("step")
+                     .payload("cleanup")
+                     .depends_on(a)
+                     .on_dependency_failure(dependency_failure::run)
+                     .build());
+  auto wk = start(steps());
+  auto done = q->wait(b, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "cleanup");
+}
+
+BOOST_AUTO_TEST_CASE(bad_references_are_refused_naming_the_field_and_write_nothing) {
+  auto a = submit(step("a"));
+  // A forward reference, and one to itself.
+  auto forward = q->submit_batch({*job_of("step").depends_on_batch(1).build(), step("b")});
+  BOOST_TEST(forward.error().code() == error::invalid_argument);
+  BOOST_TEST(forward.error().field() == "depends_on_batch");
+  BOOST_TEST(forward.error().message().find("job 0 of 2") != std::string::npos);
+  auto self = q->submit_batch({step("x"), *job_of("step").depends_on_batch(1).build()});
+  BOOST_TEST(self.error().code() == error::invalid_argument);
+  BOOST_TEST(self.error().field() == "depends_on_batch");
+  // A single submit has no earlier jobs.
+  auto alone = q->submit(*job_of("step").depends_on_batch(0).build());
+  BOOST_TEST(alone.error().field() == "depends_on_batch");
+  // An id that names no job, in a batch whose other jobs are fine.
+  auto unknown_id = job_id::parse("01890a5d-ac96-774b-bcce-b302099a8057");
+  BOOST_REQUIRE(unknown_id.has_value());
+  auto unknown = q->submit_batch({step("y"), *job_of("step").depends_on(*unknown_id).build()});
+  BOOST_TEST(unknown.error().code() == error::invalid_argument);
+  BOOST_TEST(unknown.error().field() == "depends_on");
+  BOOST_TEST(unknown.error().message().find(unknown_id->to_string()) != std::string::npos);
+  // The nil id, and a bad policy, fail validation.
+  BOOST_TEST(job_of("step").depends_on(job_id{}).build().error().field() == "depends_on");
+  auto bad = step("z");
+  bad.on_dependency_failure = static_cast<dependency_failure>(7);
+  BOOST_TEST(q->submit(bad).error().field() == "on_dependency_failure");
+  // Nothing of any refused batch was written.
+  BOOST_TEST(q->counts().total() == 1);
+  BOOST_TEST(info(a).dependents.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_dependency_that_already_ended_counts_as_it_ended) {
+  auto ok = submit(step("ok"));
+  auto bad = submit(*job_of("flaky").max_retries(0).build());
+  {
+    auto wk = start(steps());
+    BOOST_REQUIRE(q->wait(ok, 60s).has_value());
+    BOOST_REQUIRE(q->wait(bad, 60s).has_value());
+  }
+  auto after_ok = submit(*job_of("step").depends_on(ok).build());
+  BOOST_TEST(info(after_ok).status == job_status::pending);
+  BOOST_TEST(info(after_ok).depends_on == std::vector<job_id>{ok});
+  auto after_bad = submit(*job_of("step").depends_on(ok).depends_on(bad).build());
+  auto i = info(after_bad);
+  BOOST_TEST(i.status == job_status::cancelled);
+  BOOST_TEST(first_event(event_kind::cancelled, after_bad).message
+             == "dependency " + bad.to_string() + " ended failed");
+  // What waits on it in the same batch ends too.
+  auto ids = q->submit_batch({*job_of("step").depends_on(bad).build(),
+                              *job_of("step").depends_on_batch(0).build()});
+  BOOST_REQUIRE(ids.has_value());
+  BOOST_TEST(info((*ids)[1]).status == job_status::cancelled);
+  auto counts = q->counts();
+  BOOST_TEST(counts[job_status::waiting] == 0);
+  BOOST_TEST(counts[job_status::cancelled] == 3);
+  BOOST_TEST(counts[job_status::pending] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_a_job_cancels_what_waits_on_it) {
+  auto a = submit(*job_of("step").delay(1h).build());
+  auto b = submit(*job_of("step").depends_on(a).build());
+  auto c = submit(*job_of("step").depends_on(b).build());
+  auto d = submit(*job_of("step").depends_on(b).on_dependency_failure(dependency_failure::run).build());
+  // A waiting job can be cancelled itself, and so can what it waits on.
+  BOOST_TEST(q->cancel(c).ok());
+  BOOST_TEST(info(c).status == job_status::cancelled);
+  BOOST_TEST(q->cancel_pending(a).ok());
+  BOOST_TEST(info(b).status == job_status::cancelled);
+  BOOST_TEST(info(d).status == job_status::pending);
+  BOOST_TEST(first_event(event_kind::cancelled, b).message
+             == "dependency " + a.to_string() + " ended cancelled");
+  BOOST_TEST(q->cancel(c).code() == error::job_finished);
+  auto counts = q->counts();
+  BOOST_TEST(counts[job_status::waiting] == 0);
+  BOOST_TEST(counts[job_status::cancelled] == 3);
+  BOOST_TEST(counts[job_status::pending] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_waiting_job_is_not_updated_or_retried_and_lists_as_waiting) {
+  auto a = submit(*job_of("step").delay(1h).build());
+  auto b = submit(*job_of("step").depends_on(a).build());
+  job_update u;
+  u.priority = 5;
+  auto st = q->update_pending(b, u);
+  BOOST_TEST(st.code() == error::invalid_argument);
+  BOOST_TEST(st.field() == "id");
+  BOOST_TEST(q->retry_failed(b).code() == error::invalid_argument);
+  job_filter waiting;
+  waiting.status = job_status::waiting;
+  auto page = q->list_jobs(waiting);
+  BOOST_REQUIRE(page.has_value());
+  BOOST_REQUIRE(page->jobs.size() == 1u);
+  BOOST_TEST(page->jobs[0].id == b);
+  BOOST_TEST(page->jobs[0].depends_on == std::vector<job_id>{a});
+  auto m = q->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->by_status[job_status::waiting] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(waiting_jobs_survive_a_reopen_and_run_after_it) {
+  auto a = submit(*job_of("step").delay(10s).build());
+  auto b = submit(*job_of("step").payload("after").depends_on(a).build());
+  reopen();
+  BOOST_TEST(q->counts()[job_status::waiting] == 1);
+  BOOST_TEST(info(b).status == job_status::waiting);
+  auto wk = start(steps());
+  advance(10s);
+  auto done = q->wait(b, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+}
+
+BOOST_AUTO_TEST_CASE(positions_follow_unique_and_idempotency_keys) {
+  // Position 0 skips to the holder of its unique key; position 1 depends on
+  // that holder, which has not run yet.
+  auto holder = submit(*job_of("step").delay(1h).unique_key("k").build());
+  auto ids = q->submit_batch({*job_of("step").unique_key("k").build(),
+                              *job_of("step").depends_on_batch(0).build()});
+  BOOST_REQUIRE(ids.has_value());
+  BOOST_TEST((*ids)[0] == holder);
+  BOOST_TEST(info((*ids)[1]).depends_on == std::vector<job_id>{holder});
+  BOOST_TEST(info((*ids)[1]).status == job_status::waiting);
+  // A job replaced by a later job of its batch can't be depended on by a
+  // job between them: depend on the replacement instead.
+  auto replaced = q->submit_batch({*job_of("step").unique_key("r").build(),
+                                   *job_of("step").depends_on_batch(0).build(),
+                                   *job_of("step").unique_key("r", unique_policy::replace).build()});
+  BOOST_TEST(replaced.error().field() == "depends_on_batch");
+  // Replacing a waiting holder cancels it and what waits on it.
+  auto waiting_holder = submit(*job_of("step").unique_key("w").depends_on(holder).build());
+  auto behind = submit(*job_of("step").depends_on(waiting_holder).build());
+  auto replacement = submit(*job_of("step").unique_key("w", unique_policy::replace).build());
+  BOOST_TEST(info(waiting_holder).status == job_status::cancelled);
+  BOOST_TEST(info(behind).status == job_status::cancelled);
+  BOOST_TEST(info(replacement).status == job_status::pending);
+  // The same batch sent again under its idempotency keys makes nothing new,
+  // and its positions name the first jobs.
+  auto keyed = [&] {
+    return std::vector<job>{*job_of("step").idempotency_key("i0").delay(1h).build(),
+                            *job_of("step").idempotency_key("i1").depends_on_batch(0).build()};
+  };
+  auto first_ids = q->submit_batch(keyed());
+  auto again = q->submit_batch(keyed());
+  BOOST_REQUIRE(first_ids.has_value());
+  BOOST_REQUIRE(again.has_value());
+  BOOST_TEST(*first_ids == *again);
+  BOOST_TEST(info((*first_ids)[1]).depends_on == std::vector<job_id>{(*first_ids)[0]});
+  BOOST_TEST(q->counts()[job_status::waiting] == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_fan_out_of_10000_children_joins_after_all_of_them) {
+  constexpr uint32_t children = 10'000;
+  std::vector<job> batch;
+  batch.push_back(step("root"));
+  auto join = job_of("step").payload("join");
+  for (uint32_t i = 1; i <= children; ++i) {
+    batch.push_back(*job_of("step").payload("child").depends_on_batch(0).build());
+    join.depends_on_batch(i);
+  }
+  batch.push_back(*join.build());
+  auto ids = q->submit_batch(std::move(batch));
+  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+  BOOST_TEST(q->counts()[job_status::waiting] == children + 1);
+  auto j = ids->back();
+  BOOST_TEST(info(j).waiting_on == static_cast<int32_t>(children));
+  auto wk = start(steps(64));
+  auto done = q->wait(j, 300s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->depends_on.size() == children);
+  // The join started after every child had succeeded.
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, j));
+  auto es = log->snapshot();
+  auto join_started = first(es, event_kind::started, j);
+  size_t before = 0;
+  for (size_t k = 0; k < join_started; ++k)
+    before += es[k].kind == event_kind::succeeded ? 1 : 0;
+  BOOST_TEST(before == children + 1);
+  BOOST_TEST(q->counts()[job_status::succeeded] == children + 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
