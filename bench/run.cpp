@@ -2,7 +2,7 @@
 // queue::open takes on a file holding many finished jobs.
 //
 //   ergon-bench-run [--json] [drain] [latency] [scale] [open] [sweeping]
-//                   [inbox (with --db postgresql://...)]
+//                   [inbox (with --db postgresql://...)] [workflow]
 //                   [--scale-sizes 10000,100000,1000000] [--open-sizes 10000,100000,1000000]
 #include <atomic>
 #include <cstring>
@@ -226,6 +226,65 @@ line latency(size_t backlog, const std::string& name, bool through_inbox = false
   return {name, rate, p50, p99, peak_rss_mb(), cpu.per_job(jobs_n)};
 }
 
+// Issue 31: one submit_batch of a root and 10,000 jobs, timed from the
+// call to its return. `shape` "plain": no dependencies; "fanout": each
+// depends on the root; "fanin": also a join that depends on all 10,000.
+line graph_submit(const std::string& shape) {
+  constexpr uint32_t fan = 10'000;
+  temp_dir dir{"graph_" + shape};
+  auto q = open_queue(dir);
+  std::vector<job> jobs;
+  jobs.push_back(*job_builder("bench").payload(payload_100()).delay(1h).build());
+  auto join = job_builder("bench").payload(payload_100());
+  for (uint32_t i = 1; i <= fan; ++i) {
+    auto b = job_builder("bench").payload(payload_100());
+    if (shape != "plain")
+      b.depends_on_batch(0);
+    jobs.push_back(*b.build());
+    join.depends_on_batch(i);
+  }
+  if (shape == "fanin")
+    jobs.push_back(*join.build());
+  else
+    jobs.push_back(*job_builder("bench").payload(payload_100()).build());
+  auto n = static_cast<double>(jobs.size());
+  cpu_meter cpu;
+  auto t0 = steady::now();
+  check(q.submit_batch(std::move(jobs)).error(), "submit_batch");
+  double took = seconds_since(t0);
+  return {"graph_submit_" + shape, n / took, took * 1e3, -1, peak_rss_mb(),
+          cpu.per_job(static_cast<int64_t>(n))};
+}
+
+// Issue 31: a chain of 1,000 jobs, each depending on the one before,
+// submitted in one batch and run by one worker of one slot; jobs/s from
+// the worker's start to the last success. Each step is a commit that ends
+// one job and releases the next, then a claim.
+line chain() {
+  constexpr uint32_t jobs_n = 1'000;
+  temp_dir dir{"chain"};
+  auto q = open_queue(dir);
+  std::vector<job> jobs;
+  for (uint32_t i = 0; i < jobs_n; ++i) {
+    auto b = job_builder("bench").payload(payload_100());
+    if (i > 0)
+      b.depends_on_batch(i - 1);
+    jobs.push_back(*b.build());
+  }
+  check(q.submit_batch(std::move(jobs)).error(), "submit_batch");
+  worker_options w;
+  w.max_concurrency = 1;
+  w.runners["bench"] = [](job_context&) {};
+  cpu_meter cpu;
+  auto t0 = steady::now();
+  auto wk = q.start_worker(std::move(w));
+  check(wk.error(), "start_worker");
+  wait_until_succeeded(q, jobs_n);
+  double took = seconds_since(t0);
+  return {"chain", jobs_n / took, took * 1e3 / jobs_n, -1, peak_rss_mb(),
+          cpu.per_job(jobs_n)};
+}
+
 // W2 through the inbox: 20,000 jobs enqueued in one application
 // transaction; jobs_per_s is from its COMMIT to the last job's success
 // (taking them in, dispatching and running them).
@@ -357,6 +416,12 @@ int main(int argc, char** argv) {
     }
     latency(0, "inbox_latency", true).print(json);
     inbox_drain("inbox_drain").print(json);
+  }
+  // Not part of a run without arguments: latency (W3) first, for the ratio.
+  if (std::find(wanted.begin(), wanted.end(), "workflow") != wanted.end()) {
+    for (auto shape : {"plain", "fanout", "fanin"})
+      graph_submit(shape).print(json);
+    chain().print(json);
   }
   // Not part of a run without arguments.
   if (std::find(wanted.begin(), wanted.end(), "sweeping") != wanted.end()) {

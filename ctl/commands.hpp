@@ -102,6 +102,8 @@ int pause(context& c, const std::string& what, const std::string& name, bool pau
           std::optional<std::chrono::milliseconds> duration);
 /// Ends every pause the owner holds.
 int resume_everything(context& c);
+/// ergonctl breaker reset TYPE.
+int reset_breaker(context& c, const std::string& type);
 int recurring_delete(context& c, const std::string& id);
 
 }  // namespace ergon::ctl

@@ -242,6 +242,16 @@ file with the copy (and delete its -wal and -shm), start the owner.
                        "end every pause, names paused ahead among them (stats lists them)");
   resume_cmd->footer(common_footer);
 
+  auto breaker_cmd = app.add_subcommand("breaker", "circuit breakers of job types");
+  breaker_cmd->require_subcommand(1);
+  std::string breaker_type;
+  auto breaker_reset = breaker_cmd->add_subcommand(
+    "reset", "close a job type's circuit breaker: its jobs start again at once");
+  breaker_reset->add_option("TYPE", breaker_type, "the job type")->required();
+  breaker_reset->footer(std::string{"\nBreakers live in the owner's memory: the owner must "
+                                    "listen. `stats` shows them.\n"}
+                        + common_footer);
+
   auto recurring_cmd = app.add_subcommand("recurring", "recurring jobs: list, show, delete");
   recurring_cmd->require_subcommand(1);
   std::string prefix, recurring_id;
@@ -263,7 +273,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
     auto rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty()) {
       std::cerr << "ergonctl: unknown command '" << rest.front()
-                << "' (list, show, stats, backup, retry, cancel, purge, pause, resume, recurring; "
+                << "' (list, show, stats, backup, retry, cancel, purge, pause, resume, breaker, "
+                   "recurring; "
                    "see --help)\n";
       return exit_usage;
     }
@@ -371,6 +382,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
     }
     return pause(c, what, target, bool(*pause_cmd), duration);
   }
+  if (*breaker_reset)
+    return reset_breaker(c, breaker_type);
   if (*rec_list)
     return recurring_list(c, prefix);
   if (*rec_show)

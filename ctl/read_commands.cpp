@@ -247,6 +247,15 @@ int stats(context& c) {
                       std::to_string(g.ready_jobs), g.paused ? "paused" : ""});
     }
     print_table(out, {"GROUP", "WEIGHT", "SHARE", "ALLOCATED", "RUNNING", "READY", ""}, rows);
+    if (!scheduling->breakers.empty()) {
+      out << '\n';
+      rows.clear();
+      for (auto& b : scheduling->breakers)
+        rows.push_back({b.type, to_string(b.state), std::to_string(b.recent_failures),
+                        b.open_until_ms ? format_time(*b.open_until_ms) : "-",
+                        std::to_string(b.trips)});
+      print_table(out, {"BREAKER", "STATE", "FAILURES", "OPEN UNTIL", "TRIPS"}, rows);
+    }
     if (scheduling->pauses.empty())
       return;
     out << '\n';

@@ -219,6 +219,18 @@ int resume_everything(context& c) {
   });
 }
 
+int reset_breaker(context& c, const std::string& type) {
+  return with_owner(c, "resetting a breaker", [&](queue_link& q) {
+    auto r = q.ask<ok_atom>(reset_breaker_atom::value, type);
+    if (!r)
+      return c.fail(r.error(), "breaker reset");
+    return c.answer({{"type", type}, {"breaker", "closed"}, {"route", q.route()}},
+                    [&](std::ostream& out) {
+                      out << "closed the breaker of type " << printable(type) << '\n';
+                    });
+  });
+}
+
 int recurring_delete(context& c, const std::string& id) {
   return with_link(c, [&](queue_link& q) {
     auto r = q.ask<ok_atom>(delete_recurring_atom::value, id);

@@ -184,6 +184,29 @@ BOOST_AUTO_TEST_CASE(a_remote_worker_snoozes_a_job_and_runs_it_again) {
   BOOST_TEST(server.stop(SIGTERM));
 }
 
+// Children across the network: the report carries them, the parent waits
+// without its slot (the worker has one), and reads their results through
+// the writer when it runs again.
+BOOST_AUTO_TEST_CASE(a_remote_worker_spawns_children_and_joins_their_results) {
+  temp_dir dir;
+  server_process server{test::location_of(dir), 0};
+  worker_process worker{server.port, "parent", 1};
+  subscribed_client client{server.port};
+  auto id = client.submit("fan", 0);
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "spawned ok");
+  BOOST_REQUIRE_EQUAL(worker.proc.read_line(), "joined done:kid0,done:kid1,done:kid2");
+  BOOST_REQUIRE(client.until([&](const event& e) {
+    return e.kind == event_kind::succeeded && e.id == id;
+  }));
+  auto i = client.info(id);
+  BOOST_TEST(i.result.value_or("") == "done:kid0,done:kid1,done:kid2");
+  BOOST_REQUIRE(i.depends_on.size() == 3u);
+  BOOST_TEST(client.info(i.depends_on[0]).parent.value_or(job_id{}) == id);
+  BOOST_TEST(i.attempts.at(0).outcome == attempt_outcome::spawned);
+  BOOST_TEST(worker.stop());
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
 BOOST_AUTO_TEST_CASE(a_remote_worker_runs_the_jobs_of_a_remote_client) {
   temp_dir dir;
   server_process server{test::location_of(dir)};

@@ -6,6 +6,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -350,6 +354,376 @@ BOOST_AUTO_TEST_CASE(a_fan_out_of_10000_children_joins_after_all_of_them) {
     before += es[k].kind == event_kind::succeeded ? 1 : 0;
   BOOST_TEST(before == children + 1);
   BOOST_TEST(q->counts()[job_status::succeeded] == children + 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// "parent" jobs: the first attempt submits `kids` children of type "step"
+// (their payloads "kid0", "kid1", ...) and waits; the next one joins the
+// children's results in order, as its result.
+worker_options parents(size_t kids, int32_t concurrency = 1,
+                       std::function<void(std::vector<job>&)> shape = nullptr) {
+  auto w = steps(concurrency);
+  w.runners["parent"] = [kids, shape](job_context& ctx) -> std::string {
+    if (ctx.payload() != "join") {
+      std::vector<job> children;
+      for (size_t i = 0; i < kids; ++i)
+        children.push_back(step("kid" + std::to_string(i)));
+      if (shape)
+        shape(children);
+      if (auto st = ctx.submit_children(std::move(children), "join"); !st)
+        throw std::runtime_error(st.to_string());
+      return {};
+    }
+    auto results = ctx.dependency_results();
+    if (!results)
+      throw std::runtime_error(results.error().to_string());
+    std::string joined;
+    for (auto& r : *results)
+      joined += (joined.empty() ? "" : "+") + r.result.value_or("-");
+    return joined;
+  };
+  return w;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(children, workflow_fixture)
+
+BOOST_AUTO_TEST_CASE(a_dependent_reads_its_dependencies_results) {
+  auto a = submit(step("alpha"));
+  auto b = submit(step("beta"));
+  auto reader = submit(*job_of("read").depends_on(a).depends_on(b).build());
+  auto w = steps();
+  w.runners["read"] = [](job_context& ctx) -> std::string {
+    auto results = ctx.dependency_results();
+    if (!results)
+      throw std::runtime_error(results.error().to_string());
+    std::string out;
+    for (auto& r : *results)
+      out += to_string(r.status) + std::string{":"} + r.result.value_or("-") + ";";
+    return out;
+  };
+  auto wk = start(std::move(w));
+  auto done = q->wait(reader, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->result.value_or("") == "succeeded:alpha;succeeded:beta;");
+}
+
+// One slot: the parent gives its slot up while it waits, or its children
+// could never run.
+BOOST_AUTO_TEST_CASE(a_parent_waits_for_its_children_without_a_slot_and_joins_their_results) {
+  auto p = submit(*job_of("parent").max_retries(0).build());
+  auto wk = start(parents(3, 1));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "kid0+kid1+kid2");
+  // Two attempts with max_retries 0: the wait spent no try.
+  BOOST_TEST(done->tries == 2);
+  BOOST_TEST(done->tries_before_retry == 1);
+  BOOST_REQUIRE(done->attempts.size() == 2u);
+  BOOST_TEST(done->attempts[0].outcome == attempt_outcome::spawned);
+  BOOST_TEST(done->attempts[0].message == "spawned 3 children; waits for 3");
+  BOOST_REQUIRE(done->depends_on.size() == 3u);
+  for (auto& kid : done->depends_on) {
+    auto k = info(kid);
+    BOOST_TEST(k.parent.value_or(job_id{}) == p);
+    BOOST_TEST(k.status == job_status::succeeded);
+  }
+  auto spawned = first_event(event_kind::spawned, p);
+  BOOST_TEST(spawned.message == "spawned 3 children; waits for 3");
+  BOOST_TEST(q->counts()[job_status::succeeded] == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_child_that_fails_cancels_its_parent_and_the_rest_of_its_children) {
+  auto p = submit(*job_of("parent").build());
+  // Child 0 fails for good; child 1 is not due for an hour.
+  auto wk = start(parents(2, 1, [](std::vector<job>& kids) {
+    kids[0] = *job_of("flaky").max_retries(0).build();
+    kids[1] = *job_of("step").delay(1h).build();
+  }));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::cancelled);
+  auto kids = done->depends_on;
+  BOOST_REQUIRE(kids.size() == 2u);
+  BOOST_TEST(first_event(event_kind::cancelled, p).message
+             == "dependency " + kids[0].to_string() + " ended failed");
+  BOOST_TEST(info(kids[1]).status == job_status::cancelled);
+  BOOST_TEST(first_event(event_kind::cancelled, kids[1]).message
+             == "parent " + p.to_string() + " ended cancelled");
+  auto counts = q->counts();
+  BOOST_TEST(counts[job_status::pending] == 0);
+  BOOST_TEST(counts[job_status::waiting] == 0);
+}
+
+BOOST_AUTO_TEST_CASE(with_the_run_policy_a_parent_joins_after_a_failed_child) {
+  auto p = submit(*job_of("parent").on_dependency_failure(dependency_failure::run).build());
+  auto wk = start(parents(2, 1, [](std::vector<job>& kids) {
+    kids[0] = *job_of("flaky").max_retries(0).build();
+  }));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "-+kid1");
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_a_waiting_parent_cancels_its_children) {
+  auto p = submit(*job_of("parent").build());
+  auto wk = start(parents(2, 1, [](std::vector<job>& kids) {
+    for (auto& k : kids)
+      k.delay_ms = 3'600'000;
+  }));
+  BOOST_REQUIRE(log->wait_for(event_kind::spawned, 1, p));
+  auto kids = info(p).depends_on;
+  BOOST_REQUIRE(kids.size() == 2u);
+  BOOST_TEST(info(p).status == job_status::waiting);
+  BOOST_TEST(q->cancel(p).ok());
+  for (auto& k : kids) {
+    BOOST_TEST(info(k).status == job_status::cancelled);
+    BOOST_TEST(first_event(event_kind::cancelled, k).message
+               == "parent " + p.to_string() + " ended cancelled");
+  }
+  BOOST_TEST(q->counts()[job_status::cancelled] == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_child_is_asked_to_stop_when_its_parent_is_cancelled) {
+  auto p = submit(*job_of("parent").build());
+  auto w = parents(1, 2, [](std::vector<job>& kids) { kids[0] = *job_of("long").build(); });
+  w.runners["long"] = [](job_context& ctx) { ctx.wait_cancelled(std::chrono::hours{1}); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::spawned, 1, p));
+  auto kid = info(p).depends_on.at(0);
+  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, kid));
+  BOOST_TEST(q->cancel(p).ok());
+  auto k = q->wait(kid, 60s);
+  BOOST_REQUIRE(k.has_value());
+  BOOST_TEST(k->status == job_status::cancelled);
+  BOOST_TEST(info(p).status == job_status::cancelled);
+}
+
+BOOST_AUTO_TEST_CASE(a_parent_that_crashes_before_spawning_spawns_its_children_once) {
+  std::atomic<int> runs{0};
+  auto p = submit(*job_of("parent").max_retries(2).build());
+  auto w = parents(2);
+  auto spawn = w.runners["parent"];
+  w.runners["parent"] = [&runs, spawn](job_context& ctx) -> std::string {
+    // The first attempt dies before it spawns; the second spawns and then
+    // throws, which changes nothing: its attempt already ended.
+    auto n = ++runs;
+    if (n == 1)
+      throw std::runtime_error("crashed before spawning");
+    auto out = spawn(ctx);
+    if (n == 2)
+      throw std::runtime_error("crashed after spawning");
+    return out;
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, p));
+  advance(1s);
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "kid0+kid1");
+  BOOST_TEST(done->depends_on.size() == 2u);
+  BOOST_TEST(q->counts()[job_status::succeeded] == 3);
+  BOOST_TEST(runs.load() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(bad_children_are_refused_before_anything_is_sent) {
+  std::vector<status> got;
+  std::mutex mtx;
+  auto p = submit(*job_of("check").build());
+  auto w = steps();
+  w.runners["check"] = [&](job_context& ctx) {
+    auto heavy = step("heavy");
+    heavy.weight = 0;
+    auto typeless = step("typeless");
+    typeless.type.clear();
+    std::vector<status> calls{
+      ctx.submit_children({}, "x"), ctx.submit_children({step("ok"), heavy}, "x"),
+      ctx.submit_children({step("ok"), typeless}, "x"),
+      ctx.submit_children({*job_of("step").depends_on_batch(0).build()}, "x")};
+    std::lock_guard<std::mutex> guard{mtx};
+    got = std::move(calls);
+  };
+  auto wk = start(std::move(w));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  // Nothing was sent, and the attempt went on and completed.
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(q->counts().total() == 1);
+  std::lock_guard<std::mutex> guard{mtx};
+  BOOST_REQUIRE(got.size() == 4u);
+  BOOST_TEST(got[0].field() == "children");
+  BOOST_TEST(got[1].field() == "children[1].weight");
+  BOOST_TEST(got[2].field() == "children[1].type");
+  BOOST_TEST(got[3].field() == "children[0].depends_on_batch");
+  for (auto& st : got)
+    BOOST_TEST(st.code() == error::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_child_the_queue_refuses_fails_the_parents_attempt) {
+  auto unknown = job_id::parse("01890a5d-ac96-774b-bcce-b302099a8057");
+  BOOST_REQUIRE(unknown.has_value());
+  auto p = submit(*job_of("parent").max_retries(0).build());
+  auto wk = start(parents(1, 1, [&](std::vector<job>& kids) {
+    kids[0].depends_on.push_back(*unknown);
+  }));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::failed);
+  BOOST_TEST(done->attempts.back().message.find("submit_children: ") == 0u);
+  BOOST_TEST(done->attempts.back().message.find(unknown->to_string()) != std::string::npos);
+  BOOST_TEST(q->counts().total() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_childs_deadline_is_at_most_its_parents) {
+  auto p = submit(*job_of("parent").ttl(10min).build());
+  auto wk = start(parents(2, 1, [](std::vector<job>& kids) {
+    kids[0].delay_ms = 60'000;
+    kids[1].delay_ms = 60'000;
+    kids[1].ttl_ms = 1'000;
+  }));
+  BOOST_REQUIRE(log->wait_for(event_kind::spawned, 1, p));
+  auto kids = info(p).depends_on;
+  BOOST_REQUIRE(kids.size() == 2u);
+  BOOST_TEST(info(kids[0]).deadline_ms.value_or(0) == t0 + 600'000);
+  BOOST_TEST(info(kids[1]).deadline_ms.value_or(0) == t0 + 61'000);
+}
+
+BOOST_AUTO_TEST_CASE(a_parent_spawns_10000_children_and_joins_them) {
+  auto p = submit(*job_of("parent").build());
+  auto w = parents(10'000, 64);
+  w.runners["parent"] = [](job_context& ctx) -> std::string {
+    if (ctx.payload() != "join") {
+      std::vector<job> kids(10'000, step("k"));
+      if (auto st = ctx.submit_children(std::move(kids), "join"); !st)
+        throw std::runtime_error(st.to_string());
+      return {};
+    }
+    auto results = ctx.dependency_results();
+    if (!results)
+      throw std::runtime_error(results.error().to_string());
+    return std::to_string(results->size());
+  };
+  auto wk = start(std::move(w));
+  auto done = q->wait(p, 300s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "10000");
+  BOOST_TEST(q->counts()[job_status::succeeded] == 10'001);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// A queue whose "flaky" type has a breaker: 3 failures within a minute open
+// it for 30 s.
+options with_breaker() {
+  options o;
+  o.scheduling.breakers["flaky"] = breaker_options{3, 60s, 30s};
+  return o;
+}
+
+// "flaky" jobs fail while `failing` is set, and succeed after.
+worker_options switchable(std::atomic<bool>& failing) {
+  auto w = steps(1);
+  w.runners["flaky"] = [&failing](job_context& ctx) {
+    if (failing.load())
+      ctx.fail("downstream is down");
+  };
+  return w;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(breakers, workflow_fixture)
+
+BOOST_AUTO_TEST_CASE(a_breaker_opens_half_opens_and_closes_on_the_manual_clock) {
+  reopen(with_breaker());
+  std::vector<job_id> flaky;
+  for (int i = 0; i < 6; ++i)
+    flaky.push_back(submit(*job_of("flaky").max_retries(0).build()));
+  std::atomic<bool> failing{true};
+  auto wk = start(switchable(failing));
+  auto opened = first_event(event_kind::breaker_opened, job_id{});
+  BOOST_TEST(opened.type == "flaky");
+  BOOST_TEST(opened.message == "3 failures within 60000 ms");
+  BOOST_TEST(opened.run_at_ms == t0 + 30'000);
+  // Other types run; no flaky job starts or spends a try while it is open.
+  auto other = submit(step("other"));
+  BOOST_REQUIRE(q->wait(other, 60s).has_value());
+  auto m = q->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_REQUIRE(m->breakers.size() == 1u);
+  BOOST_TEST(m->breakers[0].state == breaker_state::open);
+  BOOST_TEST(m->breakers[0].open_until_ms.value_or(0) == t0 + 30'000);
+  BOOST_TEST(m->breakers[0].trips == 1);
+  BOOST_TEST(q->counts()[job_status::failed] == 3);
+  for (size_t i = 3; i < flaky.size(); ++i) {
+    BOOST_TEST(info(flaky[i]).status == job_status::pending);
+    BOOST_TEST(info(flaky[i]).tries == 0);
+  }
+  // Not a millisecond early; then one trial, which fails: open again.
+  advance(29'999ms);
+  BOOST_TEST(log->of(event_kind::breaker_half_open).empty());
+  advance(1ms);
+  BOOST_REQUIRE(log->wait_for(event_kind::breaker_opened, 2));
+  BOOST_TEST(log->of(event_kind::breaker_half_open).size() == 1u);
+  BOOST_TEST(log->of(event_kind::breaker_opened).at(1).message == "the trial job failed");
+  BOOST_TEST(q->counts()[job_status::failed] == 4);
+  // The next trial succeeds: closed, and the rest run.
+  failing = false;
+  advance(30s);
+  BOOST_REQUIRE(log->wait_for(event_kind::breaker_closed, 1));
+  BOOST_TEST(log->of(event_kind::breaker_closed).at(0).message == "the trial job succeeded");
+  for (size_t i = 4; i < flaky.size(); ++i)
+    BOOST_REQUIRE(q->wait(flaky[i], 60s).has_value());
+  BOOST_TEST(q->counts()[job_status::succeeded] == 3);
+  m = q->metrics();
+  BOOST_REQUIRE(m.has_value());
+  BOOST_TEST(m->breakers[0].state == breaker_state::closed);
+  BOOST_TEST(m->breakers[0].trips == 2);
+}
+
+BOOST_AUTO_TEST_CASE(an_operator_resets_a_breaker) {
+  reopen(with_breaker());
+  std::vector<job_id> flaky;
+  for (int i = 0; i < 4; ++i)
+    flaky.push_back(submit(*job_of("flaky").max_retries(0).build()));
+  std::atomic<bool> failing{true};
+  auto wk = start(switchable(failing));
+  BOOST_REQUIRE(log->wait_for(event_kind::breaker_opened, 1));
+  failing = false;
+  BOOST_TEST(q->reset_breaker("flaky").ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::breaker_closed, 1));
+  BOOST_TEST(log->of(event_kind::breaker_closed).at(0).message == "reset");
+  auto done = q->wait(flaky[3], 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(q->reset_breaker("flaky").ok());  // closed already: not an error
+  BOOST_TEST(q->reset_breaker("other").code() == error::not_found);
+  BOOST_TEST(q->reset_breaker("").field() == "type");
+}
+
+BOOST_AUTO_TEST_CASE(bad_breaker_options_are_refused_at_open) {
+  auto refused = [&](breaker_options b) {
+    options o;
+    o.scheduling.breakers["flaky"] = b;
+    q.reset();
+    log.reset();
+    auto r = queue::open(location, o);
+    return r ? std::string{} : r.error().field();
+  };
+  BOOST_TEST(refused({0, 60s, 30s}) == "scheduling.breakers[flaky].failures");
+  BOOST_TEST(refused({3, 0s, 30s}) == "scheduling.breakers[flaky].window");
+  BOOST_TEST(refused({3, 60s, -1s}) == "scheduling.breakers[flaky].cool_down");
+  reopen();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

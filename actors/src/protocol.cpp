@@ -85,7 +85,9 @@ void register_protocol(caf::actor_system_config& cfg) {
     .add_message_type<progress_batch>("ergon::progress_batch")
     .add_message_type<std::vector<wire_status>>("ergon::wire_statuses")
     .add_message_type<heartbeat_request>("ergon::heartbeat_request")
-    .add_message_type<heartbeat_reply>("ergon::heartbeat_reply");
+    .add_message_type<heartbeat_reply>("ergon::heartbeat_reply")
+    .add_message_type<results_request>("ergon::results_request")
+    .add_message_type<results_reply>("ergon::results_reply");
 }
 
 }  // namespace ergon::actors
@@ -117,6 +119,10 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::inbox_refused: return "inbox_refused";
     case event_kind::snoozed: return "snoozed";
     case event_kind::unblocked: return "unblocked";
+    case event_kind::spawned: return "spawned";
+    case event_kind::breaker_opened: return "breaker_opened";
+    case event_kind::breaker_half_open: return "breaker_half_open";
+    case event_kind::breaker_closed: return "breaker_closed";
   }
   return "unknown";
 }
@@ -130,6 +136,19 @@ const char* to_string(allocation_reason r) noexcept {
     case allocation_reason::weight_change: return "weight_change";
     case allocation_reason::rebalance: return "rebalance";
     case allocation_reason::group_drained: return "group_drained";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, breaker_state s) {
+  return out << to_string(s);
+}
+
+const char* to_string(breaker_state s) noexcept {
+  switch (s) {
+    case breaker_state::closed: return "closed";
+    case breaker_state::open: return "open";
+    case breaker_state::half_open: return "half_open";
   }
   return "unknown";
 }

@@ -39,7 +39,7 @@ void run_stats::fill(metrics_snapshot& m) const {
     m.run_ms_by_type[type] = h.snapshot();
   m.attempts_by_outcome = outcomes_;
   m.attempts_by_outcome.resize(
-    std::max<size_t>(outcomes_.size(), static_cast<size_t>(attempt_outcome::snoozed) + 1),
+    std::max<size_t>(outcomes_.size(), static_cast<size_t>(attempt_outcome::spawned) + 1),
     0);
 }
 

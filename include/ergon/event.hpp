@@ -92,6 +92,17 @@ enum class event_kind : uint8_t {
   /// dependency's failure ends sends `cancelled` or `failed` with a
   /// message naming that dependency.
   unblocked,
+  /// The job's code submitted children (job_context::submit_children): the
+  /// job waits for them, holding no slot; `message` says how many.
+  spawned,
+  /// A job type's circuit breaker opened (scheduling_options::breakers):
+  /// no job of `type` starts until run_at_ms; `message` says why.
+  breaker_opened,
+  /// Its cool-down ended: one trial job of `type` may start.
+  breaker_half_open,
+  /// It closed: the trial succeeded, or an operator reset it
+  /// (queue::reset_breaker); `message` says which.
+  breaker_closed,
 };
 
 const char* to_string(event_kind k) noexcept;

@@ -30,11 +30,15 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ergon/error.hpp"
+#include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
+#include "ergon/job_info.hpp"
 
 namespace ergon {
+
 
 /// The running attempt of one job. Valid only during the handler call.
 /// Thread-safe: the handler may pass it to helper threads it joins. Only
@@ -155,6 +159,36 @@ class job_context {
   /// nonzero total), "total" (negative) or "message" (too long);
   /// job_finished after complete or fail.
   virtual status progress(int64_t done, int64_t total, std::string message = {}) = 0;
+
+  /// The jobs this one depends on (job::depends_on, and its children after
+  /// submit_children), oldest first, each with how it ended and its
+  /// result: a dependent reads what it waited for. A dependency deleted by
+  /// retention is no longer listed. Errors: stale_attempt (the attempt is
+  /// no longer current), job_finished (the attempt already reported its
+  /// outcome), closed, unreachable.
+  virtual result<std::vector<dependency_result>> dependency_results() = 0;
+
+  /// Submits `children` and ends the attempt: the job waits, holding no
+  /// slot, until every child has ended, and then runs again with
+  /// `checkpoint` as its payload (taskmill's finalize step), where
+  /// dependency_results() gives the children's results. The children, the
+  /// checkpoint and the wait commit in one transaction, so an attempt
+  /// that dies before it does spawns nothing, and the retried code sees no
+  /// checkpoint; once it returns ok, the children exist and the code
+  /// should return. The wait spends no try (attempt_outcome::spawned).
+  /// A child that ends failed, cancelled or expired does to the parent
+  /// what the parent's job::on_dependency_failure says: by default it
+  /// cancels the parent, and a parent that ends so cancels its unfinished
+  /// children (fail-fast); `run` waits for them all. A cancelled parent
+  /// cancels its children. A child's deadline is at most its parent's.
+  /// Children may depend on each other by position (depends_on_batch).
+  /// Errors: invalid_argument naming "children" (empty) or a child's
+  /// field as "children[i].<field>" (nothing is reported, the attempt
+  /// goes on); the errors of complete; and, when the queue refuses a
+  /// child (a depends_on naming no job, a unique key rejected), that
+  /// error: the attempt then fails with it as its message, spending a
+  /// try.
+  virtual status submit_children(std::vector<job> children, std::string checkpoint) = 0;
 
  protected:
   job_context() = default;

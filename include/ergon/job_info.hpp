@@ -68,6 +68,10 @@ enum class attempt_outcome : uint8_t {
   /// spent no try: the snooze is in the attempt history, and the job gets
   /// one more try in return. The message says for how long.
   snoozed = 9,
+  /// The job code submitted children (job_context::submit_children): the
+  /// job waits for them with its checkpoint, without spending a try. The
+  /// message says how many.
+  spawned = 10,
 };
 
 /// Returns "running", "succeeded", ...
@@ -224,6 +228,16 @@ struct job_info {
   int32_t waiting_on = 0;
   /// What a dependency that ends unsuccessfully does to this job.
   dependency_failure on_dependency_failure = dependency_failure::cancel;
+  /// For a child (job_context::submit_children): the job that spawned it.
+  std::optional<job_id> parent;
+};
+
+/// How a job this one depends on ended (job_context::dependency_results):
+/// its id, its status, and its result if it succeeded with one.
+struct dependency_result {
+  job_id id;
+  job_status status = job_status::succeeded;
+  std::optional<std::string> result;
 };
 
 /// Number of jobs per status, indexed by `static_cast<size_t>(job_status)`.

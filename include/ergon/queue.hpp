@@ -297,6 +297,13 @@ class queue {
                     std::optional<std::chrono::milliseconds> duration = std::nullopt);
   status resume_type(const std::string& type);
 
+  /// Closes the circuit breaker of job type `type`
+  /// (scheduling_options::breakers) and forgets its failures: its jobs start
+  /// again at once. Closing a closed breaker is not an error. Errors:
+  /// invalid_argument ("type" empty, too long, not UTF-8 or with control
+  /// characters), not_found (the type has no breaker), closed.
+  status reset_breaker(const std::string& type);
+
   /// Ends every pause, of groups and types, with names paused ahead among
   /// them, and returns how many there were. metrics().pauses lists them
   /// before. Error: closed.

@@ -49,6 +49,7 @@ using resume_group_atom = caf::atom_constant<caf::atom("ergresumeg")>;
 using pause_type_atom = caf::atom_constant<caf::atom("ergpauset")>;
 using resume_type_atom = caf::atom_constant<caf::atom("ergresumet")>;
 using resume_all_atom = caf::atom_constant<caf::atom("ergresumea")>;
+using reset_breaker_atom = caf::atom_constant<caf::atom("ergbreaker")>;
 using add_recurring_atom = caf::atom_constant<caf::atom("ergaddrec")>;
 using update_recurring_atom = caf::atom_constant<caf::atom("ergupdrec")>;
 using upsert_recurring_atom = caf::atom_constant<caf::atom("ergupsrec")>;
@@ -101,6 +102,7 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<pause_type_atom, std::string, std::chrono::milliseconds>::with<ok_atom>,
   caf::replies_to<resume_type_atom, std::string>::with<ok_atom>,
   caf::replies_to<resume_all_atom>::with<int64_t>,
+  caf::replies_to<reset_breaker_atom, std::string>::with<ok_atom>,
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<close_atom>::with<ok_atom>,

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -134,6 +135,42 @@ struct admission_options {
   std::chrono::milliseconds recheck_interval{1'000};
 };
 
+/// A circuit breaker for one job type (scheduling_options::breakers,
+/// docs/workflows.md): after `failures` failed attempts of the type within
+/// `window`, the type's dispatch stops for `cool_down` (open); then one
+/// trial job runs (half-open). Its success closes the breaker, its failure
+/// opens it again. Failures are attempts that ended failed, failed for
+/// good or expired; a cancel, a yield, a snooze or a lost worker is no
+/// verdict.
+struct breaker_options {
+  int32_t failures = 5;  ///< 1 to 1,000,000
+  std::chrono::milliseconds window{60'000};     ///< > 0
+  std::chrono::milliseconds cool_down{30'000};  ///< > 0
+};
+
+/// Where a breaker stands.
+enum class breaker_state : uint8_t {
+  closed = 0,     ///< jobs of its type run as usual
+  open = 1,       ///< none starts until the cool-down ends
+  half_open = 2,  ///< one trial job may start; its end decides
+};
+
+/// Returns "closed", "open" or "half_open".
+const char* to_string(breaker_state s) noexcept;
+std::ostream& operator<<(std::ostream& out, breaker_state s);
+
+/// One breaker in a metrics snapshot.
+struct breaker_info {
+  std::string type;
+  breaker_state state = breaker_state::closed;
+  /// Failures counted within the window now (closed), or that opened it.
+  int32_t recent_failures = 0;
+  /// While open: when the trial may start.
+  std::optional<int64_t> open_until_ms;
+  /// Times it opened since the queue opened (a failed trial counts).
+  int64_t trips = 0;
+};
+
 /// How the dispatcher shares capacity. Everything is opt-in: with the
 /// defaults, jobs run in priority order and groups share capacity equally.
 struct scheduling_options {
@@ -149,6 +186,8 @@ struct scheduling_options {
   std::optional<preemption_options> preemption;
   /// Off by default.
   std::optional<admission_options> admission;
+  /// Circuit breakers per job type; types not listed have none.
+  std::map<std::string, breaker_options> breakers;
 };
 
 /// One group in a metrics snapshot.
@@ -216,6 +255,8 @@ struct metrics_snapshot {
   /// Every pause in force, groups first, with names paused ahead (no jobs
   /// yet) among them.
   std::vector<pause_info> pauses;
+  /// Every configured circuit breaker, by type.
+  std::vector<breaker_info> breakers;
   /// Pending jobs heavier than every registered worker of their type can
   /// take (job_info::too_heavy).
   int64_t too_heavy_jobs = 0;

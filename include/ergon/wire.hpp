@@ -203,13 +203,21 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   auto cancel_requested = wire::optional(x.cancel_requested_at_ms);
   auto progress = wire::optional(x.progress);
   auto expected_io = wire::optional(x.expected_io);
+  auto parent = wire::optional(x.parent);
   return f(caf::meta::type_name("ergon::job_info"), x.id, x.type, name, group, x.status,
            x.priority, x.effective_priority, x.weight, x.too_heavy, x.run_at_ms,
            x.ready_since_ms, deadline, x.payload, checkpoint, result, result_expires, x.tries,
            x.tries_before_retry, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, x.added_at_ms, started, finished, expires, x.attempts,
            recurring_id, scheduled_at, unique_key, cancel_requested, progress, x.yields,
-           expected_io, x.depends_on, x.dependents, x.waiting_on, x.on_dependency_failure);
+           expected_io, x.depends_on, x.dependents, x.waiting_on, x.on_dependency_failure,
+           parent);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dependency_result& x) {
+  auto result = wire::optional(x.result);
+  return f(caf::meta::type_name("ergon::dependency_result"), x.id, x.status, result);
 }
 
 template <class Inspector>

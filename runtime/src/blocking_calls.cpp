@@ -97,6 +97,9 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
     [&](resume_type_atom, const std::string& type) {
       return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_type, type); });
     },
+    [&](reset_breaker_atom, const std::string& type) {
+      return with([&](queue_impl& q) { return q.resume(scheduling_control::reset_breaker, type); });
+    },
     [&](resume_all_atom) {
       return with([&](queue_impl& q) { return q.resume_all(); });
     },

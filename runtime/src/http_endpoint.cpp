@@ -180,6 +180,9 @@ const char* allowed_methods(const std::string& path) {
   if ((s[1] == "groups" || s[1] == "types") && s.size() == 4 && !s[2].empty() && s[2].size() <= 256
       && (s[3] == "pause" || s[3] == "resume"))
     return post;
+  if (s[1] == "breakers" && s.size() == 4 && !s[2].empty() && s[2].size() <= 256
+      && s[3] == "reset")
+    return post;
   return nullptr;
 }
 
@@ -351,6 +354,15 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            if (!st)
              return reply_error(res, st);
            reply_json(res, {{group ? "group" : "type", name}, {"paused", pause}});
+         });
+  s.Post(R"(/api/breakers/([^/]{1,256})/reset)",
+         [&q](const httplib::Request& req, httplib::Response& res) {
+           if (auto st = may_write(q, req, res); !st)
+             return reply_error(res, st);
+           std::string type = req.matches[1];  // httplib decoded the path
+           if (auto st = q.resume(control::reset_breaker, type); !st)
+             return reply_error(res, st);
+           reply_json(res, {{"type", type}, {"breaker", "closed"}});
          });
   s.Post("/api/pauses/resume", [&q](const httplib::Request& req, httplib::Response& res) {
     if (auto st = may_write(q, req, res); !st)

@@ -146,6 +146,13 @@ json of(const metrics_snapshot& m) {
     pauses.push_back({{p.group ? "group" : "type", p.name},
                       {"since_ms", p.since_ms},
                       {"until_ms", p.until_ms ? json(*p.until_ms) : json(nullptr)}});
+  json breakers = json::array();
+  for (auto& b : m.breakers)
+    breakers.push_back({{"type", b.type},
+                        {"state", to_string(b.state)},
+                        {"recent_failures", b.recent_failures},
+                        {"open_until_ms", b.open_until_ms ? json(*b.open_until_ms) : json(nullptr)},
+                        {"trips", b.trips}});
   json by_type = json::object();
   for (auto& [type, counts] : m.by_type)
     by_type[type] = of(counts);
@@ -168,6 +175,7 @@ json of(const metrics_snapshot& m) {
           {"by_type", std::move(by_type)},
           {"groups", std::move(groups)},
           {"pauses", std::move(pauses)},
+          {"breakers", std::move(breakers)},
           {"capacity", m.capacity},
           {"queue_wait",
            {{"bounds_ms", m.queue_wait_bounds_ms},

@@ -223,6 +223,18 @@ std::string prometheus_text(const metrics_snapshot& m) {
   e.family("ergon_orphaned_attempts", "gauge",
            "Attempts of remote workers kept running since open for those workers to return.");
   e.sample("ergon_orphaned_attempts", "", static_cast<double>(m.orphaned_attempts));
+  e.family("ergon_breaker_state", "gauge",
+           "Each job type's circuit breaker: 0 closed, 1 open, 2 half-open.");
+  for (auto& b : m.breakers)
+    e.sample("ergon_breaker_state", label("type", b.type), static_cast<double>(b.state));
+  e.family("ergon_breaker_trips_total", "counter", "Times each type's circuit breaker opened.");
+  for (auto& b : m.breakers)
+    e.sample("ergon_breaker_trips_total", label("type", b.type), static_cast<double>(b.trips));
+  e.family("ergon_breaker_recent_failures", "gauge",
+           "Failures a closed breaker counts in its window (an open one: those that opened it).");
+  for (auto& b : m.breakers)
+    e.sample("ergon_breaker_recent_failures", label("type", b.type),
+             static_cast<double>(b.recent_failures));
   e.family("ergon_waits", "gauge", "queue::wait calls waiting for a job to finish.");
   e.sample("ergon_waits", "", static_cast<double>(m.waits));
   struct counter {

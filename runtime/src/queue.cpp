@@ -347,6 +347,12 @@ result<int64_t> queue::resume_all() {
   return impl_->explain(impl_->resume_all());
 }
 
+status queue::reset_breaker(const std::string& type) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->resume(actors::scheduling_control::reset_breaker, type));
+}
+
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");

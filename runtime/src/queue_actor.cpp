@@ -295,6 +295,9 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
       return to_calls(self, a, type);
     },
     [self](resume_all_atom a) -> caf::result<int64_t> { return to_calls(self, a); },
+    [self](reset_breaker_atom a, const std::string& type) -> caf::result<ok_atom> {
+      return to_calls(self, a, type);
+    },
     [self](subscribe_atom, const caf::actor& subscriber) { return subscribe(self, subscriber); },
     [self](unsubscribe_atom, const caf::actor& subscriber) -> caf::result<ok_atom> {
       unsubscribe(self, subscriber.address());

@@ -9,6 +9,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/exit_reason.hpp>
 
+#include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/list_jobs.hpp"
 #include "ergon/storage/op/read_jobs.hpp"
@@ -134,6 +135,10 @@ status queue::impl::reset_group_weights() {
 
 status queue::impl::resume(actors::scheduling_control::op_type op, const std::string& name) {
   auto field = op == actors::scheduling_control::resume_group ? "group" : "type";
+  // A breaker belongs to a job type, whose name is never empty.
+  if (op == actors::scheduling_control::reset_breaker)
+    if (auto st = storage::check_label(field, name); !st)
+      return st;
   if (auto st = runtime::validate_name(field, name); !st)
     return st;
   return control({op, name, 0, {}, {}});

@@ -1,7 +1,9 @@
 #include "recover.hpp"
 
+#include <algorithm>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ergon/storage/op/add_finished_counts.hpp"
 #include "ergon/storage/op/hold_attempts.hpp"
@@ -85,6 +87,8 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
       moved.move(end.type, end.group, job_status::running, end.status);
       for (auto& e : end.dependents.ended)
         moved.move(e.key.type, e.key.group, job_status::waiting, e.status);
+      for (auto& c : end.dependents.cancelled)
+        moved.move(c.key.type, c.key.group, job_status::pending, job_status::cancelled);
     }
     st = storage::add_finished_counts(d, moved);
   }
@@ -106,6 +110,16 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   }
   for (auto& k : reconciled->created)
     pending.push_back(std::move(k));
+  // Children whose parent recovery failed were cancelled after they were
+  // read as pending.
+  std::unordered_set<int64_t> gone;
+  for (auto& end : *ended)
+    for (auto& c : end.dependents.cancelled)
+      gone.insert(c.key.row);
+  if (!gone.empty())
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [&](const storage::job_key& k) { return gone.count(k.row); }),
+                  pending.end());
   // reconcile_recurring ran last: its keys replace any read before it,
   // including those of attempts recover_running just put back to pending.
   if (!reconciled->moved.empty()) {

@@ -405,6 +405,9 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
       return forward<ok_atom>(self, a, type);
     },
     [self](resume_all_atom a) { return forward<int64_t>(self, a); },
+    [self](reset_breaker_atom a, const std::string& type) {
+      return forward<ok_atom>(self, a, type);
+    },
     [self](subscribe_atom a, const caf::actor& subscriber) {
       return forward<ok_atom>(self, a, subscriber);
     },

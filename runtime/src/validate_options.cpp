@@ -257,6 +257,21 @@ status validate(const scheduling_options& s) {
   for (auto& [type, cap] : s.type_max_running)
     if (auto st = check_at_least_one(entry_field("type_max_running", type), cap); !st)
       return st;
+  for (auto& [type, b] : s.breakers) {
+    if (!storage::check_label("scheduling.breakers", type))
+      return invalid_field("scheduling.breakers", "job type '" + type + "' must be 1 to "
+                                                    + std::to_string(max_type_bytes) + " bytes");
+    if (b.failures < 1 || b.failures > 1'000'000)
+      return invalid_field(entry_field("breakers", type, "failures"),
+                           "must be 1 to 1000000, got " + std::to_string(b.failures));
+    if (auto st = check_positive_ms(entry_field("breakers", type, "window"), b.window.count());
+        !st)
+      return st;
+    if (auto st = check_positive_ms(entry_field("breakers", type, "cool_down"),
+                                    b.cool_down.count());
+        !st)
+      return st;
+  }
   return {};
 }
 

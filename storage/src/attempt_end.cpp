@@ -38,7 +38,8 @@ constexpr const char* end_job =
   "last_message = ?4, dead_letter_status = ?5, unfinished_instance_of = NULL WHERE id = ?1";
 
 
-// Inserts the attempts row for an attempt that is followed by a retry.
+}  // namespace
+
 status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
                       int64_t finished_at, attempt_outcome outcome,
                       const std::string& message) {
@@ -54,8 +55,6 @@ status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at
   q.bind_text(6, message);
   return d.run(q);
 }
-
-}  // namespace
 
 int64_t retry_delay(const backoff_policy& b, int32_t failed_try, double u) noexcept {
   if (b.initial_ms <= 0)

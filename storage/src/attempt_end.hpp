@@ -28,6 +28,12 @@ struct failed_attempt {
   bool spends_try = true;
 };
 
+/// Inserts the attempts row for an attempt of `row` that the job outlives
+/// (a retry, a snooze, a wait for children).
+status record_attempt(db& d, int64_t row, int32_t try_number, int64_t started_at,
+                      int64_t finished_at, attempt_outcome outcome,
+                      const std::string& message);
+
 /// Records the attempt of `row` as `how` says, then ends the job
 /// `cancelled` if a cancel was requested, else puts it back to pending
 /// (run_at from `timing`) if it is retryable with retries left, else ends it

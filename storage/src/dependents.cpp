@@ -1,7 +1,7 @@
 // Dependencies between jobs (job::depends_on): the edges a submit writes,
-// and what the end of a job does to the jobs waiting on it. Both run in the
-// writer's transaction, so a release is committed with the end that caused
-// it, once.
+// and what the end of a job does to the jobs waiting on it and to its
+// children. Both run in the writer's transaction, so a release is
+// committed with the end that caused it, once.
 #include "dependents.hpp"
 
 #include "ergon/storage/pg_db.hpp"
@@ -42,13 +42,24 @@ constexpr const char* end_waiting_row =
   "UPDATE jobs SET status = ?3, finished_at = ?2, last_message = ?4, dead_letter_status = ?3, "
   "waiting_on = 0, unfinished_instance_of = NULL "
   "WHERE id = ?1 AND status = " ERGON_SQL_WAITING " "
-  "RETURNING unique_key, unique_hold_ms, " ERGON_JOB_KEY_COLUMNS;
+  "RETURNING unique_key, unique_hold_ms, has_dependents, " ERGON_JOB_KEY_COLUMNS;
 
-// A job that ended, whose waiting dependents are still to settle.
+constexpr const char* select_unfinished_children =
+  "SELECT status, has_dependents, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
+  "WHERE parent = ?1 AND status IN (" ERGON_SQL_UNFINISHED ") ORDER BY id";
+
+// The first request's time is kept, as queue::cancel keeps it.
+constexpr const char* ask_to_stop =
+  "UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, ?2) "
+  "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " RETURNING attempt_token";
+
+// A job that ended, whose waiting dependents (and, if it ended
+// unsuccessfully, children) are still to settle.
 struct ended_job {
   int64_t row = 0;
   job_id id;
   job_status status = job_status::succeeded;
+  bool has_children = false;
 };
 
 bool lets_run(job_status dependency, dependency_failure policy) {
@@ -101,12 +112,75 @@ result<std::optional<dependent_end>> end_row(db& d, int64_t row, job_status stat
                                 : q.step_status();
   auto key = q.column_opt_text(0);
   auto hold = q.column_opt_int(1);
-  end.key = rows::read_key(q, 2);
+  end.has_children = (q.column_int(2) & has_children_bit) != 0;
+  end.key = rows::read_key(q, 3);
   q.reset();
   if (key)
     if (auto st = release_key(d, *key, row, hold, now_ms); !st)
       return st;
   return std::optional<dependent_end>{std::move(end)};
+}
+
+// A parent that ended unsuccessfully ends its unfinished children: pending
+// and waiting ones are cancelled now (and join `work`), running ones are
+// asked to stop, and end cancelled when their attempts do.
+status stop_children(db& d, const ended_job& parent, int64_t now_ms,
+                     std::vector<ended_job>& work, dependents_settled& out) {
+  struct child {
+    job_status status;
+    bool has_children;
+    job_key key;
+  };
+  std::vector<child> children;
+  {
+    auto s = d.prepare(select_unfinished_children);
+    if (!s)
+      return s.error();
+    auto& q = **s;
+    q.bind(1, parent.row);
+    while (q.step())
+      children.push_back({static_cast<job_status>(q.column_int(0)),
+                          (q.column_int(1) & has_children_bit) != 0, rows::read_key(q, 2)});
+    if (!q.step_status())
+      return q.step_status();
+    q.reset();
+  }
+  auto why = "parent " + parent.id.to_string() + " ended " + to_string(parent.status);
+  for (auto& c : children) {
+    auto row = c.key.row;
+    if (c.status == job_status::waiting) {
+      auto ended = end_row(d, row, job_status::cancelled, why, now_ms);
+      if (!ended)
+        return ended.error();
+      if (*ended) {
+        work.push_back({row, c.key.id, job_status::cancelled, c.has_children});
+        out.ended.push_back(std::move(**ended));
+      }
+    } else if (c.status == job_status::pending) {
+      auto cancelled = rows::cancel_row(d, row, now_ms, why);
+      if (!cancelled)
+        return cancelled.error();
+      if (!*cancelled)
+        continue;
+      auto effects = on_job_final(d, row, job_status::cancelled, now_ms);
+      if (!effects)
+        return effects.error();
+      out.append(std::move(effects->dependents));
+      out.cancelled.push_back({std::move(c.key), job_status::cancelled, why, c.has_children});
+    } else {
+      auto s = d.prepare(ask_to_stop);
+      if (!s)
+        return s.error();
+      (*s)->bind(1, row);
+      (*s)->bind(2, now_ms);
+      if ((*s)->step())
+        out.stopping.push_back({{row, (*s)->column_int(0)}, std::move(c.key)});
+      if (!(*s)->step_status())
+        return (*s)->step_status();
+      (*s)->reset();
+    }
+  }
+  return {};
 }
 
 // Settles what waits on each job of `work`, and on the jobs that ends in
@@ -145,9 +219,12 @@ status settle(db& d, std::vector<ended_job> work, int64_t now_ms, dependents_set
         return ended.error();
       if (!*ended)
         continue;
-      work.push_back({w.row, (*ended)->key.id, (*ended)->status});
+      work.push_back({w.row, (*ended)->key.id, (*ended)->status, (*ended)->has_children});
       out.ended.push_back(std::move(**ended));
     }
+    if (done.has_children && done.status != job_status::succeeded)
+      if (auto st = stop_children(d, done, now_ms, work, out); !st)
+        return st;
   }
   return {};
 }
@@ -224,7 +301,8 @@ result<dependents_settled> end_waiting(db& d, int64_t row, job_status status,
     return ended.error();
   if (!*ended)
     return out;
-  std::vector<ended_job> work{{row, (*ended)->key.id, (*ended)->status}};
+  std::vector<ended_job> work{{row, (*ended)->key.id, (*ended)->status,
+                               (*ended)->has_children}};
   out.ended.push_back(std::move(**ended));
   if (auto st = settle(d, std::move(work), now_ms, out); !st)
     return st;
@@ -232,9 +310,10 @@ result<dependents_settled> end_waiting(db& d, int64_t row, job_status status,
 }
 
 result<dependents_settled> settle_dependents(db& d, int64_t row, const job_id& id,
-                                             job_status final_status, int64_t now_ms) {
+                                             job_status final_status, int64_t now_ms,
+                                             bool has_children) {
   dependents_settled out;
-  if (auto st = settle(d, {{row, id, final_status}}, now_ms, out); !st)
+  if (auto st = settle(d, {{row, id, final_status, has_children}}, now_ms, out); !st)
     return st;
   return out;
 }

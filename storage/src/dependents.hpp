@@ -13,6 +13,11 @@
 
 namespace ergon::storage {
 
+/// jobs.has_dependents' bits: a job waits on this one; this one spawned
+/// children (job_context::submit_children).
+inline constexpr int64_t has_dependents_bit = 1;
+inline constexpr int64_t has_children_bit = 2;
+
 /// The job at row `job` waits on the job at row `depends_on`.
 struct dependency_edge {
   int64_t depends_on = 0;

@@ -97,6 +97,7 @@ const char* to_string(attempt_outcome o) noexcept {
     case attempt_outcome::failed_permanently: return "failed_permanently";
     case attempt_outcome::yielded: return "yielded";
     case attempt_outcome::snoozed: return "snoozed";
+    case attempt_outcome::spawned: return "spawned";
   }
   return "unknown";
 }

@@ -7,6 +7,8 @@
 
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/op/claim_jobs.hpp"
+#include "ergon/storage/op/savepoint.hpp"
+#include "ergon/storage/op/spawn_children.hpp"
 #include "ergon/storage/pg_db.hpp"
 #include "ergon/storage/times.hpp"
 #include "attempt_end.hpp"
@@ -249,6 +251,59 @@ status complete_on_postgres(pg_db& d, const finish_attempts_args& args, size_t f
   return {};
 }
 
+// A child the queue refused fails the attempt, not the batch.
+bool refused(const status& st) {
+  switch (st.code()) {
+    case error::invalid_argument:
+    case error::already_exists:
+    case error::job_running:
+    case error::not_found:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A spawned report: its children, checkpoint and wait in a savepoint of
+// their own, so a refused child leaves only the attempt's failure.
+status spawn(db& d, const finish_attempts_args& args, const attempt_report& r, double u,
+             int64_t now_ms, finish_attempts_result& out) {
+  result<std::optional<spawn_children_result>> spawned =
+    std::optional<spawn_children_result>{};
+  {
+    savepoint sp{d};
+    if (!sp.begin_status())
+      return sp.begin_status();
+    spawned = spawn_children(d, {r.row, r.token, r.children, r.text, args.children}, now_ms);
+    if (spawned)
+      if (auto st = sp.release(); !st)
+        return st;
+  }
+  if (!spawned) {
+    if (!refused(spawned.error()) || !d.in_transaction())
+      return spawned.error();
+    failed_attempt how{attempt_outcome::failed, "submit_children: " + spawned.error().message(),
+                       true};
+    auto ended = end_attempt(d, r.row, r.token, how, retry_timing::backoff, u, now_ms);
+    if (!ended)
+      return ended.error();
+    record(out, std::move(*ended), r.row, spawned.error());
+    return {};
+  }
+  if (!*spawned) {
+    record(out, std::nullopt, r.row);
+    return {};
+  }
+  auto& s = **spawned;
+  status answer;
+  if (s.parent.outcome == attempt_outcome::cancelled)
+    answer = cancelled_first(r.row);
+  else
+    out.spawned.push_back(std::move(s.children));
+  record(out, std::move(s.parent), r.row, std::move(answer));
+  return {};
+}
+
 }  // namespace
 
 const char* complete_batch_sql(bool of_base) noexcept {
@@ -323,6 +378,11 @@ result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args
       continue;
     }
     double u = i < args.randoms.size() ? args.randoms[i] : 0.0;
+    if (r.kind == report_kind::spawned) {
+      if (auto st = spawn(d, args, r, u, now_ms, out); !st)
+        return st;
+      continue;
+    }
     if (r.kind == report_kind::yielded) {
       auto ended = yield_attempt(d, r.row, r.token, now_ms);
       if (!ended)

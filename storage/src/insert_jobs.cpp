@@ -34,8 +34,8 @@ constexpr const char* copy_jobs =
   "COPY jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
   "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
-  "waiting_on, dependency_policy, has_dependents) FROM STDIN (FORMAT binary)";
-constexpr int16_t copy_fields = 32;
+  "waiting_on, dependency_policy, has_dependents, parent) FROM STDIN (FORMAT binary)";
+constexpr int16_t copy_fields = 33;
 
 constexpr size_t min_copy_rows = 12;
 
@@ -49,8 +49,9 @@ struct new_row {
   bool has_dependents = false;
 };
 
-// Inserts `rows` with copy_jobs.
-status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows) {
+// Inserts `rows` with copy_jobs, as children of `parent` if set.
+status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows,
+                          std::optional<int64_t> parent) {
   auto text = [](const std::optional<std::string>& v) {
     return v ? std::optional<std::string_view>{*v} : std::nullopt;
   };
@@ -95,6 +96,7 @@ status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows) {
     out.add(int64_t{rows[k].waiting_on});
     out.add(int64_t{static_cast<int64_t>(j->on_dependency_failure)});
     out.add(int64_t{rows[k].has_dependents});
+    out.add(parent);
   });
 }
 
@@ -365,6 +367,7 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   if (!insert)
     return insert.error();
   bool on_postgres = d.engine() == engine::postgres;
+  auto parent = args.parent != 0 ? std::optional<int64_t>{args.parent} : std::nullopt;
   std::vector<new_row> batched;
   std::vector<dependency_edge> edges;
   std::vector<std::pair<int64_t, std::string>> replaced_waiting;
@@ -374,8 +377,9 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     const auto& j = *jobs[i];
     new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++)};
     auto& k = row.key;
+    row.has_dependents = args.parent != 0;
     if (has_dependencies) {
-      row.has_dependents = depended.count(k.row) > 0;
+      row.has_dependents = row.has_dependents || depended.count(k.row) > 0;
       row.waits = waits[i].waits();
       row.waiting_on = waits[i].unfinished();
       for (auto& [on, unfinished] : waits[i].rows)
@@ -409,7 +413,7 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (on_postgres)
       batched.push_back(row);
     else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt,
-                                        {row.waits, row.waiting_on, row.has_dependents});
+                                        {row.waits, row.waiting_on, row.has_dependents, parent});
              !st)
       return st;
     if (row.waits)
@@ -422,12 +426,12 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   // array INSERT before it) costs more to start than it saves in round
   // trips below about a dozen.
   if (batched.size() >= min_copy_rows) {
-    if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched); !st)
+    if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched, parent); !st)
       return st;
   } else {
     for (auto& r : batched)
       if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt,
-                                     {r.waits, r.waiting_on, r.has_dependents});
+                                     {r.waits, r.waiting_on, r.has_dependents, parent});
           !st)
         return st;
   }

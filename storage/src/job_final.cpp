@@ -1,5 +1,7 @@
 #include "job_final.hpp"
 
+#include "dependents.hpp"
+
 #include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
@@ -8,7 +10,8 @@ namespace ergon::storage {
 namespace {
 
 constexpr const char* select_links =
-  "SELECT recurring_id, scheduled_at, started_at, unique_key, unique_hold_ms, external_id "
+  "SELECT recurring_id, scheduled_at, started_at, unique_key, unique_hold_ms, external_id, "
+  "has_dependents "
   "FROM jobs WHERE id = ?1";
 
 // `job_id = ?2`: a replaced holder no longer owns the key.
@@ -50,12 +53,13 @@ result<final_effects> on_job_final(db& d, int64_t row, job_status final_status,
   auto key = q.column_opt_text(3);
   auto hold = q.column_opt_int(4);
   auto id = rows::column_id(q, 5);
+  bool has_children = (q.column_int(6) & has_children_bit) != 0;
   q.reset();
   if (key)
     if (auto st = release_key(d, *key, row, hold, now_ms); !st)
       return st;
   final_effects out;
-  auto settled = settle_dependents(d, row, id, final_status, now_ms);
+  auto settled = settle_dependents(d, row, id, final_status, now_ms, has_children);
   if (!settled)
     return settled.error();
   out.dependents = std::move(*settled);

@@ -33,11 +33,13 @@ result<final_effects> on_job_final(db& d, int64_t row, job_status final_status,
 /// ended `final_status` at `now_ms`: a success, or a failure of a
 /// dependent whose policy is `run`, counts its wait down and releases it at
 /// zero; otherwise the dependent ends cancelled or failed, its key is
-/// released, and the jobs waiting on it are settled in turn. For writes
-/// that end a job without on_job_final (a replaced holder, a superseded
-/// instance).
+/// released, and the jobs waiting on it are settled in turn. A job that
+/// `has_children` and did not succeed ends its unfinished children. For
+/// writes that end a job without on_job_final (a replaced holder, a
+/// superseded instance).
 result<dependents_settled> settle_dependents(db& d, int64_t row, const job_id& id,
-                                             job_status final_status, int64_t now_ms);
+                                             job_status final_status, int64_t now_ms,
+                                             bool has_children = false);
 
 /// Releases or holds the unique key `key` of the job at `row`, which
 /// finished at `now_ms` (`hold`: job::unique_hold_ms).

@@ -22,6 +22,9 @@ constexpr const char* select_dependents =
   "SELECT j.external_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id "
   "WHERE e.depends_on = ?1 ORDER BY e.job_id";
 
+constexpr const char* select_parent =
+  "SELECT p.external_id FROM jobs c JOIN jobs p ON p.id = c.parent WHERE c.id = ?1";
+
 status read_ids(db& d, const char* sql, int64_t row, std::vector<job_id>& out) {
   auto s = d.prepare(sql);
   if (!s)
@@ -43,9 +46,9 @@ constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
   "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
-  "waiting_on, dependency_policy, has_dependents) "
+  "waiting_on, dependency_policy, has_dependents, parent) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31, ?32)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3, "
@@ -146,6 +149,7 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   s.bind(29, links.waiting_on);
   s.bind(30, static_cast<int64_t>(j.on_dependency_failure));
   s.bind(31, int64_t{links.has_dependents});
+  s.bind(32, links.parent);
   return d.run(s);
 }
 
@@ -250,7 +254,14 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
 status read_dependencies(db& d, int64_t row, job_info& info) {
   if (auto st = read_ids(d, select_depends_on, row, info.depends_on); !st)
     return st;
-  return read_ids(d, select_dependents, row, info.dependents);
+  if (auto st = read_ids(d, select_dependents, row, info.dependents); !st)
+    return st;
+  std::vector<job_id> parent;
+  if (auto st = read_ids(d, select_parent, row, parent); !st)
+    return st;
+  if (!parent.empty())
+    info.parent = parent.front();
+  return {};
 }
 
 status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info) {

@@ -50,7 +50,8 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest);
 /// which lives in the jobs row (running, or the one that ended the job).
 status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info);
 
-/// Fills `info.depends_on` and `info.dependents` from the edges of `row`.
+/// Fills `info.depends_on` and `info.dependents` from the edges of `row`,
+/// and `info.parent`.
 status read_dependencies(db& d, int64_t row, job_info& info);
 
 /// The row id, status and key of the job with external id `id`.
@@ -82,6 +83,7 @@ struct dependency_links {
   bool waits = false;        ///< inserted waiting, not pending
   int32_t waiting_on = 0;    ///< dependencies that have not ended
   bool has_dependents = false;  ///< a job of its batch waits on it
+  std::optional<int64_t> parent;  ///< the row of the job that spawned it
 };
 status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
                   std::optional<int64_t> scheduled_at, const dependency_links& links = {});

@@ -234,10 +234,14 @@ constexpr const char* migration_9 = ERGON_SQL_BACKOFF_KINDS("INTEGER");
 //  - jobs.waiting_on: how many dependencies of a `waiting` job (status 6)
 //    have not ended; the end of the last one releases it.
 //  - jobs.dependency_policy: job::on_dependency_failure.
-//  - jobs.has_dependents: 1 once a job that waits on this one was
+//  - jobs.has_dependents: bit 1 once a job that waits on this one was
 //    submitted, so the end of a job looks for dependents only then (a
 //    probe of the edges in every success cost the hot path a subplan, and
-//    PostgreSQL plans it as a scan while the table is new).
+//    PostgreSQL plans it as a scan while the table is new); bit 2 once it
+//    spawned children, whose unfinished ones its unsuccessful end cancels.
+//  - jobs.parent: the row of the job whose code submitted this one
+//    (job_context::submit_children); jobs_by_parent finds a parent's
+//    children. It never changes, so the index keeps updates in place.
 // No index names either column, so claims and ends stay in place on
 // PostgreSQL (HOT).
 constexpr const char* migration_10 = ERGON_SQL_DEPENDENCIES("INTEGER", " WITHOUT ROWID");

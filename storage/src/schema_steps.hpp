@@ -17,6 +17,8 @@
   "ALTER TABLE jobs ADD COLUMN waiting_on " integer " NOT NULL DEFAULT 0;\n"             \
   "ALTER TABLE jobs ADD COLUMN dependency_policy " integer " NOT NULL DEFAULT 0;\n"      \
   "ALTER TABLE jobs ADD COLUMN has_dependents " integer " NOT NULL DEFAULT 0;\n"         \
+  "ALTER TABLE jobs ADD COLUMN parent " integer ";\n"                                   \
+  "CREATE INDEX jobs_by_parent ON jobs (parent, id) WHERE parent IS NOT NULL;\n"        \
   "CREATE TABLE job_dependencies (\n"                                                  \
   "  depends_on " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"         \
   "  job_id     " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"         \

@@ -5,8 +5,14 @@
 //       Starts a worker (4 slots) and submits n jobs of type "work", singly
 //       and in batches of 3, printing "acked <id>" once each submit returns.
 //       Then runs jobs until killed or until stdin closes.
+//   ergon-test-kill-loop-child <db> <start log> graph <n>
+//       As run, but submits n workflows, each one batch: a diamond of
+//       "work" jobs (b and c depend on a, d on both) and a "parent" that
+//       submits two "work" children and, run again, checks that both
+//       succeeded. Prints "acked <id>" for the batch's five jobs.
 //   ergon-test-kill-loop-child <db> <start log> drain
-//       Runs jobs until none is pending or running, then prints "drained".
+//       Runs jobs until none is waiting, pending or running, then prints
+//       "drained".
 //
 // Both modes first print "opened <ms>": how long the open took. On
 // PostgreSQL a killed owner's lease may still look held for a moment, so the
@@ -16,13 +22,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
@@ -78,16 +87,33 @@ int main(int argc, char** argv) {
     if (!ctx.checkpoint(ctx.payload() + "+").ok() || !ctx.heartbeat().ok())
       throw std::runtime_error("checkpoint or heartbeat refused");
   };
+  w.runners["parent"] = [fd](ergon::job_context& ctx) {
+    log_start(fd, ctx);
+    if (ctx.payload() != "join") {
+      std::vector<ergon::job> kids(
+        2, *ergon::job_builder("work").payload("k").max_retries(100'000).build());
+      auto st = ctx.submit_children(std::move(kids), "join");
+      if (!st)
+        throw std::runtime_error("submit_children: " + st.to_string());
+      return;
+    }
+    auto results = ctx.dependency_results();
+    if (!results || results->size() != 2)
+      throw std::runtime_error("the parent did not find its two children");
+    for (auto& r : *results)
+      if (r.status != ergon::job_status::succeeded)
+        throw std::runtime_error("a child did not succeed");
+  };
   auto worker = q->start_worker(std::move(w));
   if (!worker)
     return 1;
-  if (mode == "run") {
-    int n = std::atoi(argv[4]);
-    for (int i = 0; i < n;) {
-      std::vector<ergon::job> jobs;
-      int size = i % 2 == 0 ? 1 : 3;
-      for (int k = 0; k < size && i < n; ++k, ++i)
-        jobs.push_back(*ergon::job_builder("work").payload("p").max_retries(100'000).build());
+  // Submits the batches `batch(i)` makes until one is empty, acknowledging
+  // each id, then runs jobs until stdin closes.
+  auto submit_all = [&](auto batch) {
+    for (int i = 0;; ++i) {
+      auto jobs = batch(i);
+      if (jobs.empty())
+        break;
       auto ids = q->submit_batch(std::move(jobs));
       if (!ids) {
         std::cerr << "submit: " << ids.error() << '\n';
@@ -100,12 +126,32 @@ int main(int argc, char** argv) {
     while (std::getchar() != EOF) {
     }
     return 0;
-  }
+  };
+  auto work = [](ergon::job_builder b) { return *b.payload("p").max_retries(100'000).build(); };
+  int n = argc > 4 ? std::atoi(argv[4]) : 0;
+  if (mode == "graph")
+    return submit_all([&](int i) {
+      if (i == n)
+        return std::vector<ergon::job>{};
+      return std::vector<ergon::job>{
+        work(ergon::job_builder("work")),
+        work(ergon::job_builder("work").depends_on_batch(0)),
+        work(ergon::job_builder("work").depends_on_batch(0)),
+        work(ergon::job_builder("work").depends_on_batch(1).depends_on_batch(2)),
+        *ergon::job_builder("parent").payload("go").max_retries(100'000).build()};
+    });
+  if (mode == "run")  // singly and in batches of 3
+    return submit_all([&, left = n](int i) mutable {
+      int size = std::min(left, i % 2 == 0 ? 1 : 3);
+      left -= size;
+      return std::vector<ergon::job>(static_cast<size_t>(size), work(ergon::job_builder("work")));
+    });
   // drain: wait until nothing is pending or running.
   std::unique_lock<std::mutex> guard{mtx};
   idle.wait(guard, [&] {
     auto c = q->counts();
-    return c[ergon::job_status::pending] == 0 && c[ergon::job_status::running] == 0;
+    return c[ergon::job_status::pending] == 0 && c[ergon::job_status::running] == 0
+           && c[ergon::job_status::waiting] == 0;
   });
   guard.unlock();
   worker->stop();

@@ -23,7 +23,11 @@
 // "complete", else return normally: so the test orders its cancel before);
 // side (append "<payload>\n" to $ERGON_TEST_SIDE_FILE in one write, work
 // 200 ms, or less if cancelled, then complete "done:<payload>": the file
-// shows how many times each job's code ran).
+// shows how many times each job's code ran); parent (a payload "kid..."
+// completes "done:<payload>"; any other submits three children "kid0",
+// "kid1", "kid2" with the checkpoint "join" and says "spawned <status>";
+// run again from "join", it says "joined <results>", the children's
+// results read with dependency_results, and completes with them).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -38,7 +42,9 @@
 #include <iostream>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "ergon/job_builder.hpp"
 #include "ergon/queue.hpp"
 #include "ergon/queue_actor.hpp"
 
@@ -118,6 +124,28 @@ int main(int argc, char** argv) {
     }
     if (mode == "fail") {
       ctx.fail_permanently("boom:" + ctx.payload());
+      return;
+    }
+    if (mode == "parent") {
+      if (ctx.payload().rfind("kid", 0) == 0) {
+        ctx.complete("done:" + ctx.payload());
+      } else if (ctx.payload() == "join") {
+        auto results = ctx.dependency_results();
+        std::string joined;
+        if (!results)
+          joined = results.error().to_string();
+        else
+          for (auto& r : *results)
+            joined += (joined.empty() ? "" : ",") + r.result.value_or("-");
+        say("joined " + joined);
+        ctx.complete(joined);
+      } else {
+        std::vector<ergon::job> kids;
+        for (int i = 0; i < 3; ++i)
+          kids.push_back(*ergon::job_builder("job").payload("kid" + std::to_string(i)).build());
+        auto st = ctx.submit_children(std::move(kids), "join");
+        say("spawned " + (st.ok() ? std::string{"ok"} : st.to_string()));
+      }
       return;
     }
     if (mode == "snooze") {

@@ -64,7 +64,8 @@ inline std::string downgrade_sql(int version) {
   if (version < 10)
     sql += "DROP TABLE job_dependencies; ALTER TABLE jobs DROP COLUMN waiting_on; "
            "ALTER TABLE jobs DROP COLUMN dependency_policy; "
-           "ALTER TABLE jobs DROP COLUMN has_dependents; ";
+           "ALTER TABLE jobs DROP COLUMN has_dependents; DROP INDEX jobs_by_parent; "
+           "ALTER TABLE jobs DROP COLUMN parent; ";
   if (version < 9)
     for (auto table : {"jobs", "recurring_jobs"})
       for (auto column : {"backoff_kind", "backoff_max_ms"})

@@ -28,7 +28,8 @@ attempt_table::end_effect attempt_table::ended(const storage::attempt_end& end,
     // The code reported the failure itself and may still run.
     bool reported = end.outcome == attempt_outcome::failed
                     || end.outcome == attempt_outcome::yielded
-                    || end.outcome == attempt_outcome::snoozed;
+                    || end.outcome == attempt_outcome::snoozed
+                    || end.outcome == attempt_outcome::spawned;
     if (!r->second.code_returned && reported && worker_registered)
       park = parked_retry{r->second.worker, r->second.token, end.key};
     if (!r->second.code_returned)

@@ -12,6 +12,7 @@
 #include "dispatcher_events.hpp"
 #include "orphans.hpp"
 #include "preemptions.hpp"
+#include "type_breakers.hpp"
 #include "pressure_gauge.hpp"
 #include "ergon/actors/scheduling_policy.hpp"
 #include "ergon/storage/job_ids.hpp"
@@ -20,6 +21,10 @@
 
 namespace ergon::actors {
 namespace {
+
+// Early failures kept at most: past it they are forgotten, which at worst
+// lets a job start beside the commit that opens its breaker.
+constexpr size_t max_early_failures = 4'096;
 
 constexpr int64_t never = storage::never_ms;
 // After a storage error the dispatcher waits this long before it retries, so a
@@ -71,6 +76,11 @@ struct dispatch_core::state {
   uint64_t fed_through = 0;  // the last commit feed applied (commit_feed::seq)
   // Ended attempts, for metrics.
   run_stats runs;
+  // Circuit breakers per type (scheduling_options::breakers), and failures
+  // reported for attempts whose claim the core has not seen yet (the
+  // writer answers a worker before it feeds the claim): row -> token.
+  type_breakers breakers;
+  std::unordered_map<int64_t, int64_t> early_failures;
   // Preemption (scheduling_options::preemption).
   preemptions preempting;
   int64_t preemptions_asked = 0;
@@ -83,7 +93,8 @@ struct dispatch_core::state {
   // The effects of the input at hand.
   effects* out = nullptr;
 
-  explicit state(config c) : cfg(std::move(c)), policy(cfg.scheduling) {}
+  explicit state(config c)
+      : cfg(std::move(c)), policy(cfg.scheduling), breakers(cfg.scheduling.breakers) {}
 
   bool wants_events() const { return cfg.wants_events && cfg.wants_events(); }
 
@@ -145,6 +156,7 @@ void lose_attempts(state& st, std::vector<storage::attempt_ref> attempts) {
 }
 
 void let_parked_go(state& st, int64_t row, int64_t now);
+void breaker_changed(state& st, const type_breakers::change& c, int64_t now);
 
 int64_t next_wake(const state& st, int64_t now) {
   int64_t next = never;
@@ -162,6 +174,8 @@ int64_t next_wake(const state& st, int64_t now) {
     next = std::min(next, st.hold_until);
   if (st.disk)
     next = std::min(next, st.disk->next_sample_at());
+  if (auto t = st.breakers.next_wake())
+    next = std::min(next, *t);
   // Deferred work is checked again on a timer, not only on the next event.
   if (st.policy.deferring() && st.policy.ready_count() > 0)
     next = std::min(next, storage::add_ms(
@@ -178,6 +192,8 @@ void on_timer(state& st, int64_t now) {
     st.policy.set_io_rates(st.disk->read_rate(), st.disk->write_rate());
   }
   st.policy.expire_pauses(now);
+  for (auto& c : st.breakers.tick(now))
+    breaker_changed(st, c, now);
   for (auto p = st.away.begin(); p != st.away.end();) {
     if (p->second.until <= now) {
       let_parked_go(st, p->first, now);
@@ -223,8 +239,44 @@ void add_submitted(state& st, const storage::job_key& k, int64_t now) {
 }
 
 // Returns picked jobs that were not claimed to the index.
+// The breaker of `type` changed, or its trial did: its jobs are held back
+// while it lets none start.
+void hold_by_breaker(state& st, const std::string& type) {
+  st.policy.hold_type(type, !st.breakers.may_start(type));
+}
+
+void breaker_changed(state& st, const type_breakers::change& c, int64_t now) {
+  hold_by_breaker(st, c.type);
+  if (!st.wants_events())
+    return;
+  event e;
+  e.kind = c.to == breaker_state::open        ? event_kind::breaker_opened
+           : c.to == breaker_state::half_open ? event_kind::breaker_half_open
+                                              : event_kind::breaker_closed;
+  e.at_ms = now;
+  e.type = c.type;
+  e.message = c.why;
+  e.run_at_ms = c.until.value_or(0);
+  st.out->events.push_back(std::move(e));
+}
+
+// A job was picked to start (while its type's breaker is half-open, the
+// trial), or, `picked` false, will not start after all (if it was the
+// trial, another may be).
+void breaker_pick(state& st, const pending_job& job, bool picked) {
+  if (!st.breakers.any())
+    return;
+  auto type = st.policy.type_name(job.type);
+  if (picked)
+    st.breakers.picked(type, job.row);
+  else
+    st.breakers.trial_lost(type, job.row);
+  hold_by_breaker(st, type);
+}
+
 void restore_picks(state& st, const std::vector<picked_job>& picks, int64_t now) {
   for (auto& p : picks) {
+    breaker_pick(st, p.job, false);
     st.policy.unpick(p.job, true);
     st.policy.add(p.job, now);
     st.preempting.started(p.job.row, false);
@@ -415,7 +467,10 @@ void keep_offer(state& st, int64_t now) {
 // base rather than search for it (storage::shared_token_base).
 std::vector<storage::attempt_ref> claim_for(state& st, uint64_t worker, int64_t now) {
   auto rows = st.workers.claim(worker, [&](const std::vector<uint32_t>& types, int32_t room) {
-    return st.policy.pick(types, room, now);
+    auto p = st.policy.pick(types, room, now);
+    if (p)
+      breaker_pick(st, p->job, true);
+    return p;
   });
   std::vector<storage::attempt_ref> claims;
   claims.reserve(rows.size());
@@ -604,6 +659,13 @@ void start_attempt(state& st, uint64_t worker, const storage::claimed_job& j,
   if (a.code_returned)
     free_slot(st, j.key.row, a);
   st.attempts.claimed(j.key.row, a);
+  if (auto f = st.early_failures.find(j.key.row); f != st.early_failures.end()) {
+    if (f->second == j.token) {
+      st.breakers.reported_failure(j.key.type, j.key.row);
+      hold_by_breaker(st, j.key.type);
+    }
+    st.early_failures.erase(f);
+  }
   // Times are the claim's: this feed may be read a little later.
   st.policy.record_wait(std::max<int64_t>(0, j.started_at - j.key.run_at));
 }
@@ -664,6 +726,10 @@ worker_registry::committed_claim offer_claimed(state& st, const claim_result& c,
     }
   }
   st.preempting.started(key.row, true);
+  if (st.breakers.any()) {
+    st.breakers.picked(key.type, key.row);
+    hold_by_breaker(st, key.type);
+  }
   return st.workers.offer_taken(c.worker_id, key.row, key.weight, pick);
 }
 
@@ -682,6 +748,7 @@ void on_claim(state& st, const claim_result& c,
   auto claim = c.offer ? offer_claimed(st, c, now)
                        : st.workers.claim_committed(c.worker_id, row, c.missed);
   for (auto& job : claim.missed) {
+    breaker_pick(st, job, false);
     st.policy.unpick(job, false);
     st.preempting.started(job.row, false);
   }
@@ -753,6 +820,8 @@ void tell_waiters(state& st, const commit_feed& f) {
       rows.push_back(end.row);
   for (auto& e : f.ended_waiting)
     rows.push_back(e.key.row);
+  for (auto& c : f.children_cancelled)
+    rows.push_back(c.key.row);
 }
 
 // A pending job was cancelled or passed its deadline: gone from the index,
@@ -777,6 +846,8 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
     add_submitted(st, k, now);
   for (auto& k : f.cancelled)
     left_queue(st, k, now);
+  for (auto& c : f.children_cancelled)
+    left_queue(st, c.key, now);
   for (auto& c : f.changed) {
     // A parked retry still waits for its code; a held job for its preemptor.
     if (!st.attempts.update_parked(c.after) && !st.preempting.update_held(c.after)) {
@@ -798,6 +869,13 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
   for (auto& end : f.ended) {
     st.runs.ended(end.type, end.outcome, now - end.started_at);
     end_attempt(st, end, now);
+    if (st.breakers.any()) {
+      st.early_failures.erase(end.row);
+      if (auto c = st.breakers.ended(end.type, end.row, end.outcome, now))
+        breaker_changed(st, *c, now);
+      else
+        hold_by_breaker(st, end.type);  // a reported failure committed, or not
+    }
   }
   for (auto& r : f.released) {
     if (auto freed = st.attempts.released(r.key.row, r.token))
@@ -866,6 +944,14 @@ result<int64_t> on_control(state& st, const scheduling_control& c, int64_t now) 
       break;
     case scheduling_control::resume_all:
       return policy.resume_all(now);
+    case scheduling_control::reset_breaker: {
+      auto changed = st.breakers.reset(c.name);
+      if (!changed)
+        return changed.error();
+      if (*changed)
+        breaker_changed(st, **changed, now);
+      break;
+    }
   }
   return int64_t{0};
 }
@@ -994,6 +1080,25 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
   // report only then.
   batch.answers_report = !batch.outcomes.empty() || !batch.released.empty();
   free_returned(st, r.worker_id, r.returned, now);
+  // A failure not yet committed may open a breaker: its type's jobs wait
+  // for the commit rather than be claimed alongside it.
+  if (st.breakers.any())
+    for (auto& o : batch.outcomes) {
+      if (o.kind != storage::report_kind::failed
+          && o.kind != storage::report_kind::failed_permanently)
+        continue;
+      auto a = st.attempts.find(o.row);
+      if (!a) {
+        // Its claim's feed is on its way; a stale report's never comes.
+        if (st.early_failures.size() >= max_early_failures)
+          st.early_failures.clear();
+        st.early_failures[o.row] = o.token;
+      } else if (a->token == o.token) {
+        auto type = st.policy.type_name(a->type);
+        st.breakers.reported_failure(type, o.row);
+        hold_by_breaker(st, type);
+      }
+    }
   if (credits && st.workers.credit(r.worker_id, r.capacity, r.received_weight)) {
     st.policy.promote(now);
     read_pressure(st);
@@ -1054,6 +1159,7 @@ void dispatch_core::fill_metrics(metrics_snapshot& snap, int64_t now) const {
   auto& st = *st_;
   st.policy.fill_metrics(snap, now);
   st.runs.fill(snap);
+  snap.breakers = st.breakers.snapshot();
   snap.preemptions = st.preemptions_asked;
   snap.yields = st.yields;
   snap.resumptions = st.resumptions;

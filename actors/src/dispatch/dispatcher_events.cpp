@@ -62,6 +62,8 @@ void add_end_events(std::vector<event>& out, const storage::attempt_end& end, in
     emit(event_kind::yielded);
   else if (end.outcome == attempt_outcome::snoozed && end.status == job_status::pending)
     emit(event_kind::snoozed);
+  else if (end.outcome == attempt_outcome::spawned)
+    emit(event_kind::spawned);  // waiting, or pending if its children had all ended
   else if (end.status == job_status::succeeded)
     emit(event_kind::succeeded);
   else if (end.status == job_status::pending)
@@ -103,6 +105,11 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     add_claim_events(out, c, picks);
   for (auto& end : f.ended)
     add_end_events(out, end, now);
+  for (auto& c : f.children_cancelled) {
+    auto ev = make_event(event_kind::cancelled, now, c.key);
+    ev.message = c.message;
+    out.push_back(std::move(ev));
+  }
   for (auto& e : f.ended_waiting) {
     auto ev = make_event(e.status == job_status::failed ? event_kind::failed
                                                         : event_kind::cancelled,

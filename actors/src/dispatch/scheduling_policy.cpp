@@ -256,7 +256,7 @@ bool scheduling_policy::better(const candidate& a, const candidate& b) const {
 }
 
 bool scheduling_policy::type_open(type_state& t, int32_t weight, int64_t now) {
-  if (t.pause.paused)
+  if (t.pause.paused || t.held)
     return false;
   if (t.cap && t.running + weight > *t.cap)
     return false;
@@ -567,6 +567,10 @@ void scheduling_policy::set_capacity(int32_t capacity) {
   }
 }
 
+void scheduling_policy::hold_type(const std::string& type, bool held) {
+  types_[type_id(type)].held = held;
+}
+
 void scheduling_policy::set_group_weight(const std::string& group, int32_t weight) {
   auto& g = groups_[group_id(group)];
   if (g.weight != weight) {
@@ -737,7 +741,7 @@ bool scheduling_policy::ungated() const {
     if (g.pause.paused || g.cap)
       return false;
   for (auto& t : types_)
-    if (t.pause.paused || t.cap)
+    if (t.pause.paused || t.cap || t.held)
       return false;
   return true;
 }

@@ -150,6 +150,50 @@ status running_attempt::extend(std::optional<std::string> checkpoint) {
   return from.wait();
 }
 
+result<std::vector<dependency_result>> running_attempt::dependency_results() {
+  if (finished())
+    return status{error::job_finished, "this attempt already reported its outcome"};
+  std::vector<dependency_result> out;
+  int64_t after = 0;
+  do {
+    auto [to, from] = make_reply<result<results_reply>>();
+    tell(worker_, results_call{token_, after, std::move(to)});
+    auto page = from.wait();
+    if (!page)
+      return page.error();
+    for (auto& r : page->results)
+      out.push_back(std::move(r));
+    after = page->next_after;
+  } while (after != 0);
+  return out;
+}
+
+status running_attempt::submit_children(std::vector<job> children, std::string checkpoint) {
+  if (children.empty())
+    return invalid_field("children", "submit at least one child");
+  for (size_t i = 0; i < children.size(); ++i) {
+    auto st = validate(children[i]);
+    for (auto p : children[i].depends_on_batch)
+      if (st && p >= i)
+        st = invalid_field("depends_on_batch",
+                           "position " + std::to_string(p) + " is not before the child's own ("
+                             + std::to_string(i) + ")");
+    if (!st) {
+      auto prefix = "field '" + st.field() + "': ";
+      auto what = st.message().rfind(prefix, 0) == 0 ? st.message().substr(prefix.size())
+                                                     : st.message();
+      return invalid_field("children[" + std::to_string(i) + "]." + st.field(), what);
+    }
+  }
+  if (!mark_finished())
+    return {error::job_finished, "this attempt already reported its outcome"};
+  auto [to, from] = make_reply<status>();
+  storage::attempt_report r{row_, token_, storage::report_kind::spawned, std::move(checkpoint)};
+  r.children = std::move(children);
+  runner_->report(std::move(r), std::move(to));
+  return from.wait();
+}
+
 status running_attempt::checkpoint(std::string payload) {
   return extend(std::move(payload));
 }

@@ -70,6 +70,8 @@ class running_attempt final : public job_context {
   status snooze(std::chrono::milliseconds delay) override;
   status fail_permanently(std::string message) override;
   status progress(int64_t done, int64_t total, std::string message) override;
+  result<std::vector<dependency_result>> dependency_results() override;
+  status submit_children(std::vector<job> children, std::string checkpoint) override;
 
   /// The latest progress report not yet handed to the writer, if any; the
   /// next progress() call tells the worker again.

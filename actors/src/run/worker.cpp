@@ -301,6 +301,30 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       });
 }
 
+// A page of dependency results for job code, read by the writer.
+void results_of(worker_ptr self, results_call& e) {
+  auto& st = self->state;
+  auto i = st.attempts.find(e.token);
+  auto fail = [&](status why) { e.reply.deliver(std::move(why)); };
+  if (i == st.attempts.end())
+    return fail({error::stale_attempt, "the attempt is no longer running"});
+  if (!st.writer)
+    return fail({error::unreachable, "the connection to the queue is down"});
+  self->request(st.writer, caf::infinite, results_request{i->second->row(), e.token, e.after})
+    .then(
+      [reply = e.reply](results_reply& r) {
+        if (auto st = from_wire(r.status); !st)
+          reply.deliver(std::move(st));
+        else
+          reply.deliver(std::move(r));
+      },
+      [self, reply = e.reply](caf::error&) {
+        reply.deliver(self->state.cfg.rejoin
+                        ? status{error::unreachable, "the connection to the queue dropped"}
+                        : queue_closed());
+      });
+}
+
 void follow(worker_ptr self, const link_steps& steps);
 void end_hold(worker_ptr self);
 
@@ -596,6 +620,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       [self](heartbeat_call& e) {
         extend_attempt_of(self, e.token, std::move(e.checkpoint), std::move(e.reply));
       },
+      [self](results_call& e) { results_of(self, e); },
       [self](tick_atom) {
         on_tick(self);
         arm_heartbeat(self);

@@ -32,6 +32,7 @@
 #include "ergon/storage/op/insert_jobs.hpp"
 #include "ergon/storage/op/lose_attempts.hpp"
 #include "ergon/storage/op/put_recurring.hpp"
+#include "ergon/storage/op/read_dependency_results.hpp"
 #include "ergon/storage/op/record_progress.hpp"
 #include "ergon/storage/op/release_claims.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
@@ -85,7 +86,7 @@ bool feed_channel::push(commit_feed f) {
                         && f.expired.empty() && f.failed.empty() && f.cancel_requests.empty()
                         && f.progress.empty() && f.requeued.empty()
                         && f.offers_ended.empty() && f.unblocked.empty()
-                        && f.ended_waiting.empty();
+                        && f.ended_waiting.empty() && f.children_cancelled.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -170,6 +171,7 @@ class writer {
       [&](lose_batch& l) { on_lose(l); },
       [&](hold_batch& h) { on_hold(h); },
       [&](heartbeat_request& e) { on_heartbeat(self, e); },
+      [&](results_request& e) { on_results(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
       [&](after_writes& a) { release_.after_release(std::move(a.then)); },
       [&](close_call& c) {
@@ -569,6 +571,12 @@ class writer {
       release_.counts().move(e.key.type, e.key.group, job_status::waiting, e.status);
       release_.feed().ended_waiting.push_back(std::move(e));
     }
+    for (auto& c : d.cancelled) {
+      release_.counts().move(c.key.type, c.key.group, job_status::pending, job_status::cancelled);
+      release_.feed().children_cancelled.push_back(std::move(c));
+    }
+    for (auto& s : d.stopping)
+      release_.feed().cancel_requests.push_back({s.attempt, std::move(s.key)});
   }
 
   void ended(storage::attempt_end& end) {
@@ -713,9 +721,13 @@ class writer {
       args.randoms.push_back(random());
     args.max_result_bytes = cfg_.max_payload_bytes;
     args.max_snoozes = cfg_.max_snoozes;
+    args.children = {{}, cfg_.max_payload_bytes, cfg_.id_tag, 0, cfg_.idempotency_window_ms,
+                     &cfg_.retry_policies};
     auto r = in_request<storage::finish_attempts_result>(
       [&] { return storage::finish_attempts(*cfg_.db, args, cfg_.clock->now_ms()); },
       [&](storage::finish_attempts_result& done) {
+        for (auto& children : done.spawned)
+          inserted(children);
         for (auto& end : done.ended)
           ended(end);
       });
@@ -902,6 +914,27 @@ class writer {
     after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
       if (!commit)
         reply = heartbeat_reply{to_wire(commit), 0};
+      rp.deliver(std::move(reply));
+    });
+  }
+
+  // A read, answered once what the batch wrote so far committed: the
+  // attempt it checks may end in it.
+  void on_results(caf::blocking_actor* self, const results_request& msg) {
+    auto rp = self->make_response_promise();
+    auto r = storage::read_dependency_results(*cfg_.db, {msg.row, msg.token, msg.after});
+    results_reply reply{to_wire(r.error()), {}, 0};
+    if (r) {
+      reply.results = std::move(r->results);
+      reply.next_after = r->next_after;
+    }
+    if (!open_) {
+      rp.deliver(std::move(reply));
+      return;
+    }
+    after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
+      if (!commit)
+        reply = results_reply{to_wire(commit), {}, 0};
       rp.deliver(std::move(reply));
     });
   }

@@ -145,6 +145,8 @@ struct commit_feed {
   std::vector<storage::job_key> unblocked;
   /// Waiting jobs that ended without running (a dependency failed, a cancel).
   std::vector<storage::dependent_end> ended_waiting;
+  /// Pending children cancelled because their parent ended unsuccessfully.
+  std::vector<storage::dependent_end> children_cancelled;
   uint64_t seq = 0;  ///< the writer numbers the feeds it sends, from 1
 
   bool empty() const noexcept {
@@ -152,7 +154,7 @@ struct commit_feed {
            && ended.empty() && released.empty() && extended.empty() && expired.empty()
            && failed.empty() && cancel_requests.empty() && progress.empty()
            && requeued.empty() && offers_ended.empty() && waiting.empty()
-           && unblocked.empty() && ended_waiting.empty();
+           && unblocked.empty() && ended_waiting.empty() && children_cancelled.empty();
   }
 };
 

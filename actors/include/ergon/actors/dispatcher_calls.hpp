@@ -24,6 +24,7 @@ struct scheduling_control {
     pause_type,
     resume_type,
     resume_all,
+    reset_breaker,
   };
   op_type op = set_group_weight;
   std::string name;

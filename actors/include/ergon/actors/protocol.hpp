@@ -71,7 +71,8 @@ status validate(const register_worker& r);
 /// progress to store, and heartbeats answered after their commit.
 using worker_writer_actor =
   caf::typed_actor<caf::reacts_to<progress_batch>,
-                   caf::replies_to<heartbeat_request>::with<heartbeat_reply>>;
+                   caf::replies_to<heartbeat_request>::with<heartbeat_reply>,
+                   caf::replies_to<results_request>::with<results_reply>>;
 
 /// The dispatcher's answer: the worker's id, and where to report outcomes.
 struct worker_registered {
@@ -102,7 +103,7 @@ typename Inspector::result_type inspect(Inspector& f, attempt_ref& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   return f(caf::meta::type_name("ergon::attempt_report"), x.row, x.token, x.kind, x.text,
-           x.after_ms);
+           x.after_ms, x.children);
 }
 
 template <class Inspector>
@@ -180,6 +181,16 @@ typename Inspector::result_type inspect(Inspector& f, heartbeat_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat_reply& x) {
   return f(caf::meta::type_name("ergon::heartbeat_reply"), x.status, x.expires_at);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, results_request& x) {
+  return f(caf::meta::type_name("ergon::results_request"), x.row, x.token, x.after);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, results_reply& x) {
+  return f(caf::meta::type_name("ergon::results_reply"), x.status, x.results, x.next_after);
 }
 
 /// Registers every protocol message with `cfg` under its "ergon::" name. Call

@@ -116,4 +116,18 @@ struct heartbeat_reply {
   int64_t expires_at = 0;
 };
 
+/// A page of how a running attempt's dependencies ended
+/// (job_context::dependency_results).
+struct results_request {
+  int64_t row = 0;
+  int64_t token = 0;
+  int64_t after = 0;  ///< the previous page's next_after; 0: the first page
+};
+
+struct results_reply {
+  wire_status status;
+  std::vector<dependency_result> results;
+  int64_t next_after = 0;  ///< 0: the last page
+};
+
 }  // namespace ergon::actors

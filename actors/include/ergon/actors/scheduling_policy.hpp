@@ -132,6 +132,10 @@ class scheduling_policy {
   void resume_group(const std::string& group, int64_t now);
   status pause_type(const std::string& type, std::optional<int64_t> until, int64_t now);
   void resume_type(const std::string& type, int64_t now);
+  /// Holds a type's jobs back (`held`) or lets them start again, for its
+  /// circuit breaker (type_breakers). Unlike a pause, aging goes on.
+  void hold_type(const std::string& type, bool held);
+
   /// Ends every pause; returns how many there were.
   int64_t resume_all(int64_t now);
 
@@ -252,6 +256,7 @@ class scheduling_policy {
     std::optional<int32_t> cap;
     pause_state pause;
     std::optional<token_bucket> rate;
+    bool held = false;  // by its circuit breaker
   };
 
   struct candidate {

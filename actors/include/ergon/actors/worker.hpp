@@ -84,6 +84,13 @@ struct heartbeat_call {
   reply_to<status> reply;
 };
 
+/// A page of a running attempt's dependency results, from a job thread.
+struct results_call {
+  int64_t token = 0;
+  int64_t after = 0;
+  reply_to<result<results_reply>> reply;
+};
+
 /// Stop taking jobs; the reply comes once every running job has finished.
 struct stop_worker {
   reply_to<status> reply;
@@ -113,6 +120,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<preempt_attempt>,
   caf::reacts_to<outbox_atom>,
   caf::reacts_to<heartbeat_call>,
+  caf::reacts_to<results_call>,
   caf::reacts_to<progress_atom, int64_t>,
   caf::reacts_to<flush_progress_atom>,
   caf::reacts_to<resend_atom, uint64_t>,
@@ -127,4 +135,5 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 }  // namespace ergon::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::heartbeat_call)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::results_call)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::stop_worker)

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ergon/job.hpp"
 #include "ergon/job_id.hpp"
 #include "ergon/job_info.hpp"
 
@@ -57,21 +58,37 @@ struct dependent_end {
   job_key key;
   job_status status = job_status::cancelled;
   std::string message;  ///< "dependency <id> ended <status>", ...
+  bool has_children = false;  ///< it spawned children: its end stops them
 };
 
-/// What the end of jobs did to the jobs waiting on them, in the same
-/// transaction: the ones it released (now pending) and the ones it ended,
-/// transitively.
+/// A running job asked to stop (its parent ended unsuccessfully).
+struct stop_request {
+  attempt_ref attempt;
+  job_key key;
+};
+
+/// What the end of jobs did to the jobs waiting on them, and to their
+/// children, in the same transaction, transitively: waiting jobs released
+/// (now pending) or ended, pending children cancelled, and running
+/// children asked to stop.
 struct dependents_settled {
   std::vector<job_key> released;
   std::vector<dependent_end> ended;
+  std::vector<dependent_end> cancelled;  ///< pending children
+  std::vector<stop_request> stopping;
 
-  bool empty() const noexcept { return released.empty() && ended.empty(); }
+  bool empty() const noexcept {
+    return released.empty() && ended.empty() && cancelled.empty() && stopping.empty();
+  }
   void append(dependents_settled&& more) {
-    for (auto& k : more.released)
-      released.push_back(std::move(k));
-    for (auto& e : more.ended)
-      ended.push_back(std::move(e));
+    auto move_all = [](auto& to, auto& from) {
+      for (auto& x : from)
+        to.push_back(std::move(x));
+    };
+    move_all(released, more.released);
+    move_all(ended, more.ended);
+    move_all(cancelled, more.cancelled);
+    move_all(stopping, more.stopping);
   }
 };
 
@@ -148,6 +165,9 @@ enum class report_kind : uint8_t {
   /// job_context::snooze(): the job goes back to pending after `after_ms`,
   /// without spending a try
   snoozed = 5,
+  /// job_context::submit_children(): `children` are submitted and the job
+  /// waits for them, its checkpoint `text`, without spending a try
+  spawned = 6,
 };
 
 /// One outcome reported by a worker: success with an optional result, or a
@@ -160,6 +180,8 @@ struct attempt_report {
   /// For snoozed, the delay in ms; for failed, a retry delay that replaces
   /// the backoff's (job_context::fail's retry_after). -1: none.
   int64_t after_ms = -1;
+  /// For spawned: the children.
+  std::vector<job> children{};
 };
 
 /// A running job's progress report (job_context::progress).

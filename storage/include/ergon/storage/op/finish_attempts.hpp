@@ -8,6 +8,7 @@
 
 #include "ergon/error.hpp"
 #include "ergon/storage/db.hpp"
+#include "ergon/storage/op/insert_jobs.hpp"
 #include "ergon/storage/records.hpp"
 
 namespace ergon::storage {
@@ -18,6 +19,8 @@ struct finish_attempts_args {
   size_t max_result_bytes = 0;  ///< 0: unlimited
   /// Snoozes a job may take (options::max_snoozes); one more is a failure.
   int64_t max_snoozes = 1'000;
+  /// How spawned children are inserted (its jobs are ignored).
+  insert_jobs_args children{};
 };
 
 /// Records each report. A success ends the job `succeeded` (its result kept
@@ -25,7 +28,10 @@ struct finish_attempts_args {
 /// after its retry_after) or, with no retries left or failed_permanently,
 /// ends it `failed`; a snooze puts it back to pending after its delay
 /// without spending a try, unless the job took max_snoozes already (then
-/// it is a failure); after a cancel
+/// it is a failure); a spawn inserts the children and parks the job
+/// (spawn_children), or, if the queue refuses a child, fails the attempt
+/// with that error as its message (a try spent) and answers the error;
+/// after a cancel
 /// request every report but a success ends it `cancelled`. A success sent
 /// again after it committed (same row and token; its answer was lost) is
 /// ok and changes nothing. Any other report whose token is not the running
@@ -34,6 +40,8 @@ struct finish_attempts_args {
 struct finish_attempts_result {
   std::vector<status> statuses;
   std::vector<attempt_end> ended;
+  /// The children that spawned reports inserted, one insert per report.
+  std::vector<insert_jobs_result> spawned;
 };
 result<finish_attempts_result> finish_attempts(db& d, const finish_attempts_args& args,
                                                int64_t now_ms);

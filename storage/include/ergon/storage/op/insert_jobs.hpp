@@ -27,6 +27,9 @@ struct insert_jobs_args {
   /// Per type, the backoff a job left at the defaults takes
   /// (options::retry_policies); null: none.
   const std::map<std::string, backoff_policy>* retry_policies = nullptr;
+  /// For children (spawn_children): the parent's row, which waits on
+  /// every job inserted; 0: none.
+  int64_t parent = 0;
 };
 
 /// Gives `j` its type's policy from `policies` if its backoff is left at
