@@ -1,5 +1,6 @@
 #include "ergon/storage/op/delete_finished.hpp"
 
+#include "ergon/storage/pg_db.hpp"
 #include "job_filter_sql.hpp"
 
 namespace ergon::storage {
@@ -29,6 +30,42 @@ constexpr dialect_sql drop_results = {
   "UPDATE jobs SET result = NULL, result_expires_at = NULL WHERE id = ANY(ARRAY("
   "SELECT id FROM jobs WHERE result_expires_at IS NOT NULL AND result_expires_at <= ?1 "
   "LIMIT ?2))"};
+
+// The edges of deleted jobs (schema.cpp, version 10: no foreign keys). On
+// SQLite one row a statement, each by one of the table's two keys.
+constexpr const char* delete_edges_on = "DELETE FROM job_dependencies WHERE depends_on = ?1";
+constexpr const char* delete_edges_of = "DELETE FROM job_dependencies WHERE job_id = ?1";
+constexpr const char* delete_edges_pg =
+  "DELETE FROM job_dependencies WHERE depends_on = ANY(CAST(?1 AS bigint[])) "
+  "OR job_id = ANY(CAST(?1 AS bigint[]))";
+
+status delete_edges(db& d, const std::vector<deleted_job>& jobs) {
+  if (jobs.empty())
+    return {};
+  if (d.engine() == engine::postgres) {
+    std::vector<int64_t> rows;
+    rows.reserve(jobs.size());
+    for (auto& j : jobs)
+      rows.push_back(j.row);
+    auto s = d.prepare(delete_edges_pg);
+    if (!s)
+      return s.error();
+    static_cast<pg_stmt&>(**s).bind_ints(1, rows);
+    return d.send(**s);
+  }
+  for (auto sql : {delete_edges_on, delete_edges_of}) {
+    auto s = d.prepare(sql);
+    if (!s)
+      return s.error();
+    for (auto& j : jobs) {
+      (*s)->reset();
+      (*s)->bind(1, j.row);
+      if (auto st = d.run(**s); !st)
+        return st;
+    }
+  }
+  return {};
+}
 
 // Both engines; the index on expires_at finds the oldest.
 constexpr const char* delete_expired_keys =
@@ -66,6 +103,8 @@ result<delete_finished_result> delete_finished(db& d, const delete_finished_args
   q.reset();
   if (!done)
     return done;
+  if (auto st = delete_edges(d, out.deleted); !st)
+    return st;
   if (out.deleted.size() >= args.limit)
     for (auto& j : out.deleted)
       out.resume_after = std::max(out.resume_after, j.row);

@@ -4,6 +4,8 @@
 // committed with the end that caused it, once.
 #include "dependents.hpp"
 
+#include <string>
+
 #include "ergon/storage/pg_db.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
@@ -14,10 +16,23 @@ namespace {
 
 constexpr const char* insert_edge =
   "INSERT INTO job_dependencies (depends_on, job_id) VALUES (?1, ?2)";
-// PostgreSQL: a batch's edges in one statement (a fan-in names thousands).
-constexpr const char* insert_edges_pg =
-  "INSERT INTO job_dependencies (depends_on, job_id) "
-  "SELECT * FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]))";
+// SQLite: edges 64 to a statement, which spends a fan-out's time in the
+// B-trees rather than in a statement's start per edge.
+constexpr size_t edges_per_insert = 64;
+const char* insert_edges_sqlite() {
+  static const std::string sql = [] {
+    std::string s = "INSERT INTO job_dependencies (depends_on, job_id) VALUES ";
+    for (size_t i = 0; i < edges_per_insert; ++i)
+      s += (i ? ", (?" : "(?") + std::to_string(2 * i + 1) + ", ?" + std::to_string(2 * i + 2)
+           + ")";
+    return s;
+  }();
+  return sql.c_str();
+}
+// PostgreSQL: a batch's edges in one COPY (a fan-in names thousands; an
+// INSERT from unnest() spent twice the server's time).
+constexpr const char* copy_edges =
+  "COPY job_dependencies (depends_on, job_id) FROM STDIN (FORMAT binary)";
 
 constexpr const char* mark_row = "UPDATE jobs SET has_dependents = 1 WHERE id = ?1";
 constexpr const char* mark_rows_pg =
@@ -234,30 +249,37 @@ status settle(db& d, std::vector<ended_job> work, int64_t now_ms, dependents_set
 status insert_edges(db& d, const std::vector<dependency_edge>& edges) {
   if (edges.empty())
     return {};
-  if (d.engine() == engine::postgres) {
-    std::vector<int64_t> on, of;
-    on.reserve(edges.size());
-    of.reserve(edges.size());
-    for (auto& e : edges) {
-      on.push_back(e.depends_on);
-      of.push_back(e.job);
-    }
-    auto s = d.prepare(insert_edges_pg);
+  if (d.engine() == engine::postgres)
+    return static_cast<pg_db&>(d).copy_in(copy_edges, edges.size(),
+                                          [&](pg_copy_rows& out, size_t k) {
+                                            out.begin_row(2);
+                                            out.add(edges[k].depends_on);
+                                            out.add(edges[k].job);
+                                          });
+  size_t whole = edges.size() / edges_per_insert * edges_per_insert;
+  if (whole > 0) {
+    auto s = d.prepare(insert_edges_sqlite());
     if (!s)
       return s.error();
-    auto& q = static_cast<pg_stmt&>(**s);
-    q.bind_ints(1, on);
-    q.bind_ints(2, of);
-    return d.send(q);
+    auto& q = **s;
+    for (size_t from = 0; from < whole; from += edges_per_insert) {
+      q.reset();
+      for (size_t i = 0; i < edges_per_insert; ++i) {
+        q.bind(static_cast<int>(2 * i + 1), edges[from + i].depends_on);
+        q.bind(static_cast<int>(2 * i + 2), edges[from + i].job);
+      }
+      if (auto st = d.run(q); !st)
+        return st;
+    }
   }
   auto s = d.prepare(insert_edge);
   if (!s)
     return s.error();
   auto& q = **s;
-  for (auto& e : edges) {
+  for (size_t i = whole; i < edges.size(); ++i) {
     q.reset();
-    q.bind(1, e.depends_on);
-    q.bind(2, e.job);
+    q.bind(1, edges[i].depends_on);
+    q.bind(2, edges[i].job);
     if (auto st = d.run(q); !st)
       return st;
   }

@@ -339,7 +339,9 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   std::vector<wait_plan> waits;
   // Rows that a job of this batch waits on: new ones are inserted so
   // marked, the others are marked after.
-  std::unordered_set<int64_t> depended;
+  const int64_t first_row = next_row;
+  std::vector<char> depended_new(jobs.size(), 0);  // by row - first_row
+  std::unordered_set<int64_t> depended_before_set;
   std::vector<int64_t> depended_before;
   bool has_dependencies = std::any_of(jobs.begin(), jobs.end(), [](const job* j) {
     return !j->depends_on.empty() || !j->depends_on_batch.empty();
@@ -357,7 +359,11 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
       if (!w)
         return w.error();
       for (auto& [on, unfinished] : w->rows)
-        if (unfinished && depended.insert(on).second && on < next_row)
+        if (!unfinished)
+          continue;
+        else if (on >= first_row)
+          depended_new[static_cast<size_t>(on - first_row)] = 1;
+        else if (depended_before_set.insert(on).second)
           depended_before.push_back(on);
       waits[i] = std::move(*w);
     }
@@ -379,7 +385,7 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     auto& k = row.key;
     row.has_dependents = args.parent != 0;
     if (has_dependencies) {
-      row.has_dependents = row.has_dependents || depended.count(k.row) > 0;
+      row.has_dependents = row.has_dependents || depended_new[static_cast<size_t>(k.row - first_row)];
       row.waits = waits[i].waits();
       row.waiting_on = waits[i].unfinished();
       for (auto& [on, unfinished] : waits[i].rows)

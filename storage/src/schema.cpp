@@ -229,8 +229,10 @@ constexpr const char* migration_9 = ERGON_SQL_BACKOFF_KINDS("INTEGER");
 // Version 10: dependencies between jobs (job::depends_on).
 //  - job_dependencies: one row per edge, the dependency first so that the
 //    end of a job finds what waits on it by the key; job_dependencies_of
-//    lists a job's own dependencies (job_info) and serves the cascade.
-//    Edges go with either job's row.
+//    lists a job's own dependencies (job_info). Edges go with either job's
+//    row: delete_finished, the one write that deletes jobs, deletes them.
+//    No foreign keys: PostgreSQL checks one with a trigger per row, which
+//    made a 10,000-job fan-out cost 3.8 times a plain batch.
 //  - jobs.waiting_on: how many dependencies of a `waiting` job (status 6)
 //    have not ended; the end of the last one releases it.
 //  - jobs.dependency_policy: job::on_dependency_failure.

@@ -20,8 +20,8 @@
   "ALTER TABLE jobs ADD COLUMN parent " integer ";\n"                                   \
   "CREATE INDEX jobs_by_parent ON jobs (parent, id) WHERE parent IS NOT NULL;\n"        \
   "CREATE TABLE job_dependencies (\n"                                                  \
-  "  depends_on " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"         \
-  "  job_id     " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"         \
+  "  depends_on " integer " NOT NULL,\n"                                                \
+  "  job_id     " integer " NOT NULL,\n"                                                \
   "  PRIMARY KEY (depends_on, job_id)\n"                                               \
   ")" table_end ";\n"                                                                  \
   "CREATE INDEX job_dependencies_of ON job_dependencies (job_id, depends_on);\n"
