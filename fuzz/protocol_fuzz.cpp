@@ -153,7 +153,7 @@ void check(const char* data, size_t size) {
 
 // The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 35> checkers = {
+constexpr std::array<checker, 37> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
@@ -166,7 +166,8 @@ constexpr std::array<checker, 35> checkers = {
   check<ergon::event>, check<ergon::recurring_job>, check<ergon::recurring_info>,
   check<ergon::storage::progress_report>, check<std::vector<ergon::storage::progress_report>>,
   check<progress_batch>, check<ergon::job_filter>, check<ergon::page_request>,
-  check<ergon::job_page>, check<ergon::retry_summary>, check<preempt_attempt>};
+  check<ergon::job_page>, check<ergon::retry_summary>, check<preempt_attempt>,
+  check<results_request>, check<results_reply>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -409,6 +410,8 @@ std::vector<std::string> seeds() {
   ergon::storage::attempt_report ok{7, 42, ergon::storage::report_kind::succeeded, "result"};
   ergon::storage::attempt_report failed{8, 43, ergon::storage::report_kind::failed, "boom"};
   worker_report req{3, 10, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};
+  ergon::storage::attempt_report spawned{9, 44, ergon::storage::report_kind::spawned, "join"};
+  spawned.children = {public_job(), ergon::job{}};
   heartbeat_request ext{7, 42, true, "checkpoint"};
   heartbeat_reply reply{st, 1'700'000'420'000};
   return {seed(0, st),
@@ -455,6 +458,12 @@ std::vector<std::string> seeds() {
           seed(32, ergon::job_page{{public_info()}, ergon::job_id{}}),
           seed(33, ergon::retry_summary{3, {ergon::job_id{}}}),
           seed(34, preempt_attempt{7, 42}),
+          seed(35, results_request{7, 42, 0}),
+          seed(36, results_reply{st, {ergon::dependency_result{ergon::job_id{},
+                                                               ergon::job_status::succeeded,
+                                                               std::string{"r"}}},
+                                 9}),
+          seed(10, std::vector<ergon::storage::attempt_report>{spawned}),
           seed(message_selector,
                caf::make_message(ergon::list_jobs_atom::value, public_filter(), page)),
           seed(message_selector, caf::make_message(ergon::wait_atom::value, ergon::job_id{},
