@@ -480,6 +480,27 @@ BOOST_AUTO_TEST_CASE(a_child_that_fails_cancels_its_parent_and_the_rest_of_its_c
   BOOST_TEST(counts[job_status::waiting] == 0);
 }
 
+// A job that waits on a parent must not make the parent forget its
+// children (has_dependents keeps both bits).
+BOOST_AUTO_TEST_CASE(a_parent_with_a_dependent_still_cancels_its_children) {
+  auto p = submit(*job_of("parent").build());
+  auto wk = start(parents(2, 1, [](std::vector<job>& kids) {
+    kids[0] = *job_of("flaky").max_retries(0).delay(1min).build();
+    kids[1] = *job_of("step").delay(1h).build();
+  }));
+  BOOST_REQUIRE(log->wait_for(event_kind::spawned, 1, p));
+  auto r = submit(*job_of("step").depends_on(p).build());
+  auto kids = info(p).depends_on;
+  BOOST_REQUIRE(kids.size() == 2u);
+  advance(1min);
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::cancelled);
+  BOOST_TEST(first_event(event_kind::cancelled, kids[1]).message
+             == "parent " + p.to_string() + " ended cancelled");
+  BOOST_TEST(info(r).status == job_status::cancelled);
+}
+
 BOOST_AUTO_TEST_CASE(with_the_run_policy_a_parent_joins_after_a_failed_child) {
   auto p = submit(*job_of("parent").on_dependency_failure(dependency_failure::run).build());
   auto wk = start(parents(2, 1, [](std::vector<job>& kids) {

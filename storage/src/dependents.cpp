@@ -34,9 +34,9 @@ const char* insert_edges_sqlite() {
 constexpr const char* copy_edges =
   "COPY job_dependencies (depends_on, job_id) FROM STDIN (FORMAT binary)";
 
-constexpr const char* mark_row = "UPDATE jobs SET has_dependents = 1 WHERE id = ?1";
+constexpr const char* mark_row = "UPDATE jobs SET has_dependents = has_dependents | 1 WHERE id = ?1";
 constexpr const char* mark_rows_pg =
-  "UPDATE jobs SET has_dependents = 1 WHERE id = ANY(CAST(?1 AS bigint[]))";
+  "UPDATE jobs SET has_dependents = has_dependents | 1 WHERE id = ANY(CAST(?1 AS bigint[]))";
 
 constexpr const char* select_waiting_dependents =
   "SELECT e.job_id, j.dependency_policy FROM job_dependencies e "

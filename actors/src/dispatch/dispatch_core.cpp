@@ -878,6 +878,10 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
     }
   }
   for (auto& r : f.released) {
+    if (st.breakers.any()) {
+      st.breakers.trial_lost(r.key.type, r.key.row);  // given back unstarted
+      hold_by_breaker(st, r.key.type);
+    }
     if (auto freed = st.attempts.released(r.key.row, r.token))
       free_slot(st, r.key.row, *freed);
     st.preempting.attempt_ended(r.key.row, r.token, false, true);
