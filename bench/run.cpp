@@ -73,6 +73,22 @@ void wait_until_succeeded(queue& q, int64_t n) {
     std::this_thread::sleep_for(2ms);
 }
 
+// Starts `w` running "bench" jobs that return at once, and waits until `n`
+// jobs succeeded: how long that took in seconds, and the CPU per job.
+std::pair<double, std::string> run_until_succeeded(queue& q, worker_options w, int64_t n,
+                                                   std::optional<worker>* keep = nullptr) {
+  w.runners["bench"] = [](job_context&) {};
+  cpu_meter cpu;
+  auto t0 = steady::now();
+  auto wk = q.start_worker(std::move(w));
+  check(wk.error(), "start_worker");
+  wait_until_succeeded(q, n);
+  double took = seconds_since(t0);
+  if (keep)
+    keep->emplace(std::move(*wk));
+  return {took, cpu.per_job(n)};
+}
+
 line drain(size_t backlog, const std::string& name) {
   constexpr int jobs_n = 20'000;
   temp_dir dir{name};
@@ -88,14 +104,9 @@ line drain(size_t backlog, const std::string& name) {
   w.prefetch = 16;
   if (auto p = std::getenv("ERGON_BENCH_PREFETCH"))
     w.prefetch = std::atoi(p);
-  w.runners["bench"] = [](job_context&) {};
-  cpu_meter cpu;
-  auto t0 = steady::now();
-  auto wk = q.start_worker(std::move(w));
-  check(wk.error(), "start_worker");
-  wait_until_succeeded(q, jobs_n);
-  double rate = jobs_n / seconds_since(t0);
-  auto extra = cpu.per_job(jobs_n);
+  std::optional<worker> wk;
+  auto [took, extra] = run_until_succeeded(q, std::move(w), jobs_n, &wk);
+  double rate = jobs_n / took;
   // Where the rounds went: hand-overs, reports, commits and their size.
   if (std::getenv("ERGON_BENCH_DETAIL")) {
     auto ws = wk->stats();
@@ -304,15 +315,8 @@ line chain() {
   check(q.submit_batch(std::move(jobs)).error(), "submit_batch");
   worker_options w;
   w.max_concurrency = 1;
-  w.runners["bench"] = [](job_context&) {};
-  cpu_meter cpu;
-  auto t0 = steady::now();
-  auto wk = q.start_worker(std::move(w));
-  check(wk.error(), "start_worker");
-  wait_until_succeeded(q, jobs_n);
-  double took = seconds_since(t0);
-  return {"chain", jobs_n / took, took * 1e3 / jobs_n, -1, peak_rss_mb(),
-          cpu.per_job(jobs_n)};
+  auto [took, cpu] = run_until_succeeded(q, std::move(w), jobs_n);
+  return {"chain", jobs_n / took, took * 1e3 / jobs_n, -1, peak_rss_mb(), cpu};
 }
 
 // W2 through the inbox: 20,000 jobs enqueued in one application

@@ -114,6 +114,16 @@ std::unique_ptr<inspector> all_succeeded(const std::string& db, size_t acked) {
   return std::make_unique<inspector>(std::move(*in));
 }
 
+// An acknowledged job (its id as the child printed it), which succeeded.
+std::pair<job_id, std::optional<job_info>> acked_job(inspector& in, const std::string& text) {
+  auto id = job_id::parse(text);
+  BOOST_REQUIRE(id.has_value());
+  auto info = in.job_info(*id);
+  BOOST_REQUIRE_MESSAGE(info.has_value(), info.error().to_string());
+  BOOST_TEST(info->status == job_status::succeeded);
+  return {*id, std::move(*info)};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(every_acknowledged_job_succeeds_exactly_once_across_sigkills) {
@@ -135,11 +145,7 @@ BOOST_AUTO_TEST_CASE(every_acknowledged_job_succeeds_exactly_once_across_sigkill
   int restarts = 0;
   for (auto& text : acked) {
     BOOST_TEST_CONTEXT(text) {
-      auto id = job_id::parse(text);
-      BOOST_REQUIRE(id.has_value());
-      auto info = in->job_info(*id);
-      BOOST_REQUIRE_MESSAGE(info.has_value(), info.error().to_string());
-      BOOST_TEST(info->status == job_status::succeeded);
+      auto [id, info] = acked_job(*in, text);
       BOOST_REQUIRE(info->attempts.size() == static_cast<size_t>(info->tries));
       // Claims are durable before code runs: a start the code logged has
       // an attempt, and an attempt may have been killed before its code ran.
@@ -186,11 +192,7 @@ BOOST_AUTO_TEST_CASE(every_workflow_runs_in_order_and_once_across_sigkills) {
   int waits_checked = 0;
   for (auto& text : run.acked) {
     BOOST_TEST_CONTEXT(text) {
-      auto id = job_id::parse(text);
-      BOOST_REQUIRE(id.has_value());
-      auto info = in->job_info(*id);
-      BOOST_REQUIRE_MESSAGE(info.has_value(), info.error().to_string());
-      BOOST_TEST(info->status == job_status::succeeded);
+      auto [id, info] = acked_job(*in, text);
       BOOST_TEST(std::count_if(info->attempts.begin(), info->attempts.end(), [](auto& a) {
                    return a.outcome == attempt_outcome::succeeded;
                  }) == 1);
@@ -217,7 +219,7 @@ BOOST_AUTO_TEST_CASE(every_workflow_runs_in_order_and_once_across_sigkills) {
         BOOST_TEST(d->status == job_status::succeeded);
         BOOST_TEST(first->started_at_ms >= d->finished_at_ms.value_or(INT64_MAX));
         if (info->type == "parent")
-          BOOST_TEST(d->parent.value_or(job_id{}) == *id);
+          BOOST_TEST(d->parent.value_or(job_id{}) == id);
         ++waits_checked;
       }
     }

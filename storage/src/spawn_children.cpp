@@ -14,7 +14,8 @@ namespace ergon::storage {
 namespace {
 
 constexpr const char* select_parent =
-  "SELECT current_try, started_at, cancel_requested_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS " "
+  "SELECT current_try, started_at, cancel_requested_at IS NOT NULL, dependency_policy, "
+  ERGON_JOB_KEY_COLUMNS " "
   "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
 
 // Like a snooze: the try is given back (try_base), the deadline goes (the
@@ -24,8 +25,6 @@ constexpr const char* park_parent =
   "ready_since = ?6, expires_at = NULL, deadline = NULL, try_base = try_base + 1, "
   "has_dependents = has_dependents | 2 "
   "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
-
-constexpr const char* select_policy = "SELECT dependency_policy FROM jobs WHERE id = ?1";
 
 const failed_attempt after_cancel{attempt_outcome::cancelled,
                                   "submitted children after a cancel request", false};
@@ -55,6 +54,7 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
     return invalid_field("children", "submit at least one child");
   attempt_end end;
   bool cancel_requested = false;
+  auto policy = dependency_failure::cancel;
   {
     auto s = d.prepare(select_parent);
     if (!s)
@@ -69,7 +69,8 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
     end.try_number = static_cast<int32_t>(q.column_int(0));
     end.started_at = q.column_int(1);
     cancel_requested = q.column_int(2) != 0;
-    end.key = rows::read_key(q, 3);
+    policy = static_cast<dependency_failure>(q.column_int(3));
+    end.key = rows::read_key(q, 4);
     q.reset();
   }
   end.id = end.key.id;
@@ -111,7 +112,6 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
   std::unordered_set<int64_t> seen;
   int32_t unfinished = 0;
   std::optional<std::pair<job_id, job_status>> doomed;
-  auto policy = dependency_failure::cancel;
   for (auto& id : children->ids) {
     auto i = state.find(id.to_string());
     std::pair<int64_t, job_status> child;
@@ -137,17 +137,6 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
     return st;
   if (auto st = mark_depended(d, depended); !st)
     return st;
-  {
-    auto s = d.prepare(select_policy);
-    if (!s)
-      return s.error();
-    (*s)->bind(1, args.row);
-    if (!(*s)->step())
-      return (*s)->step_status().ok() ? status{error::internal, "spawn: the parent's row is gone"}
-                                      : (*s)->step_status();
-    policy = static_cast<dependency_failure>((*s)->column_int(0));
-    (*s)->reset();
-  }
   if (doomed && policy == dependency_failure::run)
     doomed.reset();
   bool waits = unfinished > 0 || doomed;

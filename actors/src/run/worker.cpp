@@ -265,26 +265,37 @@ void on_assign(worker_ptr self, assign_jobs& a) {
   finish_stop_if_idle(self);
 }
 
-void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string> checkpoint,
-                       std::optional<reply_to<status>> reply) {
+// The running attempt `token` that job code asks the writer about, or why
+// the writer can't be asked.
+result<std::shared_ptr<running_attempt>> asking_writer(worker_ptr self, int64_t token) {
   auto& st = self->state;
   auto i = st.attempts.find(token);
-  if (i == st.attempts.end()) {
+  if (i == st.attempts.end())
+    return status{error::stale_attempt, "the attempt is no longer running"};
+  if (!st.writer)
+    return status{error::unreachable, "the connection to the queue is down"};
+  return i->second;
+}
+
+// What a request to the writer answers when its connection is gone.
+status writer_gone(worker_ptr self) {
+  return self->state.cfg.rejoin ? status{error::unreachable, "the connection to the queue dropped"}
+                                : queue_closed();
+}
+
+void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string> checkpoint,
+                       std::optional<reply_to<status>> reply) {
+  auto attempt = asking_writer(self, token);
+  if (!attempt) {
     if (reply)
-      reply->deliver(status{error::stale_attempt, "the attempt is no longer running"});
+      reply->deliver(attempt.error());
     return;
   }
-  auto attempt = i->second;
-  if (!st.writer) {
-    if (reply)
-      reply->deliver(status{error::unreachable, "the connection to the queue is down"});
-    return;
-  }
-  heartbeat_request msg{attempt->row(), token, checkpoint.has_value(),
-                     checkpoint ? std::move(*checkpoint) : std::string{}};
-  self->request(st.writer, caf::infinite, std::move(msg))
+  heartbeat_request msg{(*attempt)->row(), token, checkpoint.has_value(),
+                        checkpoint ? std::move(*checkpoint) : std::string{}};
+  self->request(self->state.writer, caf::infinite, std::move(msg))
     .then(
-      [attempt, reply](heartbeat_reply& r) {
+      [attempt = *attempt, reply](heartbeat_reply& r) {
         auto st = from_wire(r.status);
         if (st.code() == error::stale_attempt)
           attempt->cancel();  // it expired: tell the code to stop
@@ -295,22 +306,17 @@ void extend_attempt_of(worker_ptr self, int64_t token, std::optional<std::string
       },
       [self, reply](caf::error&) {
         if (reply)
-          reply->deliver(self->state.cfg.rejoin
-                           ? status{error::unreachable, "the connection to the queue dropped"}
-                           : queue_closed());
+          reply->deliver(writer_gone(self));
       });
 }
 
 // A page of dependency results for job code, read by the writer.
 void results_of(worker_ptr self, results_call& e) {
-  auto& st = self->state;
-  auto i = st.attempts.find(e.token);
-  auto fail = [&](status why) { e.reply.deliver(std::move(why)); };
-  if (i == st.attempts.end())
-    return fail({error::stale_attempt, "the attempt is no longer running"});
-  if (!st.writer)
-    return fail({error::unreachable, "the connection to the queue is down"});
-  self->request(st.writer, caf::infinite, results_request{i->second->row(), e.token, e.after})
+  auto attempt = asking_writer(self, e.token);
+  if (!attempt)
+    return e.reply.deliver(attempt.error());
+  self->request(self->state.writer, caf::infinite,
+                results_request{(*attempt)->row(), e.token, e.after})
     .then(
       [reply = e.reply](results_reply& r) {
         if (auto st = from_wire(r.status); !st)
@@ -318,11 +324,7 @@ void results_of(worker_ptr self, results_call& e) {
         else
           reply.deliver(std::move(r));
       },
-      [self, reply = e.reply](caf::error&) {
-        reply.deliver(self->state.cfg.rejoin
-                        ? status{error::unreachable, "the connection to the queue dropped"}
-                        : queue_closed());
-      });
+      [self, reply = e.reply](caf::error&) { reply.deliver(writer_gone(self)); });
 }
 
 void follow(worker_ptr self, const link_steps& steps);
