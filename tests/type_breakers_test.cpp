@@ -98,14 +98,27 @@ BOOST_AUTO_TEST_CASE(failures_reported_but_not_committed_hold_the_type_back) {
   b.ended("flaky", 2, failed, 0);
   // The third is reported: no job of the type may be claimed beside its
   // commit, which will open the breaker.
-  b.reported_failure("flaky", 3);
+  b.reported_failure("flaky", 3, 0);
   BOOST_TEST(!b.may_start("flaky"));
   // It ended otherwise (a cancel won): the type runs again.
   BOOST_TEST(!b.ended("flaky", 3, attempt_outcome::cancelled, 1));
   BOOST_TEST(b.may_start("flaky"));
-  b.reported_failure("flaky", 4);
+  b.reported_failure("flaky", 4, 1);
   BOOST_REQUIRE(b.ended("flaky", 4, failed, 2));
   BOOST_TEST(!b.may_start("flaky"));
+}
+
+// Two failures a minute old have left the window: a third reported one
+// holds nothing back.
+BOOST_AUTO_TEST_CASE(failures_out_of_the_window_do_not_hold_a_reported_one_back) {
+  auto b = three_in_a_minute();
+  b.ended("flaky", 1, failed, 0);
+  b.ended("flaky", 2, failed, 0);
+  b.reported_failure("flaky", 3, 60'000);
+  BOOST_TEST(b.may_start("flaky"));
+  BOOST_TEST(b.snapshot()[0].recent_failures == 0);
+  BOOST_TEST(!b.ended("flaky", 3, failed, 60'001));
+  BOOST_TEST(b.snapshot()[0].recent_failures == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_reset_closes_it_and_forgets_its_failures) {

@@ -408,6 +408,21 @@ worker_options parents(size_t kids, int32_t concurrency = 1,
   return w;
 }
 
+// Runs "read" jobs: their result joins `each` of their dependency results.
+worker_options reading(std::function<std::string(const dependency_result&)> each) {
+  auto w = steps();
+  w.runners["read"] = [each](job_context& ctx) -> std::string {
+    auto results = ctx.dependency_results();
+    if (!results)
+      throw std::runtime_error(results.error().to_string());
+    std::string out;
+    for (auto& r : *results)
+      out += each(r);
+    return out;
+  };
+  return w;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(children, workflow_fixture)
@@ -416,20 +431,31 @@ BOOST_AUTO_TEST_CASE(a_dependent_reads_its_dependencies_results) {
   auto a = submit(step("alpha"));
   auto b = submit(step("beta"));
   auto reader = submit(*job_of("read").depends_on(a).depends_on(b).build());
-  auto w = steps();
-  w.runners["read"] = [](job_context& ctx) -> std::string {
-    auto results = ctx.dependency_results();
-    if (!results)
-      throw std::runtime_error(results.error().to_string());
-    std::string out;
-    for (auto& r : *results)
-      out += to_string(r.status) + std::string{":"} + r.result.value_or("-") + ";";
-    return out;
-  };
-  auto wk = start(std::move(w));
+  auto wk = start(reading([](const dependency_result& r) {
+    return to_string(r.status) + std::string{":"} + r.result.value_or("-") + ";";
+  }));
   auto done = q->wait(reader, 60s);
   BOOST_REQUIRE(done.has_value());
   BOOST_TEST(done->result.value_or("") == "succeeded:alpha;succeeded:beta;");
+}
+
+// Results of 900 KiB each: the reader's pages end by bytes (4 MiB), and
+// every result arrives once, in order.
+BOOST_AUTO_TEST_CASE(large_results_are_read_in_pages_without_losing_one) {
+  std::vector<job_id> deps;
+  for (char c = 'a'; c < 'g'; ++c)
+    deps.push_back(submit(step(std::string(900 * 1024, c))));
+  auto reader = job_of("read");
+  for (auto& d : deps)
+    reader.depends_on(d);
+  auto r = submit(*reader.build());
+  auto wk = start(reading([](const dependency_result& d) {
+    return d.result && d.result->size() == 900 * 1024 ? d.result->substr(0, 1) : "?";
+  }));
+  auto done = q->wait(r, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "abcdef");
 }
 
 // One slot: the parent gives its slot up while it waits, or its children
@@ -657,6 +683,170 @@ BOOST_AUTO_TEST_CASE(a_parent_spawns_10000_children_and_joins_them) {
   BOOST_TEST(done->status == job_status::succeeded);
   BOOST_TEST(done->result.value_or("") == "10000");
   BOOST_TEST(q->counts()[job_status::succeeded] == 10'001);
+}
+
+// A dependent with the run policy counted its dependency's failure; a
+// retry of that dependency makes it wait for the rerun, not count twice.
+BOOST_AUTO_TEST_CASE(retrying_a_failed_dependency_makes_its_dependents_wait_for_it_again) {
+  auto a = submit(*job_of("flaky").max_retries(0).build());
+  auto c = submit(*job_of("step").delay(1h).build());
+  auto b = submit(*job_of("step")
+                     .depends_on(a)
+                     .depends_on(c)
+                     .on_dependency_failure(dependency_failure::run)
+                     .build());
+  auto wk = start(steps());
+  BOOST_REQUIRE(q->wait(a, 60s).has_value());
+  BOOST_TEST(info(b).waiting_on == 1);
+  BOOST_TEST(q->retry_failed(a).ok());
+  BOOST_TEST(info(b).waiting_on == 2);
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 2, a));
+  auto bi = info(b);
+  BOOST_TEST(bi.status == job_status::waiting);
+  BOOST_TEST(bi.waiting_on == 1);
+  advance(1h);
+  auto done = q->wait(b, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  auto es = log->snapshot();
+  BOOST_TEST(first(es, event_kind::succeeded, c) < first(es, event_kind::started, b));
+  BOOST_TEST(q->counts()[job_status::waiting] == 0);
+}
+
+// Retry the failed dependency, then the dependent it failed: the dependent
+// waits for the rerun instead of running at once.
+BOOST_AUTO_TEST_CASE(a_retried_dependent_waits_again_for_its_unfinished_dependencies) {
+  std::atomic<int> runs{0};
+  auto a = submit(*job_of("once").max_retries(0).build());
+  auto b = submit(*job_of("step")
+                     .payload("b")
+                     .depends_on(a)
+                     .on_dependency_failure(dependency_failure::fail)
+                     .build());
+  auto w = steps();
+  w.runners["once"] = [&runs](job_context& ctx) {
+    if (++runs == 1)
+      ctx.fail("first run fails");
+  };
+  // The dependency fails and fails its dependent; with the worker stopped,
+  // both are retried, and the retried dependency cannot run in between.
+  auto wk = start(std::move(w));
+  auto bd = q->wait(b, 60s);
+  BOOST_REQUIRE(bd.has_value());
+  BOOST_TEST(bd->status == job_status::failed);
+  BOOST_REQUIRE(wk.stop().ok());
+  BOOST_TEST(q->retry_failed(a).ok());
+  BOOST_TEST(q->retry_failed(b).ok());
+  auto bi = info(b);
+  BOOST_TEST(bi.status == job_status::waiting);
+  BOOST_TEST(bi.waiting_on == 1);
+  auto requeued = first_event(event_kind::requeued, b);
+  BOOST_TEST(requeued.message == "waiting for its dependencies");
+  BOOST_TEST(q->counts()[job_status::waiting] == 1);
+  w = steps();
+  w.runners["once"] = [&runs](job_context&) { ++runs; };
+  auto again = start(std::move(w));
+  auto done = q->wait(b, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(info(a).status == job_status::succeeded);
+  auto es = log->snapshot();
+  BOOST_TEST(first(es, event_kind::succeeded, a) < first(es, event_kind::started, b));
+  BOOST_TEST(q->counts()[job_status::waiting] == 0);
+}
+
+// A child naming its parent, or a job that waits on the parent, would make
+// the parent wait on itself: the queue refuses it, and the attempt fails
+// with nothing inserted.
+BOOST_AUTO_TEST_CASE(a_child_may_not_depend_on_its_parent_or_on_what_waits_on_it) {
+  auto self = submit(*job_of("parent").payload("self").max_retries(0).build());
+  auto through = submit(*job_of("parent").payload("through").max_retries(0).build());
+  auto held = submit(*job_of("parent")
+                        .payload("held")
+                        .unique_key("held-parent")
+                        .max_retries(0)
+                        .build());
+  auto waiter = submit(*job_of("step").depends_on(through).build());
+  auto w = steps();
+  w.runners["parent"] = [waiter](job_context& ctx) {
+    auto kid = step("kid");
+    if (ctx.payload() == "self")
+      kid.depends_on.push_back(ctx.id());
+    else if (ctx.payload() == "through")
+      kid.depends_on.push_back(waiter);
+    else
+      kid.unique_key = "held-parent";  // resolves to the parent itself
+    if (auto st = ctx.submit_children({step("fine"), kid}, "join"); !st)
+      throw std::runtime_error(st.to_string());
+  };
+  auto wk = start(std::move(w));
+  for (auto& [p, field] : {std::pair{self, "depends_on"}, std::pair{through, "depends_on"},
+                           std::pair{held, "unique_key"}}) {
+    auto done = q->wait(p, 60s);
+    BOOST_REQUIRE(done.has_value());
+    BOOST_TEST(done->status == job_status::failed);
+    auto& m = done->attempts.back().message;
+    BOOST_TEST(m.find("is the parent or waits on it") != std::string::npos, m);
+    BOOST_TEST(m.find(std::string{"field '"} + field + "'") != std::string::npos, m);
+    BOOST_TEST(m.find("job 1 of 2") != std::string::npos, m);
+  }
+  // Nothing but the four submitted jobs: no child was inserted.
+  BOOST_TEST(q->counts().total() == 4);
+}
+
+// A child whose idempotency key resolves to a child of the parent's
+// earlier spawn joins once: the edge to it exists already.
+BOOST_AUTO_TEST_CASE(a_second_spawn_may_name_an_earlier_child_by_its_key) {
+  auto p = submit(*job_of("parent").max_retries(0).build());
+  auto w = steps();
+  w.runners["parent"] = [](job_context& ctx) -> std::string {
+    auto kid = *job_of("step").payload("kid").idempotency_key("the-kid").build();
+    if (ctx.payload() == "" || ctx.payload() == "again") {
+      auto next = ctx.payload() == "" ? "again" : "join";
+      if (auto st = ctx.submit_children({kid}, next); !st)
+        throw std::runtime_error(st.to_string());
+      return {};
+    }
+    auto results = ctx.dependency_results();
+    if (!results)
+      throw std::runtime_error(results.error().to_string());
+    return std::to_string(results->size()) + ":" + results->at(0).result.value_or("-");
+  };
+  auto wk = start(std::move(w));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "1:kid");
+  BOOST_TEST(done->depends_on.size() == 1u);
+  BOOST_REQUIRE(done->attempts.size() == 3u);
+  BOOST_TEST(done->attempts[1].message == "spawned 1 children; waits for 0");
+  BOOST_TEST(q->counts().total() == 2);
+}
+
+// A recurring instance that spawns children and ends because one failed
+// still schedules the next instance.
+BOOST_AUTO_TEST_CASE(a_recurring_instance_ended_by_its_children_schedules_the_next) {
+  recurring_job r;
+  r.id = "nightly";
+  r.schedule = "every 1m";
+  r.job = *job_of("parent").max_retries(0).build();
+  auto first_instance = q->add_recurring(r);
+  BOOST_REQUIRE_MESSAGE(first_instance.has_value(), first_instance.error().to_string());
+  auto wk = start(parents(1, 1, [](std::vector<job>& kids) {
+    kids[0] = *job_of("flaky").max_retries(0).build();
+  }));
+  advance(1min);
+  auto done = q->wait(*first_instance, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::cancelled);
+  auto ri = q->recurring_info("nightly");
+  BOOST_REQUIRE(ri.has_value());
+  BOOST_TEST((ri->last_job == *first_instance));
+  BOOST_TEST((ri->last_status == job_status::cancelled));
+  BOOST_REQUIRE(ri->next_job.has_value());
+  BOOST_TEST((ri->next_status == job_status::pending));
+  BOOST_TEST(ri->next_scheduled_at_ms.value_or(0) == t0 + 120'000);
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 1, *ri->next_job));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -185,7 +185,9 @@ class job_context {
   /// Errors: invalid_argument naming "children" (empty) or a child's
   /// field as "children[i].<field>" (nothing is reported, the attempt
   /// goes on); the errors of complete; and, when the queue refuses a
-  /// child (a depends_on naming no job, a unique key rejected), that
+  /// child (a depends_on naming no job, a unique key rejected, a child
+  /// that names the parent or a job waiting on it, directly or through its
+  /// unique or idempotency key: the parent would wait on itself), that
   /// error: the attempt then fails with it as its message, spending a
   /// try.
   virtual status submit_children(std::vector<job> children, std::string checkpoint) = 0;

@@ -160,7 +160,10 @@ class queue {
   /// Its history stays, with the attempt that failed it; its deadline,
   /// result and progress go; it takes its unique key again. An instance of
   /// a recurring job runs once more on its own (its recurring_id is
-  /// cleared; the schedule's chain goes on without it). Errors: not_found,
+  /// cleared; the schedule's chain goes on without it). A job with
+  /// dependencies that have not ended waits for them again (status
+  /// waiting; those that ended unsuccessfully no longer stop it), and jobs
+  /// still waiting on this one wait for its rerun. Errors: not_found,
   /// invalid_argument ("id": it is pending), job_running, job_finished (it
   /// succeeded, was cancelled or expired), already_exists (another job
   /// holds its unique key now; it stays failed), closed.

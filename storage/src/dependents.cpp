@@ -57,7 +57,7 @@ constexpr const char* end_waiting_row =
   "UPDATE jobs SET status = ?3, finished_at = ?2, last_message = ?4, dead_letter_status = ?3, "
   "waiting_on = 0, unfinished_instance_of = NULL "
   "WHERE id = ?1 AND status = " ERGON_SQL_WAITING " "
-  "RETURNING unique_key, unique_hold_ms, has_dependents, " ERGON_JOB_KEY_COLUMNS;
+  "RETURNING has_dependents, " ERGON_JOB_KEY_COLUMNS;
 
 constexpr const char* select_unfinished_children =
   "SELECT status, has_dependents, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
@@ -107,10 +107,23 @@ std::pair<job_status, std::string> ending_for(dependency_failure policy, const j
           "dependency " + dependency.to_string() + " ended " + to_string(how)};
 }
 
+// The end of the job at `row` beyond its row: its key, and the next
+// instance if it was one of a recurring job.
+status end_row_links(db& d, int64_t row, job_status status, int64_t now_ms,
+                     dependents_settled& out) {
+  auto links = end_links(d, row, status, now_ms);
+  if (!links)
+    return links.error();
+  if (links->next_instance)
+    out.next_instances.push_back(std::move(*links->next_instance));
+  return {};
+}
+
 // Ends the waiting job at `row` `status` with `message`; what it ended, if
 // it still waited.
 result<std::optional<dependent_end>> end_row(db& d, int64_t row, job_status status,
-                                             std::string message, int64_t now_ms) {
+                                             std::string message, int64_t now_ms,
+                                             dependents_settled& out) {
   dependent_end end;
   end.status = status;
   end.message = std::move(message);
@@ -125,20 +138,18 @@ result<std::optional<dependent_end>> end_row(db& d, int64_t row, job_status stat
   if (!q.step())
     return q.step_status().ok() ? result<std::optional<dependent_end>>{std::nullopt}
                                 : q.step_status();
-  auto key = q.column_opt_text(0);
-  auto hold = q.column_opt_int(1);
-  end.has_children = (q.column_int(2) & has_children_bit) != 0;
-  end.key = rows::read_key(q, 3);
+  end.has_children = (q.column_int(0) & has_children_bit) != 0;
+  end.key = rows::read_key(q, 1);
   q.reset();
-  if (key)
-    if (auto st = release_key(d, *key, row, hold, now_ms); !st)
-      return st;
+  if (auto st = end_row_links(d, row, status, now_ms, out); !st)
+    return st;
   return std::optional<dependent_end>{std::move(end)};
 }
 
 // A parent that ended unsuccessfully ends its unfinished children: pending
-// and waiting ones are cancelled now (and join `work`), running ones are
-// asked to stop, and end cancelled when their attempts do.
+// and waiting ones are cancelled now (and join `work`, whose loop settles
+// what waits on them without recursion), running ones are asked to stop,
+// and end cancelled when their attempts do.
 status stop_children(db& d, const ended_job& parent, int64_t now_ms,
                      std::vector<ended_job>& work, dependents_settled& out) {
   struct child {
@@ -164,7 +175,7 @@ status stop_children(db& d, const ended_job& parent, int64_t now_ms,
   for (auto& c : children) {
     auto row = c.key.row;
     if (c.status == job_status::waiting) {
-      auto ended = end_row(d, row, job_status::cancelled, why, now_ms);
+      auto ended = end_row(d, row, job_status::cancelled, why, now_ms, out);
       if (!ended)
         return ended.error();
       if (*ended) {
@@ -177,10 +188,9 @@ status stop_children(db& d, const ended_job& parent, int64_t now_ms,
         return cancelled.error();
       if (!*cancelled)
         continue;
-      auto effects = on_job_final(d, row, job_status::cancelled, now_ms);
-      if (!effects)
-        return effects.error();
-      out.append(std::move(effects->dependents));
+      if (auto st = end_row_links(d, row, job_status::cancelled, now_ms, out); !st)
+        return st;
+      work.push_back({row, c.key.id, job_status::cancelled, c.has_children});
       out.cancelled.push_back({std::move(c.key), job_status::cancelled, why, c.has_children});
     } else {
       auto s = d.prepare(ask_to_stop);
@@ -229,7 +239,7 @@ status settle(db& d, std::vector<ended_job> work, int64_t now_ms, dependents_set
         continue;
       }
       auto [status, message] = ending_for(w.policy, done.id, done.status);
-      auto ended = end_row(d, w.row, status, std::move(message), now_ms);
+      auto ended = end_row(d, w.row, status, std::move(message), now_ms, out);
       if (!ended)
         return ended.error();
       if (!*ended)
@@ -318,7 +328,7 @@ result<dependents_settled> end_waiting(db& d, int64_t row, dependency_failure po
 result<dependents_settled> end_waiting(db& d, int64_t row, job_status status,
                                        std::string message, int64_t now_ms) {
   dependents_settled out;
-  auto ended = end_row(d, row, status, std::move(message), now_ms);
+  auto ended = end_row(d, row, status, std::move(message), now_ms, out);
   if (!ended)
     return ended.error();
   if (!*ended)

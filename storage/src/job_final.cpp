@@ -38,31 +38,40 @@ status release_key(db& d, const std::string& key, int64_t row, std::optional<int
 }
 
 result<final_effects> on_job_final(db& d, int64_t row, job_status final_status,
-                                            int64_t now_ms) {
+                                   int64_t now_ms) {
+  auto links = end_links(d, row, final_status, now_ms);
+  if (!links)
+    return links.error();
+  final_effects out;
+  out.next_instance = std::move(links->next_instance);
+  auto settled = settle_dependents(d, row, links->id, final_status, now_ms, links->has_children);
+  if (!settled)
+    return settled.error();
+  out.dependents = std::move(*settled);
+  return out;
+}
+
+result<ended_links> end_links(db& d, int64_t row, job_status final_status, int64_t now_ms) {
   auto s = d.prepare(select_links);
   if (!s)
     return s.error();
   auto& q = **s;
   q.bind(1, row);
   if (!q.step())
-    return q.step_status().ok() ? status{error::internal, "on_job_final: no job row"}
+    return q.step_status().ok() ? status{error::internal, "end_links: no job row"}
                                 : q.step_status();
   auto recurring_id = q.column_opt_text(0);
   auto scheduled_at = q.column_opt_int(1);
   auto started_at = q.column_opt_int(2);
   auto key = q.column_opt_text(3);
   auto hold = q.column_opt_int(4);
-  auto id = rows::column_id(q, 5);
-  bool has_children = (q.column_int(6) & has_children_bit) != 0;
+  ended_links out;
+  out.id = rows::column_id(q, 5);
+  out.has_children = (q.column_int(6) & has_children_bit) != 0;
   q.reset();
   if (key)
     if (auto st = release_key(d, *key, row, hold, now_ms); !st)
       return st;
-  final_effects out;
-  auto settled = settle_dependents(d, row, id, final_status, now_ms, has_children);
-  if (!settled)
-    return settled.error();
-  out.dependents = std::move(*settled);
   if (!recurring_id || !scheduled_at)
     return out;
   auto r = rows::find_recurring(d, *recurring_id);
@@ -74,7 +83,7 @@ result<final_effects> on_job_final(db& d, int64_t row, job_status final_status,
   if (!u)
     return u.error();
   (*u)->bind_text(1, *recurring_id);
-  rows::bind_id(**u, 2, id);
+  rows::bind_id(**u, 2, out.id);
   (*u)->bind(3, *scheduled_at);
   (*u)->bind(4, now_ms);
   (*u)->bind(5, static_cast<int64_t>(final_status));

@@ -29,6 +29,15 @@ struct final_effects {
 result<final_effects> on_job_final(db& d, int64_t row, job_status final_status,
                                    int64_t now_ms);
 
+/// The effects above but the dependents' (which a caller settles), for the
+/// job at `row`: its key, and the next instance of its recurring job.
+struct ended_links {
+  job_id id;
+  bool has_children = false;
+  std::optional<job_key> next_instance;
+};
+result<ended_links> end_links(db& d, int64_t row, job_status final_status, int64_t now_ms);
+
 /// Settles the jobs waiting on the job at `row` (external id `id`), which
 /// ended `final_status` at `now_ms`: a success, or a failure of a
 /// dependent whose policy is `run`, counts its wait down and releases it at

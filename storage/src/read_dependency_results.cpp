@@ -9,10 +9,21 @@ namespace {
 constexpr const char* select_current =
   "SELECT 1 FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
 
-constexpr const char* select_results =
-  "SELECT e.depends_on, j.external_id, j.status, j.result FROM job_dependencies e "
-  "JOIN jobs j ON j.id = e.depends_on WHERE e.job_id = ?1 AND e.depends_on > ?2 "
-  "ORDER BY e.job_id, e.depends_on";
+// A page's rows are chosen in SQL, by the bytes before each (its result
+// and a row's cost), so neither engine reads past the page: PostgreSQL
+// would hand the client every row of an unbounded query at once.
+#define ERGON_SELECT_RESULTS(length)                                                       \
+  "SELECT depends_on, external_id, status, result, remaining FROM ("                       \
+  "SELECT e.depends_on, j.external_id, j.status, j.result, count(*) OVER () AS remaining, " \
+  "sum(coalesce(" length ", 0) + 64) OVER (ORDER BY e.depends_on) "                       \
+  "- (coalesce(" length ", 0) + 64) AS before "                                           \
+  "FROM job_dependencies e JOIN jobs j ON j.id = e.depends_on "                            \
+  "WHERE e.job_id = ?1 AND e.depends_on > ?2) page "                                       \
+  "WHERE before < ?3 ORDER BY depends_on LIMIT ?4"
+constexpr const char* select_results_sqlite =
+  ERGON_SELECT_RESULTS("length(CAST(j.result AS BLOB))");
+constexpr const char* select_results_pg = ERGON_SELECT_RESULTS("length(j.result)");
+#undef ERGON_SELECT_RESULTS
 
 }  // namespace
 
@@ -32,31 +43,31 @@ result<read_dependency_results_result> read_dependency_results(
       return status{error::stale_attempt,
                     "attempt of job row " + std::to_string(args.row) + " is no longer current"};
   }
-  auto s = d.prepare(select_results);
+  auto s = d.prepare(d.engine() == engine::postgres ? select_results_pg : select_results_sqlite);
   if (!s)
     return s.error();
   auto& q = **s;
   q.bind(1, args.row);
   q.bind(2, args.after);
+  q.bind(3, static_cast<int64_t>(args.max_bytes));
+  q.bind(4, static_cast<int64_t>(args.max_rows));
   read_dependency_results_result out;
-  size_t bytes = 0;
   int64_t last = 0;
+  int64_t remaining = 0;  // rows from this page's first on
   while (q.step()) {
-    if (!out.results.empty() && bytes >= args.max_bytes) {
-      out.next_after = last;  // another row follows
-      break;
-    }
     last = q.column_int(0);
+    remaining = q.column_int(4);
     dependency_result r;
     r.id = rows::column_id(q, 1);
     r.status = static_cast<job_status>(q.column_int(2));
     r.result = q.column_opt_blob(3);
-    bytes += r.result ? r.result->size() : 0;
     out.results.push_back(std::move(r));
   }
   if (!q.step_status())
     return q.step_status();
   q.reset();
+  if (remaining > static_cast<int64_t>(out.results.size()))
+    out.next_after = last;
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/op/meta.hpp"
+#include "dependents.hpp"
 #include "job_filter_sql.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
@@ -30,7 +31,20 @@ constexpr const char* select_key_holder =
   "AND (held_until IS NULL OR held_until > ?2)";
 
 constexpr const char* select_unique_key =
-  "SELECT unique_key, external_id FROM jobs WHERE id = ?1";
+  "SELECT unique_key, external_id, has_dependents FROM jobs WHERE id = ?1";
+
+// Dependencies: the retried job waits again for those that have not ended
+// (the ones that ended unsuccessfully no longer stop it: retrying is the
+// operator's word), and the jobs still waiting on it, which counted its
+// failure as done (policy run), wait for it again.
+constexpr const char* count_unfinished_dependencies =
+  "SELECT count(*) FROM job_dependencies e JOIN jobs j ON j.id = e.depends_on "
+  "WHERE e.job_id = ?1 AND j.status IN (" ERGON_SQL_UNFINISHED ")";
+constexpr const char* wait_again =
+  "UPDATE jobs SET status = " ERGON_SQL_WAITING ", waiting_on = ?2 WHERE id = ?1";
+constexpr const char* rewait_dependents =
+  "UPDATE jobs SET waiting_on = waiting_on + 1 WHERE status = " ERGON_SQL_WAITING " AND id IN "
+  "(SELECT job_id FROM job_dependencies WHERE depends_on = ?1)";
 
 constexpr const char* take_key =
   "INSERT INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL) "
@@ -71,9 +85,24 @@ status run_on_row(db& d, const char* sql, int64_t row) {
 // holder if another job holds its unique key (nothing changed then).
 struct one_retry {
   std::optional<job_key> requeued;
+  bool waits = false;  ///< on dependencies that have not ended
   std::optional<job_id> held_by;
   job_id id;  ///< the failed job's
 };
+
+result<int64_t> unfinished_dependencies(db& d, int64_t row) {
+  auto s = d.prepare(count_unfinished_dependencies);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, row);
+  int64_t n = q.step() ? q.column_int(0) : 0;
+  auto read = q.step_status();
+  q.reset();
+  if (!read)
+    return read;
+  return n;
+}
 
 result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
   auto k = d.prepare(select_unique_key);
@@ -82,9 +111,11 @@ result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
   (*k)->bind(1, row);
   std::optional<std::string> key;
   one_retry out;
+  bool depended_on = false;
   if ((*k)->step()) {
     key = (*k)->column_opt_text(0);
     out.id = rows::column_id(**k, 1);
+    depended_on = ((*k)->column_int(2) & has_dependents_bit) != 0;
   }
   auto read = (*k)->step_status();
   (*k)->reset();
@@ -124,6 +155,22 @@ result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
     if (auto st = d.run(**t); !st)
       return st;
   }
+  auto waits_on = unfinished_dependencies(d, row);
+  if (!waits_on)
+    return waits_on.error();
+  if (*waits_on > 0) {
+    auto w = d.prepare(wait_again);
+    if (!w)
+      return w.error();
+    (*w)->bind(1, row);
+    (*w)->bind(2, *waits_on);
+    if (auto st = d.run(**w); !st)
+      return st;
+    out.waits = true;
+  }
+  if (depended_on)
+    if (auto st = run_on_row(d, rewait_dependents, row); !st)
+      return st;
   // A finished job below the mark is unfinished again.
   if (auto st = lower_low_mark(d, row); !st)
     return st;
@@ -160,7 +207,7 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
                       + r->held_by->to_string(),
                     "unique_key"};
     if (r->requeued)
-      out.requeued.push_back(std::move(*r->requeued));
+      (r->waits ? out.waiting : out.requeued).push_back(std::move(*r->requeued));
     return out;
   }
   auto filter = args.filter;
@@ -188,7 +235,7 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
       if (!r)
         return r.error();
       if (r->requeued)
-        out.requeued.push_back(std::move(*r->requeued));
+        (r->waits ? out.waiting : out.requeued).push_back(std::move(*r->requeued));
       else if (r->held_by)
         out.skipped.push_back(r->id);
     }

@@ -6,6 +6,7 @@
 
 #include "ergon/storage/times.hpp"
 #include "attempt_end.hpp"
+#include "in_batch.hpp"
 #include "dependents.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
@@ -15,7 +16,7 @@ namespace {
 
 constexpr const char* select_parent =
   "SELECT current_try, started_at, cancel_requested_at IS NOT NULL, dependency_policy, "
-  ERGON_JOB_KEY_COLUMNS " "
+  "has_dependents, " ERGON_JOB_KEY_COLUMNS " "
   "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
 
 // Like a snooze: the try is given back (try_base), the deadline goes (the
@@ -25,6 +26,13 @@ constexpr const char* park_parent =
   "ready_since = ?6, expires_at = NULL, deadline = NULL, try_base = try_base + 1, "
   "has_dependents = has_dependents | 2 "
   "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
+
+constexpr const char* select_waiting_on =
+  "SELECT e.job_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id "
+  "WHERE e.depends_on = ?1 AND j.status = " ERGON_SQL_WAITING;
+
+constexpr const char* select_edge =
+  "SELECT 1 FROM job_dependencies WHERE depends_on = ?1 AND job_id = ?2";
 
 const failed_attempt after_cancel{attempt_outcome::cancelled,
                                   "submitted children after a cancel request", false};
@@ -46,6 +54,70 @@ status cap_deadlines(std::vector<job>& children, int64_t parent_deadline, int64_
   return {};
 }
 
+// The parent and the jobs waiting on it, directly or through others: a
+// child may neither be nor depend on one of them, or the parent would wait
+// on itself.
+result<std::unordered_set<int64_t>> waiting_on_parent(db& d, int64_t parent, bool depended_on) {
+  std::unordered_set<int64_t> out{parent};
+  if (!depended_on)
+    return out;
+  auto s = d.prepare(select_waiting_on);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  std::vector<int64_t> work{parent};
+  while (!work.empty()) {
+    auto row = work.back();
+    work.pop_back();
+    q.reset();
+    q.bind(1, row);
+    while (q.step())
+      if (auto r = q.column_int(0); out.insert(r).second)
+        work.push_back(r);
+    if (!q.step_status())
+      return q.step_status();
+  }
+  q.reset();
+  return out;
+}
+
+status a_cycle(size_t i, size_t n, const std::string& field, const job_id& id) {
+  return in_batch(invalid_field(field, "job " + id.to_string()
+                                         + " is the parent or waits on it: the parent would "
+                                           "wait on itself"),
+                  i, n);
+}
+
+// Refuses children that name the parent, or a job waiting on it, as a
+// dependency (`field` depends_on).
+status refuse_cycles(db& d, const std::vector<std::vector<job_id>>& named,
+                     const std::unordered_set<int64_t>& above) {
+  for (size_t i = 0; i < named.size(); ++i)
+    for (auto& id : named[i]) {
+      auto found = rows::find_job(d, id);
+      if (!found)
+        continue;  // insert_jobs named it already
+      if (above.count(found->row))
+        return a_cycle(i, named.size(), "depends_on", id);
+    }
+  return {};
+}
+
+result<bool> has_edge(db& d, int64_t depends_on, int64_t job) {
+  auto s = d.prepare(select_edge);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, depends_on);
+  q.bind(2, job);
+  bool found = q.step();
+  auto read = q.step_status();
+  q.reset();
+  if (!read)
+    return read;
+  return found;
+}
+
 }  // namespace
 
 result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_children_args args,
@@ -55,6 +127,7 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
   attempt_end end;
   bool cancel_requested = false;
   auto policy = dependency_failure::cancel;
+  bool depended_on = false;
   {
     auto s = d.prepare(select_parent);
     if (!s)
@@ -70,7 +143,8 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
     end.started_at = q.column_int(1);
     cancel_requested = q.column_int(2) != 0;
     policy = static_cast<dependency_failure>(q.column_int(3));
-    end.key = rows::read_key(q, 4);
+    depended_on = (q.column_int(4) & has_dependents_bit) != 0;
+    end.key = rows::read_key(q, 5);
     q.reset();
   }
   end.id = end.key.id;
@@ -90,6 +164,15 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
   if (end.key.deadline)
     if (auto st = cap_deadlines(args.children, *end.key.deadline, now_ms); !st)
       return st;
+  auto above = waiting_on_parent(d, args.row, depended_on);
+  if (!above)
+    return above.error();
+  std::vector<std::vector<job_id>> named;
+  std::vector<const char*> key_field;  // what resolves a child to an existing job
+  for (auto& c : args.children) {
+    named.push_back(c.depends_on);
+    key_field.push_back(c.unique_key ? "unique_key" : "idempotency_key");
+  }
   auto insert = std::move(args.insert);
   insert.jobs = std::move(args.children);
   insert.next_row = 0;
@@ -97,6 +180,8 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
   auto children = insert_jobs(d, insert, now_ms);
   if (!children)
     return children.error();
+  if (auto st = refuse_cycles(d, named, *above); !st)
+    return st;
   // Each child once, with whether it has ended: new rows from the insert,
   // others (a unique key's holder, an idempotency key's job) looked up.
   std::unordered_map<std::string, std::pair<int64_t, job_status>> state;
@@ -112,22 +197,34 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
   std::unordered_set<int64_t> seen;
   int32_t unfinished = 0;
   std::optional<std::pair<job_id, job_status>> doomed;
-  for (auto& id : children->ids) {
+  auto n = children->ids.size();
+  for (size_t k = 0; k < n; ++k) {
+    auto& id = children->ids[k];
     auto i = state.find(id.to_string());
     std::pair<int64_t, job_status> child;
+    bool edge_exists = false;
     if (i != state.end()) {
       child = i->second;
     } else {
+      // A job a key skipped to: it may be the parent, wait on it, or be a
+      // child of an earlier spawn of this parent.
       auto found = rows::find_job(d, id);
       if (!found)
         return found.error();
       child = {found->row, found->status};
+      if (above->count(found->row))
+        return a_cycle(k, n, key_field[k], id);
       if (!is_final(found->status))
         depended.push_back(found->row);
+      auto e = has_edge(d, found->row, args.row);
+      if (!e)
+        return e.error();
+      edge_exists = *e;
     }
     if (!seen.insert(child.first).second)
       continue;
-    edges.push_back({child.first, args.row});
+    if (!edge_exists)
+      edges.push_back({child.first, args.row});
     if (!is_final(child.second))
       ++unfinished;
     else if (child.second != job_status::succeeded && !doomed)

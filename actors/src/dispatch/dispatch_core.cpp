@@ -661,7 +661,7 @@ void start_attempt(state& st, uint64_t worker, const storage::claimed_job& j,
   st.attempts.claimed(j.key.row, a);
   if (auto f = st.early_failures.find(j.key.row); f != st.early_failures.end()) {
     if (f->second == j.token) {
-      st.breakers.reported_failure(j.key.type, j.key.row);
+      st.breakers.reported_failure(j.key.type, j.key.row, j.started_at);
       hold_by_breaker(st, j.key.type);
     }
     st.early_failures.erase(f);
@@ -1099,7 +1099,7 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
         st.early_failures[o.row] = o.token;
       } else if (a->token == o.token) {
         auto type = st.policy.type_name(a->type);
-        st.breakers.reported_failure(type, o.row);
+        st.breakers.reported_failure(type, o.row, now);
         hold_by_breaker(st, type);
       }
     }

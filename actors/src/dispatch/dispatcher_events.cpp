@@ -94,6 +94,8 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     due(event_kind::submitted, k, "waiting for its dependencies");
   for (auto& k : f.requeued)
     due(event_kind::requeued, k);
+  for (auto& k : f.requeued_waiting)
+    due(event_kind::requeued, k, "waiting for its dependencies");
   for (auto& k : f.cancelled)
     out.push_back(make_event(event_kind::cancelled, now, k));
   for (auto& k : f.expired) {

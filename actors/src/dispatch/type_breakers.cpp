@@ -25,10 +25,18 @@ bool type_breakers::may_start(const std::string& type) const {
   return b.state == breaker_state::half_open && !b.trial;
 }
 
-void type_breakers::reported_failure(const std::string& type, int64_t row) {
+void type_breakers::forget_old(breaker& b, int64_t now) {
+  while (!b.failures.empty() && b.failures.front() <= now - b.opts.window.count())
+    b.failures.pop_front();
+}
+
+void type_breakers::reported_failure(const std::string& type, int64_t row, int64_t now) {
   auto i = breakers_.find(type);
-  if (i != breakers_.end() && i->second.state == breaker_state::closed)
-    i->second.reported.insert(row);
+  if (i == breakers_.end() || i->second.state != breaker_state::closed)
+    return;
+  // Failures that slid out of the window must not hold the type back.
+  forget_old(i->second, now);
+  i->second.reported.insert(row);
 }
 
 type_breakers::change type_breakers::open(const std::string& type, breaker& b, int64_t now,
@@ -55,11 +63,10 @@ std::optional<type_breakers::change> type_breakers::ended(const std::string& typ
   bool failed = is_failure(outcome);
   switch (b.state) {
     case breaker_state::closed: {
+      forget_old(b, now);
       if (!failed)
         return std::nullopt;
       b.failures.push_back(now);
-      while (!b.failures.empty() && b.failures.front() <= now - b.opts.window.count())
-        b.failures.pop_front();
       if (static_cast<int32_t>(b.failures.size()) < b.opts.failures)
         return std::nullopt;
       return open(type, b, now,

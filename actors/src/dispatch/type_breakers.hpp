@@ -45,10 +45,11 @@ class type_breakers {
   std::optional<change> ended(const std::string& type, int64_t row, attempt_outcome outcome,
                               int64_t now);
 
-  /// A worker reported a failure of job `row`, not committed yet: while
-  /// closed, it counts toward opening until its end arrives (ended()), so
-  /// no job of the type is claimed alongside the commit that opens it.
-  void reported_failure(const std::string& type, int64_t row);
+  /// A worker reported a failure of job `row` at `now`, not committed yet:
+  /// while closed, it counts toward opening until its end arrives
+  /// (ended()), so no job of the type is claimed alongside the commit that
+  /// opens it. Failures older than the window no longer count.
+  void reported_failure(const std::string& type, int64_t row, int64_t now);
 
   /// A job of `type` was picked to start: while half-open, it is the trial.
   void picked(const std::string& type, int64_t row);
@@ -83,6 +84,7 @@ class type_breakers {
   };
 
   change open(const std::string& type, breaker& b, int64_t now, std::string why);
+  static void forget_old(breaker& b, int64_t now);
 
   std::map<std::string, breaker> breakers_;
 };

@@ -386,11 +386,15 @@ class writer {
     auto r = in_request<storage::retry_failed_result>(
       [&] { return storage::retry_failed(*cfg_.db, c.args, cfg_.clock->now_ms()); },
       [&](storage::retry_failed_result& done) {
-        summary.retried = static_cast<int64_t>(done.requeued.size());
+        summary.retried = static_cast<int64_t>(done.requeued.size() + done.waiting.size());
         summary.skipped = std::move(done.skipped);
         for (auto& k : done.requeued) {
           release_.counts().move(k.type, k.group, job_status::failed, job_status::pending);
           release_.feed().requeued.push_back(std::move(k));
+        }
+        for (auto& k : done.waiting) {
+          release_.counts().move(k.type, k.group, job_status::failed, job_status::waiting);
+          release_.feed().requeued_waiting.push_back(std::move(k));
         }
       });
     if (r)
@@ -577,6 +581,8 @@ class writer {
     }
     for (auto& s : d.stopping)
       release_.feed().cancel_requests.push_back({s.attempt, std::move(s.key)});
+    for (auto& k : d.next_instances)
+      add_instance(std::move(k));
   }
 
   void ended(storage::attempt_end& end) {
@@ -922,7 +928,11 @@ class writer {
   // attempt it checks may end in it.
   void on_results(caf::blocking_actor* self, const results_request& msg) {
     auto rp = self->make_response_promise();
-    auto r = storage::read_dependency_results(*cfg_.db, {msg.row, msg.token, msg.after});
+    // In a savepoint like a write: on PostgreSQL a failed statement would
+    // end the batch's transaction, and its writes with it.
+    auto r = in_request<storage::read_dependency_results_result>(
+      [&] { return storage::read_dependency_results(*cfg_.db, {msg.row, msg.token, msg.after}); },
+      [](storage::read_dependency_results_result&) {});
     results_reply reply{to_wire(r.error()), {}, 0};
     if (r) {
       reply.results = std::move(r->results);

@@ -141,6 +141,9 @@ struct commit_feed {
   std::vector<uint64_t> offers_ended;  ///< standing offers given back unused
   /// Jobs submitted waiting for their dependencies (for events alone).
   std::vector<storage::job_key> waiting;
+  /// Failed jobs retry_failed put back to wait for their dependencies
+  /// (for events alone).
+  std::vector<storage::job_key> requeued_waiting;
   /// Waiting jobs whose last dependency ended: pending now.
   std::vector<storage::job_key> unblocked;
   /// Waiting jobs that ended without running (a dependency failed, a cancel).
@@ -154,6 +157,7 @@ struct commit_feed {
            && ended.empty() && released.empty() && extended.empty() && expired.empty()
            && failed.empty() && cancel_requests.empty() && progress.empty()
            && requeued.empty() && offers_ended.empty() && waiting.empty()
+           && requeued_waiting.empty()
            && unblocked.empty() && ended_waiting.empty() && children_cancelled.empty();
   }
 };

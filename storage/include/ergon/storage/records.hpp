@@ -76,9 +76,12 @@ struct dependents_settled {
   std::vector<dependent_end> ended;
   std::vector<dependent_end> cancelled;  ///< pending children
   std::vector<stop_request> stopping;
+  /// Next instances of recurring jobs whose instances ended here.
+  std::vector<job_key> next_instances;
 
   bool empty() const noexcept {
-    return released.empty() && ended.empty() && cancelled.empty() && stopping.empty();
+    return released.empty() && ended.empty() && cancelled.empty() && stopping.empty()
+           && next_instances.empty();
   }
   void append(dependents_settled&& more) {
     auto move_all = [](auto& to, auto& from) {
@@ -89,6 +92,7 @@ struct dependents_settled {
     move_all(ended, more.ended);
     move_all(cancelled, more.cancelled);
     move_all(stopping, more.stopping);
+    move_all(next_instances, more.next_instances);
   }
 };
 

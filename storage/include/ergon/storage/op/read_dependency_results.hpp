@@ -16,9 +16,11 @@ struct read_dependency_results_args {
   int64_t row = 0;    ///< the dependent's
   int64_t token = 0;  ///< its running attempt's
   int64_t after = 0;  ///< the last dependency row of the previous page; 0: from the start
-  /// A page ends once its results pass this many bytes (at least one
-  /// dependency per page).
+  /// A page ends before the row that would start past this many bytes
+  /// (its results, and 64 bytes a row), or after `max_rows` rows; it
+  /// holds one row at least.
   size_t max_bytes = size_t{4} << 20;
+  size_t max_rows = 4'096;
 };
 
 struct read_dependency_results_result {

@@ -22,6 +22,7 @@ struct retry_failed_args {
 
 struct retry_failed_result {
   std::vector<job_key> requeued;  ///< now pending, due now
+  std::vector<job_key> waiting;   ///< waiting on dependencies that have not ended
   std::vector<job_id> skipped;    ///< unique key held by another job
 };
 
