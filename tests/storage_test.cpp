@@ -1303,6 +1303,30 @@ BOOST_AUTO_TEST_CASE(claims_and_completions_find_their_rows_by_primary_key) {
   }
 }
 
+// The end of a job finds what waits on it by index in both places a
+// dependency lives: an edge row, or a job's only dependency in its row.
+BOOST_AUTO_TEST_CASE(an_end_finds_its_dependents_by_index) {
+  auto d = many_pending_jobs();
+  // A chain whose first half keeps each dependency in the row and whose
+  // second half names two, as edges.
+  std::vector<job> graph(1'000, simple_job());
+  for (uint32_t i = 1; i < graph.size(); ++i)
+    graph[i].depends_on_batch = i < 500 ? std::vector<uint32_t>{i - 1}
+                                        : std::vector<uint32_t>{i - 2, i - 1};
+  BOOST_REQUIRE(d->begin_write().ok());
+  auto ids = insert_jobs(*d, insert_jobs_args{std::move(graph), 0, 7}, t0);
+  BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+  BOOST_REQUIRE(d->commit().ok());
+  engine_probe(*d, "").exec("", "ANALYZE jobs; ANALYZE job_dependencies");
+  for (auto mode : {"force_custom_plan", "force_generic_plan"})
+    for (auto row : {"5251", "5701"}) {  // jobs 250 and 700 of the chain
+      auto plan = plan_of(*d, waiting_dependents_sql(), row, mode);
+      BOOST_TEST(plan.find("Seq Scan") == std::string::npos, mode << ":\n" << plan);
+      BOOST_TEST(plan.find("jobs_by_only_dependency") != std::string::npos, mode << ":\n" << plan);
+      BOOST_TEST(plan.find("job_dependencies_pkey") != std::string::npos, mode << ":\n" << plan);
+    }
+}
+
 // Moving the low mark reads from the mark to the first unfinished row, not
 // its whole window: here the first row is pending, so the scan reads one
 // row, and the window's last row is never looked for.

@@ -325,24 +325,36 @@ BOOST_AUTO_TEST_CASE(positions_follow_unique_and_idempotency_keys) {
   BOOST_TEST(q->counts()[job_status::waiting] == 2);
 }
 
+// Two dependencies a job are edge rows; one is kept in the job's row.
 BOOST_AUTO_TEST_CASE(deleting_finished_jobs_deletes_their_edges) {
   auto a = submit(*job_of("flaky").max_retries(0).build());
-  auto b = submit(
-    *job_of("step").depends_on(a).on_dependency_failure(dependency_failure::fail).build());
+  auto a2 = submit(*job_of("flaky").max_retries(0).build());
+  auto b = submit(*job_of("step")
+                     .depends_on(a)
+                     .depends_on(a2)
+                     .on_dependency_failure(dependency_failure::fail)
+                     .build());
   auto keep = submit(*job_of("step").delay(1h).build());
-  auto waits = submit(*job_of("step").depends_on(keep).build());
+  auto keep2 = submit(*job_of("step").delay(1h).build());
+  auto waits = submit(*job_of("step").depends_on(keep).depends_on(keep2).build());
+  auto waits_once = submit(*job_of("step").depends_on(keep).build());
   {
     auto wk = start(steps());
     BOOST_REQUIRE(q->wait(b, 60s).has_value());
+    BOOST_REQUIRE(q->wait(a2, 60s).has_value());
   }
   engine_probe probe{location};
-  BOOST_TEST(probe.number("SELECT count(*) FROM job_dependencies") == 2);
+  BOOST_TEST(probe.number("SELECT count(*) FROM job_dependencies") == 4);
+  BOOST_TEST(probe.number("SELECT count(*) FROM dependency_edges") == 5);
+  BOOST_TEST(probe.number("SELECT count(*) FROM jobs WHERE only_dependency IS NOT NULL") == 1);
   auto purged = q->purge_failed(job_filter{});
   BOOST_REQUIRE(purged.has_value());
-  BOOST_TEST(*purged == 2);
-  // The edges of the deleted pair went with them; the other one stays.
-  BOOST_TEST(probe.number("SELECT count(*) FROM job_dependencies") == 1);
-  BOOST_TEST(info(waits).depends_on == std::vector<job_id>{keep});
+  BOOST_TEST(*purged == 3);
+  // The edges of the deleted jobs went with them; the others stay.
+  BOOST_TEST(probe.number("SELECT count(*) FROM job_dependencies") == 2);
+  BOOST_TEST(info(waits).depends_on == (std::vector<job_id>{keep, keep2}));
+  BOOST_TEST(info(waits_once).depends_on == std::vector<job_id>{keep});
+  BOOST_TEST(info(keep).dependents == (std::vector<job_id>{waits, waits_once}));
 }
 
 BOOST_AUTO_TEST_CASE(a_fan_out_of_10000_children_joins_after_all_of_them) {

@@ -39,7 +39,7 @@ constexpr const char* mark_rows_pg =
   "UPDATE jobs SET has_dependents = has_dependents | 1 WHERE id = ANY(CAST(?1 AS bigint[]))";
 
 constexpr const char* select_waiting_dependents =
-  "SELECT e.job_id, j.dependency_policy FROM job_dependencies e "
+  "SELECT e.job_id, j.dependency_policy FROM dependency_edges e "
   "JOIN jobs j ON j.id = e.job_id "
   "WHERE e.depends_on = ?1 AND j.status = " ERGON_SQL_WAITING " ORDER BY e.job_id";
 
@@ -255,6 +255,10 @@ status settle(db& d, std::vector<ended_job> work, int64_t now_ms, dependents_set
 }
 
 }  // namespace
+
+const char* waiting_dependents_sql() noexcept {
+  return select_waiting_dependents;
+}
 
 status insert_edges(db& d, const std::vector<dependency_edge>& edges) {
   if (edges.empty())

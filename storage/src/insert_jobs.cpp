@@ -34,8 +34,9 @@ constexpr const char* copy_jobs =
   "COPY jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
   "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
-  "waiting_on, dependency_policy, has_dependents, parent) FROM STDIN (FORMAT binary)";
-constexpr int16_t copy_fields = 33;
+  "waiting_on, dependency_policy, has_dependents, parent, only_dependency) "
+  "FROM STDIN (FORMAT binary)";
+constexpr int16_t copy_fields = 34;
 
 constexpr size_t min_copy_rows = 12;
 
@@ -47,6 +48,7 @@ struct new_row {
   int32_t waiting_on = 0;
   bool waits = false;
   bool has_dependents = false;
+  std::optional<int64_t> only_dependency;
 };
 
 // Inserts `rows` with copy_jobs, as children of `parent` if set.
@@ -97,6 +99,7 @@ status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows,
     out.add(int64_t{static_cast<int64_t>(j->on_dependency_failure)});
     out.add(int64_t{rows[k].has_dependents});
     out.add(parent);
+    out.add(rows[k].only_dependency);
   });
 }
 
@@ -381,15 +384,19 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (p.winner[i] != i || p.held_by[i])
       continue;
     const auto& j = *jobs[i];
-    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++)};
+    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++), 0, false, false, std::nullopt};
     auto& k = row.key;
     row.has_dependents = args.parent != 0;
     if (has_dependencies) {
       row.has_dependents = row.has_dependents || depended_new[static_cast<size_t>(k.row - first_row)];
       row.waits = waits[i].waits();
       row.waiting_on = waits[i].unfinished();
-      for (auto& [on, unfinished] : waits[i].rows)
-        edges.push_back({on, k.row});
+      // One dependency (a fan-out's jobs, a chain's) stays in the row.
+      if (waits[i].rows.size() == 1)
+        row.only_dependency = waits[i].rows[0].first;
+      else
+        for (auto& [on, unfinished] : waits[i].rows)
+          edges.push_back({on, k.row});
     }
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
@@ -419,7 +426,8 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (on_postgres)
       batched.push_back(row);
     else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt,
-                                        {row.waits, row.waiting_on, row.has_dependents, parent});
+                                        {row.waits, row.waiting_on, row.has_dependents, parent,
+                                         row.only_dependency});
              !st)
       return st;
     if (row.waits)
@@ -437,7 +445,8 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   } else {
     for (auto& r : batched)
       if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt,
-                                     {r.waits, r.waiting_on, r.has_dependents, parent});
+                                     {r.waits, r.waiting_on, r.has_dependents, parent,
+                                      r.only_dependency});
           !st)
         return st;
   }

@@ -16,10 +16,10 @@ constexpr const char* select_attempts =
   "WHERE job_id = ?1 ORDER BY try";
 
 constexpr const char* select_depends_on =
-  "SELECT j.external_id FROM job_dependencies e JOIN jobs j ON j.id = e.depends_on "
+  "SELECT j.external_id FROM dependency_edges e JOIN jobs j ON j.id = e.depends_on "
   "WHERE e.job_id = ?1 ORDER BY e.depends_on";
 constexpr const char* select_dependents =
-  "SELECT j.external_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id "
+  "SELECT j.external_id FROM dependency_edges e JOIN jobs j ON j.id = e.job_id "
   "WHERE e.depends_on = ?1 ORDER BY e.job_id";
 
 constexpr const char* select_parent =
@@ -46,9 +46,9 @@ constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
   "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
-  "waiting_on, dependency_policy, has_dependents, parent) "
+  "waiting_on, dependency_policy, has_dependents, parent, only_dependency) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31, ?32)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31, ?32, ?33)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3, "
@@ -150,6 +150,7 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   s.bind(30, static_cast<int64_t>(j.on_dependency_failure));
   s.bind(31, int64_t{links.has_dependents});
   s.bind(32, links.parent);
+  s.bind(33, links.only_dependency);
   return d.run(s);
 }
 

@@ -84,6 +84,8 @@ struct dependency_links {
   int32_t waiting_on = 0;    ///< dependencies that have not ended
   bool has_dependents = false;  ///< a job of its batch waits on it
   std::optional<int64_t> parent;  ///< the row of the job that spawned it
+  /// Its one dependency's row, kept in its row rather than as an edge.
+  std::optional<int64_t> only_dependency;
 };
 status insert_job(db& d, stmt& insert, const job& j, const job_key& k,
                   std::optional<int64_t> scheduled_at, const dependency_links& links = {});

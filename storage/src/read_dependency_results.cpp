@@ -17,7 +17,7 @@ constexpr const char* select_current =
   "SELECT e.depends_on, j.external_id, j.status, j.result, count(*) OVER () AS remaining, " \
   "sum(coalesce(" length ", 0) + 64) OVER (ORDER BY e.depends_on) "                       \
   "- (coalesce(" length ", 0) + 64) AS before "                                           \
-  "FROM job_dependencies e JOIN jobs j ON j.id = e.depends_on "                            \
+  "FROM dependency_edges e JOIN jobs j ON j.id = e.depends_on "                            \
   "WHERE e.job_id = ?1 AND e.depends_on > ?2) page "                                       \
   "WHERE before < ?3 ORDER BY depends_on LIMIT ?4"
 constexpr const char* select_results_sqlite =

@@ -38,13 +38,13 @@ constexpr const char* select_unique_key =
 // operator's word), and the jobs still waiting on it, which counted its
 // failure as done (policy run), wait for it again.
 constexpr const char* count_unfinished_dependencies =
-  "SELECT count(*) FROM job_dependencies e JOIN jobs j ON j.id = e.depends_on "
+  "SELECT count(*) FROM dependency_edges e JOIN jobs j ON j.id = e.depends_on "
   "WHERE e.job_id = ?1 AND j.status IN (" ERGON_SQL_UNFINISHED ")";
 constexpr const char* wait_again =
   "UPDATE jobs SET status = " ERGON_SQL_WAITING ", waiting_on = ?2 WHERE id = ?1";
 constexpr const char* rewait_dependents =
   "UPDATE jobs SET waiting_on = waiting_on + 1 WHERE status = " ERGON_SQL_WAITING " AND id IN "
-  "(SELECT job_id FROM job_dependencies WHERE depends_on = ?1)";
+  "(SELECT job_id FROM dependency_edges WHERE depends_on = ?1)";
 
 constexpr const char* take_key =
   "INSERT INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL) "

@@ -248,9 +248,18 @@ constexpr const char* migration_9 = ERGON_SQL_BACKOFF_KINDS("INTEGER");
 // PostgreSQL (HOT).
 constexpr const char* migration_10 = ERGON_SQL_DEPENDENCIES("INTEGER", " WITHOUT ROWID");
 
+// Version 11: a job's only dependency in its row (jobs.only_dependency,
+// found by jobs_by_only_dependency), and the view dependency_edges over
+// both places. A 10,000-job fan-out wrote 10,000 edge rows, each a heap
+// tuple and two index entries; now each job writes one index entry. The
+// column never changes once written, so ends stay HOT; a deleted
+// dependency leaves it naming a row no job has (row ids are never used
+// twice), which every reader's join skips.
+constexpr const char* migration_11 = ERGON_SQL_ONLY_DEPENDENCY("INTEGER");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
-                                      migration_9, migration_10};
+                                      migration_9, migration_10, migration_11};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

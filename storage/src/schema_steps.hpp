@@ -26,6 +26,18 @@
   ")" table_end ";\n"                                                                  \
   "CREATE INDEX job_dependencies_of ON job_dependencies (job_id, depends_on);\n"
 
+// A job's only dependency in its own row (jobs.only_dependency) instead of
+// an edge: a fan-out's jobs each write one index entry rather than an edge
+// row and its two. dependency_edges is every edge either way; readers use
+// it, and only the writes know the two places.
+#define ERGON_SQL_ONLY_DEPENDENCY(integer)                                                 \
+  "ALTER TABLE jobs ADD COLUMN only_dependency " integer ";\n"                             \
+  "CREATE INDEX jobs_by_only_dependency ON jobs (only_dependency, id)\n"                  \
+  "  WHERE only_dependency IS NOT NULL;\n"                                                \
+  "CREATE VIEW dependency_edges (depends_on, job_id) AS\n"                                \
+  "  SELECT depends_on, job_id FROM job_dependencies UNION ALL\n"                         \
+  "  SELECT only_dependency, id FROM jobs WHERE only_dependency IS NOT NULL;\n"
+
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in
 // before the old indexes go, with their help.

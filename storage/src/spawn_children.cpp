@@ -28,11 +28,11 @@ constexpr const char* park_parent =
   "WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
 
 constexpr const char* select_waiting_on =
-  "SELECT e.job_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id "
+  "SELECT e.job_id FROM dependency_edges e JOIN jobs j ON j.id = e.job_id "
   "WHERE e.depends_on = ?1 AND j.status = " ERGON_SQL_WAITING;
 
 constexpr const char* select_edge =
-  "SELECT 1 FROM job_dependencies WHERE depends_on = ?1 AND job_id = ?2";
+  "SELECT 1 FROM dependency_edges WHERE depends_on = ?1 AND job_id = ?2";
 
 const failed_attempt after_cancel{attempt_outcome::cancelled,
                                   "submitted children after a cancel request", false};

@@ -96,6 +96,10 @@ struct dependents_settled {
   }
 };
 
+/// The query that finds the jobs waiting on a job that ended (?1 its row),
+/// through the view dependency_edges: for plan checks.
+const char* waiting_dependents_sql() noexcept;
+
 /// A cancelled job, the next instance if it was one of a recurring job,
 /// and what its end did to the jobs waiting on it.
 struct cancelled_job {
