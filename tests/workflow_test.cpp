@@ -231,6 +231,10 @@ BOOST_AUTO_TEST_CASE(a_dependency_that_already_ended_counts_as_it_ended) {
   BOOST_TEST(counts[job_status::waiting] == 0);
   BOOST_TEST(counts[job_status::cancelled] == 3);
   BOOST_TEST(counts[job_status::pending] == 1);
+  // Jobs that came after their dependencies ended are listed as their
+  // dependents all the same.
+  BOOST_TEST(info(ok).dependents == (std::vector<job_id>{after_ok, after_bad}));
+  BOOST_TEST(info(bad).dependents == (std::vector<job_id>{after_bad, (*ids)[0]}));
 }
 
 BOOST_AUTO_TEST_CASE(cancelling_a_job_cancels_what_waits_on_it) {
@@ -323,6 +327,36 @@ BOOST_AUTO_TEST_CASE(positions_follow_unique_and_idempotency_keys) {
   BOOST_TEST(*first_ids == *again);
   BOOST_TEST(info((*first_ids)[1]).depends_on == std::vector<job_id>{(*first_ids)[0]});
   BOOST_TEST(q->counts()[job_status::waiting] == 2);
+}
+
+// A file or schema from before a job's only dependency moved into its row
+// (SQLite 10, PostgreSQL 7) held every dependency as an edge, and marked
+// only unfinished dependencies as depended on. After the migration its
+// jobs still list their links and run in order.
+BOOST_AUTO_TEST_CASE(dependencies_written_before_only_dependency_survive_the_migration) {
+  auto a = submit(*job_of("step").payload("a").build());
+  auto b = submit(*job_of("step").payload("b").depends_on(a).build());
+  auto c = submit(*job_of("step").payload("c").depends_on(a).depends_on(b).build());
+  q.reset();
+  log.reset();
+  auto down = downgrade_sql(10);
+  down.erase(down.rfind("PRAGMA"));  // each engine marks its version below
+  auto back = "INSERT INTO job_dependencies (depends_on, job_id) "
+              "SELECT only_dependency, id FROM jobs WHERE only_dependency IS NOT NULL; "
+              "UPDATE jobs SET has_dependents = 0; " + down;
+  engine_probe{location}.exec(back + "PRAGMA user_version = 10",
+                              back + "UPDATE schema_version SET version = 7");
+  reopen();
+  BOOST_TEST(info(b).depends_on == std::vector<job_id>{a});
+  BOOST_TEST(info(c).depends_on == (std::vector<job_id>{a, b}));
+  BOOST_TEST(info(a).dependents == (std::vector<job_id>{b, c}));
+  BOOST_TEST(info(b).dependents == std::vector<job_id>{c});
+  auto wk = start(steps());
+  auto done = q->wait(c, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  auto es = log->snapshot();
+  BOOST_TEST(first(es, event_kind::succeeded, b) < first(es, event_kind::started, c));
 }
 
 // Two dependencies a job are edge rows; one is kept in the job's row.

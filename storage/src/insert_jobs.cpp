@@ -48,7 +48,12 @@ struct new_row {
   int32_t waiting_on = 0;
   bool waits = false;
   bool has_dependents = false;
+  bool has_edges = false;  ///< its dependencies are edge rows
   std::optional<int64_t> only_dependency;
+
+  int64_t link_bits() const noexcept {
+    return (has_dependents ? has_dependents_bit : 0) | (has_edges ? has_edges_bit : 0);
+  }
 };
 
 // Inserts `rows` with copy_jobs, as children of `parent` if set.
@@ -97,7 +102,7 @@ status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows,
     out.add(int64_t{j->backoff.max_ms});
     out.add(int64_t{rows[k].waiting_on});
     out.add(int64_t{static_cast<int64_t>(j->on_dependency_failure)});
-    out.add(int64_t{rows[k].has_dependents});
+    out.add(rows[k].link_bits());
     out.add(parent);
     out.add(rows[k].only_dependency);
   });
@@ -361,10 +366,10 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
       auto w = plan_wait(d, batch, p, row_of, i);
       if (!w)
         return w.error();
+      // Finished ones too: the mark is what tells a listing to look for
+      // dependents.
       for (auto& [on, unfinished] : w->rows)
-        if (!unfinished)
-          continue;
-        else if (on >= first_row)
+        if (on >= first_row)
           depended_new[static_cast<size_t>(on - first_row)] = 1;
         else if (depended_before_set.insert(on).second)
           depended_before.push_back(on);
@@ -384,7 +389,8 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (p.winner[i] != i || p.held_by[i])
       continue;
     const auto& j = *jobs[i];
-    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++), 0, false, false, std::nullopt};
+    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++), 0, false, false, false,
+                std::nullopt};
     auto& k = row.key;
     row.has_dependents = args.parent != 0;
     if (has_dependencies) {
@@ -392,11 +398,13 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
       row.waits = waits[i].waits();
       row.waiting_on = waits[i].unfinished();
       // One dependency (a fan-out's jobs, a chain's) stays in the row.
-      if (waits[i].rows.size() == 1)
+      if (waits[i].rows.size() == 1) {
         row.only_dependency = waits[i].rows[0].first;
-      else
+      } else if (!waits[i].rows.empty()) {
+        row.has_edges = true;
         for (auto& [on, unfinished] : waits[i].rows)
           edges.push_back({on, k.row});
+      }
     }
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
@@ -426,7 +434,7 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (on_postgres)
       batched.push_back(row);
     else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt,
-                                        {row.waits, row.waiting_on, row.has_dependents, parent,
+                                        {row.waits, row.waiting_on, row.link_bits(), parent,
                                          row.only_dependency});
              !st)
       return st;
@@ -445,7 +453,7 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   } else {
     for (auto& r : batched)
       if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt,
-                                     {r.waits, r.waiting_on, r.has_dependents, parent,
+                                     {r.waits, r.waiting_on, r.link_bits(), parent,
                                       r.only_dependency});
           !st)
         return st;

@@ -58,6 +58,6 @@ status release_key(db& d, const std::string& key, int64_t row, std::optional<int
 /// SQL for a column that tells whether a finished job needs on_job_final,
 /// so operations on hot paths skip the call for plain jobs.
 #define ERGON_JOB_HAS_LINKS \
-  "(recurring_id IS NOT NULL OR unique_key IS NOT NULL OR has_dependents <> 0)"
+  "(recurring_id IS NOT NULL OR unique_key IS NOT NULL OR (has_dependents & 3) <> 0)"
 
 }  // namespace ergon::storage

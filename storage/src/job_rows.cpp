@@ -6,6 +6,7 @@
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/times.hpp"
+#include "dependents.hpp"
 #include "status_sql.hpp"
 
 namespace ergon::storage::rows {
@@ -148,7 +149,7 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   s.bind(28, static_cast<int64_t>(links.waits ? job_status::waiting : job_status::pending));
   s.bind(29, links.waiting_on);
   s.bind(30, static_cast<int64_t>(j.on_dependency_failure));
-  s.bind(31, int64_t{links.has_dependents});
+  s.bind(31, links.link_bits);
   s.bind(32, links.parent);
   s.bind(33, links.only_dependency);
   return d.run(s);
@@ -197,7 +198,7 @@ job_key read_key(const stmt& s, int first) {
   return k;
 }
 
-job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
+job_info read_info(const stmt& s, int64_t& row, row_details& latest) {
   job_info j;
   row = s.column_int(0);
   j.id = column_id(s, 1);
@@ -248,15 +249,22 @@ job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest) {
   read_backoff(s, 41, j.backoff);
   j.waiting_on = static_cast<int32_t>(s.column_int(43));
   j.on_dependency_failure = static_cast<dependency_failure>(s.column_int(44));
+  latest.link_bits = s.column_int(45);
+  latest.has_parent = !s.column_is_null(46);
+  latest.has_only_dependency = !s.column_is_null(47);
   j.effective_priority = j.priority;
   return j;
 }
 
-status read_dependencies(db& d, int64_t row, job_info& info) {
-  if (auto st = read_ids(d, select_depends_on, row, info.depends_on); !st)
-    return st;
-  if (auto st = read_ids(d, select_dependents, row, info.dependents); !st)
-    return st;
+status read_dependencies(db& d, int64_t row, const row_details& details, job_info& info) {
+  if (details.has_only_dependency || (details.link_bits & (has_children_bit | has_edges_bit)))
+    if (auto st = read_ids(d, select_depends_on, row, info.depends_on); !st)
+      return st;
+  if (details.link_bits & has_dependents_bit)
+    if (auto st = read_ids(d, select_dependents, row, info.dependents); !st)
+      return st;
+  if (!details.has_parent)
+    return {};
   std::vector<job_id> parent;
   if (auto st = read_ids(d, select_parent, row, parent); !st)
     return st;
@@ -265,7 +273,7 @@ status read_dependencies(db& d, int64_t row, job_info& info) {
   return {};
 }
 
-status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info) {
+status read_attempts(db& d, int64_t row, const row_details& latest, job_info& info) {
   auto s = d.prepare(select_attempts);
   if (!s)
     return s.error();

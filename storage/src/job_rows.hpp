@@ -35,24 +35,28 @@ job_key read_key(const stmt& s, int first = 0);
   "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key, "   \
   "result_expires_at, try_base, cancel_requested_at, progress_done, progress_total, "   \
   "progress_message, progress_at, progress_eta, yields, io_read_bytes, io_write_bytes, " \
-  ERGON_BACKOFF_COLUMNS ", waiting_on, dependency_policy"
+  ERGON_BACKOFF_COLUMNS ", waiting_on, dependency_policy, has_dependents, parent, only_dependency"
 
-/// What a job row says about its latest attempt (ERGON_JOB_INFO_COLUMNS).
-struct latest_attempt {
+/// What a job row says beyond its job_info (ERGON_JOB_INFO_COLUMNS): its
+/// latest attempt, and which links to other jobs it has.
+struct row_details {
   std::optional<attempt_outcome> outcome;
   std::string message;
+  int64_t link_bits = 0;  ///< jobs.has_dependents (dependents.hpp)
+  bool has_parent = false;
+  bool has_only_dependency = false;
 };
 
 /// Reads ERGON_JOB_INFO_COLUMNS; returns the row id and latest attempt.
-job_info read_info(const stmt& s, int64_t& row, latest_attempt& latest);
+job_info read_info(const stmt& s, int64_t& row, row_details& latest);
 
 /// Fills `info.attempts` from the attempts table plus the latest attempt,
 /// which lives in the jobs row (running, or the one that ended the job).
-status read_attempts(db& d, int64_t row, const latest_attempt& latest, job_info& info);
+status read_attempts(db& d, int64_t row, const row_details& latest, job_info& info);
 
 /// Fills `info.depends_on` and `info.dependents` from the edges of `row`,
-/// and `info.parent`.
-status read_dependencies(db& d, int64_t row, job_info& info);
+/// and `info.parent`, reading only the links `details` says it has.
+status read_dependencies(db& d, int64_t row, const row_details& details, job_info& info);
 
 /// The row id, status and key of the job with external id `id`.
 struct job_state {
@@ -82,7 +86,7 @@ result<stmt*> prepare_insert(db& d);
 struct dependency_links {
   bool waits = false;        ///< inserted waiting, not pending
   int32_t waiting_on = 0;    ///< dependencies that have not ended
-  bool has_dependents = false;  ///< a job of its batch waits on it
+  int64_t link_bits = 0;  ///< jobs.has_dependents (dependents.hpp)
   std::optional<int64_t> parent;  ///< the row of the job that spawned it
   /// Its one dependency's row, kept in its row rather than as an edge.
   std::optional<int64_t> only_dependency;

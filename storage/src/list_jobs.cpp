@@ -39,7 +39,7 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
   filter_sql::bind(q, filter, r, mark, static_cast<int64_t>(page.limit) + 1);
   struct found {
     int64_t row = 0;
-    rows::latest_attempt latest;
+    rows::row_details latest;
     job_info info;
   };
   std::vector<found> rows_found;
@@ -60,7 +60,7 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
   for (auto& f : rows_found) {
     if (auto st = rows::read_attempts(d, f.row, f.latest, f.info); !st)
       return st;
-    if (auto st = rows::read_dependencies(d, f.row, f.info); !st)
+    if (auto st = rows::read_dependencies(d, f.row, f.latest, f.info); !st)
       return st;
     out.jobs.push_back(std::move(f.info));
   }

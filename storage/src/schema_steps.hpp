@@ -29,14 +29,20 @@
 // A job's only dependency in its own row (jobs.only_dependency) instead of
 // an edge: a fan-out's jobs each write one index entry rather than an edge
 // row and its two. dependency_edges is every edge either way; readers use
-// it, and only the writes know the two places.
+// it, and only the writes know the two places. has_dependents' bits 1
+// (depended on, now also by jobs that came after it ended) and 4 (its own
+// dependencies are edges) tell listings where to look.
 #define ERGON_SQL_ONLY_DEPENDENCY(integer)                                                 \
   "ALTER TABLE jobs ADD COLUMN only_dependency " integer ";\n"                             \
   "CREATE INDEX jobs_by_only_dependency ON jobs (only_dependency, id)\n"                  \
   "  WHERE only_dependency IS NOT NULL;\n"                                                \
   "CREATE VIEW dependency_edges (depends_on, job_id) AS\n"                                \
   "  SELECT depends_on, job_id FROM job_dependencies UNION ALL\n"                         \
-  "  SELECT only_dependency, id FROM jobs WHERE only_dependency IS NOT NULL;\n"
+  "  SELECT only_dependency, id FROM jobs WHERE only_dependency IS NOT NULL;\n"            \
+  "UPDATE jobs SET has_dependents = has_dependents | 1\n"                                  \
+  "  WHERE id IN (SELECT depends_on FROM job_dependencies);\n"                             \
+  "UPDATE jobs SET has_dependents = has_dependents | 4\n"                                  \
+  "  WHERE id IN (SELECT job_id FROM job_dependencies);\n"
 
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in

@@ -214,8 +214,7 @@ result<std::optional<spawn_children_result>> spawn_children(db& d, spawn_childre
       child = {found->row, found->status};
       if (above->count(found->row))
         return a_cycle(k, n, key_field[k], id);
-      if (!is_final(found->status))
-        depended.push_back(found->row);
+      depended.push_back(found->row);
       auto e = has_edge(d, found->row, args.row);
       if (!e)
         return e.error();
