@@ -51,6 +51,17 @@ struct workflow_fixture : queue_fixture {
     BOOST_REQUIRE(log->wait_for(kind, 1, id));
     return log->of(kind, &id).at(0);
   }
+
+  // A recurring "parent" job every minute; its first instance.
+  job_id add_nightly_parent() {
+    recurring_job r;
+    r.id = "nightly";
+    r.schedule = "every 1m";
+    r.job = *job_of("parent").max_retries(0).build();
+    auto first = q->add_recurring(r);
+    BOOST_REQUIRE_MESSAGE(first.has_value(), first.error().to_string());
+    return *first;
+  }
 };
 
 BOOST_FIXTURE_TEST_SUITE(dependencies, workflow_fixture)
@@ -801,6 +812,45 @@ BOOST_AUTO_TEST_CASE(a_retried_dependent_waits_again_for_its_unfinished_dependen
   BOOST_TEST(q->counts()[job_status::waiting] == 0);
 }
 
+// A bulk retry takes rows in order, and a parent's row comes before its
+// children's: the parent must still wait for the children retried with it.
+BOOST_AUTO_TEST_CASE(a_bulk_retry_makes_a_parent_wait_for_its_retried_children) {
+  std::atomic<int> runs{0};
+  auto p = submit(*job_of("parent")
+                     .max_retries(0)
+                     .on_dependency_failure(dependency_failure::fail)
+                     .build());
+  auto w = parents(1, 1, [](std::vector<job>& kids) {
+    kids[0] = *job_of("once").max_retries(0).build();
+  });
+  w.runners["once"] = [&runs](job_context& ctx) -> std::string {
+    if (++runs == 1)
+      ctx.fail("first run fails");
+    return "ok";
+  };
+  auto wk = start(std::move(w));
+  auto failed = q->wait(p, 60s);
+  BOOST_REQUIRE(failed.has_value());
+  BOOST_TEST(failed->status == job_status::failed);
+  BOOST_REQUIRE(wk.stop().ok());
+  auto summary = q->retry_failed(job_filter{});
+  BOOST_REQUIRE(summary.has_value());
+  BOOST_TEST(summary->retried == 2);
+  auto pi = info(p);
+  BOOST_TEST(pi.status == job_status::waiting);
+  BOOST_TEST(pi.waiting_on == 1);
+  auto again = parents(1, 1);
+  again.runners["once"] = [&runs](job_context&) -> std::string {
+    ++runs;
+    return "ok";
+  };
+  auto wk2 = start(std::move(again));
+  auto done = q->wait(p, 60s);
+  BOOST_REQUIRE(done.has_value());
+  BOOST_TEST(done->status == job_status::succeeded);
+  BOOST_TEST(done->result.value_or("") == "ok");
+}
+
 // A child naming its parent, or a job that waits on the parent, would make
 // the parent wait on itself: the queue refuses it, and the attempt fails
 // with nothing inserted.
@@ -872,27 +922,52 @@ BOOST_AUTO_TEST_CASE(a_second_spawn_may_name_an_earlier_child_by_its_key) {
 // A recurring instance that spawns children and ends because one failed
 // still schedules the next instance.
 BOOST_AUTO_TEST_CASE(a_recurring_instance_ended_by_its_children_schedules_the_next) {
-  recurring_job r;
-  r.id = "nightly";
-  r.schedule = "every 1m";
-  r.job = *job_of("parent").max_retries(0).build();
-  auto first_instance = q->add_recurring(r);
-  BOOST_REQUIRE_MESSAGE(first_instance.has_value(), first_instance.error().to_string());
+  auto first_instance = add_nightly_parent();
   auto wk = start(parents(1, 1, [](std::vector<job>& kids) {
     kids[0] = *job_of("flaky").max_retries(0).build();
   }));
   advance(1min);
-  auto done = q->wait(*first_instance, 60s);
+  auto done = q->wait(first_instance, 60s);
   BOOST_REQUIRE(done.has_value());
   BOOST_TEST(done->status == job_status::cancelled);
   auto ri = q->recurring_info("nightly");
   BOOST_REQUIRE(ri.has_value());
-  BOOST_TEST((ri->last_job == *first_instance));
+  BOOST_TEST((ri->last_job == first_instance));
   BOOST_TEST((ri->last_status == job_status::cancelled));
   BOOST_REQUIRE(ri->next_job.has_value());
   BOOST_TEST((ri->next_status == job_status::pending));
   BOOST_TEST(ri->next_scheduled_at_ms.value_or(0) == t0 + 120'000);
   BOOST_REQUIRE(log->wait_for(event_kind::submitted, 1, *ri->next_job));
+}
+
+// Recovery at open fails a child a crash left running, which ends its
+// waiting parent, a recurring instance: the next instance made in that
+// transaction is handed to the dispatcher and runs when due.
+BOOST_AUTO_TEST_CASE(a_recurring_parent_ended_by_recovery_has_a_next_instance_that_runs) {
+  auto first_instance = add_nightly_parent();
+  {
+    auto wk = start(parents(1, 1, [](std::vector<job>& kids) {
+      kids[0] = *job_of("step").max_retries(0).delay(1h).build();
+    }));
+    advance(1min);
+    BOOST_REQUIRE(log->wait_for(event_kind::spawned, 1, first_instance));
+    BOOST_REQUIRE(wk.stop().ok());
+  }
+  log.reset();
+  q.reset();
+  // As a crash leaves it: the child running.
+  engine_probe{location}.exec(
+    "UPDATE jobs SET status = 1, attempt_token = 7, current_try = 1, started_at = "
+    + std::to_string(t0 + 60'000) + ", expires_at = " + std::to_string(t0 + 120'000)
+    + " WHERE parent IS NOT NULL");
+  reopen();
+  BOOST_TEST(info(first_instance).status == job_status::cancelled);
+  auto ri = q->recurring_info("nightly");
+  BOOST_REQUIRE(ri.has_value());
+  BOOST_REQUIRE(ri->next_job.has_value());
+  auto wk = start(parents(1, 1));
+  advance(1min);
+  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, *ri->next_job));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -107,6 +107,9 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
       pending.push_back(std::move(*end.next_instance));
     for (auto& k : end.dependents.released)
       pending.push_back(std::move(k));
+    // Instances made when a waiting instance (a parent) ended with them.
+    for (auto& k : end.dependents.next_instances)
+      pending.push_back(std::move(k));
   }
   for (auto& k : reconciled->created)
     pending.push_back(std::move(k));

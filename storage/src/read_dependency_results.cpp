@@ -10,20 +10,17 @@ constexpr const char* select_current =
   "SELECT 1 FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND attempt_token = ?2";
 
 // A page's rows are chosen in SQL, by the bytes before each (its result
-// and a row's cost), so neither engine reads past the page: PostgreSQL
-// would hand the client every row of an unbounded query at once.
-#define ERGON_SELECT_RESULTS(length)                                                       \
-  "SELECT depends_on, external_id, status, result, remaining FROM ("                       \
-  "SELECT e.depends_on, j.external_id, j.status, j.result, count(*) OVER () AS remaining, " \
-  "sum(coalesce(" length ", 0) + 64) OVER (ORDER BY e.depends_on) "                       \
-  "- (coalesce(" length ", 0) + 64) AS before "                                           \
-  "FROM dependency_edges e JOIN jobs j ON j.id = e.depends_on "                            \
-  "WHERE e.job_id = ?1 AND e.depends_on > ?2) page "                                       \
-  "WHERE before < ?3 ORDER BY depends_on LIMIT ?4"
-constexpr const char* select_results_sqlite =
-  ERGON_SELECT_RESULTS("length(CAST(j.result AS BLOB))");
-constexpr const char* select_results_pg = ERGON_SELECT_RESULTS("length(j.result)");
-#undef ERGON_SELECT_RESULTS
+// and a row's cost), so neither engine hands the client more than a page:
+// PostgreSQL would send every row of an unbounded query at once. length()
+// of a blob reads no more than its size on either engine.
+constexpr const char* select_results =
+  "SELECT depends_on, external_id, status, result, remaining FROM ("
+  "SELECT e.depends_on, j.external_id, j.status, j.result, count(*) OVER () AS remaining, "
+  "sum(coalesce(length(j.result), 0) + 64) OVER (ORDER BY e.depends_on) "
+  "- (coalesce(length(j.result), 0) + 64) AS before "
+  "FROM dependency_edges e JOIN jobs j ON j.id = e.depends_on "
+  "WHERE e.job_id = ?1 AND e.depends_on > ?2) page "
+  "WHERE before < ?3 ORDER BY depends_on LIMIT ?4";
 
 }  // namespace
 
@@ -43,7 +40,7 @@ result<read_dependency_results_result> read_dependency_results(
       return status{error::stale_attempt,
                     "attempt of job row " + std::to_string(args.row) + " is no longer current"};
   }
-  auto s = d.prepare(d.engine() == engine::postgres ? select_results_pg : select_results_sqlite);
+  auto s = d.prepare(select_results);
   if (!s)
     return s.error();
   auto& q = **s;

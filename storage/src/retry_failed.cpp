@@ -85,7 +85,6 @@ status run_on_row(db& d, const char* sql, int64_t row) {
 // holder if another job holds its unique key (nothing changed then).
 struct one_retry {
   std::optional<job_key> requeued;
-  bool waits = false;  ///< on dependencies that have not ended
   std::optional<job_id> held_by;
   job_id id;  ///< the failed job's
 };
@@ -102,6 +101,36 @@ result<int64_t> unfinished_dependencies(db& d, int64_t row) {
   if (!read)
     return read;
   return n;
+}
+
+// The requeued job at `row` waits again if dependencies of it have not
+// ended; true if so. After every row of a retry is requeued, so a parent
+// retried with its children waits for them whatever the rows' order.
+result<bool> wait_for_unfinished(db& d, int64_t row) {
+  auto waits_on = unfinished_dependencies(d, row);
+  if (!waits_on)
+    return waits_on.error();
+  if (*waits_on == 0)
+    return false;
+  auto w = d.prepare(wait_again);
+  if (!w)
+    return w.error();
+  (*w)->bind(1, row);
+  (*w)->bind(2, *waits_on);
+  if (auto st = d.run(**w); !st)
+    return st;
+  return true;
+}
+
+// Files each requeued key as pending or, once it waits again, waiting.
+status place(db& d, std::vector<job_key> requeued, retry_failed_result& out) {
+  for (auto& k : requeued) {
+    auto waits = wait_for_unfinished(d, k.row);
+    if (!waits)
+      return waits.error();
+    (*waits ? out.waiting : out.requeued).push_back(std::move(k));
+  }
+  return {};
 }
 
 result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
@@ -155,19 +184,6 @@ result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
     if (auto st = d.run(**t); !st)
       return st;
   }
-  auto waits_on = unfinished_dependencies(d, row);
-  if (!waits_on)
-    return waits_on.error();
-  if (*waits_on > 0) {
-    auto w = d.prepare(wait_again);
-    if (!w)
-      return w.error();
-    (*w)->bind(1, row);
-    (*w)->bind(2, *waits_on);
-    if (auto st = d.run(**w); !st)
-      return st;
-    out.waits = true;
-  }
   if (depended_on)
     if (auto st = run_on_row(d, rewait_dependents, row); !st)
       return st;
@@ -207,7 +223,8 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
                       + r->held_by->to_string(),
                     "unique_key"};
     if (r->requeued)
-      (r->waits ? out.waiting : out.requeued).push_back(std::move(*r->requeued));
+      if (auto st = place(d, {std::move(*r->requeued)}, out); !st)
+        return st;
     return out;
   }
   auto filter = args.filter;
@@ -220,6 +237,7 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
   auto& q = **s;
   // Rows retried leave the failed index, so each step starts after the
   // last row it saw: a skipped job is not seen twice.
+  std::vector<job_key> requeued;
   for (int64_t after = 0;;) {
     q.reset();
     filter_sql::bind(q, filter, {after, INT64_MAX}, 0, bulk_step);
@@ -235,14 +253,17 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
       if (!r)
         return r.error();
       if (r->requeued)
-        (r->waits ? out.waiting : out.requeued).push_back(std::move(*r->requeued));
+        requeued.push_back(std::move(*r->requeued));
       else if (r->held_by)
         out.skipped.push_back(r->id);
     }
     if (static_cast<int64_t>(rows_found.size()) < bulk_step)
-      return out;
+      break;
     after = rows_found.back();
   }
+  if (auto st = place(d, std::move(requeued), out); !st)
+    return st;
+  return out;
 }
 
 }  // namespace ergon::storage
