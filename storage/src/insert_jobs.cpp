@@ -40,25 +40,15 @@ constexpr int16_t copy_fields = 34;
 
 constexpr size_t min_copy_rows = 12;
 
-// A new row: its job, its key, and how many of its dependencies it waits
-// on (0: pending).
+// A new row: its job, its key, and what it says of its dependencies.
 struct new_row {
   const job* j = nullptr;
   job_key key;
-  int32_t waiting_on = 0;
-  bool waits = false;
-  bool has_dependents = false;
-  bool has_edges = false;  ///< its dependencies are edge rows
-  std::optional<int64_t> only_dependency;
-
-  int64_t link_bits() const noexcept {
-    return (has_dependents ? has_dependents_bit : 0) | (has_edges ? has_edges_bit : 0);
-  }
+  rows::dependency_links links;
 };
 
-// Inserts `rows` with copy_jobs, as children of `parent` if set.
-status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows,
-                          std::optional<int64_t> parent) {
+// Inserts `rows` with copy_jobs.
+status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows) {
   auto text = [](const std::optional<std::string>& v) {
     return v ? std::optional<std::string_view>{*v} : std::nullopt;
   };
@@ -95,16 +85,17 @@ status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows,
     out.add(j->result_ttl_ms);
     out.add(j->expected_io ? std::optional<int64_t>{j->expected_io->read_bytes} : std::nullopt);
     out.add(j->expected_io ? std::optional<int64_t>{j->expected_io->write_bytes} : std::nullopt);
-    out.add(int64_t{static_cast<int64_t>(rows[k].waits ? job_status::waiting
+    const auto& links = rows[k].links;
+    out.add(int64_t{static_cast<int64_t>(links.waits ? job_status::waiting
                                                          : job_status::pending)});
     out.add(recurring);   // unfinished_instance_of
     out.add(int64_t{static_cast<int64_t>(j->backoff.kind)});
     out.add(int64_t{j->backoff.max_ms});
-    out.add(int64_t{rows[k].waiting_on});
+    out.add(int64_t{links.waiting_on});
     out.add(int64_t{static_cast<int64_t>(j->on_dependency_failure)});
-    out.add(rows[k].link_bits());
-    out.add(parent);
-    out.add(rows[k].only_dependency);
+    out.add(links.link_bits);
+    out.add(links.parent);
+    out.add(links.only_dependency);
   });
 }
 
@@ -381,7 +372,6 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   if (!insert)
     return insert.error();
   bool on_postgres = d.engine() == engine::postgres;
-  auto parent = args.parent != 0 ? std::optional<int64_t>{args.parent} : std::nullopt;
   std::vector<new_row> batched;
   std::vector<dependency_edge> edges;
   std::vector<std::pair<int64_t, std::string>> replaced_waiting;
@@ -389,23 +379,27 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     if (p.winner[i] != i || p.held_by[i])
       continue;
     const auto& j = *jobs[i];
-    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++), 0, false, false, false,
-                std::nullopt};
+    new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++), {}};
     auto& k = row.key;
-    row.has_dependents = args.parent != 0;
+    auto& links = row.links;
+    if (args.parent != 0)
+      links.parent = args.parent;
+    bool depended = args.parent != 0;  // a child: its parent waits on it
     if (has_dependencies) {
-      row.has_dependents = row.has_dependents || depended_new[static_cast<size_t>(k.row - first_row)];
-      row.waits = waits[i].waits();
-      row.waiting_on = waits[i].unfinished();
+      depended = depended || depended_new[static_cast<size_t>(k.row - first_row)];
+      links.waits = waits[i].waits();
+      links.waiting_on = waits[i].unfinished();
       // One dependency (a fan-out's jobs, a chain's) stays in the row.
       if (waits[i].rows.size() == 1) {
-        row.only_dependency = waits[i].rows[0].first;
+        links.only_dependency = waits[i].rows[0].first;
       } else if (!waits[i].rows.empty()) {
-        row.has_edges = true;
+        links.link_bits |= has_edges_bit;
         for (auto& [on, unfinished] : waits[i].rows)
           edges.push_back({on, k.row});
       }
     }
+    if (depended)
+      links.link_bits |= has_dependents_bit;
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
         auto& replaced = old->second.key;
@@ -433,12 +427,9 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     own[i] = k.id;
     if (on_postgres)
       batched.push_back(row);
-    else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt,
-                                        {row.waits, row.waiting_on, row.link_bits(), parent,
-                                         row.only_dependency});
-             !st)
+    else if (auto st = rows::insert_job(d, **insert, j, k, std::nullopt, links); !st)
       return st;
-    if (row.waits)
+    if (links.waits)
       out.waiting.push_back(std::move(k));
     else
       out.added.push_back(std::move(k));
@@ -448,14 +439,11 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   // array INSERT before it) costs more to start than it saves in round
   // trips below about a dozen.
   if (batched.size() >= min_copy_rows) {
-    if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched, parent); !st)
+    if (auto st = insert_on_postgres(static_cast<pg_db&>(d), batched); !st)
       return st;
   } else {
     for (auto& r : batched)
-      if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt,
-                                     {r.waits, r.waiting_on, r.link_bits(), parent,
-                                      r.only_dependency});
-          !st)
+      if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt, r.links); !st)
         return st;
   }
   if (auto st = insert_edges(d, edges); !st)

@@ -198,7 +198,7 @@ job_key read_key(const stmt& s, int first) {
   return k;
 }
 
-job_info read_info(const stmt& s, int64_t& row, row_details& latest) {
+job_info read_info(const stmt& s, int64_t& row, row_details& details) {
   job_info j;
   row = s.column_int(0);
   j.id = column_id(s, 1);
@@ -225,8 +225,8 @@ job_info read_info(const stmt& s, int64_t& row, row_details& latest) {
   j.finished_at_ms = s.column_opt_int(22);
   j.expires_at_ms = s.column_opt_int(23);
   if (auto outcome = s.column_opt_int(24))
-    latest.outcome = static_cast<attempt_outcome>(*outcome);
-  latest.message = s.column_text(25);
+    details.outcome = static_cast<attempt_outcome>(*outcome);
+  details.message = s.column_text(25);
   j.ready_since_ms = s.column_int(26);
   j.recurring_id = s.column_opt_text(27);
   j.scheduled_at_ms = s.column_opt_int(28);
@@ -249,9 +249,9 @@ job_info read_info(const stmt& s, int64_t& row, row_details& latest) {
   read_backoff(s, 41, j.backoff);
   j.waiting_on = static_cast<int32_t>(s.column_int(43));
   j.on_dependency_failure = static_cast<dependency_failure>(s.column_int(44));
-  latest.link_bits = s.column_int(45);
-  latest.has_parent = !s.column_is_null(46);
-  latest.has_only_dependency = !s.column_is_null(47);
+  details.link_bits = s.column_int(45);
+  details.has_parent = !s.column_is_null(46);
+  details.has_only_dependency = !s.column_is_null(47);
   j.effective_priority = j.priority;
   return j;
 }
@@ -273,7 +273,7 @@ status read_dependencies(db& d, int64_t row, const row_details& details, job_inf
   return {};
 }
 
-status read_attempts(db& d, int64_t row, const row_details& latest, job_info& info) {
+status read_attempts(db& d, int64_t row, const row_details& details, job_info& info) {
   auto s = d.prepare(select_attempts);
   if (!s)
     return s.error();
@@ -295,13 +295,13 @@ status read_attempts(db& d, int64_t row, const row_details& latest, job_info& in
     a.try_number = info.tries;
     a.started_at_ms = *info.started_at_ms;
     info.attempts.push_back(std::move(a));
-  } else if (latest.outcome && info.started_at_ms) {
+  } else if (details.outcome && info.started_at_ms) {
     attempt_info a;
     a.try_number = info.tries;
     a.started_at_ms = *info.started_at_ms;
     a.finished_at_ms = info.finished_at_ms;
-    a.outcome = *latest.outcome;
-    a.message = latest.message;
+    a.outcome = *details.outcome;
+    a.message = details.message;
     info.attempts.push_back(std::move(a));
   }
   return {};

@@ -48,11 +48,11 @@ struct row_details {
 };
 
 /// Reads ERGON_JOB_INFO_COLUMNS; returns the row id and latest attempt.
-job_info read_info(const stmt& s, int64_t& row, row_details& latest);
+job_info read_info(const stmt& s, int64_t& row, row_details& details);
 
 /// Fills `info.attempts` from the attempts table plus the latest attempt,
 /// which lives in the jobs row (running, or the one that ended the job).
-status read_attempts(db& d, int64_t row, const row_details& latest, job_info& info);
+status read_attempts(db& d, int64_t row, const row_details& details, job_info& info);
 
 /// Fills `info.depends_on` and `info.dependents` from the edges of `row`,
 /// and `info.parent`, reading only the links `details` says it has.

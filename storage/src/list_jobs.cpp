@@ -39,13 +39,13 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
   filter_sql::bind(q, filter, r, mark, static_cast<int64_t>(page.limit) + 1);
   struct found {
     int64_t row = 0;
-    rows::row_details latest;
+    rows::row_details details;
     job_info info;
   };
   std::vector<found> rows_found;
   while (q.step()) {
     found f;
-    f.info = rows::read_info(q, f.row, f.latest);
+    f.info = rows::read_info(q, f.row, f.details);
     rows_found.push_back(std::move(f));
   }
   auto read = q.step_status();
@@ -58,9 +58,9 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
     out.next = rows_found.back().info.id;
   }
   for (auto& f : rows_found) {
-    if (auto st = rows::read_attempts(d, f.row, f.latest, f.info); !st)
+    if (auto st = rows::read_attempts(d, f.row, f.details, f.info); !st)
       return st;
-    if (auto st = rows::read_dependencies(d, f.row, f.latest, f.info); !st)
+    if (auto st = rows::read_dependencies(d, f.row, f.details, f.info); !st)
       return st;
     out.jobs.push_back(std::move(f.info));
   }

@@ -28,12 +28,12 @@ result<job_info> read_job(db& d, const job_id& id) {
     return status{error::not_found, "no job with id " + id.to_string()};
   }
   int64_t row_id = 0;
-  rows::row_details latest;
-  auto info = rows::read_info(s, row_id, latest);
+  rows::row_details details;
+  auto info = rows::read_info(s, row_id, details);
   s.reset();
-  if (auto st = rows::read_attempts(d, row_id, latest, info); !st)
+  if (auto st = rows::read_attempts(d, row_id, details, info); !st)
     return st;
-  if (auto st = rows::read_dependencies(d, row_id, latest, info); !st)
+  if (auto st = rows::read_dependencies(d, row_id, details, info); !st)
     return st;
   return info;
 }
