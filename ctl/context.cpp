@@ -58,12 +58,14 @@ namespace {
 // The flag or argument an operator gave for a field the queue names. "id"
 // is not one: the queue names it for a job in the wrong state.
 const char* flag_of(const std::string& field, const std::string& command) {
-  if (command == "pause" && (field == "group" || field == "type"))
+  if ((command == "pause" || command == "set") && (field == "group" || field == "type"))
     return "NAME";
   static const std::pair<const char*, const char*> flags[] = {
     {"limit", "--limit"}, {"type", "--type"},      {"group", "--group"},
     {"name", "--name"},   {"duration", "--for"},   {"older_than", "--older-than"},
-    {"out", "OUT"},       {"after", "--after"},
+    {"out", "OUT"},       {"after", "--after"},    {"weight", "--weight"},
+    {"min_slots", "--min-slots"}, {"max_running", "--max-running"},
+    {"rate.per_second", "--rate"}, {"rate.burst", "--burst"}, {"settings", "--weight"},
   };
   for (auto& [f, flag] : flags)
     if (field == f)

@@ -15,9 +15,10 @@ using namespace ergon::ctl;
 
 const char* description = R"(ergonctl: look at and change an ergon job queue database.
 
-Reads (list, show, stats, backup, recurring list|show) go through a read-only
-inspector: they work beside the program that owns the file and never take it
-from it. Writes (retry, cancel, purge, pause, resume, recurring delete) go to
+Reads (list, show, stats, controls, backup, recurring list|show) go through a
+read-only inspector: they work beside the program that owns the file and never
+take it from it. Writes (retry, cancel, purge, pause, resume, set, reset,
+recurring delete) go to
 the owner: when a program owns the file and listens (options::listen, or
 ergon-server), ergonctl connects to it, found through the file's lock;
 when a program owns it but takes no connections, writes fail and say so;
@@ -47,6 +48,8 @@ EXAMPLES
   ergonctl --db jobs.db purge --older-than 7d --dry-run
   ergonctl --db jobs.db backup jobs-2026-11-26.db
   ergonctl --db jobs.db pause group tenant-42 --for 10m
+  ergonctl --db jobs.db set group tenant-42 --weight 3 --rate 5 --burst 10
+  ergonctl --db jobs.db controls
   ergonctl --db jobs.db --secret-file secret stats
 )";
 
@@ -227,20 +230,49 @@ file with the copy (and delete its -wal and -shm), start the owner.
                     + common_footer);
 
   std::string what, target, pause_for;
-  auto pause_cmd = app.add_subcommand("pause", "stop starting jobs of a group or type");
-  pause_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
-  pause_cmd->add_option("NAME", target, "the group or type")->required();
+  auto pause_cmd = app.add_subcommand("pause", "stop starting jobs of the queue, a group or a type");
+  pause_cmd->add_option("WHAT", what, "queue, group or type")
+    ->required()
+    ->check(CLI::IsMember({"queue", "group", "type"}));
+  pause_cmd->add_option("NAME", target, "the group or type (not for the queue)");
   pause_cmd->add_option("--for", pause_for, "resume by itself after this DURATION");
-  pause_cmd->footer(std::string{"\nPauses live in the owner's memory: the owner must listen. A name with no\n"
-                                "jobs yet may be paused ahead (up to 1000 names of each kind).\n"}
+  pause_cmd->footer(std::string{"\nThe owner applies a pause and saves it in the database: it survives a\n"
+                                "restart and a takeover, and a timed pause keeps its end. The owner must\n"
+                                "listen. A name with no jobs yet may be paused ahead (up to 1000 names of\n"
+                                "each kind).\n"}
                     + common_footer);
-  auto resume_cmd = app.add_subcommand("resume", "start jobs of a paused group or type again");
-  resume_cmd->add_option("WHAT", what, "group or type")->check(CLI::IsMember({"group", "type"}));
-  resume_cmd->add_option("NAME", target, "the group or type");
+  auto resume_cmd = app.add_subcommand("resume", "start jobs of the paused queue, group or type again");
+  resume_cmd->add_option("WHAT", what, "queue, group or type")
+    ->check(CLI::IsMember({"queue", "group", "type"}));
+  resume_cmd->add_option("NAME", target, "the group or type (not for the queue)");
   bool resume_all = false;
   resume_cmd->add_flag("--all", resume_all,
                        "end every pause, names paused ahead among them (stats lists them)");
   resume_cmd->footer(common_footer);
+
+  settings_change change;
+  std::optional<double> rate;
+  std::optional<int32_t> burst;
+  auto set_cmd = app.add_subcommand("set", "change a group's or type's settings while the queue runs");
+  set_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
+  set_cmd->add_option("NAME", target, "the group or type")->required();
+  set_cmd->add_option("--weight", change.weight, "the group's share of capacity (1 to 1000000)");
+  set_cmd->add_option("--min-slots", change.min_slots, "slots the group gets before weights apply");
+  set_cmd->add_option("--max-running", change.max_running,
+                      "most weight units running at once; 0 removes the cap");
+  set_cmd->add_option("--rate", rate, "starts per second; 0 removes the limit");
+  set_cmd->add_option("--burst", burst, "starts allowed at once under --rate (default 1)");
+  set_cmd->footer(std::string{"\nThe owner applies the change and saves it in the database: it replaces the\n"
+                              "configured value until `reset`, across restarts and takeovers. Fields not\n"
+                              "given keep their value. The owner must listen.\n"}
+                  + common_footer);
+  auto reset_cmd = app.add_subcommand("reset", "back to a group's or type's configured settings");
+  reset_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
+  reset_cmd->add_option("NAME", target, "the group or type")->required();
+  reset_cmd->footer(common_footer);
+  auto controls_cmd = app.add_subcommand(
+    "controls", "the run-time controls in force: pauses and settings changed while running");
+  controls_cmd->footer(std::string{"\nRead from the file: no owner is needed.\n"} + common_footer);
 
   auto breaker_cmd = app.add_subcommand("breaker", "circuit breakers of job types");
   breaker_cmd->require_subcommand(1);
@@ -273,8 +305,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
     auto rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty()) {
       std::cerr << "ergonctl: unknown command '" << rest.front()
-                << "' (list, show, stats, backup, retry, cancel, purge, pause, resume, breaker, "
-                   "recurring; "
+                << "' (list, show, stats, controls, backup, retry, cancel, purge, pause, resume, "
+                   "set, reset, breaker, recurring; "
                    "see --help)\n";
       return exit_usage;
     }
@@ -369,9 +401,24 @@ file with the copy (and delete its -wal and -shm), start the owner.
       return c.fail({error::invalid_argument, "--all: give it without WHAT and NAME", "--all"});
     return resume_everything(c);
   }
-  if (*resume_cmd && (what.empty() || target.empty()))
-    return c.fail({error::invalid_argument, "resume: give WHAT (group or type) and NAME, or --all",
-                   "WHAT"});
+  if (*resume_cmd && (what.empty() || (what != "queue" && target.empty())))
+    return c.fail({error::invalid_argument,
+                   "resume: give WHAT (queue, or group or type with NAME), or --all", "WHAT"});
+  if ((*pause_cmd || *resume_cmd) && what == "queue" && !target.empty())
+    return c.fail({error::invalid_argument, "NAME: the queue has none", "NAME"});
+  if ((*pause_cmd || *resume_cmd) && what != "queue" && target.empty())
+    return c.fail({error::invalid_argument, "NAME: give the " + what + "'s name", "NAME"});
+  if (*set_cmd) {
+    if (burst && !rate)
+      return c.fail({error::invalid_argument, "--burst: give it with --rate", "--burst"});
+    if (rate)
+      change.rate = rate_limit{*rate, burst.value_or(1)};
+    return set_settings(c, what, target, change);
+  }
+  if (*reset_cmd)
+    return reset_settings(c, what, target);
+  if (*controls_cmd)
+    return controls(c);
   if (*pause_cmd || *resume_cmd) {
     std::optional<std::chrono::milliseconds> duration;
     if (!pause_for.empty()) {

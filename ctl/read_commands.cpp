@@ -267,6 +267,35 @@ int stats(context& c) {
   });
 }
 
+int controls(context& c) {
+  auto in = c.reader();
+  if (!in)
+    return c.fail(in.error());
+  auto all = (*in)->controls();
+  if (!all)
+    return c.fail(all.error());
+  json doc = json::array();
+  for (auto& k : *all)
+    doc.push_back(json_views::of(k));
+  return c.answer(doc, [&](std::ostream& out) {
+    if (all->empty()) {
+      out << "no run-time controls: every group and type runs with its configured settings\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (auto& k : *all) {
+      std::string paused = "-";
+      if (k.paused)
+        paused = "since " + format_time(k.paused_since_ms)
+                 + (k.paused_until_ms ? ", until " + format_time(*k.paused_until_ms) : "");
+      auto settings = to_string(k.settings);
+      rows.push_back({to_string(k.scope), k.scope == control_scope::queue ? "-" : printable(k.name),
+                      paused, settings.empty() ? "-" : settings, format_time(k.changed_at_ms)});
+    }
+    print_table(out, {"SCOPE", "NAME", "PAUSED", "SETTINGS", "CHANGED"}, rows);
+  });
+}
+
 int backup(context& c, const std::string& out) {
   auto in = c.reader();
   if (!in)

@@ -95,29 +95,6 @@ result<int64_t> parse_time(const std::string& text, const std::string& flag) {
                        "like 2026-11-25T10:00:00Z");
 }
 
-result<std::chrono::milliseconds> parse_duration(const std::string& text,
-                                                 const std::string& flag) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
-    ++digits;
-  if (!text.empty() && text[0] == '-')
-    return bad(flag, "'" + text + "' is negative");
-  if (digits == 0)
-    return bad(flag, "'" + text + "' is not a duration: give a number with ms, s, m, h or d");
-  auto unit = text.substr(digits);
-  // A bare number is refused: "purge --older-than 7" meant 7 days, not ms.
-  if (unit.empty())
-    return bad(flag, "'" + text + "' has no unit: give " + text + "ms, " + text + "s, " + text
-                       + "m, " + text + "h or " + text + "d");
-  auto scale = storage::unit_ms(unit);
-  if (scale == 0)
-    return bad(flag, "'" + text + "' has an unknown unit '" + unit + "' (ms, s, m, h or d)");
-  auto v = to_int(text.substr(0, digits));
-  if (!v || *v > std::numeric_limits<int64_t>::max() / scale)
-    return bad(flag, "'" + text + "' is too long");
-  return std::chrono::milliseconds{*v * scale};
-}
-
 std::string printable(const std::string& text) {
   std::string out;
   out.reserve(text.size());

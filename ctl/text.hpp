@@ -9,6 +9,8 @@
 
 #include <ergon/error.hpp>
 
+#include "ergon/storage/times.hpp"
+
 namespace ergon::ctl {
 
 /// A time: ms since the epoch, or ISO 8601 in UTC ("2026-11-25",
@@ -16,11 +18,8 @@ namespace ergon::ctl {
 /// invalid_argument naming `flag`.
 result<int64_t> parse_time(const std::string& text, const std::string& flag);
 
-/// A duration >= 0: a number with a unit (ms, s, m, h, d: "250ms", "90s";
-/// "1h30m" is not accepted). Error: invalid_argument naming `flag` (no
-/// number, no unit or an unknown one, negative, or past the ms range).
-result<std::chrono::milliseconds> parse_duration(const std::string& text,
-                                                 const std::string& flag);
+/// A duration >= 0 ("250ms", "90s"), as storage/times.hpp reads it.
+using storage::parse_duration;
 
 /// `text` safe for a terminal: control characters (C0, DEL, C1) and bytes
 /// that are not UTF-8 become \xNN escapes, and a backslash becomes "\\",

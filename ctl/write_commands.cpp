@@ -155,8 +155,8 @@ int purge(context& c, const job_filter& filter,
 
 namespace {
 
-// Pauses live in the owner's memory: without an owner there is nothing to
-// pause, and a queue opened here would forget it on exit.
+// The owner applies a control as it saves it: a queue opened here to save
+// one would contend with the owner for the file, and miss its scheduling.
 template <class Apply>
 int with_owner(context& c, const char* doing, Apply apply) {
   auto sys = c.system();
@@ -176,8 +176,36 @@ int with_owner(context& c, const char* doing, Apply apply) {
                                   + doing + " needs the owner to listen (options::listen, or "
                                   "ergon-server)"});
   return c.fail({error::closed, "no program owns " + c.reach().db
-                                  + ": pauses live in the owning program's memory, so there "
-                                    "is nothing to pause or resume"});
+                                  + ": the owner applies controls as it saves them, so "
+                                  + doing + " needs a running owner"});
+}
+
+}  // namespace
+
+namespace {
+
+result<ok_atom> ask_pause(queue_link& q, const std::string& what, const std::string& name,
+                          bool pause, std::optional<std::chrono::milliseconds> duration) {
+  if (what == "queue") {
+    if (!pause)
+      return q.ask<ok_atom>(resume_queue_atom::value);
+    return duration ? q.ask<ok_atom>(pause_queue_atom::value, *duration)
+                    : q.ask<ok_atom>(pause_queue_atom::value);
+  }
+  bool group = what == "group";
+  if (!pause)
+    return group ? q.ask<ok_atom>(resume_group_atom::value, name)
+                 : q.ask<ok_atom>(resume_type_atom::value, name);
+  if (duration)
+    return group ? q.ask<ok_atom>(pause_group_atom::value, name, *duration)
+                 : q.ask<ok_atom>(pause_type_atom::value, name, *duration);
+  return group ? q.ask<ok_atom>(pause_group_atom::value, name)
+               : q.ask<ok_atom>(pause_type_atom::value, name);
+}
+
+// "group \"a\"" or "the queue".
+std::string target_text(const std::string& what, const std::string& name) {
+  return what == "queue" ? std::string{"the queue"} : what + " " + printable(name);
 }
 
 }  // namespace
@@ -185,25 +213,44 @@ int with_owner(context& c, const char* doing, Apply apply) {
 int pause(context& c, const std::string& what, const std::string& name, bool pause,
           std::optional<std::chrono::milliseconds> duration) {
   return with_owner(c, pause ? "pausing" : "resuming", [&](queue_link& q) {
-    result<ok_atom> r = ok_atom::value;
-    bool group = what == "group";
-    if (!pause)
-      r = group ? q.ask<ok_atom>(resume_group_atom::value, name)
-                : q.ask<ok_atom>(resume_type_atom::value, name);
-    else if (duration)
-      r = group ? q.ask<ok_atom>(pause_group_atom::value, name, *duration)
-                : q.ask<ok_atom>(pause_type_atom::value, name, *duration);
-    else
-      r = group ? q.ask<ok_atom>(pause_group_atom::value, name)
-                : q.ask<ok_atom>(pause_type_atom::value, name);
+    auto r = ask_pause(q, what, name, pause, duration);
     if (!r)
       return c.fail(r.error(), "pause");
-    json doc{{what, name}, {"paused", pause}, {"route", q.route()}};
+    json doc{{what, what == "queue" ? json(true) : json(name)}, {"paused", pause},
+             {"route", q.route()}};
     if (pause && duration)
       doc["for_ms"] = duration->count();
     return c.answer(doc, [&](std::ostream& out) {
-      out << (pause ? "paused " : "resumed ") << what << " " << printable(name)
+      out << (pause ? "paused " : "resumed ") << target_text(what, name)
           << (pause && duration ? " for " + format_span(duration->count()) : "") << '\n';
+    });
+  });
+}
+
+int set_settings(context& c, const std::string& what, const std::string& name,
+                 const settings_change& change) {
+  return with_owner(c, "changing settings", [&](queue_link& q) {
+    auto r = what == "group" ? q.ask<ok_atom>(set_group_atom::value, name, change)
+                             : q.ask<ok_atom>(set_type_atom::value, name, change);
+    if (!r)
+      return c.fail(r.error(), "set");
+    json doc = json_views::of(change);
+    doc[what] = name;
+    doc["route"] = q.route();
+    return c.answer(doc, [&](std::ostream& out) {
+      out << "set " << target_text(what, name) << ": " << to_string(change) << '\n';
+    });
+  });
+}
+
+int reset_settings(context& c, const std::string& what, const std::string& name) {
+  return with_owner(c, "resetting settings", [&](queue_link& q) {
+    auto r = what == "group" ? q.ask<ok_atom>(reset_group_atom::value, name)
+                             : q.ask<ok_atom>(reset_type_atom::value, name);
+    if (!r)
+      return c.fail(r.error(), "set");
+    return c.answer({{what, name}, {"reset", true}, {"route", q.route()}}, [&](std::ostream& out) {
+      out << "reset " << target_text(what, name) << " to its configured settings\n";
     });
   });
 }

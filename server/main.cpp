@@ -36,6 +36,8 @@
 #include <ergon/queue_actor.hpp>
 #include <ergon/standby.hpp>
 
+#include "config_file.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,6 +138,34 @@ int make_secret_file(const std::string& path) {
   return 0;
 }
 
+// The network layer's settings for the queue's port: TLS, the peer
+// timeout and the message limit. Errors name the field as the file does.
+ergon::status network_config(caf::actor_system_config& cfg,
+                             const ergon::server::server_settings& s) {
+  cfg.load<caf::io::middleman>();
+  if (auto st = ergon::set_peer_timeout(cfg, s.peer_timeout); !st)
+    return {st.code(), "listen.peer_timeout: " + st.message(), "listen.peer_timeout"};
+  if (auto st = ergon::set_max_message_size(cfg, s.max_message_bytes); !st)
+    return {st.code(), "listen.max_message_bytes: " + st.message(), "listen.max_message_bytes"};
+  if (!s.tls.certificate.empty())
+    return ergon::use_tls(cfg, s.tls);
+  return {};
+}
+
+// --check-config: everything a start would check before it opens the
+// queue, with nothing opened or bound.
+ergon::status check_settings(const ergon::server::server_settings& s) {
+  caf::actor_system_config cfg;
+  if (auto st = network_config(cfg, s); !st)
+    return st;
+  if (s.opts.http && s.opts.http->tls) {
+    caf::actor_system_config scratch;
+    if (auto st = ergon::use_tls(scratch, *s.opts.http->tls); !st)
+      return st;
+  }
+  return ergon::validate(s.opts);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,12 +222,10 @@ int main(int argc, char** argv) {
   app.add_option("--http-bind", http_bind,
                  "the address the HTTP endpoint listens on; beyond loopback it needs "
                  "--http-cert and --http-key, or --http-insecure-plaintext")
-    ->capture_default_str()
-    ->needs("--http-port");
+    ->capture_default_str();
   ergon::tls_options http_tls;
   auto http_cert = app.add_option("--http-cert", http_tls.certificate,
-                                  "serve HTTPS only, with this PEM certificate")
-                     ->needs("--http-port");
+                                  "serve HTTPS only, with this PEM certificate");
   auto http_key = app.add_option("--http-key", http_tls.key, "the HTTPS certificate's PEM key");
   app.add_option("--http-ca", http_tls.ca_file,
                  "HTTPS clients must present a certificate that chains to these CAs")
@@ -207,8 +235,7 @@ int main(int argc, char** argv) {
   bool http_insecure = false;
   app.add_flag("--http-insecure-plaintext", http_insecure,
                "serve plain HTTP on an address beyond loopback: the secret and job data cross "
-               "the network in clear text")
-    ->needs("--http-port");
+               "the network in clear text");
   int64_t remote_grace_ms = 30'000;
   app.add_option("--remote-grace-ms", remote_grace_ms,
                  "how long jobs that remote workers were running when this server stopped wait, "
@@ -256,25 +283,117 @@ int main(int argc, char** argv) {
   int64_t standby_poll_ms = 200;
   app.add_option("--standby-poll-ms", standby_poll_ms,
                  "with --standby: how often to read the queue's lease while standing by")
-    ->capture_default_str()
-    ->needs("--standby");
+    ->capture_default_str();
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "a TOML configuration file with any of ergon::options (docs/operations.md, "
+                 "\"ergon-server's configuration file\"); flags given override its keys");
+  bool check_only = false;
+  app.add_flag("--check-config", check_only,
+               "check the configuration file and flags, and exit: 0 if they are valid, 1 "
+               "naming the key and line that is not; opens no queue and binds no port");
   cert->needs(key, ca);
   key->needs(cert, ca);
   ca->needs(cert, key);
   CLI11_PARSE(app, argc, argv);
   if (!new_secret.empty())
     return make_secret_file(new_secret);
-  if (db.empty()) {
-    std::cerr << "ergon-server: --db is required\n" << app.help();
+
+  // The file first, then the flags given, which override its keys.
+  ergon::server::server_settings s;
+  ergon::server::config_source source;
+  if (!config_path.empty()) {
+    auto read = ergon::server::read_config(config_path, s);
+    if (!read) {
+      std::cerr << "ergon-server: " << read.error().message() << '\n';
+      return 1;
+    }
+    source = std::move(*read);
+  }
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  auto& listen = *s.opts.listen;
+  if (given("--db"))
+    s.db = db;
+  if (given("--bind"))
+    listen.address = bind;
+  if (given("--port"))
+    listen.port = port;
+  if (given("--secret-file"))
+    s.secret_file = secret_file;
+  if (given("--tls-cert"))
+    s.tls.certificate = tls.certificate;
+  if (given("--tls-key"))
+    s.tls.key = tls.key;
+  if (given("--tls-ca"))
+    s.tls.ca_file = tls.ca_file;
+  if (given("--tls-passphrase-file"))
+    s.passphrase_file = passphrase_file;
+  if (given("--tls-peer-name"))
+    s.tls.peer_name = tls.peer_name;
+  if (given("--allow-open-files"))
+    s.allow_open_files = allow_open_files;
+  if (given("--handshake-timeout-ms"))
+    listen.handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
+  if (given("--max-message-bytes"))
+    s.max_message_bytes = max_message_bytes;
+  if (given("--peer-timeout-ms"))
+    s.peer_timeout = std::chrono::milliseconds{peer_timeout_ms};
+  if (http_port) {
+    if (!s.opts.http)
+      s.opts.http = ergon::http_options{};
+    s.opts.http->port = *http_port;
+  }
+  for (auto flag : {"--http-bind", "--http-cert", "--http-insecure-plaintext"})
+    if (given(flag) && !s.opts.http) {
+      std::cerr << "ergon-server: " << flag
+                << ": serves nothing without --http-port or [http] in the configuration file\n";
+      return 1;
+    }
+  if (given("--http-bind"))
+    s.opts.http->address = http_bind;
+  if (given("--http-cert")) {
+    auto t = s.opts.http->tls.value_or(ergon::tls_options{});
+    t.certificate = http_tls.certificate;
+    t.key = http_tls.key;
+    if (given("--http-ca"))
+      t.ca_file = http_tls.ca_file;
+    s.opts.http->tls = t;
+  }
+  if (given("--http-insecure-plaintext"))
+    s.opts.http->insecure_plaintext = http_insecure;
+  for (auto [flag, ms, into] :
+       {std::tuple{"--remote-grace-ms", remote_grace_ms, &s.opts.remote_grace},
+        std::tuple{"--idempotency-window-ms", idempotency_window_ms, &s.opts.idempotency_window},
+        std::tuple{"--inbox-sweep-ms", inbox_sweep_ms, &s.opts.inbox_sweep},
+        std::tuple{"--lease-time-ms", lease_time_ms, &s.opts.lease_time},
+        std::tuple{"--commit-outcome-wait-ms", commit_outcome_wait_ms,
+                   &s.opts.commit_outcome_wait}})
+    if (given(flag))
+      *into = std::chrono::milliseconds{ms};
+  if (given("--max-snoozes"))
+    s.opts.max_snoozes = max_snoozes;
+  if (preempt_at)
+    s.opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
+  if (given("--standby"))
+    s.standby = standby;
+  if (given("--standby-poll-ms"))
+    s.standby_poll = std::chrono::milliseconds{standby_poll_ms};
+  if (given("--standby-poll-ms") && !s.standby) {
+    std::cerr << "ergon-server: --standby-poll-ms: needs --standby (or standby = true)\n";
     return 1;
   }
-  auto access = allow_open_files ? ergon::file_access::any : ergon::file_access::owner_only;
-  tls.key_access = access;
-  http_tls.key_access = access;
+  if (s.db.empty()) {
+    std::cerr << "ergon-server: --db is required (or db in the configuration file)\n"
+              << app.help();
+    return 1;
+  }
+  auto access = s.allow_open_files ? ergon::file_access::any : ergon::file_access::owner_only;
+  s.tls.key_access = access;
+  if (s.opts.http && s.opts.http->tls)
+    s.opts.http->tls->key_access = access;
 
-  ergon::credentials creds;
-  for (auto [file, slot] : {std::pair{&secret_file, &creds.secret},
-                            std::pair{&passphrase_file, &tls.passphrase}}) {
+  for (auto [file, slot] : {std::pair{&s.secret_file, &listen.creds.secret},
+                            std::pair{&s.passphrase_file, &s.tls.passphrase}}) {
     if (file->empty())
       continue;
     auto text = ergon::read_secret_file(*file, access);
@@ -283,6 +402,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     *slot = std::move(*text);
+  }
+  if (check_only) {
+    if (auto st = check_settings(s); !st) {
+      std::cerr << "ergon-server: " << source.explain(st) << '\n';
+      return 1;
+    }
+    std::cout << "ergon-server: the configuration is valid" << std::endl;
+    return 0;
   }
 
   // Every thread, CAF's included, inherits this mask: only sigwait below
@@ -294,58 +421,34 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  if (auto st = ergon::set_peer_timeout(cfg, std::chrono::milliseconds{peer_timeout_ms}); !st) {
-    std::cerr << "ergon-server: --peer-timeout-ms: " << st << '\n';
+  if (auto st = network_config(cfg, s); !st) {
+    std::cerr << "ergon-server: " << source.explain(st) << '\n';
     return 1;
-  }
-  if (auto st = ergon::set_max_message_size(cfg, max_message_bytes); !st) {
-    std::cerr << "ergon-server: --max-message-bytes: " << st << '\n';
-    return 1;
-  }
-  if (!tls.certificate.empty()) {
-    if (auto st = ergon::use_tls(cfg, tls); !st) {
-      std::cerr << "ergon-server: " << st << '\n';
-      return 1;
-    }
   }
   ergon::queue::register_types(cfg);
   caf::actor_system sys{cfg};
   // Listening and HTTP are options of the open, so the secret guards both
   // from the first request.
-  ergon::options opts;
-  opts.listen = ergon::listen_options{};
-  opts.listen->address = bind;
-  opts.listen->port = port;
-  opts.listen->creds = creds;
-  opts.listen->handshake_timeout = std::chrono::milliseconds{handshake_timeout_ms};
-  if (http_port) {
-    opts.http = ergon::http_options{};
-    opts.http->address = http_bind;
-    opts.http->port = *http_port;
-    if (!http_tls.certificate.empty())
-      opts.http->tls = http_tls;
-    opts.http->insecure_plaintext = http_insecure;
-  }
-  opts.lease_time = std::chrono::milliseconds{lease_time_ms};
-  opts.commit_outcome_wait = std::chrono::milliseconds{commit_outcome_wait_ms};
-  opts.remote_grace = std::chrono::milliseconds{remote_grace_ms};
-  opts.idempotency_window = std::chrono::milliseconds{idempotency_window_ms};
-  opts.inbox_sweep = std::chrono::milliseconds{inbox_sweep_ms};
-  opts.max_snoozes = max_snoozes;
-  if (preempt_at)
-    opts.scheduling.preemption = ergon::preemption_options{*preempt_at};
-  if (standby)
-    return serve_standby(sys, db, opts, std::chrono::milliseconds{standby_poll_ms}, stop_signals);
-  auto q = ergon::spawn_queue(sys, db, opts);
-  if (!q) {
-    std::cerr << "ergon-server: cannot serve " << db << ": " << q.error() << '\n';
+  auto& opts = s.opts;
+  if (auto st = ergon::validate(opts); !st) {
+    std::cerr << "ergon-server: " << source.explain(st) << '\n';
     return 1;
   }
-  std::cout << "ergon-server listening on " << bind << ":" << *ergon::listening_port(*q)
+  auto& bind_address = listen.address;
+  auto& db_path = s.db;
+  if (s.standby)
+    return serve_standby(sys, db_path, opts, s.standby_poll, stop_signals);
+  auto q = ergon::spawn_queue(sys, db_path, opts);
+  if (!q) {
+    std::cerr << "ergon-server: cannot serve " << db_path << ": " << source.explain(q.error())
+              << '\n';
+    return 1;
+  }
+  std::cout << "ergon-server listening on " << bind_address << ":" << *ergon::listening_port(*q)
             << std::endl;
-  if (http_port)
-    std::cout << "ergon-server http on " << http_bind << ":" << *ergon::http_port(*q) << std::endl;
+  if (opts.http)
+    std::cout << "ergon-server http on " << opts.http->address << ":" << *ergon::http_port(*q)
+              << std::endl;
 
   // Either a signal, or the queue closes by itself: a client sent close.
   caf::scoped_actor self{sys};

@@ -258,7 +258,11 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
     {{"retry", f.failed[0].to_string(), "--dry-run"}, "--dry-run: give it with --all"},
     {{"resume", "group"}, "WHAT"},
     {{"resume", "group", "g", "--all"}, "--all: give it without"},
-    {{"pause", "queue", "x"}, "WHAT"},
+    {{"pause", "queue", "x"}, "NAME: the queue has none"},
+    {{"pause", "group"}, "NAME: give the group's name"},
+    {{"set", "group", "g", "--burst", "2"}, "--burst: give it with --rate"},
+    {{"set", "queue", "g", "--weight", "2"}, "WHAT"},
+    {{"set", "group", "g", "--weight", "x"}, "--weight"},
     {{"frobnicate"}, "frobnicate"},
   };
   auto empty_secret = f.dir.file("empty-secret");
@@ -483,6 +487,28 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
   BOOST_REQUIRE_MESSAGE(paused.code == 0, paused.err);
   BOOST_TEST(paused.doc()["for_ms"] == 3'600'000);
   BOOST_TEST(f.ctl({"resume", "type", "job"}).code == 0);
+  // Run-time controls go to the owner, which saves them; `controls` reads
+  // them from the file.
+  auto set = f.ctl({"set", "group", "g", "--weight", "3", "--max-running", "0", "--rate", "2.5",
+                    "--burst", "4", "--json"});
+  BOOST_REQUIRE_MESSAGE(set.code == 0, set.err);
+  BOOST_TEST(set.doc()["weight"] == 3);
+  BOOST_TEST(set.doc()["group"] == "g");
+  BOOST_TEST(f.ctl({"pause", "queue", "--for", "1h"}).code == 0);
+  auto controls = f.ctl({"controls", "--json"});
+  BOOST_REQUIRE_MESSAGE(controls.code == 0, controls.err);
+  BOOST_REQUIRE(controls.doc().size() == 2u);
+  BOOST_TEST(controls.doc()[0]["scope"] == "queue");
+  BOOST_TEST(controls.doc()[1]["settings"]["rate"]["burst"] == 4);
+  auto table = f.ctl({"controls"});
+  BOOST_TEST(table.out.find("weight 3, max_running none, rate 2.5/s burst 4") != std::string::npos,
+             table.out);
+  auto refused = f.ctl({"set", "type", "job", "--weight", "2"});
+  BOOST_TEST(refused.code == 2);
+  BOOST_TEST(refused.err.find("--weight") != std::string::npos, refused.err);
+  BOOST_TEST(f.ctl({"reset", "group", "g"}).code == 0);
+  BOOST_TEST(f.ctl({"resume", "queue"}).code == 0);
+  BOOST_TEST(f.ctl({"controls", "--json"}).doc().empty());
   auto cancelled = f.ctl({"cancel", f.pending.to_string(), "--json"});
   BOOST_REQUIRE_MESSAGE(cancelled.code == 0, cancelled.err);
   auto again = f.ctl({"cancel", f.pending.to_string()});

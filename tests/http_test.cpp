@@ -321,6 +321,43 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(resumed->status == 200);
   BOOST_TEST(body_of(resumed)["resumed"] == 2);
   BOOST_TEST(s.q->metrics()->pauses.empty());
+  // Run-time controls: the queue's pause, settings as JSON, their list, and
+  // bodies refused by the field that is wrong.
+  auto changes_before = body_of(c.Get("/api/stats"))["control_changes"].get<int64_t>();
+  BOOST_TEST(post(c, "/api/queue/pause?for_ms=60000")->status == 200);
+  auto post_json = [&](const std::string& path, const std::string& body) {
+    return c.Post(path.c_str(), writes, body, "application/json");
+  };
+  auto set = post_json("/api/groups/g1/settings",
+                       R"({"weight": 3, "max_running": 0, "rate": {"per_second": 2.5, "burst": 4}})");
+  BOOST_REQUIRE(set);
+  BOOST_TEST(set->status == 200, set->body);
+  BOOST_TEST(body_of(set)["rate"]["burst"] == 4);
+  for (auto [body, field] : {std::pair{"not json", "body"}, std::pair{"[1]", "body"},
+                             std::pair{R"({"weight": "3"})", "weight"},
+                             std::pair{R"({"weight": 0})", "weight"},
+                             std::pair{R"({"colour": 1})", "colour"},
+                             std::pair{R"({"rate": 5})", "rate.per_second"},
+                             std::pair{R"({"rate": {"per_second": 1, "burst": 0}})", "rate.burst"},
+                             std::pair{"{}", "settings"}}) {
+    auto bad = post_json("/api/types/work/settings", body);
+    BOOST_REQUIRE(bad);
+    BOOST_TEST(bad->status == 400, body);
+    BOOST_TEST(body_of(bad)["field"] == field, body << ": " << bad->body);
+  }
+  BOOST_TEST(c.Post("/api/groups/g1/settings", "{\"weight\": 2}", "application/json")->status
+             == 401);  // no X-Ergon
+  auto controls = body_of(c.Get("/api/controls"));
+  BOOST_REQUIRE(controls.size() == 2u);
+  BOOST_TEST(controls[0]["scope"] == "queue");
+  BOOST_TEST(controls[0]["paused_until_ms"].is_number());
+  BOOST_TEST(controls[1]["name"] == "g1");
+  BOOST_TEST(controls[1]["settings"]["weight"] == 3);
+  BOOST_TEST(body_of(c.Get("/api/stats"))["control_changes"] == changes_before + 2);
+  BOOST_TEST(post(c, "/api/groups/g1/reset")->status == 200);
+  BOOST_TEST(post(c, "/api/queue/resume")->status == 200);
+  BOOST_TEST(body_of(c.Get("/api/controls")).empty());
+  BOOST_TEST(c.Get("/api/queue/pause")->status == 405);
   // A page that rebinds its own name to 127.0.0.1 is not answered.
   httplib::Headers rebound{{"Host", "attacker.example:" + std::to_string(s.port)}};
   BOOST_TEST(c.Get("/api/stats", rebound)->status == 403);

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <sstream>
 #include <unordered_set>
 
 #include "ergon/event.hpp"
@@ -123,6 +124,7 @@ const char* to_string(event_kind k) noexcept {
     case event_kind::breaker_opened: return "breaker_opened";
     case event_kind::breaker_half_open: return "breaker_half_open";
     case event_kind::breaker_closed: return "breaker_closed";
+    case event_kind::control_changed: return "control_changed";
   }
   return "unknown";
 }
@@ -149,6 +151,49 @@ const char* to_string(breaker_state s) noexcept {
     case breaker_state::closed: return "closed";
     case breaker_state::open: return "open";
     case breaker_state::half_open: return "half_open";
+  }
+  return "unknown";
+}
+
+std::string to_string(const settings_change& c) {
+  std::ostringstream out;
+  auto sep = [&, first = true]() mutable {
+    if (!first)
+      out << ", ";
+    first = false;
+  };
+  if (c.weight) {
+    sep();
+    out << "weight " << *c.weight;
+  }
+  if (c.min_slots) {
+    sep();
+    out << "min_slots " << *c.min_slots;
+  }
+  if (c.max_running) {
+    sep();
+    out << "max_running ";
+    if (*c.max_running > 0)
+      out << *c.max_running;
+    else
+      out << "none";
+  }
+  if (c.rate) {
+    sep();
+    out << "rate ";
+    if (c.rate->per_second > 0)
+      out << c.rate->per_second << "/s burst " << c.rate->burst;
+    else
+      out << "none";
+  }
+  return out.str();
+}
+
+const char* to_string(control_scope s) noexcept {
+  switch (s) {
+    case control_scope::queue: return "queue";
+    case control_scope::group: return "group";
+    case control_scope::type: return "type";
   }
   return "unknown";
 }

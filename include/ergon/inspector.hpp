@@ -62,8 +62,14 @@ class inspector {
   /// Number of jobs in each status, counted from the file (a full scan).
   result<status_counts> counts() const;
 
-  /// Job counts per status and type. The scheduling fields stay empty.
+  /// Job counts per status and type, and the run-time controls stored.
+  /// The other scheduling fields stay empty.
   result<metrics_snapshot> metrics() const;
+
+  /// The run-time controls stored (see queue::controls), as last committed;
+  /// a timed pause whose end passed (by the system clock) is left out. A
+  /// file no queue of this version has opened yet has none.
+  result<std::vector<control_info>> controls() const;
 
   /// Writes a copy of the database, as last committed, to a new file at
   /// `out` (mode 0600), with SQLite's online backup: one consistent

@@ -301,4 +301,10 @@ struct options {
   scheduler_options scheduler;
 };
 
+/// Checks `opts` as queue::open does before it opens anything: no file is
+/// opened and no port bound (TLS files are read by use_tls, not here).
+/// Error: invalid_argument naming the first bad field as queue::open
+/// would ("retention.interval", "scheduling.groups[a].weight", ...).
+status validate(const options& opts);
+
 }  // namespace ergon

@@ -273,13 +273,49 @@ class queue {
 
   // -- fair scheduling (see scheduling.hpp and docs/scheduling.md) -----------
 
-  /// Changes a group's weight until the queue closes or weights are reset.
-  /// The allocation is recomputed at once. Error: invalid_argument ("weight"
-  /// below 1, or "group" longer than 256 bytes), closed.
+  // Run-time controls: pauses, weights, slots, caps and rate limits changed
+  // while the queue runs. Each is saved in the database before the call
+  // returns, so it survives a reopen, a restart and a takeover by a standby
+  // (a timed pause keeps its end); each is a control_changed event and
+  // counts in metrics_snapshot::control_changes. A call that changes
+  // nothing stored (resuming what is not paused) is not an error. Every
+  // one may also fail with what the database answers (storage errors), or
+  // `closed`. docs/scheduling.md, "Run-time controls".
+
+  /// Changes a group's weight (set_group with only a weight). The
+  /// allocation is recomputed at once. Error: invalid_argument ("weight"
+  /// below 1 or above max_weight, or "group" longer than 256 bytes).
   status set_group_weight(const std::string& group, int32_t weight);
 
   /// Restores every group's configured weight.
   status reset_group_weights();
+
+  /// Changes a group's settings: the fields of `change` that are set
+  /// replace the group's values (see settings_change). A group with no jobs
+  /// yet may be set ahead. Errors: invalid_argument naming the field
+  /// ("group", "weight", "min_slots", "max_running", "rate.per_second",
+  /// "rate.burst", "settings" when none is set, or "name" when max_controls
+  /// controls are in force and this would add one).
+  status set_group(const std::string& group, const settings_change& change);
+
+  /// The same for a job type: max_running and rate only (invalid_argument
+  /// "weight" or "min_slots" otherwise).
+  status set_type(const std::string& type, const settings_change& change);
+
+  /// Back to what scheduling_options configured for the group or type (its
+  /// pause, if any, stays).
+  status reset_group(const std::string& group);
+  status reset_type(const std::string& type);
+
+  /// Stops starting any job (running ones continue), for `duration` or
+  /// until resume_queue or resume_all; aging stands still meanwhile.
+  /// Error: invalid_argument ("duration" not positive).
+  status pause_queue(std::optional<std::chrono::milliseconds> duration = std::nullopt);
+  status resume_queue();
+
+  /// Every run-time control in force, by scope and name: what a reopen
+  /// would restore.
+  result<std::vector<control_info>> controls() const;
 
   /// Stops starting jobs of `group` (running ones continue) and gives its
   /// share to other groups. With a duration, it resumes by itself after it
@@ -307,8 +343,8 @@ class queue {
   /// characters), not_found (the type has no breaker), closed.
   status reset_breaker(const std::string& type);
 
-  /// Ends every pause, of groups and types, with names paused ahead among
-  /// them, and returns how many there were. metrics().pauses lists them
+  /// Ends every pause, of the queue, groups and types, with names paused
+  /// ahead among them, and returns how many there were. metrics().pauses lists them
   /// before. Error: closed.
   result<int64_t> resume_all();
 

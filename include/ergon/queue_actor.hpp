@@ -50,6 +50,13 @@ using pause_type_atom = caf::atom_constant<caf::atom("ergpauset")>;
 using resume_type_atom = caf::atom_constant<caf::atom("ergresumet")>;
 using resume_all_atom = caf::atom_constant<caf::atom("ergresumea")>;
 using reset_breaker_atom = caf::atom_constant<caf::atom("ergbreaker")>;
+using pause_queue_atom = caf::atom_constant<caf::atom("ergpauseq")>;
+using resume_queue_atom = caf::atom_constant<caf::atom("ergresumeq")>;
+using set_group_atom = caf::atom_constant<caf::atom("ergsetg")>;
+using set_type_atom = caf::atom_constant<caf::atom("ergsett")>;
+using reset_group_atom = caf::atom_constant<caf::atom("ergresetg")>;
+using reset_type_atom = caf::atom_constant<caf::atom("ergresett")>;
+using controls_atom = caf::atom_constant<caf::atom("ergctrls")>;
 using add_recurring_atom = caf::atom_constant<caf::atom("ergaddrec")>;
 using update_recurring_atom = caf::atom_constant<caf::atom("ergupdrec")>;
 using upsert_recurring_atom = caf::atom_constant<caf::atom("ergupsrec")>;
@@ -103,6 +110,14 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<resume_type_atom, std::string>::with<ok_atom>,
   caf::replies_to<resume_all_atom>::with<int64_t>,
   caf::replies_to<reset_breaker_atom, std::string>::with<ok_atom>,
+  caf::replies_to<pause_queue_atom>::with<ok_atom>,
+  caf::replies_to<pause_queue_atom, std::chrono::milliseconds>::with<ok_atom>,
+  caf::replies_to<resume_queue_atom>::with<ok_atom>,
+  caf::replies_to<set_group_atom, std::string, settings_change>::with<ok_atom>,
+  caf::replies_to<set_type_atom, std::string, settings_change>::with<ok_atom>,
+  caf::replies_to<reset_group_atom, std::string>::with<ok_atom>,
+  caf::replies_to<reset_type_atom, std::string>::with<ok_atom>,
+  caf::replies_to<controls_atom>::with<std::vector<control_info>>,
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<close_atom>::with<ok_atom>,

@@ -219,6 +219,62 @@ struct pause_info {
 /// paused ahead at once. Names with jobs may all be paused.
 inline constexpr size_t max_paused_ahead = 1'000;
 
+/// What a run-time control applies to (queue::controls).
+enum class control_scope : uint8_t {
+  queue = 0,  ///< every job (queue::pause_queue)
+  group = 1,
+  type = 2,
+};
+
+/// Returns "queue", "group" or "type".
+const char* to_string(control_scope s) noexcept;
+
+/// A change to a group's or a job type's settings while the queue runs
+/// (queue::set_group, queue::set_type). A field that is set replaces the
+/// value scheduling_options configured, from now on; it is kept in the
+/// database, so it survives a reopen, a restart and a takeover by a
+/// standby, until queue::reset_group or reset_type. A field left empty
+/// keeps the current value.
+struct settings_change {
+  /// The group's share of capacity, 1 to 1,000,000. Groups only.
+  std::optional<int32_t> weight;
+  /// Slots the group gets before weights apply, 0 to 1,000,000. Groups only.
+  std::optional<int32_t> min_slots;
+  /// Most weight units running at once, 1 to 1,000,000; 0 removes the cap.
+  std::optional<int32_t> max_running;
+  /// Starts per second (finite, 0 to 1,000,000) and burst (1 to
+  /// 1,000,000); per_second 0 removes the limit.
+  std::optional<rate_limit> rate;
+};
+
+/// The fields a change sets, as "weight 3, max_running none, rate 5/s
+/// burst 2" (none: the cap or limit is removed); empty if none is set.
+std::string to_string(const settings_change& c);
+
+/// A run-time control in force (queue::controls), as the database keeps
+/// it: a pause, settings changed at run time, or both. A timed pause whose
+/// end passed is no longer listed.
+struct control_info {
+  control_scope scope = control_scope::group;
+  std::string name;  ///< empty for the queue
+  bool paused = false;
+  int64_t paused_since_ms = 0;             ///< on the queue's clock
+  std::optional<int64_t> paused_until_ms;  ///< empty: until resumed
+  /// Only the fields changed at run time (and not reset since).
+  settings_change settings;
+  int64_t changed_at_ms = 0;  ///< the latest change, on the queue's clock
+
+  /// Whether anything is in force: a pause or a changed setting.
+  bool in_force() const noexcept {
+    return paused || settings.weight || settings.min_slots || settings.max_running
+           || settings.rate;
+  }
+};
+
+/// How many controls (control_info rows: names paused or with settings
+/// changed at run time) may be in force at once.
+inline constexpr size_t max_controls = 10'000;
+
 /// A histogram: how many values were <= each bound, plus how many were
 /// above the last (one more count than bounds), their number and sum.
 struct histogram {
@@ -257,6 +313,11 @@ struct metrics_snapshot {
   std::vector<pause_info> pauses;
   /// Every configured circuit breaker, by type.
   std::vector<breaker_info> breakers;
+  /// Every run-time control in force (queue::controls).
+  std::vector<control_info> controls;
+  /// Run-time control changes since the queue opened (each also sent as a
+  /// control_changed event); a timed pause that ends by itself counts.
+  int64_t control_changes = 0;
   /// Pending jobs heavier than every registered worker of their type can
   /// take (job_info::too_heavy).
   int64_t too_heavy_jobs = 0;

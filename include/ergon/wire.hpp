@@ -294,6 +294,28 @@ typename Inspector::result_type inspect(Inspector& f, pause_info& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rate_limit& x) {
+  auto per_second = wire::float64(x.per_second);
+  return f(caf::meta::type_name("ergon::rate_limit"), per_second, x.burst);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_change& x) {
+  auto weight = wire::optional(x.weight);
+  auto min_slots = wire::optional(x.min_slots);
+  auto max_running = wire::optional(x.max_running);
+  auto rate = wire::optional(x.rate);
+  return f(caf::meta::type_name("ergon::settings_change"), weight, min_slots, max_running, rate);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, control_info& x) {
+  auto until = wire::optional(x.paused_until_ms);
+  return f(caf::meta::type_name("ergon::control_info"), x.scope, x.name, x.paused,
+           x.paused_since_ms, until, x.settings, x.changed_at_ms);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, histogram& x) {
   return f(caf::meta::type_name("ergon::histogram"), x.bounds, x.counts, x.total, x.sum);
 }
@@ -318,7 +340,7 @@ typename Inspector::result_type inspect(Inspector& f, metrics_snapshot& x) {
            x.commit_us, x.local_workers, x.remote_workers, x.orphaned_attempts, x.preemptions, x.yields,
            x.resumptions, x.preempted_waiting, pressure, x.pressure_by_source,
            x.pressure_errors, x.deferred_by_pressure, x.deferred_by_io, io_read, io_write,
-           x.io_running_read_bytes, x.io_running_write_bytes);
+           x.io_running_read_bytes, x.io_running_write_bytes, x.controls, x.control_changes);
 }
 
 template <class Inspector>

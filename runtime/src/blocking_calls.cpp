@@ -103,6 +103,35 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
     [&](resume_all_atom) {
       return with([&](queue_impl& q) { return q.resume_all(); });
     },
+    [&](pause_queue_atom) {
+      return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_queue, {}, std::nullopt); });
+    },
+    [&](pause_queue_atom, ms duration) {
+      return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_queue, {}, duration); });
+    },
+    [&](resume_queue_atom) {
+      return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_queue, {}); });
+    },
+    [&](set_group_atom, const std::string& group, const settings_change& c) {
+      return with([&](queue_impl& q) { return q.change(scheduling_control::change_group, group, c); });
+    },
+    [&](set_type_atom, const std::string& type, const settings_change& c) {
+      return with([&](queue_impl& q) { return q.change(scheduling_control::change_type, type, c); });
+    },
+    [&](reset_group_atom, const std::string& group) {
+      return with([&](queue_impl& q) { return q.reset(scheduling_control::reset_group, group); });
+    },
+    [&](reset_type_atom, const std::string& type) {
+      return with([&](queue_impl& q) { return q.reset(scheduling_control::reset_type, type); });
+    },
+    [&](controls_atom) {
+      return with([&](queue_impl& q) -> result<std::vector<control_info>> {
+        auto m = q.metrics();
+        if (!m)
+          return m.error();
+        return std::move(m->controls);
+      });
+    },
     [&](close_atom) -> caf::result<ok_atom> {
       running = false;
       auto p = weak.lock();  // gone: closed already

@@ -178,6 +178,7 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   dcfg.subs = p->subs;
   dcfg.pending = std::move(found->pending);
   dcfg.held = std::move(found->held);
+  dcfg.controls = std::move(found->controls);
   dcfg.remote_grace_ms = opts.remote_grace.count();
   dcfg.scheduling = opts.scheduling;
   dcfg.gate = p->gate;
@@ -217,7 +218,7 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
 status validate_in(caf::actor_system& sys, const std::string& path, const options& opts) {
   if (auto st = validate_path(path); !st)
     return st;
-  if (auto st = validate(opts); !st)
+  if (auto st = runtime::validate(opts); !st)
     return st;
   if (opts.listen && opts.listen->peer_timeout.count() != 0)
     return status{error::invalid_argument,
@@ -251,7 +252,7 @@ result<std::unique_ptr<queue_impl>> bootstrap(caf::actor_system& sys, const std:
 
 result<std::unique_ptr<queue_impl>> bootstrap(const std::string& path, options opts) {
   // Before the actor system is built from them.
-  if (auto st = validate(opts); !st)
+  if (auto st = runtime::validate(opts); !st)
     return st;
   if (auto st = validate_path(path); !st)
     return st;

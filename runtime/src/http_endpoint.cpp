@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -74,6 +75,56 @@ result<int64_t> int_param(const httplib::Request& req, const std::string& name) 
       || end != text.data() + text.size())
     return bad_param(name, "'" + text + "' is not a number from 0 to 2^63-1");
   return v;
+}
+
+// A settings change as JSON: {"weight": 3, "min_slots": 1, "max_running": 4,
+// "rate": {"per_second": 5, "burst": 10}}. Errors name the field.
+result<settings_change> settings_body(const std::string& body) {
+  auto doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return invalid_field("body", "must be a JSON object of settings (weight, min_slots, "
+                                 "max_running, rate)");
+  settings_change c;
+  auto int_field = [&](const char* key, std::optional<int32_t>& into) -> status {
+    auto v = doc.find(key);
+    if (v == doc.end())
+      return {};
+    if (!v->is_number_integer() || v->get<int64_t>() < INT32_MIN || v->get<int64_t>() > INT32_MAX)
+      return invalid_field(key, "must be an integer");
+    into = v->get<int32_t>();
+    return {};
+  };
+  for (auto [key, slot] : {std::pair{"weight", &c.weight}, std::pair{"min_slots", &c.min_slots},
+                           std::pair{"max_running", &c.max_running}})
+    if (auto st = int_field(key, *slot); !st)
+      return st;
+  if (auto r = doc.find("rate"); r != doc.end()) {
+    auto per_second = r->is_object() ? r->find("per_second") : r->end();
+    if (!r->is_object() || per_second == r->end() || !per_second->is_number())
+      return invalid_field("rate.per_second", "must be a number (0 removes the limit)");
+    rate_limit limit{per_second->get<double>(), 1};
+    if (auto burst = r->find("burst"); burst != r->end()) {
+      if (!burst->is_number_integer() || burst->get<int64_t>() < 1
+          || burst->get<int64_t>() > INT32_MAX)
+        return invalid_field("rate.burst", "must be an integer >= 1");
+      limit.burst = burst->get<int32_t>();
+    }
+    c.rate = limit;
+  }
+  for (auto& [key, value] : doc.items())
+    if (key != "weight" && key != "min_slots" && key != "max_running" && key != "rate")
+      return invalid_field(key, "is not a setting (weight, min_slots, max_running, rate)");
+  return c;
+}
+
+// A pause's ?for_ms=N; none: until resumed.
+result<std::optional<std::chrono::milliseconds>> pause_duration(const httplib::Request& req) {
+  if (!req.has_param("for_ms"))
+    return std::optional<std::chrono::milliseconds>{};
+  auto v = int_param(req, "for_ms");
+  if (!v)
+    return v.error();
+  return std::optional<std::chrono::milliseconds>{std::chrono::milliseconds{*v}};
 }
 
 result<job_id> id_param(const std::string& text, const std::string& name) {
@@ -170,15 +221,17 @@ const char* allowed_methods(const std::string& path) {
        {"/", "/healthz", "/livez", "/metrics", "/api/stats", "/api/jobs", "/api/recurring"})
     if (path == exact)
       return get;
-  if (path == "/api/pauses/resume")
+  if (path == "/api/pauses/resume" || path == "/api/queue/pause" || path == "/api/queue/resume")
     return post;
+  if (path == "/api/controls")
+    return get;
   auto s = segments(path);
   if (s.size() < 3 || s[0] != "api")
     return nullptr;
   if (s[1] == "jobs" && job_id_text(s[2]))
     return s.size() == 3 ? get : s.size() == 4 && (s[3] == "retry" || s[3] == "cancel") ? post : nullptr;
   if ((s[1] == "groups" || s[1] == "types") && s.size() == 4 && !s[2].empty() && s[2].size() <= 256
-      && (s[3] == "pause" || s[3] == "resume"))
+      && (s[3] == "pause" || s[3] == "resume" || s[3] == "settings" || s[3] == "reset"))
     return post;
   if (s[1] == "breakers" && s.size() == 4 && !s[2].empty() && s[2].size() <= 256
       && s[3] == "reset")
@@ -341,20 +394,60 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            bool group = req.matches[1] == "groups";
            bool pause = req.matches[3] == "pause";
            std::string name = req.matches[2];  // httplib decoded the path
-           std::optional<std::chrono::milliseconds> duration;
-           if (pause && req.has_param("for_ms")) {
-             auto v = int_param(req, "for_ms");
-             if (!v)
-               return reply_error(res, v.error());
-             duration = std::chrono::milliseconds{*v};
-           }
+           auto duration = pause_duration(req);
+           if (!duration)
+             return reply_error(res, duration.error());
            auto st = pause ? q.pause(group ? control::pause_group : control::pause_type, name,
-                                     duration)
+                                     *duration)
                            : q.resume(group ? control::resume_group : control::resume_type, name);
            if (!st)
              return reply_error(res, st);
            reply_json(res, {{group ? "group" : "type", name}, {"paused", pause}});
          });
+  s.Post(R"(/api/(groups|types)/([^/]{1,256})/(settings|reset))",
+         [&q](const httplib::Request& req, httplib::Response& res) {
+           if (auto st = may_write(q, req, res); !st)
+             return reply_error(res, st);
+           bool group = req.matches[1] == "groups";
+           std::string name = req.matches[2];  // httplib decoded the path
+           if (req.matches[3] == "reset") {
+             if (auto st = q.reset(group ? control::reset_group : control::reset_type, name); !st)
+               return reply_error(res, st);
+             return reply_json(res, {{group ? "group" : "type", name}, {"reset", true}});
+           }
+           auto change = settings_body(req.body);
+           if (!change)
+             return reply_error(res, change.error());
+           if (auto st = q.change(group ? control::change_group : control::change_type, name,
+                                  *change);
+               !st)
+             return reply_error(res, st);
+           auto doc = json_views::of(*change);
+           doc[group ? "group" : "type"] = name;
+           reply_json(res, doc);
+         });
+  s.Post(R"(/api/queue/(pause|resume))", [&q](const httplib::Request& req, httplib::Response& res) {
+    if (auto st = may_write(q, req, res); !st)
+      return reply_error(res, st);
+    bool pause = req.matches[1] == "pause";
+    auto duration = pause_duration(req);
+    if (!duration)
+      return reply_error(res, duration.error());
+    auto st = pause ? q.pause(control::pause_queue, {}, *duration)
+                    : q.resume(control::resume_queue, {});
+    if (!st)
+      return reply_error(res, st);
+    reply_json(res, {{"queue", true}, {"paused", pause}});
+  });
+  s.Get("/api/controls", [&q](const httplib::Request&, httplib::Response& res) {
+    auto m = q.metrics();
+    reply(res, m, [](const metrics_snapshot& snap) {
+      json doc = json::array();
+      for (auto& c : snap.controls)
+        doc.push_back(json_views::of(c));
+      return doc;
+    });
+  });
   s.Post(R"(/api/breakers/([^/]{1,256})/reset)",
          [&q](const httplib::Request& req, httplib::Response& res) {
            if (auto st = may_write(q, req, res); !st)

@@ -14,6 +14,7 @@
 #include "ergon/storage/op/list_jobs.hpp"
 #include "ergon/storage/op/read_jobs.hpp"
 #include "ergon/storage/op/read_recurring.hpp"
+#include "ergon/storage/op/save_controls.hpp"
 #include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 #include "read_pool.hpp"
@@ -196,7 +197,27 @@ result<metrics_snapshot> inspector::metrics() const {
     return groups.error();
   for (auto& row : *groups)
     m.by_group[row.group].by_status[static_cast<size_t>(row.status)] += row.count;
+  auto controls = this->controls();
+  if (!controls)
+    return controls.error();
+  m.controls = std::move(*controls);
   return m;
+}
+
+result<std::vector<control_info>> inspector::controls() const {
+  if (!impl_)
+    return closed_inspector();
+  return impl_->with_connection([&](storage::db& d) -> result<std::vector<control_info>> {
+    if (impl_->version < storage::controls_version(d.engine()))
+      return std::vector<control_info>{};
+    auto stored = storage::read_controls(d);
+    if (!stored)
+      return stored.error();
+    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+    return storage::in_force_at(std::move(*stored), now);
+  });
 }
 
 result<int64_t> inspector::backup(const std::string& out) const {

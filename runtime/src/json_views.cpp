@@ -130,6 +130,32 @@ json of(const histogram& h) {
   return {{"bounds", h.bounds}, {"counts", h.counts}, {"total", h.total}, {"sum", h.sum}};
 }
 
+json of(const settings_change& c) {
+  json out = json::object();
+  if (c.weight)
+    out["weight"] = *c.weight;
+  if (c.min_slots)
+    out["min_slots"] = *c.min_slots;
+  if (c.max_running)
+    out["max_running"] = *c.max_running;
+  if (c.rate)
+    out["rate"] = {{"per_second", c.rate->per_second}, {"burst", c.rate->burst}};
+  return out;
+}
+
+json of(const control_info& c) {
+  json out{{"scope", to_string(c.scope)},
+           {"name", c.name},
+           {"paused", c.paused},
+           {"settings", of(c.settings)},
+           {"changed_at_ms", c.changed_at_ms}};
+  if (c.paused) {
+    out["paused_since_ms"] = c.paused_since_ms;
+    out["paused_until_ms"] = c.paused_until_ms ? json(*c.paused_until_ms) : json(nullptr);
+  }
+  return out;
+}
+
 json of(const metrics_snapshot& m) {
   json groups = json::array();
   for (auto& g : m.groups)
@@ -153,6 +179,9 @@ json of(const metrics_snapshot& m) {
                         {"recent_failures", b.recent_failures},
                         {"open_until_ms", b.open_until_ms ? json(*b.open_until_ms) : json(nullptr)},
                         {"trips", b.trips}});
+  json controls = json::array();
+  for (auto& c : m.controls)
+    controls.push_back(of(c));
   json by_type = json::object();
   for (auto& [type, counts] : m.by_type)
     by_type[type] = of(counts);
@@ -176,6 +205,8 @@ json of(const metrics_snapshot& m) {
           {"groups", std::move(groups)},
           {"pauses", std::move(pauses)},
           {"breakers", std::move(breakers)},
+          {"controls", std::move(controls)},
+          {"control_changes", m.control_changes},
           {"capacity", m.capacity},
           {"queue_wait",
            {{"bounds_ms", m.queue_wait_bounds_ms},

@@ -28,6 +28,8 @@ json of(const job_info& j, bool with_bytes = true);
 json of(const job_page& p, bool with_bytes = false);
 json of(const status_counts& c);
 json of(const histogram& h);
+json of(const settings_change& c);
+json of(const control_info& c);
 json of(const metrics_snapshot& m);
 json of(const recurring_info& r);
 json of(const retry_summary& s);

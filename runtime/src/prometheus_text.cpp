@@ -235,6 +235,11 @@ std::string prometheus_text(const metrics_snapshot& m) {
   for (auto& b : m.breakers)
     e.sample("ergon_breaker_recent_failures", label("type", b.type),
              static_cast<double>(b.recent_failures));
+  e.family("ergon_paused", "gauge",
+           "1 for each pause in force: of the queue, a group or a type (scope and name).");
+  for (auto& c : m.controls)
+    if (c.paused)
+      e.sample("ergon_paused", label("scope", to_string(c.scope)) + "," + label("name", c.name), 1);
   e.family("ergon_waits", "gauge", "queue::wait calls waiting for a job to finish.");
   e.sample("ergon_waits", "", static_cast<double>(m.waits));
   struct counter {
@@ -254,7 +259,10 @@ std::string prometheus_text(const metrics_snapshot& m) {
                           "Connections closed for breaking the transport's rules.",
                           m.refused_connections},
                   counter{"ergon_rejected_messages_total", "Malformed worker protocol messages.",
-                          m.rejected_messages}}) {
+                          m.rejected_messages},
+                  counter{"ergon_control_changes_total",
+                          "Run-time control changes (pauses, resumes, settings) since open.",
+                          m.control_changes}}) {
     e.family(c.name, "counter", c.help);
     e.sample(c.name, "", static_cast<double>(c.value));
   }

@@ -91,7 +91,9 @@ void queue::register_types(caf::actor_system_config& cfg) {
     .add_message_type<job_filter>("ergon::job_filter")
     .add_message_type<page_request>("ergon::page_request")
     .add_message_type<job_page>("ergon::job_page")
-    .add_message_type<retry_summary>("ergon::retry_summary");
+    .add_message_type<retry_summary>("ergon::retry_summary")
+    .add_message_type<settings_change>("ergon::settings_change")
+    .add_message_type<std::vector<control_info>>("ergon::control_infos");
   cfg.add_error_category(error_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     auto st = to_status(caf::error{code, error_category, ctx});
     return st.to_string();
@@ -357,6 +359,51 @@ status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
   return impl_->explain(impl_->resume(actors::scheduling_control::resume_type, type));
+}
+
+status queue::set_group(const std::string& group, const settings_change& change) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->change(actors::scheduling_control::change_group, group, change));
+}
+
+status queue::set_type(const std::string& type, const settings_change& change) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->change(actors::scheduling_control::change_type, type, change));
+}
+
+status queue::reset_group(const std::string& group) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->reset(actors::scheduling_control::reset_group, group));
+}
+
+status queue::reset_type(const std::string& type) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->reset(actors::scheduling_control::reset_type, type));
+}
+
+status queue::pause_queue(std::optional<std::chrono::milliseconds> duration) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->pause(actors::scheduling_control::pause_queue, {}, duration));
+}
+
+status queue::resume_queue() {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->resume(actors::scheduling_control::resume_queue, {}));
+}
+
+result<std::vector<control_info>> queue::controls() const {
+  if (!impl_)
+    return moved_from("queue");
+  auto m = impl_->metrics();
+  if (!m)
+    return impl_->explain(status{m.error()});
+  return std::move(m->controls);
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {

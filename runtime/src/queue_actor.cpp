@@ -298,6 +298,24 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     [self](reset_breaker_atom a, const std::string& type) -> caf::result<ok_atom> {
       return to_calls(self, a, type);
     },
+    [self](pause_queue_atom a) -> caf::result<ok_atom> { return to_calls(self, a); },
+    [self](pause_queue_atom a, ms duration) -> caf::result<ok_atom> {
+      return to_calls(self, a, duration);
+    },
+    [self](resume_queue_atom a) -> caf::result<ok_atom> { return to_calls(self, a); },
+    [self](set_group_atom a, const std::string& group, const settings_change& c)
+      -> caf::result<ok_atom> { return to_calls(self, a, group, c); },
+    [self](set_type_atom a, const std::string& type, const settings_change& c)
+      -> caf::result<ok_atom> { return to_calls(self, a, type, c); },
+    [self](reset_group_atom a, const std::string& group) -> caf::result<ok_atom> {
+      return to_calls(self, a, group);
+    },
+    [self](reset_type_atom a, const std::string& type) -> caf::result<ok_atom> {
+      return to_calls(self, a, type);
+    },
+    [self](controls_atom a) -> caf::result<std::vector<control_info>> {
+      return to_calls(self, a);
+    },
     [self](subscribe_atom, const caf::actor& subscriber) { return subscribe(self, subscriber); },
     [self](unsubscribe_atom, const caf::actor& subscriber) -> caf::result<ok_atom> {
       unsubscribe(self, subscriber.address());

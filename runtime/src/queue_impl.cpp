@@ -126,33 +126,70 @@ result<int64_t> queue::impl::purge(job_filter filter) {
 status queue::impl::set_group_weight(const std::string& group, int32_t weight) {
   if (auto st = runtime::validate_group_weight(group, weight); !st)
     return st;
-  return control({actors::scheduling_control::set_group_weight, group, weight, {}, {}});
+  return control({actors::scheduling_control::set_group_weight, group, weight, {}, {}, {}});
 }
 
 status queue::impl::reset_group_weights() {
-  return control({actors::scheduling_control::reset_group_weights, {}, 0, {}, {}});
+  return control({actors::scheduling_control::reset_group_weights, {}, 0, {}, {}, {}});
 }
 
-status queue::impl::resume(actors::scheduling_control::op_type op, const std::string& name) {
-  auto field = op == actors::scheduling_control::resume_group ? "group" : "type";
+namespace {
+
+using control = actors::scheduling_control;
+
+// The field a call's name is: "group", "type", or none for the queue.
+const char* name_field(control::op_type op) {
+  switch (op) {
+    case control::pause_queue:
+    case control::resume_queue:
+      return nullptr;
+    case control::pause_group:
+    case control::resume_group:
+    case control::change_group:
+    case control::reset_group:
+      return "group";
+    default:
+      return "type";
+  }
+}
+
+}  // namespace
+
+status queue::impl::resume(control::op_type op, const std::string& name) {
+  auto field = name_field(op);
   // A breaker belongs to a job type, whose name is never empty.
-  if (op == actors::scheduling_control::reset_breaker)
+  if (op == control::reset_breaker)
     if (auto st = storage::check_label(field, name); !st)
       return st;
-  if (auto st = runtime::validate_name(field, name); !st)
-    return st;
-  return control({op, name, 0, {}, {}});
+  if (field)
+    if (auto st = runtime::validate_name(field, name); !st)
+      return st;
+  return this->control({op, name, 0, {}, {}, {}});
 }
 
-status queue::impl::pause(actors::scheduling_control::op_type op, const std::string& name,
+status queue::impl::change(control::op_type op, const std::string& name,
+                           const settings_change& c) {
+  if (auto st = runtime::validate_settings(name_field(op), name, c); !st)
+    return st;
+  return this->control({op, name, 0, {}, c, {}});
+}
+
+status queue::impl::reset(control::op_type op, const std::string& name) {
+  return resume(op, name);
+}
+
+status queue::impl::pause(control::op_type op, const std::string& name,
                           std::optional<std::chrono::milliseconds> duration) {
-  auto field = op == actors::scheduling_control::pause_group ? "group" : "type";
-  if (auto st = runtime::validate_pause(field, name, duration); !st)
+  auto field = name_field(op);
+  if (auto st = field ? runtime::validate_pause(field, name, duration)
+                : duration ? storage::check_positive_ms("duration", duration->count())
+                           : status{};
+      !st)
     return st;
   std::optional<int64_t> until;
   if (duration)
     until = storage::add_ms(clk->now_ms(), duration->count());
-  return control({op, name, 0, until, {}});
+  return control({op, name, 0, until, {}, {}});
 }
 
 result<worker> queue::impl::start_worker(worker_options worker_opts) {

@@ -151,7 +151,7 @@ struct queue::impl {
   /// pauses resume_all ended.
   result<int64_t> apply(actors::scheduling_control c);
   result<int64_t> resume_all() {
-    return apply({actors::scheduling_control::resume_all, {}, 0, {}, {}});
+    return apply({actors::scheduling_control::resume_all, {}, 0, {}, {}, {}});
   }
   status control(actors::scheduling_control c) {
     auto done = apply(std::move(c));
@@ -165,6 +165,10 @@ struct queue::impl {
   status pause(actors::scheduling_control::op_type op, const std::string& name,
                std::optional<std::chrono::milliseconds> duration);
   status resume(actors::scheduling_control::op_type op, const std::string& name);
+  // set_group and set_type (change_group, change_type), and their resets.
+  status change(actors::scheduling_control::op_type op, const std::string& name,
+                const settings_change& c);
+  status reset(actors::scheduling_control::op_type op, const std::string& name);
 
   // Scheduling metrics plus job counts.
   result<metrics_snapshot> metrics();

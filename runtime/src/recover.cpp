@@ -11,6 +11,7 @@
 #include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/op/reconcile_recurring.hpp"
 #include "ergon/storage/op/recover_running.hpp"
+#include "ergon/storage/op/save_controls.hpp"
 #include "ergon/storage/records.hpp"
 #include "ergon/storage/times.hpp"
 
@@ -51,9 +52,13 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   auto unfinished = storage::load_unfinished(d, meta->unfinished_low_mark);
   if (!unfinished)
     return unfinished.error();
+  auto controls = storage::read_controls(d);
+  if (!controls)
+    return controls.error();
   if (auto st = d.begin_write(); !st)
     return st;
   recovered out;
+  out.controls = std::move(*controls);
   if (remote_grace_ms > 0) {
     out.held.until = storage::add_ms(now_ms, remote_grace_ms);
     auto held = hold_remote(d, unfinished->running, out.held.until);

@@ -17,6 +17,8 @@ struct recovered {
   std::vector<storage::job_key> pending;
   /// Remote workers' attempts kept running (empty when `remote_grace` is 0).
   actors::held_attempts held;
+  /// The run-time controls stored (queue::pause_queue, set_group, ...).
+  std::vector<control_info> controls;
 };
 
 /// Jobs still marked running belong to a process that died: their attempts

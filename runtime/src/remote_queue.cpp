@@ -408,6 +408,22 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     [self](reset_breaker_atom a, const std::string& type) {
       return forward<ok_atom>(self, a, type);
     },
+    [self](pause_queue_atom a) { return forward<ok_atom>(self, a); },
+    [self](pause_queue_atom a, ms duration) { return forward<ok_atom>(self, a, duration); },
+    [self](resume_queue_atom a) { return forward<ok_atom>(self, a); },
+    [self](set_group_atom a, const std::string& group, const settings_change& c) {
+      return forward<ok_atom>(self, a, group, c);
+    },
+    [self](set_type_atom a, const std::string& type, const settings_change& c) {
+      return forward<ok_atom>(self, a, type, c);
+    },
+    [self](reset_group_atom a, const std::string& group) {
+      return forward<ok_atom>(self, a, group);
+    },
+    [self](reset_type_atom a, const std::string& type) {
+      return forward<ok_atom>(self, a, type);
+    },
+    [self](controls_atom a) { return forward<std::vector<control_info>>(self, a); },
     [self](subscribe_atom a, const caf::actor& subscriber) {
       return forward<ok_atom>(self, a, subscriber);
     },

@@ -1,5 +1,6 @@
 #include "validate_options.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -314,6 +315,43 @@ status validate_group_weight(const std::string& group, int32_t weight) {
   return check_weight("weight", weight);
 }
 
+status validate_settings(const char* field, const std::string& name, const settings_change& c) {
+  bool group = std::string{field} == "group";
+  // "" is the group of jobs without one; no job has the type "".
+  if (auto st = group ? validate_name(field, name) : storage::check_label(field, name); !st)
+    return st;
+  if (!group && (c.weight || c.min_slots))
+    return invalid_field(c.weight ? "weight" : "min_slots", "only a group has one, not a type");
+  if (!c.weight && !c.min_slots && !c.max_running && !c.rate)
+    return invalid_field("settings", "change nothing: set at least one field");
+  if (c.weight)
+    if (auto st = check_weight("weight", *c.weight); !st)
+      return st;
+  // A slot count or burst past any capacity a queue has is a typo.
+  constexpr int64_t most = 1'000'000;
+  auto count = [&](const char* what, int64_t v, int64_t least) -> status {
+    if (v < least || v > most)
+      return invalid_field(what, "must be " + std::to_string(least) + " to 1000000, got "
+                                   + std::to_string(v));
+    return {};
+  };
+  if (c.min_slots)
+    if (auto st = count("min_slots", *c.min_slots, 0); !st)
+      return st;
+  if (c.max_running)
+    if (auto st = count("max_running", *c.max_running, 0); !st)
+      return st;
+  if (c.rate) {
+    auto per_second = c.rate->per_second;
+    if (!std::isfinite(per_second) || per_second < 0 || per_second > most)
+      return invalid_field("rate.per_second", "must be 0 (no limit) to 1000000, got "
+                                                + std::to_string(per_second));
+    if (auto st = count("rate.burst", c.rate->burst, 1); !st)
+      return st;
+  }
+  return {};
+}
+
 status validate_pause(const char* field, const std::string& name,
                       std::optional<std::chrono::milliseconds> duration) {
   if (auto st = validate_name(field, name); !st)
@@ -324,3 +362,11 @@ status validate_pause(const char* field, const std::string& name,
 }
 
 }  // namespace ergon::runtime
+
+namespace ergon {
+
+status validate(const options& opts) {
+  return runtime::validate(opts);
+}
+
+}  // namespace ergon

@@ -269,8 +269,12 @@ constexpr const char* migration_7 = ERGON_SQL_DEPENDENCIES("bigint", "");
 // Version 8 is SQLite's version 11 (schema.cpp says why).
 constexpr const char* migration_8 = ERGON_SQL_ONLY_DEPENDENCY("bigint");
 
+// Version 9 is SQLite's version 12.
+constexpr const char* migration_9 = ERGON_SQL_CONTROLS("bigint", "double precision", "");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                      migration_5, migration_6, migration_7, migration_8};
+                                      migration_5, migration_6, migration_7, migration_8,
+                                      migration_9};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

@@ -44,6 +44,25 @@
   "UPDATE jobs SET has_dependents = has_dependents | 4\n"                                  \
   "  WHERE id IN (SELECT job_id FROM job_dependencies);\n"
 
+// SQLite's version 12 and PostgreSQL's 9: run-time controls (pauses of the
+// queue, a group or a type, and settings changed while the queue runs),
+// kept so that they survive a reopen and a takeover. A NULL setting is
+// the configured one; max_running 0 and rate_per_second 0 mean "none".
+#define ERGON_SQL_CONTROLS(integer, real, table_end)                                      \
+  "CREATE TABLE controls (\n"                                                             \
+  "  scope           " integer " NOT NULL,\n"                                             \
+  "  name            TEXT NOT NULL,\n"                                                    \
+  "  paused_since    " integer ",\n"                                                      \
+  "  paused_until    " integer ",\n"                                                      \
+  "  weight          " integer ",\n"                                                      \
+  "  min_slots       " integer ",\n"                                                      \
+  "  max_running     " integer ",\n"                                                      \
+  "  rate_per_second " real ",\n"                                                         \
+  "  rate_burst      " integer ",\n"                                                      \
+  "  changed_at      " integer " NOT NULL,\n"                                             \
+  "  PRIMARY KEY (scope, name)\n"                                                         \
+  ")" table_end ";\n"
+
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in
 // before the old indexes go, with their help.

@@ -77,6 +77,9 @@ class child_process {
     return line;
   }
 
+  /// Whether the child's stdout reached its end.
+  bool eof() const { return std::feof(from_child_) != 0; }
+
   /// Reads lines until one starts with `prefix` and returns it. Throws
   /// std::runtime_error at end of file, naming the prefix.
   std::string line_starting(const std::string& prefix) {

@@ -61,6 +61,8 @@ inline std::string write_private_file(const std::string& path, const std::string
 // (1 to 4) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 12)
+    sql += "DROP TABLE controls; ";
   if (version < 11)
     sql += "DROP VIEW dependency_edges; DROP INDEX jobs_by_only_dependency; "
            "ALTER TABLE jobs DROP COLUMN only_dependency; ";

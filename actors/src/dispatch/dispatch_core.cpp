@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "attempt_table.hpp"
+#include "control_table.hpp"
 #include "disk_throughput.hpp"
 #include "dispatcher_events.hpp"
 #include "orphans.hpp"
@@ -74,6 +75,8 @@ struct dispatch_core::state {
   std::optional<standing_offer> offer;
   uint64_t next_offer = 1;
   uint64_t fed_through = 0;  // the last commit feed applied (commit_feed::seq)
+  // Run-time controls, as stored (restored into the policy at open).
+  control_table controls;
   // Ended attempts, for metrics.
   run_stats runs;
   // Circuit breakers per type (scheduling_options::breakers), and failures
@@ -94,7 +97,10 @@ struct dispatch_core::state {
   effects* out = nullptr;
 
   explicit state(config c)
-      : cfg(std::move(c)), policy(cfg.scheduling), breakers(cfg.scheduling.breakers) {}
+      : cfg(std::move(c)),
+        policy(cfg.scheduling),
+        controls(policy, std::move(cfg.controls)),
+        breakers(cfg.scheduling.breakers) {}
 
   bool wants_events() const { return cfg.wants_events && cfg.wants_events(); }
 
@@ -129,6 +135,19 @@ pending_job pending_of(scheduling_policy& policy, const storage::job_key& k) {
     policy.declare_io(k.row, io_estimate{k.io_read, k.io_write});
   }
   return e;
+}
+
+// Sends what a control changed: its events, and its rows for the writer,
+// which answers `reply` once they are committed. Nothing to save: answered now.
+void save_controls(state& st, control_table::applied done,
+                   const reply_to<result<int64_t>>& reply) {
+  if (st.wants_events())
+    st.add_events(std::move(done.events));
+  if (done.changed.empty()) {
+    reply.deliver(result<int64_t>{done.answer});
+    return;
+  }
+  st.send(control_save{{std::move(done.changed)}, done.answer, reply});
 }
 
 // Turns allocation changes into events, once per input.
@@ -192,6 +211,7 @@ void on_timer(state& st, int64_t now) {
     st.policy.set_io_rates(st.disk->read_rate(), st.disk->write_rate());
   }
   st.policy.expire_pauses(now);
+  save_controls(st, st.controls.expire(now), {});
   for (auto& c : st.breakers.tick(now))
     breaker_changed(st, c, now);
   for (auto p = st.away.begin(); p != st.away.end();) {
@@ -923,41 +943,23 @@ void on_write_failed(state& st, const write_failed& w, int64_t now) {
     st.deadlines.emplace(retry_at, row);
 }
 
-result<int64_t> on_control(state& st, const scheduling_control& c, int64_t now) {
-  auto& policy = st.policy;
-  switch (c.op) {
-    case scheduling_control::set_group_weight:
-      policy.set_group_weight(c.name, c.weight);
-      break;
-    case scheduling_control::reset_group_weights:
-      policy.reset_group_weights();
-      break;
-    case scheduling_control::pause_group:
-      if (auto done = policy.pause_group(c.name, c.until, now); !done)
-        return done;
-      break;
-    case scheduling_control::resume_group:
-      policy.resume_group(c.name, now);
-      break;
-    case scheduling_control::pause_type:
-      if (auto done = policy.pause_type(c.name, c.until, now); !done)
-        return done;
-      break;
-    case scheduling_control::resume_type:
-      policy.resume_type(c.name, now);
-      break;
-    case scheduling_control::resume_all:
-      return policy.resume_all(now);
-    case scheduling_control::reset_breaker: {
-      auto changed = st.breakers.reset(c.name);
-      if (!changed)
-        return changed.error();
-      if (*changed)
-        breaker_changed(st, **changed, now);
-      break;
-    }
+void on_control(state& st, const scheduling_control& c, int64_t now) {
+  if (c.op != scheduling_control::reset_breaker) {
+    auto done = st.controls.apply(c, now);
+    if (!done)
+      c.reply.deliver(result<int64_t>{done.error()});
+    else
+      save_controls(st, std::move(*done), c.reply);
+    return;
   }
-  return int64_t{0};
+  auto changed = st.breakers.reset(c.name);
+  if (!changed) {
+    c.reply.deliver(result<int64_t>{changed.error()});
+    return;
+  }
+  if (*changed)
+    breaker_changed(st, **changed, now);
+  c.reply.deliver(result<int64_t>{int64_t{0}});
 }
 
 // Applies every commit the writer has made so far. Called before each
@@ -1149,14 +1151,12 @@ void dispatch_core::drain(int64_t now, effects& out) {
   settle(now, out);
 }
 
-result<int64_t> dispatch_core::control(const scheduling_control& c, int64_t now,
-                                       effects& out) {
+void dispatch_core::control(const scheduling_control& c, int64_t now, effects& out) {
   auto& st = *st_;
   st.out = &out;
   drain_feeds(st, now);
-  auto done = on_control(st, c, now);
+  on_control(st, c, now);
   settle(now, out);
-  return done;
 }
 
 void dispatch_core::fill_metrics(metrics_snapshot& snap, int64_t now) const {
@@ -1164,6 +1164,8 @@ void dispatch_core::fill_metrics(metrics_snapshot& snap, int64_t now) const {
   st.policy.fill_metrics(snap, now);
   st.runs.fill(snap);
   snap.breakers = st.breakers.snapshot();
+  snap.controls = st.controls.list(now);
+  snap.control_changes = st.controls.changes();
   snap.preemptions = st.preemptions_asked;
   snap.yields = st.yields;
   snap.resumptions = st.resumptions;

@@ -51,12 +51,14 @@ class dispatch_core {
     /// options::remote_grace: how long a remote worker that went down has
     /// to join again before its running attempts are lost; 0: lost at once.
     int64_t remote_grace_ms = 0;
+    /// The run-time controls stored in the database (read at open).
+    std::vector<control_info> controls;
   };
 
   /// A write for the writer, in the order it must be sent. worker_writes,
   /// lose_batch and offers go ahead of submissions (high priority).
   using write = std::variant<worker_writes, expire_batch, expire_pending_batch, lose_batch,
-                             hold_batch, job_offer, withdraw_offer>;
+                             hold_batch, job_offer, withdraw_offer, control_save>;
 
   /// A request to a worker's running attempt.
   struct to_worker {
@@ -152,8 +154,11 @@ class dispatch_core {
   /// The queue is closing: no more jobs are handed out.
   void drain(int64_t now, effects& out);
 
-  /// A scheduling change; resume_all answers how many pauses it ended.
-  result<int64_t> control(const scheduling_control& c, int64_t now, effects& out);
+  /// A scheduling change, answered through `c.reply`: at once if it is
+  /// refused or changes nothing stored, else by the writer once the
+  /// control_save in `out.writes` is committed. resume_all answers how many
+  /// pauses it ended.
+  void control(const scheduling_control& c, int64_t now, effects& out);
 
   /// The core's metrics (everything metrics_snapshot has from the dispatcher).
   void fill_metrics(metrics_snapshot& snap, int64_t now) const;

@@ -100,6 +100,8 @@ void perform(dispatcher_ptr self, effects& fx, const reporter* from = nullptr) {
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*lost));
     } else if (auto* held = std::get_if<hold_batch>(&w)) {
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*held));
+    } else if (auto* save = std::get_if<control_save>(&w)) {
+      caf::send_as(st.me, st.cfg.writer, std::move(*save));
     } else if (auto* expiring = std::get_if<expire_batch>(&w)) {
       caf::send_as(st.me, st.cfg.writer, std::move(*expiring));
     } else {
@@ -232,6 +234,7 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
   core.scheduling = st.cfg.scheduling;
   core.id_tag = st.cfg.id_tag;
   core.remote_grace_ms = st.cfg.remote_grace_ms;
+  core.controls = std::move(st.cfg.controls);
   if (auto subs = st.cfg.subs)
     core.wants_events = [subs] { return subs->any(); };
   core.wants_finished = [watch = st.cfg.watch] { return !watch->empty(); };
@@ -275,9 +278,8 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       },
       [self](scheduling_control& c) {
         effects fx;
-        auto done = self->state.core->control(c, self->state.now(), fx);
+        self->state.core->control(c, self->state.now(), fx);
         perform(self, fx);
-        c.reply.deliver(std::move(done));
       },
       [self](metrics_request& m) {
         catch_up(self);  // the snapshot includes every commit so far

@@ -270,16 +270,21 @@ bool scheduling_policy::type_open(type_state& t, int32_t weight, int64_t now) {
 
 int64_t scheduling_policy::aged_ms(const group_state& g, const type_state& t,
                                    int64_t ready_since, int64_t now) const {
-  if (!t.pause.paused && t.pause.past.empty())
-    return now - ready_since - g.pause.frozen(ready_since, now);
-  if (!g.pause.paused && g.pause.past.empty())
-    return now - ready_since - t.pause.frozen(ready_since, now);
-  // Both were paused at some time: time paused by either counts once.
+  const pause_state* ever[3];
+  size_t n = 0;
+  for (auto* p : {&queue_pause_, &g.pause, &t.pause})
+    if (p->paused || !p->past.empty())
+      ever[n++] = p;
+  if (n == 0)
+    return now - ready_since;
+  if (n == 1)
+    return now - ready_since - ever[0]->frozen(ready_since, now);
+  // Several were paused at some time: time paused by any counts once.
   std::vector<std::pair<int64_t, int64_t>> spans;
-  for (auto* p : {&g.pause, &t.pause}) {
-    spans.insert(spans.end(), p->past.begin(), p->past.end());
-    if (p->paused)
-      spans.emplace_back(p->since, now);
+  for (size_t i = 0; i < n; ++i) {
+    spans.insert(spans.end(), ever[i]->past.begin(), ever[i]->past.end());
+    if (ever[i]->paused)
+      spans.emplace_back(ever[i]->since, now);
   }
   std::sort(spans.begin(), spans.end());
   int64_t frozen = 0;
@@ -353,7 +358,7 @@ scheduling_policy::best_in(group_state& g, const std::vector<uint32_t>& types, i
 std::optional<picked_job> scheduling_policy::pick(const std::vector<uint32_t>& types,
                                                   int32_t room, int64_t now) {
   promote(now);
-  if (ready_count_ == 0)
+  if (ready_count_ == 0 || queue_pause_.paused)
     return std::nullopt;
   // Deferrals count once per pick, however many steps looked at the job.
   deferred_pressure_now_ = deferred_io_now_ = false;
@@ -591,6 +596,84 @@ void scheduling_policy::reset_group_weights() {
   }
 }
 
+void scheduling_policy::change_group(const std::string& group, const settings_change& c) {
+  auto& g = groups_[group_id(group)];
+  if (c.weight && g.weight != *c.weight) {
+    g.weight = *c.weight;
+    mark_dirty(allocation_reason::weight_change);
+  }
+  if (c.min_slots && g.min_slots != *c.min_slots) {
+    g.min_slots = *c.min_slots;
+    mark_dirty(allocation_reason::weight_change);
+  }
+  if (c.max_running) {
+    auto cap = *c.max_running > 0 ? std::optional<int32_t>{*c.max_running} : std::nullopt;
+    if (g.cap != cap) {
+      g.cap = cap;
+      mark_dirty(allocation_reason::rebalance);
+    }
+  }
+  if (c.rate) {
+    if (c.rate->per_second <= 0)
+      g.rate.reset();
+    else if (g.rate)
+      g.rate->limit = *c.rate;  // tokens it holds stay, up to the new burst
+    else
+      g.rate = token_bucket{*c.rate};
+  }
+}
+
+void scheduling_policy::change_type(const std::string& type, const settings_change& c) {
+  auto& t = types_[type_id(type)];
+  if (c.max_running)
+    t.cap = *c.max_running > 0 ? std::optional<int32_t>{*c.max_running} : std::nullopt;
+  if (c.rate) {
+    if (c.rate->per_second <= 0)
+      t.rate.reset();
+    else if (t.rate)
+      t.rate->limit = *c.rate;
+    else
+      t.rate = token_bucket{*c.rate};
+  }
+}
+
+void scheduling_policy::reset_group_weight(const std::string& group) {
+  auto cfg = opts_.groups.find(group);
+  settings_change c;
+  c.weight = cfg != opts_.groups.end() ? cfg->second.weight.value_or(opts_.default_group_weight)
+                                       : opts_.default_group_weight;
+  change_group(group, c);
+}
+
+void scheduling_policy::reset_group(const std::string& group) {
+  settings_change c;
+  auto cfg = opts_.groups.find(group);
+  auto configured = cfg != opts_.groups.end() ? cfg->second : group_options{};
+  c.weight = configured.weight.value_or(opts_.default_group_weight);
+  c.min_slots = configured.min_slots;
+  c.max_running = configured.max_running.value_or(0);
+  auto r = opts_.group_rate_limits.find(group);
+  c.rate = r != opts_.group_rate_limits.end() ? r->second : rate_limit{0, 1};
+  change_group(group, c);
+}
+
+void scheduling_policy::reset_type(const std::string& type) {
+  settings_change c;
+  auto cap = opts_.type_max_running.find(type);
+  c.max_running = cap != opts_.type_max_running.end() ? cap->second : 0;
+  auto r = opts_.type_rate_limits.find(type);
+  c.rate = r != opts_.type_rate_limits.end() ? r->second : rate_limit{0, 1};
+  change_type(type, c);
+}
+
+void scheduling_policy::pause_queue(std::optional<int64_t> until, int64_t now) {
+  queue_pause_.start(until, now);
+}
+
+void scheduling_policy::resume_queue(int64_t now) {
+  queue_pause_.stop(now);
+}
+
 namespace {
 
 // Pauses a name that has no state yet, within the bound.
@@ -654,6 +737,10 @@ void scheduling_policy::resume_type(const std::string& type, int64_t now) {
 
 int64_t scheduling_policy::resume_all(int64_t now) {
   auto n = static_cast<int64_t>(groups_ahead_.size() + types_ahead_.size());
+  if (queue_pause_.paused) {
+    queue_pause_.stop(now);
+    ++n;
+  }
   groups_ahead_.clear();
   types_ahead_.clear();
   for (auto& g : groups_)
@@ -671,6 +758,8 @@ int64_t scheduling_policy::resume_all(int64_t now) {
 }
 
 void scheduling_policy::expire_pauses(int64_t now) {
+  if (queue_pause_.paused && queue_pause_.until && *queue_pause_.until <= now)
+    queue_pause_.stop(now);
   expire_ahead(groups_ahead_, now);
   expire_ahead(types_ahead_, now);
   for (auto& g : groups_)
@@ -734,14 +823,13 @@ std::vector<allocation_change> scheduling_policy::rebalance() {
 }
 
 bool scheduling_policy::ungated() const {
-  if (opts_.admission || !opts_.group_rate_limits.empty() || !opts_.type_rate_limits.empty()
-      || !opts_.type_max_running.empty() || !groups_ahead_.empty() || !types_ahead_.empty())
+  if (opts_.admission || queue_pause_.paused || !groups_ahead_.empty() || !types_ahead_.empty())
     return false;
   for (auto& g : groups_)
-    if (g.pause.paused || g.cap)
+    if (g.pause.paused || g.cap || g.rate)
       return false;
   for (auto& t : types_)
-    if (t.pause.paused || t.cap || t.held)
+    if (t.pause.paused || t.cap || t.held || t.rate)
       return false;
   return true;
 }
@@ -754,6 +842,8 @@ std::optional<int64_t> scheduling_policy::next_wake(int64_t now) const {
   };
   if (!waiting_.empty())
     consider(waiting_.begin()->first);
+  if (queue_pause_.paused && queue_pause_.until)
+    consider(*queue_pause_.until);
   for (auto& g : groups_) {
     if (g.pause.paused && g.pause.until)
       consider(*g.pause.until);
@@ -786,7 +876,7 @@ bool scheduling_policy::preempting() const noexcept {
 
 std::vector<picked_job> scheduling_policy::preemptors(int64_t now) {
   std::vector<picked_job> out;
-  if (!preempting())
+  if (!preempting() || queue_pause_.paused)
     return out;
   promote(now);
   for (auto gid : ready_groups_) {

@@ -170,6 +170,7 @@ class writer {
       [&](expire_pending_batch& e) { on_expire_pending(e); },
       [&](lose_batch& l) { on_lose(l); },
       [&](hold_batch& h) { on_hold(h); },
+      [&](control_save& c) { on_control_save(c); },
       [&](heartbeat_request& e) { on_heartbeat(self, e); },
       [&](results_request& e) { on_results(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
@@ -521,6 +522,17 @@ class writer {
           cancelled(*instance);
       });
     reply_after_commit(std::move(c.reply), r.error());
+  }
+
+  void on_control_save(control_save& c) {
+    auto r = in_request<int64_t>(
+      [&]() -> result<int64_t> {
+        if (auto st = storage::save_controls(*cfg_.db, c.args); !st)
+          return st;
+        return c.answer;
+      },
+      [](int64_t&) {});
+    reply_after_commit(std::move(c.reply), std::move(r));
   }
 
   // -- what a commit publishes --------------------------------------------------------

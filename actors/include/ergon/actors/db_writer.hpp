@@ -25,6 +25,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "ergon/actors/commit_feed.hpp"
+#include "ergon/actors/dispatcher_calls.hpp"
 #include "ergon/actors/job_counters.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/protocol.hpp"
@@ -173,7 +174,8 @@ using db_writer_actor = worker_writer_actor::extend<
   caf::replies_to<sweep_step>::with<sweep_reply>,
   caf::replies_to<drain_step>::with<drain_reply>, caf::reacts_to<worker_batch>,
   caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
-  caf::reacts_to<lose_batch>, caf::reacts_to<hold_batch>, caf::reacts_to<listen_to>,
+  caf::reacts_to<lose_batch>, caf::reacts_to<hold_batch>, caf::reacts_to<control_save>,
+  caf::reacts_to<listen_to>,
   caf::reacts_to<after_writes>>;
 
 /// How to run the writer.
@@ -230,6 +232,8 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::lose_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::hold_batch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::control_save> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
 template <>

@@ -57,6 +57,8 @@ struct dispatcher_config {
   /// options::remote_grace, which remote workers learn at registration.
   int64_t remote_grace_ms = 0;
   scheduling_options scheduling;
+  /// The run-time controls stored in the database, found at open.
+  std::vector<control_info> controls;
   /// Which nodes may reach the dispatcher (remote workers do).
   std::shared_ptr<node_gate> gate;
   /// Told of every job a commit finished (queue::wait).

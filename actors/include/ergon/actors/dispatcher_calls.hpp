@@ -11,6 +11,7 @@
 #include "ergon/actors/reply.hpp"
 #include "ergon/error.hpp"
 #include "ergon/scheduling.hpp"
+#include "ergon/storage/op/save_controls.hpp"
 
 namespace ergon::actors {
 
@@ -25,13 +26,30 @@ struct scheduling_control {
     resume_type,
     resume_all,
     reset_breaker,
+    pause_queue,
+    resume_queue,
+    change_group,
+    change_type,
+    reset_group,
+    reset_type,
   };
   op_type op = set_group_weight;
   std::string name;
   int32_t weight = 0;
   std::optional<int64_t> until;  ///< pause deadline (queue clock)
-  /// Answered once the change applies: no job starts against it afterwards.
-  /// resume_all answers how many pauses it ended; the others 0.
+  settings_change settings;      ///< change_group and change_type
+  /// Answered once the change applies and, for a run-time control, is
+  /// committed: no job starts against it afterwards, and it survives a
+  /// crash. resume_all answers how many pauses it ended; the others 0.
+  reply_to<result<int64_t>> reply;
+};
+
+/// Run-time controls for the writer to save (the dispatcher's
+/// control_table decided them), answered with `answer` once committed. A
+/// control call's reply travels here; a pause that ended by itself has none.
+struct control_save {
+  storage::save_controls_args args;
+  int64_t answer = 0;
   reply_to<result<int64_t>> reply;
 };
 

@@ -136,7 +136,23 @@ class scheduling_policy {
   /// circuit breaker (type_breakers). Unlike a pause, aging goes on.
   void hold_type(const std::string& type, bool held);
 
-  /// Ends every pause; returns how many there were.
+  /// Pauses every job (queue::pause_queue): nothing starts, and aging
+  /// stands still, until `until` or until resumed.
+  void pause_queue(std::optional<int64_t> until, int64_t now);
+  void resume_queue(int64_t now);
+  bool queue_paused() const noexcept { return queue_pause_.paused; }
+
+  /// A run-time change to a group's or a type's settings (validated by the
+  /// caller): the fields set replace the current values.
+  void change_group(const std::string& group, const settings_change& c);
+  void change_type(const std::string& type, const settings_change& c);
+  /// Back to what scheduling_options configured for the group or type
+  /// (its weight only: the others stay as they are).
+  void reset_group(const std::string& group);
+  void reset_group_weight(const std::string& group);
+  void reset_type(const std::string& type);
+
+  /// Ends every pause, the queue's among them; returns how many there were.
   int64_t resume_all(int64_t now);
 
   /// Resumes pauses whose deadline passed.
@@ -303,7 +319,8 @@ class scheduling_policy {
   /// Puts a group in or out of short_groups_ and turns_ after it changed.
   void refresh_queues(uint32_t gid);
   bool type_open(type_state& t, int32_t weight, int64_t now);
-  /// Time the job has aged: since `ready_since`, minus pauses of its group and type.
+  /// Time the job has aged: since `ready_since`, minus pauses of the queue,
+  /// its group and its type.
   int64_t aged_ms(const group_state& g, const type_state& t, int64_t ready_since,
                   int64_t now) const;
 
@@ -317,6 +334,7 @@ class scheduling_policy {
   // caller pausing names ahead can't grow the interned groups and types.
   std::map<std::string, pause_state> groups_ahead_;
   std::map<std::string, pause_state> types_ahead_;
+  pause_state queue_pause_;
   std::set<uint32_t> ready_groups_;  // groups with ready jobs
   // Groups with ready jobs running below their whole slots. Under saturation
   // these are the few groups whose jobs just finished, so a pick looks at

@@ -29,6 +29,12 @@ inline constexpr int outcomes_version = 4;
 /// jobs). Job rows of older files lack columns this build reads.
 inline constexpr int pressure_version = 5;
 
+/// The schema version that added the controls table (run-time controls):
+/// SQLite's 12, PostgreSQL's 9.
+inline constexpr int controls_version(engine e) noexcept {
+  return e == engine::sqlite ? 12 : 9;
+}
+
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;
 

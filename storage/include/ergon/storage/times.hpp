@@ -75,6 +75,15 @@ inline int64_t unit_ms(const std::string& unit) noexcept {
   return 0;
 }
 
+/// A duration >= 0: a number with a unit (ms, s, m, h, d: "250ms", "90s";
+/// "1h30m" is not accepted), as ergonctl's flags and ergon-server's
+/// configuration file take them. A bare number is refused: "7" meant as
+/// days must not be read as ms. Error: invalid_argument naming `field`,
+/// with a message that starts with it (no number, no unit or an unknown
+/// one, negative, or past the ms range).
+result<std::chrono::milliseconds> parse_duration(const std::string& text,
+                                                 const std::string& field);
+
 /// The longest single CAF timer: CAF counts in ns, so a longer delay would
 /// overflow. A timer that fires early re-checks and re-arms.
 inline constexpr std::chrono::milliseconds max_timer{24LL * 3600 * 1000};
