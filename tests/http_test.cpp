@@ -679,7 +679,7 @@ BOOST_AUTO_TEST_CASE(errors_are_json_and_say_what_is_wrong) {
   auto c = s.client();
   auto wrong = c.Delete("/api/jobs");
   BOOST_TEST(wrong->status == 405);
-  BOOST_TEST(wrong->get_header_value("Allow") == "GET, HEAD");
+  BOOST_TEST(wrong->get_header_value("Allow") == "GET, HEAD, POST");
   BOOST_TEST(body_of(wrong)["error"] == "method_not_allowed");
   auto get_cancel = c.Get(("/api/jobs/" + ids[0].to_string() + "/cancel").c_str());
   BOOST_TEST(get_cancel->status == 405);
@@ -762,3 +762,103 @@ BOOST_AUTO_TEST_CASE(https_serves_from_certificate_files) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// Runs tests/support/submit_jobs.py (Python's standard library only)
+// against the endpoint; its answers by case.
+std::map<std::string, json> python_submits(uint16_t port, const std::string& secret = {}) {
+  std::vector<std::string> argv{"/usr/bin/env", "python3", ERGON_SUBMIT_SCRIPT,
+                                "http://127.0.0.1:" + std::to_string(port)};
+  if (!secret.empty())
+    argv.push_back(secret);
+  test::child_process p{argv};
+  std::map<std::string, json> out;
+  for (auto line = p.read_line(); !line.empty() || !p.eof(); line = p.read_line()) {
+    auto doc = json::parse(line, nullptr, false);
+    BOOST_REQUIRE_MESSAGE(!doc.is_discarded(), line);
+    out[doc["case"].get<std::string>()] = doc;
+  }
+  int st = p.wait();
+  BOOST_REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(python_submits_jobs_as_json_base64_and_text_and_gets_named_errors) {
+  const std::string secret = test::test_secret;
+  served_queue s{secret};
+  auto r = python_submits(s.port, secret);
+  auto id_of = [&](const std::string& c) {
+    BOOST_REQUIRE_MESSAGE(r[c]["status"] == 201, r[c].dump());
+    auto id = job_id::parse(r[c]["body"]["id"].get<std::string>());
+    BOOST_REQUIRE(id.has_value());
+    return s.q->job_info(*id);
+  };
+  // JSON payloads are stored as msgpack; the other fields arrive as given.
+  auto structured = id_of("json");
+  BOOST_REQUIRE(structured.has_value());
+  BOOST_TEST(json::from_msgpack(structured->payload) == json::parse(R"({"w": 640, "tags": ["a", "b"]})"));
+  BOOST_TEST(structured->group.value_or("") == "tenant-a");
+  BOOST_TEST(structured->priority == 5);
+  BOOST_TEST(id_of("base64")->payload == std::string("\0\xffraw", 5));
+  auto text = id_of("text");
+  BOOST_TEST(text->payload == "hello");
+  BOOST_TEST(text->name.value_or("") == "welcome");
+  BOOST_TEST(text->max_retries == 1);
+  BOOST_TEST((text->backoff.kind == backoff_kind::constant));
+  // A batch answers its ids in order; a position names an earlier job.
+  BOOST_REQUIRE(r["batch"]["status"] == 201);
+  auto ids = r["batch"]["body"]["ids"];
+  BOOST_REQUIRE(ids.size() == 2u);
+  auto second = s.q->job_info(*job_id::parse(ids[1].get<std::string>()));
+  BOOST_TEST((second->status == job_status::waiting));
+  // Past the 4 KiB every other request is held to, from a writer that
+  // proved itself in its headers.
+  BOOST_TEST(id_of("big")->payload.size() == 100'000u);
+  // Errors name the field (with the position in a batch), and write nothing.
+  auto refused = [&](const std::string& c, const std::string& field) {
+    BOOST_TEST_CONTEXT(c) {
+      BOOST_TEST(r[c]["status"] == 400);
+      BOOST_TEST(r[c]["body"]["field"] == field, r[c].dump());
+    }
+  };
+  refused("bad-priority", "jobs[1].priority");
+  refused("no-type", "type");
+  refused("two-payloads", "payload");
+  refused("unknown-key", "colour");
+  refused("bad-base64", "payload_base64");
+  refused("not-json", "body");
+  BOOST_TEST(s.q->counts().total() == 6);  // json, base64, text, 2 in the batch, big
+  BOOST_TEST(s.q->jobs_by_name("ok")->empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_large_submission_needs_its_proof_before_its_body_is_read) {
+  const std::string secret = test::test_secret;
+  served_queue s{secret};
+  auto c = s.client();
+  std::string big = R"({"type": "blob", "payload_text": ")" + std::string(10'000, 'x') + R"("})";
+  // No secret: refused by its head, 413, before the body is taken.
+  auto unproven = c.Post("/api/jobs", writes, big, "application/json");
+  BOOST_REQUIRE(unproven);
+  BOOST_TEST(unproven->status == 413);
+  BOOST_TEST(unproven->body.find("from a writer whose headers prove it") != std::string::npos,
+             unproven->body);
+  // A small one without the secret reaches the route, which says 401.
+  auto small = c.Post("/api/jobs", writes, R"({"type": "t"})", "application/json");
+  BOOST_TEST(small->status == 401);
+  httplib::Headers proven{{"X-Ergon", "1"}, {"Authorization", "Bearer " + secret}};
+  auto taken = c.Post("/api/jobs", proven, big, "application/json");
+  BOOST_REQUIRE(taken);
+  BOOST_TEST(taken->status == 201, taken->body);
+  // Other routes keep the 4 KiB limit, proof or not.
+  auto settings = c.Post("/api/groups/g/settings", proven, big, "application/json");
+  BOOST_TEST(settings->status == 413);
+  // Past 16 MiB nothing is taken, and it is refused by its Content-Length.
+  auto answer = ask_raw(s.port, "POST /api/jobs HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(s.port)
+                                  + "\r\nX-Ergon: 1\r\nAuthorization: Bearer " + secret
+                                  + "\r\nContent-Length: 99999999\r\n\r\n");
+  BOOST_TEST(answer.find("413") != std::string::npos, answer);
+  BOOST_TEST(s.q->counts().total() == 1);
+}

@@ -19,6 +19,7 @@
 #include "dashboard_page.hpp"
 #include "http/front.hpp"
 #include "http/request_head.hpp"
+#include "job_json.hpp"
 #include "json_views.hpp"
 #include "prometheus_text.hpp"
 #include "queue_impl.hpp"
@@ -217,8 +218,9 @@ bool job_id_text(std::string_view s) {
 const char* allowed_methods(const std::string& path) {
   static const char* const get = "GET, HEAD";
   static const char* const post = "POST";
-  for (auto exact :
-       {"/", "/healthz", "/livez", "/metrics", "/api/stats", "/api/jobs", "/api/recurring"})
+  if (path == "/api/jobs")
+    return "GET, HEAD, POST";
+  for (auto exact : {"/", "/healthz", "/livez", "/metrics", "/api/stats", "/api/recurring"})
     if (path == exact)
       return get;
   if (path == "/api/pauses/resume" || path == "/api/queue/pause" || path == "/api/queue/resume")
@@ -252,26 +254,35 @@ std::string secret_of(queue_impl& q) {
 // taken only from this machine. Either way they carry X-Ergon: 1, which a
 // web page on another origin can't send without a preflight this endpoint
 // never grants.
-status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& res) {
-  if (req.get_header_value("X-Ergon") != "1")
+// The proof a write carries: X-Ergon, and the secret when the queue has
+// one (otherwise a loopback peer). Checked on a parsed request, and on a
+// job submission's head before its body is read.
+status writer_proof(queue_impl& q, std::string_view x_ergon, std::string_view authorization,
+                    std::string_view peer_ip) {
+  if (x_ergon != "1")
     return {error::unauthenticated,
             "a request that changes jobs must carry the header 'X-Ergon: 1'"};
   auto secret = secret_of(q);
   if (secret.empty())
-    return http::loopback_address(req.remote_addr)
+    return http::loopback_address(peer_ip)
              ? status{}
              : status{error::unauthenticated,
                       "writes from other hosts need the queue's shared secret; it has none"};
-  auto given = req.get_header_value("Authorization");
   auto expected = "Bearer " + secret;
-  if (given.size() != expected.size()
-      || CRYPTO_memcmp(given.data(), expected.data(), expected.size()) != 0) {
-    res.set_header("WWW-Authenticate", "Bearer");
+  if (authorization.size() != expected.size()
+      || CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) != 0)
     return {error::unauthenticated,
             "this request changes jobs: send the queue's shared secret as "
             "'Authorization: Bearer <secret>'"};
-  }
   return {};
+}
+
+status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& res) {
+  auto st = writer_proof(q, req.get_header_value("X-Ergon"), req.get_header_value("Authorization"),
+                         req.remote_addr);
+  if (!st && req.get_header_value("X-Ergon") == "1" && !secret_of(q).empty())
+    res.set_header("WWW-Authenticate", "Bearer");
+  return st;
 }
 
 // Host names and methods, checked before any route; and the answers to
@@ -362,6 +373,23 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
     if (auto st = read_listing(req, f, page); !st)
       return reply_error(res, st);
     reply(res, q.list_jobs(f, page), [](const job_page& p) { return json_views::of(p); });
+  });
+  s.Post("/api/jobs", [&q](const httplib::Request& req, httplib::Response& res) {
+    if (auto st = may_write(q, req, res); !st)
+      return reply_error(res, st);
+    auto submission = jobs_from_json(req.body, q.opts.max_payload_bytes);
+    if (!submission)
+      return reply_error(res, submission.error());
+    auto ids = q.call<actors::submit_args, result<std::vector<job_id>>>(
+      actors::submit_args{std::move(submission->jobs)});
+    if (!ids)
+      return reply_error(res, ids.error());
+    if (!submission->batch)
+      return reply_json(res, {{"id", ids->front().to_string()}}, 201);
+    json list = json::array();
+    for (auto& id : *ids)
+      list.push_back(id.to_string());
+    reply_json(res, {{"ids", std::move(list)}}, 201);
   });
   s.Get(R"(/api/jobs/([0-9a-fA-F-]{36}))", [&q](const httplib::Request& req, httplib::Response& res) {
     auto id = id_param(req.matches[1], "id");
@@ -589,8 +617,11 @@ class http_endpoint final : public front_end {
 
 // Binds `where` and answers with `server`, whose routes `route(name)` adds.
 template <class Route>
-result<std::unique_ptr<front_end>> open_endpoint(const http_options& where, Route route) {
+result<std::unique_ptr<front_end>> open_endpoint(
+  const http_options& where, Route route,
+  std::function<bool(std::string_view head, std::string_view peer_ip)> may_submit = {}) {
   http::front_terms terms;
+  terms.limits.may_submit = std::move(may_submit);
   terms.address = where.address;
   terms.port = where.port;
   if (where.tls) {
@@ -619,9 +650,14 @@ result<std::unique_ptr<front_end>> open_endpoint(const http_options& where, Rout
 }  // namespace
 
 status serve_http(queue_impl& q, const http_options& where) {
-  auto endpoint = open_endpoint(where, [&q](httplib::Server& s, const endpoint_name& name) {
-    routes(s, q, name);
-  });
+  auto endpoint = open_endpoint(
+    where, [&q](httplib::Server& s, const endpoint_name& name) { routes(s, q, name); },
+    [&q](std::string_view head, std::string_view peer_ip) {
+      auto header = [&](std::string_view name) {
+        return http::header_value(head, name).value_or(std::string_view{});
+      };
+      return writer_proof(q, header("X-Ergon"), header("Authorization"), peer_ip).ok();
+    });
   if (!endpoint)
     return endpoint.error();
   return q.attach(std::move(*endpoint));

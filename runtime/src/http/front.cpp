@@ -335,7 +335,7 @@ class front::impl {
   bool read_request(uint64_t id, connection& c) {
     for (;;) {
       auto r = c.socket->read_into(c.in, c.in.size() + 4096);
-      auto f = frame_request(c.in, terms_.limits);
+      auto f = frame_request(c.in, terms_.limits, c.from.ip);
       if (f.what == framing::verdict::refused) {
         answer_with(c, response_bytes(f.refused));
         return advance(id, c);

@@ -62,7 +62,8 @@ bool v6_loopback(std::string_view text) {
 
 }  // namespace
 
-framing frame_request(std::string_view received, const request_limits& limits) {
+framing frame_request(std::string_view received, const request_limits& limits,
+                      std::string_view peer_ip) {
   auto end = received.find("\r\n\r\n");
   auto head = end == std::string_view::npos ? received.size() : end + 4;
   if (head > limits.max_head_bytes)
@@ -100,10 +101,19 @@ framing frame_request(std::string_view received, const request_limits& limits) {
     has_length = true;
     length = v;
   }
-  if (length > limits.max_body_bytes)
+  auto method = line.substr(0, sp1);
+  bool submit = method == "POST" && target.substr(0, target.find('?')) == "/api/jobs";
+  if (length > limits.max_body_bytes
+      && !(submit && length <= limits.max_submit_body_bytes && limits.may_submit
+           && limits.may_submit(received.substr(0, head), peer_ip)))
     return refused(413, "body_too_large",
                    "the body has " + std::to_string(length) + " bytes; this endpoint takes at most "
-                     + std::to_string(limits.max_body_bytes));
+                     + std::to_string(limits.max_body_bytes)
+                     + (submit ? " (a job submission up to "
+                                   + std::to_string(limits.max_submit_body_bytes)
+                                   + " from a writer whose headers prove it: X-Ergon and the "
+                                     "secret, or loopback when the queue has none)"
+                               : std::string{}));
   if (received.size() < head + length)
     return {};
   framing f;
@@ -111,6 +121,22 @@ framing frame_request(std::string_view received, const request_limits& limits) {
   f.length = head + static_cast<size_t>(length);
   f.path = std::string{target.substr(0, target.find('?'))};
   return f;
+}
+
+std::optional<std::string_view> header_value(std::string_view head, std::string_view name) {
+  auto line_end = head.find("\r\n");
+  for (auto at = line_end == std::string_view::npos ? head.size() : line_end + 2;
+       at < head.size();) {
+    auto next = head.find("\r\n", at);
+    if (next == std::string_view::npos)
+      next = head.size();
+    auto field = head.substr(at, next - at);
+    at = next + 2;
+    auto colon = field.find(':');
+    if (colon != std::string_view::npos && same_text(field.substr(0, colon), name))
+      return trimmed(field.substr(colon + 1));
+  }
+  return std::nullopt;
 }
 
 bool loopback_address(std::string_view address) {

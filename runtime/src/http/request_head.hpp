@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,8 +18,13 @@ struct request_limits {
   /// The request line and headers; past it, 431.
   size_t max_head_bytes = 16 * 1024;
   /// The body, by its Content-Length; past it, 413 before any of it is
-  /// read. No endpoint takes a body today.
+  /// read, except for a job submission (below).
   size_t max_body_bytes = 4 * 1024;
+  /// The body of POST /api/jobs, allowed past max_body_bytes only when
+  /// `may_submit` approves the request's head and the peer's address (the
+  /// writer proved itself).
+  size_t max_submit_body_bytes = 16 << 20;
+  std::function<bool(std::string_view head, std::string_view peer_ip)> may_submit;
 };
 
 /// An answer the endpoint gives without running a handler.
@@ -40,7 +47,12 @@ struct framing {
 /// Content-Length has no body; Transfer-Encoding is refused (411), as are a
 /// Content-Length that is not one number (400), a head over the limit
 /// (431) and a body over it (413).
-framing frame_request(std::string_view received, const request_limits& limits);
+framing frame_request(std::string_view received, const request_limits& limits,
+                      std::string_view peer_ip = {});
+
+/// The value of the first header `name` (any case) in a request's head,
+/// trimmed; empty if it has none.
+std::optional<std::string_view> header_value(std::string_view head, std::string_view name);
 
 /// Whether `address` (a literal, as a peer's address is written) is a
 /// loopback address: 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104.

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Submits jobs to ergon's HTTP endpoint with the standard library only, as
+docs/operations.md shows: python3 submit_jobs.py URL [SECRET]. Prints one
+JSON line per request: {"case", "status", "body"}."""
+import base64
+import json
+import sys
+import urllib.error
+import urllib.request
+
+url = sys.argv[1].rstrip("/") + "/api/jobs"
+secret = sys.argv[2] if len(sys.argv) > 2 else None
+
+
+def submit(case, body, raw=None):
+    headers = {"Content-Type": "application/json", "X-Ergon": "1"}
+    if secret:
+        headers["Authorization"] = "Bearer " + secret
+    data = raw if raw is not None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            status, text = answer.status, answer.read()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read()
+    print(json.dumps({"case": case, "status": status, "body": json.loads(text)}), flush=True)
+
+
+submit("json", {"type": "resize", "payload": {"w": 640, "tags": ["a", "b"]},
+                "group": "tenant-a", "priority": 5})
+submit("base64", {"type": "resize",
+                  "payload_base64": base64.b64encode(b"\x00\xffraw").decode()})
+submit("text", {"type": "email", "payload_text": "hello", "name": "welcome",
+                "max_retries": 1, "backoff": {"initial_ms": 1000, "kind": "constant"}})
+submit("batch", {"jobs": [{"type": "step", "payload_text": "one"},
+                          {"type": "step", "payload_text": "two", "depends_on_batch": [0]}]})
+submit("big", {"type": "blob", "payload_text": "x" * 100000})
+submit("bad-priority", {"jobs": [{"type": "ok"}, {"type": "step", "priority": "high"}]})
+submit("no-type", {"payload": 1})
+submit("two-payloads", {"type": "t", "payload": 1, "payload_text": "1"})
+submit("unknown-key", {"type": "t", "colour": "red"})
+submit("bad-base64", {"type": "t", "payload_base64": "not base64!"})
+submit("not-json", None, raw=b"{nope")
