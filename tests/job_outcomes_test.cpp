@@ -467,3 +467,62 @@ BOOST_FIXTURE_TEST_CASE(a_message_that_is_not_utf8_or_holds_nul_is_kept_readable
   BOOST_TEST(j.status == job_status::failed);
   BOOST_TEST(last_attempt(j).message == "bad \\xff byte and a \\x00 NUL");
 }
+
+// Middleware (issue 32, item 7): hooks around every job a worker runs.
+BOOST_AUTO_TEST_SUITE(middleware)
+
+BOOST_FIXTURE_TEST_CASE(hooks_wrap_every_job_in_order_and_a_throwing_hook_changes_nothing,
+                        queue_fixture) {
+  std::mutex mtx;
+  std::vector<std::string> trace;
+  auto note = [&](std::string what) {
+    std::lock_guard<std::mutex> guard{mtx};
+    trace.push_back(std::move(what));
+  };
+  worker_options w;
+  w.runners["ok"] = [&](job_context&) {
+    note("code");
+    return std::string{"result"};
+  };
+  w.runners["bad"] = [&](job_context&) -> std::string { throw std::runtime_error("boom"); };
+  w.runners["doomed"] = [&](job_context&) { throw permanent_failure("no hope"); };
+  w.max_concurrency = 1;
+  job_middleware outer;
+  outer.before = [&](job_context& ctx) { note("outer before " + ctx.type()); };
+  outer.after = [&](job_context& ctx) { note("outer after " + ctx.type()); };
+  outer.on_error = [&](job_context& ctx, const std::string& e) {
+    note("outer error " + ctx.type() + ": " + e);
+  };
+  job_middleware inner;
+  inner.before = [&](job_context&) {
+    note("inner before");
+    throw std::runtime_error("a broken tracer");
+  };
+  inner.after = [&](job_context&) { note("inner after"); };
+  inner.on_error = [&](job_context&, const std::string&) { throw 42; };
+  w.middleware = {outer, inner};
+  auto wk = start(std::move(w));
+  auto ok = submit(*job_of("ok").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, ok));
+  auto bad = submit(*job_of("bad").max_retries(0).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, bad));
+  auto doomed = submit(*job_of("doomed").max_retries(5).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, doomed));
+  // The job is as it would be without hooks: its result, its failure, and
+  // a permanent failure that spends no more tries.
+  BOOST_TEST(info(ok).result.value_or("") == "result");
+  BOOST_TEST(info(bad).attempts.at(0).message == "boom");
+  BOOST_TEST(info(doomed).attempts.size() == 1u);
+  std::vector<std::string> expected{
+    "outer before ok",  "inner before", "code",           "inner after",
+    "outer after ok",   "outer before bad", "inner before", "outer error bad: boom",
+    "outer before doomed", "inner before", "outer error doomed: no hope"};
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    BOOST_TEST(trace == expected, boost::test_tools::per_element());
+  }
+  // inner.before threw three times, inner.on_error twice.
+  BOOST_TEST(wk.stats().middleware_errors == 5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

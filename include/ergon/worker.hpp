@@ -10,9 +10,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "ergon/error.hpp"
@@ -21,6 +23,22 @@
 namespace ergon {
 
 /// How a worker runs.
+/// Hooks around every job a worker runs (worker_options::middleware), for
+/// tracing, logging and metrics without touching each runner. Each may be
+/// empty. They run on the job's thread: `before` ahead of the job code,
+/// then `after` once the code returned, or `on_error` once it threw (with
+/// what it threw, as text); the exception then fails the attempt as it
+/// would without hooks (a permanent_failure stays one). With several,
+/// `before` runs in order and the others in reverse, like nested scopes. A
+/// hook that throws changes nothing for the job or the other hooks: it is
+/// logged to stderr and counted in worker_stats::middleware_errors, as a
+/// throwing subscriber is counted and skipped.
+struct job_middleware {
+  std::function<void(job_context&)> before;
+  std::function<void(job_context&)> after;
+  std::function<void(job_context&, const std::string& error)> on_error;
+};
+
 struct worker_options {
   /// For diagnostics.
   std::string name = "worker";
@@ -65,6 +83,10 @@ struct worker_options {
   /// stored anyway. 0 to 1 hour; 0 hands each report over as soon as the
   /// worker gets to it (reports made faster than that still coalesce).
   std::chrono::milliseconds progress_interval{1'000};
+
+  /// Hooks around every job this worker runs (job_middleware), outermost
+  /// first.
+  std::vector<job_middleware> middleware;
 };
 
 /// What a worker has done so far.
@@ -78,6 +100,8 @@ struct worker_stats {
   int64_t outcomes_resent = 0;
   int32_t running_jobs = 0;      ///< attempts whose code is running
   int32_t running_weight = 0;
+  /// Middleware hooks that threw (job_middleware); each also logged.
+  int64_t middleware_errors = 0;
 };
 
 /// A running worker. Move-only; destroying it stops it (waiting up to 30 s).

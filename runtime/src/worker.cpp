@@ -2,6 +2,7 @@
 
 #include <caf/send.hpp>
 
+#include "middleware.hpp"
 #include "moved_from.hpp"
 #include "worker_impl.hpp"
 
@@ -14,8 +15,17 @@ std::shared_ptr<worker_impl> worker::impl::spawn(caf::actor_system& sys, worker_
                                                   caf::actor rejoin) {
   actors::worker_config cfg;
   cfg.name = std::move(opts.name);
-  for (auto& [type, handler] : opts.runners)
-    cfg.runners.emplace(type, [h = std::move(handler)](job_context& a) { return h(a); });
+  if (opts.middleware.empty()) {
+    for (auto& [type, handler] : opts.runners)
+      cfg.runners.emplace(type, [h = std::move(handler)](job_context& a) { return h(a); });
+  } else {
+    auto hooks = std::make_shared<runtime::middleware>(std::move(opts.middleware), cfg.name,
+                                                       cfg.counters);
+    for (auto& [type, handler] : opts.runners)
+      cfg.runners.emplace(type, [h = std::move(handler), hooks](job_context& a) {
+        return hooks->around(a, h);
+      });
+  }
   cfg.max_capacity = opts.max_concurrency;
   cfg.min_capacity = opts.min_concurrency.value_or(opts.max_concurrency);
   cfg.prefetch = opts.prefetch;
@@ -73,6 +83,7 @@ worker_stats worker::stats() const {
   s.outcomes_resent = c.outcomes_resent.load();
   s.running_jobs = c.running_jobs.load();
   s.running_weight = c.running_weight.load();
+  s.middleware_errors = c.middleware_errors.load();
   return s;
 }
 

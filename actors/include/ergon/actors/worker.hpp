@@ -45,6 +45,7 @@ struct worker_counters {
   std::atomic<int64_t> outcomes_resent{0};
   std::atomic<int32_t> running_jobs{0};
   std::atomic<int32_t> running_weight{0};
+  std::atomic<int64_t> middleware_errors{0};
 };
 
 struct worker_config {
