@@ -21,7 +21,7 @@ void print_controls(ergon::queue& q, const char* when) {
     std::printf("  none\n");
   else
     for (auto& c : *controls)
-      std::printf("  %s %s%s%s\n", ergon::to_string(c.scope), c.name.c_str(),
+      std::printf("  %s %s%s %s\n", ergon::to_string(c.scope), c.name.c_str(),
                   c.paused ? " paused" : "", ergon::to_string(c.settings).c_str());
 }
 

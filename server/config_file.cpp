@@ -21,9 +21,12 @@ std::string config_source::explain(const status& st) const {
     return st.to_string();
   auto message = st.message();
   // Option checks start their message with the field; the key replaces it.
-  for (auto prefix : {"field '" + st.field() + "': ", st.field() + ": "})
-    if (message.rfind(prefix, 0) == 0)
-      message = message.substr(prefix.size());
+  if (message.rfind("field '", 0) == 0) {
+    if (auto end = message.find("': "); end != std::string::npos)
+      message = message.substr(end + 3);
+  } else if (message.rfind(st.field() + ": ", 0) == 0) {
+    message = message.substr(st.field().size() + 2);
+  }
   return path + ":" + std::to_string(f->second.second) + ": " + f->second.first + ": " + message;
 }
 
@@ -85,14 +88,13 @@ class reader {
     source_.fields[field] = {key, n.source().begin.line};
   }
 
-  handler text(std::string& into, const char* field = nullptr) {
+  handler text(std::string& into, std::string field = {}) {
     return [this, &into, field](const toml::node& n, const std::string& key) -> status {
       auto v = n.as_string();
       if (!v)
         return fail(n, key, "must be a string");
       into = v->get();
-      if (field)
-        noted(field, key, n);
+      noted(field.empty() ? key : field, key, n);
       return {};
     };
   }
@@ -185,11 +187,13 @@ class reader {
     };
   }
 
-  handler tls(tls_options& into, std::string* passphrase_file) {
-    return [this, &into, passphrase_file](const toml::node& n, const std::string& key) {
-      keys k{{"certificate", text(into.certificate, "certificate")},
-             {"key", text(into.key, "key")},
-             {"ca_file", text(into.ca_file, "ca_file")}};
+  // `at` is the table's field, "listen.tls" or "http.tls", as the server
+  // names use_tls's errors.
+  handler tls(tls_options& into, std::string* passphrase_file, std::string at) {
+    return [this, &into, passphrase_file, at](const toml::node& n, const std::string& key) {
+      keys k{{"certificate", text(into.certificate, at + ".certificate")},
+             {"key", text(into.key, at + ".key")},
+             {"ca_file", text(into.ca_file, at + ".ca_file")}};
       if (passphrase_file) {
         k["passphrase_file"] = text(*passphrase_file);
         k["peer_name"] = text(into.peer_name);
@@ -224,7 +228,7 @@ keys reader::listen() {
     {"handshake_timeout", duration(l.handshake_timeout, "listen.handshake_timeout")},
     {"peer_timeout", duration(s_.peer_timeout, "listen.peer_timeout")},
     {"max_message_bytes", integer(s_.max_message_bytes, "listen.max_message_bytes", 0, max_i64)},
-    {"tls", tls(s_.tls, &s_.passphrase_file)},
+    {"tls", tls(s_.tls, &s_.passphrase_file, "listen.tls")},
   };
 }
 
@@ -238,7 +242,7 @@ keys reader::http() {
     {"insecure_plaintext", flag(h.insecure_plaintext)},
     {"tls", [this, &h](const toml::node& n, const std::string& key) {
        tls_options t = h.tls.value_or(tls_options{});
-       auto st = tls(t, nullptr)(n, key);
+       auto st = tls(t, nullptr, "http.tls")(n, key);
        if (st)
          h.tls = t;
        return st;
@@ -456,7 +460,7 @@ keys reader::top() {
          return {
            {"initial", [this, &p, field](const toml::node& v, const std::string& k) {
               ms d{};
-              auto st = duration(d, field + "initial_ms")(v, k);
+              auto st = duration(d, field + "initial")(v, k);
               if (st)
                 p.initial_ms = d.count();
               return st;
@@ -477,7 +481,7 @@ keys reader::top() {
             }},
            {"max", [this, &p, field](const toml::node& v, const std::string& k) {
               ms d{};
-              auto st = duration(d, field + "max_ms")(v, k);
+              auto st = duration(d, field + "max")(v, k);
               if (st)
                 p.max_ms = d.count();
               return st;

@@ -138,6 +138,14 @@ int make_secret_file(const std::string& path) {
   return 0;
 }
 
+// A TLS error ("certificate", "key", "ca_file") as the table that set it
+// names it, so that the file's line is found.
+ergon::status with_prefix(const std::string& prefix, const ergon::status& st) {
+  if (st || st.field().empty())
+    return st;
+  return {st.code(), st.message(), prefix + st.field()};
+}
+
 // The network layer's settings for the queue's port: TLS, the peer
 // timeout and the message limit. Errors name the field as the file does.
 ergon::status network_config(caf::actor_system_config& cfg,
@@ -148,7 +156,7 @@ ergon::status network_config(caf::actor_system_config& cfg,
   if (auto st = ergon::set_max_message_size(cfg, s.max_message_bytes); !st)
     return {st.code(), "listen.max_message_bytes: " + st.message(), "listen.max_message_bytes"};
   if (!s.tls.certificate.empty())
-    return ergon::use_tls(cfg, s.tls);
+    return with_prefix("listen.tls.", ergon::use_tls(cfg, s.tls));
   return {};
 }
 
@@ -161,7 +169,7 @@ ergon::status check_settings(const ergon::server::server_settings& s) {
   if (s.opts.http && s.opts.http->tls) {
     caf::actor_system_config scratch;
     if (auto st = ergon::use_tls(scratch, *s.opts.http->tls); !st)
-      return st;
+      return with_prefix("http.tls.", st);
   }
   return ergon::validate(s.opts);
 }
@@ -382,6 +390,24 @@ int main(int argc, char** argv) {
     std::cerr << "ergon-server: --standby-poll-ms: needs --standby (or standby = true)\n";
     return 1;
   }
+  // A value a flag gave is not the file's: errors about it name no line.
+  for (auto [flag, field] :
+       {std::pair{"--bind", "listen.address"}, std::pair{"--port", "listen.port"},
+        std::pair{"--tls-cert", "listen.tls.certificate"}, std::pair{"--tls-key", "listen.tls.key"},
+        std::pair{"--tls-ca", "listen.tls.ca_file"},
+        std::pair{"--handshake-timeout-ms", "listen.handshake_timeout"},
+        std::pair{"--max-message-bytes", "listen.max_message_bytes"},
+        std::pair{"--peer-timeout-ms", "listen.peer_timeout"}, std::pair{"--http-port", "http.port"},
+        std::pair{"--http-bind", "http.address"}, std::pair{"--http-cert", "http.tls.certificate"},
+        std::pair{"--http-key", "http.tls.key"}, std::pair{"--http-ca", "http.tls.ca_file"},
+        std::pair{"--remote-grace-ms", "remote_grace"},
+        std::pair{"--idempotency-window-ms", "idempotency_window"},
+        std::pair{"--inbox-sweep-ms", "inbox_sweep"}, std::pair{"--lease-time-ms", "lease_time"},
+        std::pair{"--commit-outcome-wait-ms", "commit_outcome_wait"},
+        std::pair{"--max-snoozes", "max_snoozes"},
+        std::pair{"--preempt-at", "scheduling.preemption.threshold"}})
+    if (given(flag))
+      source.fields.erase(field);
   if (s.db.empty()) {
     std::cerr << "ergon-server: --db is required (or db in the configuration file)\n"
               << app.help();

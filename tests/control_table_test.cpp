@@ -155,9 +155,41 @@ BOOST_AUTO_TEST_CASE(settings_change_scheduling_and_reset_goes_back_to_the_confi
   p.fill_metrics(m, 8);
   BOOST_REQUIRE(!m.groups.empty());
   BOOST_TEST(m.groups.at(0).weight == 2);
-  // Resetting what has nothing set writes nothing.
-  BOOST_TEST(t.apply(call(scheduling_control::reset_group, "a"), 9)->changed.empty());
-  BOOST_TEST(t.apply(call(scheduling_control::resume_type, "x"), 9)->changed.empty());
+  // Resetting or resuming what has nothing set changes nothing and sends no
+  // event, but saves the row as it stands (none: a delete), so that
+  // repeating a call whose write failed fixes the database.
+  for (auto c : {call(scheduling_control::reset_group, "a"),
+                 call(scheduling_control::resume_type, "x")}) {
+    auto again = t.apply(c, 9);
+    BOOST_REQUIRE(again.has_value());
+    BOOST_REQUIRE(again->changed.size() == 1u);
+    BOOST_TEST(!again->changed[0].in_force());
+    BOOST_TEST(again->events.empty());
+  }
+  BOOST_TEST(t.changes() == 4);
+  // resume_all ends every stored pause, known here or not.
+  auto all = t.apply(call(scheduling_control::resume_all), 10);
+  BOOST_TEST(all->end_all_pauses);
+}
+
+BOOST_AUTO_TEST_CASE(settings_of_names_without_jobs_wait_for_their_first_job) {
+  fixture f;
+  control_table t{f.policy, {}};
+  metrics_snapshot before;
+  f.policy.fill_metrics(before, 0);
+  settings_change capped;
+  capped.max_running = 1;
+  for (int i = 0; i < 100; ++i) {
+    auto name = "g" + std::to_string(i);
+    BOOST_REQUIRE(t.apply(change(scheduling_control::change_group, name, capped), 1));
+    BOOST_REQUIRE(t.apply(call(scheduling_control::reset_group, name), 1));
+  }
+  BOOST_REQUIRE(t.apply(change(scheduling_control::change_group, "later", capped), 2));
+  BOOST_TEST(!f.policy.ungated());  // a cap waits for its group
+  BOOST_TEST(f.policy.group_id("later") == 1u);  // nothing else was interned
+  f.add("later", 3, 3);
+  BOOST_TEST(f.next(3) == "later");
+  BOOST_TEST(f.next(3) == "");  // the cap came with its first job
 }
 
 BOOST_AUTO_TEST_CASE(a_type_rate_limit_set_at_run_time_spaces_its_starts) {

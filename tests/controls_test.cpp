@@ -230,3 +230,30 @@ BOOST_AUTO_TEST_CASE(settings_are_checked_by_field_and_a_refusal_writes_nothing)
   BOOST_TEST(moved.set_group("g", s).ok());
   BOOST_TEST(moved.controls()->size() == 1u);
 }
+
+// A row no run-time control could have written (edited by hand, or a bad
+// restore) is refused at open by name, rather than reaching the dispatcher.
+BOOST_AUTO_TEST_CASE(a_controls_row_out_of_range_is_refused_at_open_by_name) {
+  queue_fixture f;
+  settings_change s;
+  s.weight = 2;
+  BOOST_REQUIRE(f.q->set_group("tenant", s).ok());
+  f.q.reset();
+  f.log.reset();
+  for (auto [sql, says] :
+       {std::pair{"UPDATE controls SET weight = 0", "weight 0"},
+        std::pair{"UPDATE controls SET weight = NULL, rate_per_second = 5, rate_burst = NULL",
+                  "a rate without a burst"},
+        std::pair{"UPDATE controls SET rate_burst = 0", "burst 0"}}) {
+    {
+      auto d = open_db(f.location);
+      BOOST_REQUIRE(d->exec(sql).ok());
+    }
+    auto q = queue::open(f.location);
+    BOOST_REQUIRE(!q.has_value());
+    BOOST_TEST(q.error().code() == error::corrupt);
+    BOOST_TEST(q.error().message().find("group 'tenant'") != std::string::npos,
+               q.error().message());
+    BOOST_TEST(q.error().message().find(says) != std::string::npos, q.error().message());
+  }
+}

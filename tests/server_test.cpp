@@ -554,6 +554,20 @@ BOOST_AUTO_TEST_CASE(a_bad_configuration_names_the_file_line_and_key_and_opens_n
       BOOST_TEST(!std::filesystem::exists(db));
     }
   }
+  // A flag's value is the flag's: its error names no line of the file.
+  auto config = write_config(dir, "[listen]\nhandshake_timeout = \"10s\"\n");
+  auto flagged = run_server({"--config", config, "--db", db, "--handshake-timeout-ms", "5",
+                             "--check-config"});
+  BOOST_TEST(flagged.first == 1);
+  BOOST_TEST(flagged.second.find("listen.handshake_timeout") != std::string::npos, flagged.second);
+  BOOST_TEST(flagged.second.find("ergon.toml:2") == std::string::npos, flagged.second);
+  // Each table's TLS files are named by their own table and line.
+  config = write_config(dir, "[listen.tls]\ncertificate = \"/nonexistent/listen.pem\"\n"
+                             "key = \"/nonexistent/listen.key\"\nca_file = \"/nonexistent/ca.pem\"\n");
+  auto tls = run_server({"--config", config, "--db", db, "--check-config"});
+  BOOST_TEST(tls.first == 1);
+  BOOST_TEST(tls.second.find("ergon.toml:") != std::string::npos, tls.second);
+  BOOST_TEST(tls.second.find("listen.tls.") != std::string::npos, tls.second);
   auto missing = run_server({"--config", dir.file("nope.toml"), "--db", db, "--check-config"});
   BOOST_TEST(missing.first == 1);
   BOOST_TEST(missing.second.find("nope.toml: no such configuration file") != std::string::npos,

@@ -284,7 +284,8 @@ class queue {
 
   /// Changes a group's weight (set_group with only a weight). The
   /// allocation is recomputed at once. Error: invalid_argument ("weight"
-  /// below 1 or above max_weight, or "group" longer than 256 bytes).
+  /// below 1 or above max_weight, "group" longer than 256 bytes, or "name"
+  /// past max_controls).
   status set_group_weight(const std::string& group, int32_t weight);
 
   /// Restores every group's configured weight.
@@ -344,7 +345,8 @@ class queue {
   status reset_breaker(const std::string& type);
 
   /// Ends every pause, of the queue, groups and types, with names paused
-  /// ahead among them, and returns how many there were. metrics().pauses lists them
+  /// ahead among them, and returns how many there were (the queue's own
+  /// pause is listed in metrics().controls, the others in pauses too). metrics().pauses lists them
   /// before. Error: closed.
   result<int64_t> resume_all();
 

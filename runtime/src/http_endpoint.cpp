@@ -118,9 +118,10 @@ result<settings_change> settings_body(const std::string& body) {
   return c;
 }
 
-// A pause's ?for_ms=N; none: until resumed.
-result<std::optional<std::chrono::milliseconds>> pause_duration(const httplib::Request& req) {
-  if (!req.has_param("for_ms"))
+// A pause's ?for_ms=N; none: until resumed (a resume reads none).
+result<std::optional<std::chrono::milliseconds>> pause_duration(const httplib::Request& req,
+                                                                 bool pause) {
+  if (!pause || !req.has_param("for_ms"))
     return std::optional<std::chrono::milliseconds>{};
   auto v = int_param(req, "for_ms");
   if (!v)
@@ -422,7 +423,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            bool group = req.matches[1] == "groups";
            bool pause = req.matches[3] == "pause";
            std::string name = req.matches[2];  // httplib decoded the path
-           auto duration = pause_duration(req);
+           auto duration = pause_duration(req, pause);
            if (!duration)
              return reply_error(res, duration.error());
            auto st = pause ? q.pause(group ? control::pause_group : control::pause_type, name,
@@ -458,7 +459,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
     if (auto st = may_write(q, req, res); !st)
       return reply_error(res, st);
     bool pause = req.matches[1] == "pause";
-    auto duration = pause_duration(req);
+    auto duration = pause_duration(req, pause);
     if (!duration)
       return reply_error(res, duration.error());
     auto st = pause ? q.pause(control::pause_queue, {}, *duration)

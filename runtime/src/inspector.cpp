@@ -27,6 +27,8 @@ struct inspector::impl {
   // A file no queue of this version has opened yet has no finished_counts table.
   storage::count_source counts_from = storage::count_source::table;
   int version = 0;
+  // Whether the schema has the controls table (each engine counts its own).
+  bool has_controls = false;
   std::string path;
 
   // Job rows of a file older than the job outcomes lack their columns.
@@ -86,6 +88,7 @@ result<std::unique_ptr<inspector_impl>> inspect_postgres(const std::string& uri)
     return status{error::corrupt, uri + ": schema version " + std::to_string(*version)
                                     + " is newer than this ergon build supports"};
   p->version = storage::current_schema_version();
+  p->has_controls = *version >= storage::controls_version(storage::engine::postgres);
   p->path = uri;
   return p;
 }
@@ -120,6 +123,7 @@ result<inspector> queue::inspect(const std::string& path) {
     return status{error::corrupt, path + ": schema version " + std::to_string(v)
                                     + " is newer than this ergon build supports"};
   p->version = v;
+  p->has_controls = v >= storage::controls_version(storage::engine::sqlite);
   p->path = path;
   if (v < storage::finished_counts_version)
     p->counts_from = storage::count_source::scan;
@@ -208,7 +212,7 @@ result<std::vector<control_info>> inspector::controls() const {
   if (!impl_)
     return closed_inspector();
   return impl_->with_connection([&](storage::db& d) -> result<std::vector<control_info>> {
-    if (impl_->version < storage::controls_version(d.engine()))
+    if (!impl_->has_controls)
       return std::vector<control_info>{};
     auto stored = storage::read_controls(d);
     if (!stored)

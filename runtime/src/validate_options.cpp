@@ -38,8 +38,8 @@ std::string entry_field(const char* map, const std::string& key, const char* mem
 }
 
 status validate(const rate_limit& r, const char* map, const std::string& key) {
-  if (!(r.per_second > 0))
-    return invalid_field(entry_field(map, key, "per_second"), "must be > 0");
+  if (!(r.per_second > 0) || !std::isfinite(r.per_second))
+    return invalid_field(entry_field(map, key, "per_second"), "must be finite and > 0");
   return check_at_least_one(entry_field(map, key, "burst"), r.burst);
 }
 

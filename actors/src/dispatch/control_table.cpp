@@ -33,17 +33,6 @@ void unpause(control_info& c) {
   c.paused_until_ms.reset();
 }
 
-void merge(settings_change& into, const settings_change& c) {
-  if (c.weight)
-    into.weight = c.weight;
-  if (c.min_slots)
-    into.min_slots = c.min_slots;
-  if (c.max_running)
-    into.max_running = c.max_running;
-  if (c.rate)
-    into.rate = c.rate;
-}
-
 }  // namespace
 
 control_table::control_table(scheduling_policy& policy, std::vector<control_info> stored)
@@ -99,6 +88,18 @@ void control_table::changed(control_info& c, std::string what, int64_t now, appl
     rows_.erase(key{c.scope, c.name});
 }
 
+void control_table::unchanged(control_scope scope, const std::string& name, applied& out) {
+  auto i = rows_.find(key{scope, name});
+  if (i != rows_.end()) {
+    out.changed.push_back(i->second);
+    return;
+  }
+  control_info none;
+  none.scope = scope;
+  none.name = name;
+  out.changed.push_back(std::move(none));
+}
+
 result<control_table::applied> control_table::pause(const scheduling_control& c,
                                                     control_scope scope, int64_t now) {
   key k{scope, c.name};
@@ -139,8 +140,10 @@ control_table::applied control_table::resume(control_scope scope, const std::str
   }
   applied out;
   auto i = rows_.find(key{scope, name});
-  if (i == rows_.end() || !i->second.paused)
+  if (i == rows_.end() || !i->second.paused) {
+    unchanged(scope, name, out);
     return out;
+  }
   auto& row = i->second;
   unpause(row);
   changed(row, "resumed " + control_name(scope, name), now, out);
@@ -157,7 +160,7 @@ result<control_table::applied> control_table::change(const scheduling_control& c
   else
     policy_.change_type(c.name, c.settings);
   auto& row = **r;
-  merge(row.settings, c.settings);
+  merge_settings(row.settings, c.settings);
   applied out;
   changed(row, "set " + control_name(scope, c.name) + ": " + to_string(c.settings), now, out);
   return out;
@@ -167,8 +170,10 @@ control_table::applied control_table::reset(control_scope scope, const std::stri
                                             bool weight_only, int64_t now) {
   applied out;
   auto i = rows_.find(key{scope, name});
-  if (i == rows_.end())
+  if (i == rows_.end()) {
+    unchanged(scope, name, out);
     return out;
+  }
   auto& row = i->second;
   if (weight_only) {
     if (!row.settings.weight)
@@ -179,8 +184,10 @@ control_table::applied control_table::reset(control_scope scope, const std::stri
     return out;
   }
   auto& s = row.settings;
-  if (!s.weight && !s.min_slots && !s.max_running && !s.rate)
+  if (!s.weight && !s.min_slots && !s.max_running && !s.rate) {
+    unchanged(scope, name, out);
     return out;
+  }
   if (scope == control_scope::group)
     policy_.reset_group(name);
   else
@@ -193,6 +200,7 @@ control_table::applied control_table::reset(control_scope scope, const std::stri
 control_table::applied control_table::resume_all(int64_t now) {
   applied out;
   out.answer = policy_.resume_all(now);
+  out.end_all_pauses = true;
   end_pauses([](const control_info&) { return true; }, " (resume all)", now, out);
   return out;
 }
@@ -247,6 +255,7 @@ result<control_table::applied> control_table::apply(const scheduling_control& c,
         out.events.insert(out.events.end(), one.events.begin(), one.events.end());
       }
       policy_.reset_group_weights();
+      out.clear_group_weights = true;
       return out;
     }
     case scheduling_control::reset_breaker:

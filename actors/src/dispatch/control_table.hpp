@@ -34,9 +34,15 @@ class control_table {
     /// deleted); empty: nothing to write.
     std::vector<control_info> changed;
     std::vector<event> events;  ///< control_changed, one per row changed
+    /// Written before `changed`: every stored pause ends (resume_all), and
+    /// every stored group weight goes (reset_group_weights).
+    bool end_all_pauses = false;
+    bool clear_group_weights = false;
   };
 
-  /// Applies a control call. Errors: invalid_argument naming "name" when
+  /// Applies a control call. Resumes and resets save their row even when
+  /// they change nothing in memory, so that repeating a call whose write
+  /// failed fixes the database. Errors: invalid_argument naming "name" when
   /// max_controls rows are in force and the call would add one, or the
   /// policy's refusal (pausing ahead past max_paused_ahead). A refused call
   /// changes nothing.
@@ -57,6 +63,10 @@ class control_table {
   /// The row for `k`, made if there is room.
   result<control_info*> row(const key& k, int64_t now);
   void changed(control_info& c, std::string what, int64_t now, applied& out);
+  /// A call that changed nothing here still saves the row as it stands
+  /// (deleted if there is none): if the write of the change it repeats
+  /// failed, the database catches up.
+  void unchanged(control_scope scope, const std::string& name, applied& out);
   result<applied> pause(const scheduling_control& c, control_scope scope, int64_t now);
   applied resume(control_scope scope, const std::string& name, int64_t now);
   result<applied> change(const scheduling_control& c, control_scope scope, int64_t now);

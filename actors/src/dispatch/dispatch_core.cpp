@@ -143,11 +143,12 @@ void save_controls(state& st, control_table::applied done,
                    const reply_to<result<int64_t>>& reply) {
   if (st.wants_events())
     st.add_events(std::move(done.events));
-  if (done.changed.empty()) {
+  if (done.changed.empty() && !done.end_all_pauses && !done.clear_group_weights) {
     reply.deliver(result<int64_t>{done.answer});
     return;
   }
-  st.send(control_save{{std::move(done.changed)}, done.answer, reply});
+  st.send(control_save{{std::move(done.changed), done.end_all_pauses, done.clear_group_weights},
+                       done.answer, reply});
 }
 
 // Turns allocation changes into events, once per input.

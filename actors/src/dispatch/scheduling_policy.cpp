@@ -39,8 +39,10 @@ void scheduling_policy::pause_state::stop(int64_t now) {
   if (!paused)
     return;
   paused = false;
+  // A deadline passed while nobody looked (the queue was closed) ends the
+  // span there: the pause was over then.
+  past.emplace_back(since, until ? std::max(since, std::min(*until, now)) : now);
   until.reset();
-  past.emplace_back(since, now);
 }
 
 void scheduling_policy::token_bucket::refill(int64_t now) {
@@ -51,6 +53,13 @@ void scheduling_policy::token_bucket::refill(int64_t now) {
                               tokens + limit.per_second * static_cast<double>(now - last) / 1e3);
   }
   last = std::max(last, now);
+}
+
+void scheduling_policy::token_bucket::change(const rate_limit& to) {
+  // Tokens earned so far at the old rate stay, up to the new burst.
+  if (last >= 0)
+    tokens = std::min<double>(tokens, to.burst);
+  limit = to;
 }
 
 int64_t scheduling_policy::token_bucket::next_token(int64_t now) const {
@@ -88,6 +97,11 @@ uint32_t scheduling_policy::group_id(const std::string& name) {
     g.rate = token_bucket{r->second};
   groups_.push_back(std::move(g));
   group_ids_.emplace(name, id);
+  if (auto ahead = group_settings_ahead_.find(name); ahead != group_settings_ahead_.end()) {
+    auto settings = ahead->second;
+    group_settings_ahead_.erase(ahead);
+    change_group(name, settings);
+  }
   return id;
 }
 
@@ -108,6 +122,11 @@ uint32_t scheduling_policy::type_id(const std::string& name) {
   }
   types_.push_back(std::move(t));
   type_ids_.emplace(name, id);
+  if (auto ahead = type_settings_ahead_.find(name); ahead != type_settings_ahead_.end()) {
+    auto settings = ahead->second;
+    type_settings_ahead_.erase(ahead);
+    change_type(name, settings);
+  }
   return id;
 }
 
@@ -596,8 +615,25 @@ void scheduling_policy::reset_group_weights() {
   }
 }
 
+void merge_settings(settings_change& into, const settings_change& c) {
+  if (c.weight)
+    into.weight = c.weight;
+  if (c.min_slots)
+    into.min_slots = c.min_slots;
+  if (c.max_running)
+    into.max_running = c.max_running;
+  if (c.rate)
+    into.rate = c.rate;
+}
+
 void scheduling_policy::change_group(const std::string& group, const settings_change& c) {
-  auto& g = groups_[group_id(group)];
+  auto known = group_ids_.find(group);
+  if (known == group_ids_.end()) {
+    // Held aside like a pause ahead: its first job takes it (group_id).
+    merge_settings(group_settings_ahead_[group], c);
+    return;
+  }
+  auto& g = groups_[known->second];
   if (c.weight && g.weight != *c.weight) {
     g.weight = *c.weight;
     mark_dirty(allocation_reason::weight_change);
@@ -617,27 +653,36 @@ void scheduling_policy::change_group(const std::string& group, const settings_ch
     if (c.rate->per_second <= 0)
       g.rate.reset();
     else if (g.rate)
-      g.rate->limit = *c.rate;  // tokens it holds stay, up to the new burst
+      g.rate->change(*c.rate);
     else
       g.rate = token_bucket{*c.rate};
   }
 }
 
 void scheduling_policy::change_type(const std::string& type, const settings_change& c) {
-  auto& t = types_[type_id(type)];
+  auto known = type_ids_.find(type);
+  if (known == type_ids_.end()) {
+    merge_settings(type_settings_ahead_[type], c);
+    return;
+  }
+  auto& t = types_[known->second];
   if (c.max_running)
     t.cap = *c.max_running > 0 ? std::optional<int32_t>{*c.max_running} : std::nullopt;
   if (c.rate) {
     if (c.rate->per_second <= 0)
       t.rate.reset();
     else if (t.rate)
-      t.rate->limit = *c.rate;
+      t.rate->change(*c.rate);
     else
       t.rate = token_bucket{*c.rate};
   }
 }
 
 void scheduling_policy::reset_group_weight(const std::string& group) {
+  if (auto ahead = group_settings_ahead_.find(group); ahead != group_settings_ahead_.end()) {
+    ahead->second.weight.reset();
+    return;
+  }
   auto cfg = opts_.groups.find(group);
   settings_change c;
   c.weight = cfg != opts_.groups.end() ? cfg->second.weight.value_or(opts_.default_group_weight)
@@ -646,6 +691,8 @@ void scheduling_policy::reset_group_weight(const std::string& group) {
 }
 
 void scheduling_policy::reset_group(const std::string& group) {
+  if (group_settings_ahead_.erase(group))
+    return;
   settings_change c;
   auto cfg = opts_.groups.find(group);
   auto configured = cfg != opts_.groups.end() ? cfg->second : group_options{};
@@ -658,6 +705,8 @@ void scheduling_policy::reset_group(const std::string& group) {
 }
 
 void scheduling_policy::reset_type(const std::string& type) {
+  if (type_settings_ahead_.erase(type))
+    return;
   settings_change c;
   auto cap = opts_.type_max_running.find(type);
   c.max_running = cap != opts_.type_max_running.end() ? cap->second : 0;
@@ -823,7 +872,11 @@ std::vector<allocation_change> scheduling_policy::rebalance() {
 }
 
 bool scheduling_policy::ungated() const {
-  if (opts_.admission || queue_pause_.paused || !groups_ahead_.empty() || !types_ahead_.empty())
+  // Names configured or set ahead that no job has brought in yet count too.
+  if (opts_.admission || queue_pause_.paused || !groups_ahead_.empty() || !types_ahead_.empty()
+      || !group_settings_ahead_.empty() || !type_settings_ahead_.empty()
+      || !opts_.group_rate_limits.empty() || !opts_.type_rate_limits.empty()
+      || !opts_.type_max_running.empty())
     return false;
   for (auto& g : groups_)
     if (g.pause.paused || g.cap || g.rate)

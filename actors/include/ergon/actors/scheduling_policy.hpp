@@ -55,6 +55,9 @@ struct allocation_change {
   allocation_reason reason = allocation_reason::rebalance;
 };
 
+/// Sets in `into` the fields that `c` sets.
+void merge_settings(settings_change& into, const settings_change& c);
+
 class scheduling_policy {
  public:
   explicit scheduling_policy(scheduling_options opts);
@@ -242,6 +245,8 @@ class scheduling_policy {
     double tokens = 0;
     int64_t last = -1;
     void refill(int64_t now);
+    /// A new limit; the tokens held stay, up to its burst.
+    void change(const rate_limit& to);
     /// When the next token arrives, if none is available now.
     int64_t next_token(int64_t now) const;
   };
@@ -335,6 +340,11 @@ class scheduling_policy {
   std::map<std::string, pause_state> groups_ahead_;
   std::map<std::string, pause_state> types_ahead_;
   pause_state queue_pause_;
+  // Run-time settings of names with no jobs yet: taken by their first job,
+  // so setting names can't grow the interned groups and types (the
+  // control table bounds them).
+  std::map<std::string, settings_change> group_settings_ahead_;
+  std::map<std::string, settings_change> type_settings_ahead_;
   std::set<uint32_t> ready_groups_;  // groups with ready jobs
   // Groups with ready jobs running below their whole slots. Under saturation
   // these are the few groups whose jobs just finished, so a pick looks at
