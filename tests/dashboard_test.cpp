@@ -58,7 +58,9 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
     BOOST_REQUIRE(is_final(q->wait(id, 1min)->status));
 
   auto url = "http://127.0.0.1:" + std::to_string(*q->http_port()) + "/";
-  auto shot = std::string{ERGON_TEST_BUILD_DIR} + "/dashboard.png";
+  // One file per engine: ctest runs both executables at once.
+  auto shot = std::string{ERGON_TEST_BUILD_DIR} + "/dashboard"
+              + (test::on_postgres() ? "-postgres" : "") + ".png";
   std::filesystem::remove(shot);
   child_process browser{{ERGON_NODE, ERGON_DASHBOARD_CHECK, url, flaky.to_string(), shot}};
   for (auto line = browser.read_line(); !line.empty(); line = browser.read_line())
