@@ -86,7 +86,7 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_group, group, duration); });
     },
     [&](resume_group_atom, const std::string& group) {
-      return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_group, group); });
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::resume_group, group); });
     },
     [&](pause_type_atom, const std::string& type) {
       return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_type, type, std::nullopt); });
@@ -95,10 +95,10 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_type, type, duration); });
     },
     [&](resume_type_atom, const std::string& type) {
-      return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_type, type); });
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::resume_type, type); });
     },
     [&](reset_breaker_atom, const std::string& type) {
-      return with([&](queue_impl& q) { return q.resume(scheduling_control::reset_breaker, type); });
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::reset_breaker, type); });
     },
     [&](resume_all_atom) {
       return with([&](queue_impl& q) { return q.resume_all(); });
@@ -110,7 +110,7 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_queue, {}, duration); });
     },
     [&](resume_queue_atom) {
-      return with([&](queue_impl& q) { return q.resume(scheduling_control::resume_queue, {}); });
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::resume_queue, {}); });
     },
     [&](set_group_atom, const std::string& group, const settings_change& c) {
       return with([&](queue_impl& q) { return q.change(scheduling_control::change_group, group, c); });
@@ -119,18 +119,13 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       return with([&](queue_impl& q) { return q.change(scheduling_control::change_type, type, c); });
     },
     [&](reset_group_atom, const std::string& group) {
-      return with([&](queue_impl& q) { return q.reset(scheduling_control::reset_group, group); });
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::reset_group, group); });
     },
     [&](reset_type_atom, const std::string& type) {
-      return with([&](queue_impl& q) { return q.reset(scheduling_control::reset_type, type); });
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::reset_type, type); });
     },
     [&](controls_atom) {
-      return with([&](queue_impl& q) -> result<std::vector<control_info>> {
-        auto m = q.metrics();
-        if (!m)
-          return m.error();
-        return std::move(m->controls);
-      });
+      return with([&](queue_impl& q) { return q.controls(); });
     },
     [&](close_atom) -> caf::result<ok_atom> {
       running = false;

@@ -428,7 +428,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
              return reply_error(res, duration.error());
            auto st = pause ? q.pause(group ? control::pause_group : control::pause_type, name,
                                      *duration)
-                           : q.resume(group ? control::resume_group : control::resume_type, name);
+                           : q.named_call(group ? control::resume_group : control::resume_type, name);
            if (!st)
              return reply_error(res, st);
            reply_json(res, {{group ? "group" : "type", name}, {"paused", pause}});
@@ -440,7 +440,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            bool group = req.matches[1] == "groups";
            std::string name = req.matches[2];  // httplib decoded the path
            if (req.matches[3] == "reset") {
-             if (auto st = q.reset(group ? control::reset_group : control::reset_type, name); !st)
+             if (auto st = q.named_call(group ? control::reset_group : control::reset_type, name); !st)
                return reply_error(res, st);
              return reply_json(res, {{group ? "group" : "type", name}, {"reset", true}});
            }
@@ -463,16 +463,15 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
     if (!duration)
       return reply_error(res, duration.error());
     auto st = pause ? q.pause(control::pause_queue, {}, *duration)
-                    : q.resume(control::resume_queue, {});
+                    : q.named_call(control::resume_queue, {});
     if (!st)
       return reply_error(res, st);
     reply_json(res, {{"queue", true}, {"paused", pause}});
   });
   s.Get("/api/controls", [&q](const httplib::Request&, httplib::Response& res) {
-    auto m = q.metrics();
-    reply(res, m, [](const metrics_snapshot& snap) {
+    reply(res, q.controls(), [](const std::vector<control_info>& controls) {
       json doc = json::array();
-      for (auto& c : snap.controls)
+      for (auto& c : controls)
         doc.push_back(json_views::of(c));
       return doc;
     });
@@ -482,7 +481,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            if (auto st = may_write(q, req, res); !st)
              return reply_error(res, st);
            std::string type = req.matches[1];  // httplib decoded the path
-           if (auto st = q.resume(control::reset_breaker, type); !st)
+           if (auto st = q.named_call(control::reset_breaker, type); !st)
              return reply_error(res, st);
            reply_json(res, {{"type", type}, {"breaker", "closed"}});
          });

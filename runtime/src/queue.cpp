@@ -333,7 +333,7 @@ status queue::pause_group(const std::string& group,
 status queue::resume_group(const std::string& group) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->resume(actors::scheduling_control::resume_group, group));
+  return impl_->explain(impl_->named_call(actors::scheduling_control::resume_group, group));
 }
 
 status queue::pause_type(const std::string& type,
@@ -352,13 +352,13 @@ result<int64_t> queue::resume_all() {
 status queue::reset_breaker(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->resume(actors::scheduling_control::reset_breaker, type));
+  return impl_->explain(impl_->named_call(actors::scheduling_control::reset_breaker, type));
 }
 
 status queue::resume_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->resume(actors::scheduling_control::resume_type, type));
+  return impl_->explain(impl_->named_call(actors::scheduling_control::resume_type, type));
 }
 
 status queue::set_group(const std::string& group, const settings_change& change) {
@@ -376,13 +376,13 @@ status queue::set_type(const std::string& type, const settings_change& change) {
 status queue::reset_group(const std::string& group) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->reset(actors::scheduling_control::reset_group, group));
+  return impl_->explain(impl_->named_call(actors::scheduling_control::reset_group, group));
 }
 
 status queue::reset_type(const std::string& type) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->reset(actors::scheduling_control::reset_type, type));
+  return impl_->explain(impl_->named_call(actors::scheduling_control::reset_type, type));
 }
 
 status queue::pause_queue(std::optional<std::chrono::milliseconds> duration) {
@@ -394,16 +394,13 @@ status queue::pause_queue(std::optional<std::chrono::milliseconds> duration) {
 status queue::resume_queue() {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->resume(actors::scheduling_control::resume_queue, {}));
+  return impl_->explain(impl_->named_call(actors::scheduling_control::resume_queue, {}));
 }
 
 result<std::vector<control_info>> queue::controls() const {
   if (!impl_)
     return moved_from("queue");
-  auto m = impl_->metrics();
-  if (!m)
-    return impl_->explain(status{m.error()});
-  return std::move(m->controls);
+  return impl_->explain(impl_->controls());
 }
 
 std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) const {

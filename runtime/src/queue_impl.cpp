@@ -155,7 +155,7 @@ const char* name_field(control::op_type op) {
 
 }  // namespace
 
-status queue::impl::resume(control::op_type op, const std::string& name) {
+status queue::impl::named_call(control::op_type op, const std::string& name) {
   auto field = name_field(op);
   // A breaker belongs to a job type, whose name is never empty.
   if (op == control::reset_breaker)
@@ -172,10 +172,6 @@ status queue::impl::change(control::op_type op, const std::string& name,
   if (auto st = runtime::validate_settings(name_field(op), name, c); !st)
     return st;
   return this->control({op, name, 0, {}, c, {}});
-}
-
-status queue::impl::reset(control::op_type op, const std::string& name) {
-  return resume(op, name);
 }
 
 status queue::impl::pause(control::op_type op, const std::string& name,
@@ -202,6 +198,15 @@ result<worker> queue::impl::start_worker(worker_options worker_opts) {
     workers.push_back(w);
   }
   return runtime_access::make_worker(std::move(w));
+}
+
+result<std::vector<control_info>> queue::impl::controls() {
+  if (closed.load(std::memory_order_acquire))
+    return closed_status();
+  // Straight to the dispatcher: each control call returns once applied there.
+  auto [to, from] = actors::make_reply<result<std::vector<control_info>>>();
+  actors::tell(dispatcher, actors::controls_request{std::move(to)});
+  return explain(from.wait());
 }
 
 result<metrics_snapshot> queue::impl::metrics() {

@@ -164,12 +164,14 @@ struct queue::impl {
   // Pauses the group or type `name` for `duration`, or until resumed.
   status pause(actors::scheduling_control::op_type op, const std::string& name,
                std::optional<std::chrono::milliseconds> duration);
-  status resume(actors::scheduling_control::op_type op, const std::string& name);
-  // set_group and set_type (change_group, change_type), and their resets.
+  // A call that takes only a name (or none): resumes, resets, reset_breaker.
+  status named_call(actors::scheduling_control::op_type op, const std::string& name);
+  // set_group and set_type (change_group, change_type).
   status change(actors::scheduling_control::op_type op, const std::string& name,
                 const settings_change& c);
-  status reset(actors::scheduling_control::op_type op, const std::string& name);
 
+  // The run-time controls in force (queue::controls).
+  result<std::vector<control_info>> controls();
   // Scheduling metrics plus job counts.
   result<metrics_snapshot> metrics();
 

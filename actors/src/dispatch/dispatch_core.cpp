@@ -1160,12 +1160,16 @@ void dispatch_core::control(const scheduling_control& c, int64_t now, effects& o
   settle(now, out);
 }
 
+std::vector<control_info> dispatch_core::controls(int64_t now) const {
+  return st_->controls.list(now);
+}
+
 void dispatch_core::fill_metrics(metrics_snapshot& snap, int64_t now) const {
   auto& st = *st_;
   st.policy.fill_metrics(snap, now);
   st.runs.fill(snap);
   snap.breakers = st.breakers.snapshot();
-  snap.controls = st.controls.list(now);
+  snap.controls = controls(now);
   snap.control_changes = st.controls.changes();
   snap.preemptions = st.preemptions_asked;
   snap.yields = st.yields;

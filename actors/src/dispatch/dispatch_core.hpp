@@ -160,6 +160,9 @@ class dispatch_core {
   /// pauses it ended.
   void control(const scheduling_control& c, int64_t now, effects& out);
 
+  /// The run-time controls in force (metrics_snapshot::controls).
+  std::vector<control_info> controls(int64_t now) const;
+
   /// The core's metrics (everything metrics_snapshot has from the dispatcher).
   void fill_metrics(metrics_snapshot& snap, int64_t now) const;
 

@@ -287,6 +287,10 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
         self->state.core->fill_metrics(snap, self->state.now());
         m.reply.deliver(result<metrics_snapshot>{std::move(snap)});
       },
+      [self](controls_request& c) {
+        c.reply.deliver(result<std::vector<control_info>>{
+          self->state.core->controls(self->state.now())});
+      },
       [self](pending_view_request& r) {
         auto now = self->state.now();
         r.reply.deliver(result<std::vector<pending_view>>{self->state.core->view(r.jobs, now)});

@@ -82,10 +82,9 @@ uint32_t scheduling_policy::group_id(const std::string& name) {
   auto id = static_cast<uint32_t>(groups_.size());
   group_state g;
   g.name = name;
-  g.weight = opts_.default_group_weight;
+  g.weight = configured_weight(name);
   auto cfg = opts_.groups.find(name);
   if (cfg != opts_.groups.end()) {
-    g.weight = cfg->second.weight.value_or(opts_.default_group_weight);
     g.min_slots = cfg->second.min_slots;
     g.cap = cfg->second.max_running;
   }
@@ -605,14 +604,36 @@ void scheduling_policy::set_group_weight(const std::string& group, int32_t weigh
 
 void scheduling_policy::reset_group_weights() {
   for (auto& g : groups_) {
-    auto cfg = opts_.groups.find(g.name);
-    auto w = cfg != opts_.groups.end() ? cfg->second.weight.value_or(opts_.default_group_weight)
-                                       : opts_.default_group_weight;
+    auto w = configured_weight(g.name);
     if (g.weight != w) {
       g.weight = w;
       mark_dirty(allocation_reason::weight_change);
     }
   }
+}
+
+namespace {
+
+// A run-time cap: 0 removes it.
+std::optional<int32_t> cap_of(int32_t max_running) {
+  return max_running > 0 ? std::optional<int32_t>{max_running} : std::nullopt;
+}
+
+}  // namespace
+
+void scheduling_policy::set_rate(std::optional<token_bucket>& bucket, const rate_limit& r) {
+  if (r.per_second <= 0)
+    bucket.reset();  // 0: no limit
+  else if (bucket)
+    bucket->change(r);
+  else
+    bucket = token_bucket{r};
+}
+
+int32_t scheduling_policy::configured_weight(const std::string& group) const {
+  auto cfg = opts_.groups.find(group);
+  return cfg != opts_.groups.end() ? cfg->second.weight.value_or(opts_.default_group_weight)
+                                   : opts_.default_group_weight;
 }
 
 void merge_settings(settings_change& into, const settings_change& c) {
@@ -643,20 +664,14 @@ void scheduling_policy::change_group(const std::string& group, const settings_ch
     mark_dirty(allocation_reason::weight_change);
   }
   if (c.max_running) {
-    auto cap = *c.max_running > 0 ? std::optional<int32_t>{*c.max_running} : std::nullopt;
+    auto cap = cap_of(*c.max_running);
     if (g.cap != cap) {
       g.cap = cap;
       mark_dirty(allocation_reason::rebalance);
     }
   }
-  if (c.rate) {
-    if (c.rate->per_second <= 0)
-      g.rate.reset();
-    else if (g.rate)
-      g.rate->change(*c.rate);
-    else
-      g.rate = token_bucket{*c.rate};
-  }
+  if (c.rate)
+    set_rate(g.rate, *c.rate);
 }
 
 void scheduling_policy::change_type(const std::string& type, const settings_change& c) {
@@ -667,15 +682,9 @@ void scheduling_policy::change_type(const std::string& type, const settings_chan
   }
   auto& t = types_[known->second];
   if (c.max_running)
-    t.cap = *c.max_running > 0 ? std::optional<int32_t>{*c.max_running} : std::nullopt;
-  if (c.rate) {
-    if (c.rate->per_second <= 0)
-      t.rate.reset();
-    else if (t.rate)
-      t.rate->change(*c.rate);
-    else
-      t.rate = token_bucket{*c.rate};
-  }
+    t.cap = cap_of(*c.max_running);
+  if (c.rate)
+    set_rate(t.rate, *c.rate);
 }
 
 void scheduling_policy::reset_group_weight(const std::string& group) {
@@ -683,10 +692,8 @@ void scheduling_policy::reset_group_weight(const std::string& group) {
     ahead->second.weight.reset();
     return;
   }
-  auto cfg = opts_.groups.find(group);
   settings_change c;
-  c.weight = cfg != opts_.groups.end() ? cfg->second.weight.value_or(opts_.default_group_weight)
-                                       : opts_.default_group_weight;
+  c.weight = configured_weight(group);
   change_group(group, c);
 }
 
@@ -696,7 +703,7 @@ void scheduling_policy::reset_group(const std::string& group) {
   settings_change c;
   auto cfg = opts_.groups.find(group);
   auto configured = cfg != opts_.groups.end() ? cfg->second : group_options{};
-  c.weight = configured.weight.value_or(opts_.default_group_weight);
+  c.weight = configured_weight(group);
   c.min_slots = configured.min_slots;
   c.max_running = configured.max_running.value_or(0);
   auto r = opts_.group_rate_limits.find(group);

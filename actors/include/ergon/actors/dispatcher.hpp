@@ -40,6 +40,7 @@ using dispatcher_actor = caf::typed_actor<
   caf::reacts_to<drain_atom>,
   caf::reacts_to<scheduling_control>,
   caf::reacts_to<metrics_request>,
+  caf::reacts_to<controls_request>,
   caf::reacts_to<pending_view_request>>;
 
 struct dispatcher_config {
@@ -73,4 +74,5 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::scheduling_control)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::metrics_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::controls_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::pending_view_request)

@@ -58,6 +58,12 @@ struct metrics_request {
   reply_to<result<metrics_snapshot>> reply;
 };
 
+/// Asks for the run-time controls in force (local only): what a reopen
+/// would restore, without building a whole metrics snapshot.
+struct controls_request {
+  reply_to<result<std::vector<control_info>>> reply;
+};
+
 /// A pending job whose scheduling view `job_info` reports.
 struct pending_query {
   std::string type;

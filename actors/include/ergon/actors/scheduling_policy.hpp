@@ -324,6 +324,10 @@ class scheduling_policy {
   /// Puts a group in or out of short_groups_ and turns_ after it changed.
   void refresh_queues(uint32_t gid);
   bool type_open(type_state& t, int32_t weight, int64_t now);
+  /// What options::scheduling gives the group: its weight, or the default.
+  int32_t configured_weight(const std::string& group) const;
+  /// A run-time rate on a bucket: a new limit, a changed one, or none (0).
+  static void set_rate(std::optional<token_bucket>& bucket, const rate_limit& r);
   /// Time the job has aged: since `ready_since`, minus pauses of the queue,
   /// its group and its type.
   int64_t aged_ms(const group_state& g, const type_state& t, int64_t ready_since,
