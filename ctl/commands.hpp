@@ -7,6 +7,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include <chrono>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -70,6 +71,13 @@ class context {
   std::unique_ptr<caf::actor_system> sys_;
 };
 
+/// Calls `apply` on the owner's queue. Errors, printed: busy when the
+/// owner takes no connections, closed when nobody owns the file; both say
+/// that `doing` ("pausing") needs the owner because `why` ("the owner
+/// applies controls as it saves them").
+int with_owner(context& c, const char* doing, const char* why,
+               const std::function<int(queue_link&)>& apply);
+
 /// A job id from the command line. Error: invalid_argument naming ID.
 result<job_id> parse_id(const std::string& text);
 
@@ -109,6 +117,8 @@ int set_settings(context& c, const std::string& what, const std::string& name,
 int reset_settings(context& c, const std::string& what, const std::string& name);
 /// The run-time controls in force, from the file.
 int controls(context& c);
+/// The workers registered with the owner, live.
+int workers(context& c);
 /// ergonctl breaker reset TYPE.
 int reset_breaker(context& c, const std::string& type);
 int recurring_delete(context& c, const std::string& id);

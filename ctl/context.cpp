@@ -97,4 +97,26 @@ int context::fail(const status& given, const std::string& command) {
   return st.code() == error::invalid_argument && usage ? exit_usage : exit_failed;
 }
 
+int with_owner(context& c, const char* doing, const char* why,
+               const std::function<int(queue_link&)>& apply) {
+  auto sys = c.system();
+  if (!sys)
+    return c.fail(sys.error());
+  auto found = find_owner(c.reach().db);
+  if (!found)
+    return c.fail(found.error());
+  auto owner = queue_link::owner(**sys, c.reach(), *found);
+  if (!owner)
+    return c.fail(owner.error());
+  if (*owner)
+    return apply(**owner);
+  if (*found)
+    return c.fail({error::busy, c.reach().db + " is owned by pid " + std::to_string((*found)->pid)
+                                  + " on host " + (*found)->host + ", which takes no connections: "
+                                  + doing + " needs the owner to listen (options::listen, or "
+                                  "ergon-server)"});
+  return c.fail({error::closed, "no program owns " + c.reach().db + ": " + why + ", so " + doing
+                                  + " needs a running owner"});
+}
+
 }  // namespace ergon::ctl

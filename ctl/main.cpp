@@ -274,6 +274,12 @@ file with the copy (and delete its -wal and -shm), start the owner.
     "controls", "the run-time controls in force: pauses and settings changed while running");
   controls_cmd->footer(std::string{"\nRead from the file: no owner is needed.\n"} + common_footer);
 
+  auto workers_cmd = app.add_subcommand(
+    "workers", "the workers registered with the owner: where they run, how busy, when last heard");
+  workers_cmd->footer(std::string{"\nWorkers register with the owner, in its memory: the owner must listen.\n"
+                                  "`show ID` names the worker of each attempt, from the file.\n"}
+                      + common_footer);
+
   auto breaker_cmd = app.add_subcommand("breaker", "circuit breakers of job types");
   breaker_cmd->require_subcommand(1);
   std::string breaker_type;
@@ -306,7 +312,7 @@ file with the copy (and delete its -wal and -shm), start the owner.
     if (app.get_subcommands().empty() && !rest.empty()) {
       std::cerr << "ergonctl: unknown command '" << rest.front()
                 << "' (list, show, stats, controls, backup, retry, cancel, purge, pause, resume, "
-                   "set, reset, breaker, recurring; "
+                   "set, reset, workers, breaker, recurring; "
                    "see --help)\n";
       return exit_usage;
     }
@@ -419,6 +425,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
     return reset_settings(c, what, target);
   if (*controls_cmd)
     return controls(c);
+  if (*workers_cmd)
+    return workers(c);
   if (*pause_cmd || *resume_cmd) {
     std::optional<std::chrono::milliseconds> duration;
     if (!pause_for.empty()) {

@@ -147,8 +147,8 @@ int show(context& c, const std::string& text) {
     for (auto& a : j->attempts)
       rows.push_back({std::to_string(a.try_number), format_time(a.started_at_ms),
                       a.finished_at_ms ? format_span(*a.finished_at_ms - a.started_at_ms) : "-",
-                      to_string(a.outcome), a.message});
-    print_table(out, {"TRY", "STARTED", "TOOK", "OUTCOME", "MESSAGE"}, rows);
+                      to_string(a.outcome), worker_text(a.worker), a.message});
+    print_table(out, {"TRY", "STARTED", "TOOK", "OUTCOME", "WORKER", "MESSAGE"}, rows);
   });
 }
 
@@ -274,9 +274,7 @@ int controls(context& c) {
   auto all = (*in)->controls();
   if (!all)
     return c.fail(all.error());
-  json doc = json::array();
-  for (auto& k : *all)
-    doc.push_back(json_views::of(k));
+  auto doc = json_views::of_each(*all);
   return c.answer(doc, [&](std::ostream& out) {
     if (all->empty()) {
       out << "no run-time controls: every group and type runs with its configured settings\n";
@@ -293,6 +291,37 @@ int controls(context& c) {
                       paused, settings.empty() ? "-" : settings, format_time(k.changed_at_ms)});
     }
     print_table(out, {"SCOPE", "NAME", "PAUSED", "SETTINGS", "CHANGED"}, rows);
+  });
+}
+
+int workers(context& c) {
+  return with_owner(c, "listing workers", "workers register with it", [&](queue_link& q) {
+    auto all = q.ask<std::vector<worker_info>>(workers_atom::value);
+    if (!all)
+      return c.fail(all.error());
+    auto doc = json_views::of_each(*all);
+    return c.answer(doc, [&](std::ostream& out) {
+      if (all->empty()) {
+        out << "no workers registered: nothing runs jobs\n";
+        return;
+      }
+      auto now = now_ms();
+      std::vector<std::vector<std::string>> rows;
+      for (auto& w : *all) {
+        std::string types;
+        for (auto& t : w.types)
+          types += (types.empty() ? "" : ",") + t;
+        rows.push_back({std::to_string(w.identity.id), w.identity.name, w.identity.host,
+                        std::to_string(w.identity.pid),
+                        w.identity.node.empty() ? "local" : w.identity.node,
+                        types,
+                        std::to_string(w.running_weight) + "/" + std::to_string(w.max_concurrency),
+                        w.last_report_ms ? format_span(now - *w.last_report_ms) + " ago" : "-",
+                        w.leaving ? "leaving" : "ready"});
+      }
+      print_table(out, {"ID", "NAME", "HOST", "PID", "NODE", "TYPES", "BUSY", "REPORTED", "STATE"},
+                  rows);
+    });
   });
 }
 
@@ -317,9 +346,7 @@ int recurring_list(context& c, const std::string& prefix) {
   auto all = (*in)->list_recurring(prefix);
   if (!all)
     return c.fail(all.error());
-  json doc = json::array();
-  for (auto& r : *all)
-    doc.push_back(json_views::of(r));
+  auto doc = json_views::of_each(*all);
   return c.answer(doc, [&](std::ostream& out) {
     if (all->empty()) {
       out << "no recurring jobs"

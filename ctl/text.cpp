@@ -168,6 +168,15 @@ std::string format_span(int64_t ms) {
   return std::to_string(s / 86'400) + "d" + two(s % 86'400 / 3'600) + "h";
 }
 
+std::string worker_text(const worker_identity& w) {
+  if (w.id == 0)
+    return "-";
+  if (w.host.empty())
+    return "worker #" + std::to_string(w.id);
+  return (w.name.empty() ? "#" + std::to_string(w.id) : w.name) + " on " + w.host + " pid "
+         + std::to_string(w.pid);
+}
+
 void print_table(std::ostream& out, const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& raw_rows) {
   auto rows = raw_rows;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ergon/error.hpp>
+#include <ergon/job_info.hpp>
 
 #include "ergon/storage/times.hpp"
 
@@ -34,6 +35,10 @@ std::string format_time(int64_t ms);
 
 /// A short age or span: "850ms", "42s", "5m03s", "3h12m", "4d07h".
 std::string format_span(int64_t ms);
+
+/// "NAME on HOST pid PID", or "worker #ID" once its record is gone;
+/// "-" for an attempt recorded before the queue recorded workers.
+std::string worker_text(const worker_identity& w);
 
 /// Columns padded to their widest cell, the header first; every cell
 /// passes through printable().

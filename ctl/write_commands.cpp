@@ -10,6 +10,10 @@ namespace {
 
 using json_views::json;
 
+// The owner applies a control as it saves it: a queue opened here to save
+// one would contend with the owner for the file, and miss its scheduling.
+constexpr const char* controls_why = "the owner applies controls as it saves them";
+
 // Runs `write` on the queue that takes writes, then answers with its result.
 template <class Write>
 int with_link(context& c, Write write) {
@@ -153,34 +157,6 @@ int purge(context& c, const job_filter& filter,
   });
 }
 
-namespace {
-
-// The owner applies a control as it saves it: a queue opened here to save
-// one would contend with the owner for the file, and miss its scheduling.
-template <class Apply>
-int with_owner(context& c, const char* doing, Apply apply) {
-  auto sys = c.system();
-  if (!sys)
-    return c.fail(sys.error());
-  auto found = find_owner(c.reach().db);
-  if (!found)
-    return c.fail(found.error());
-  auto owner = queue_link::owner(**sys, c.reach(), *found);
-  if (!owner)
-    return c.fail(owner.error());
-  if (*owner)
-    return apply(**owner);
-  if (*found)
-    return c.fail({error::busy, c.reach().db + " is owned by pid " + std::to_string((*found)->pid)
-                                  + " on host " + (*found)->host + ", which takes no connections: "
-                                  + doing + " needs the owner to listen (options::listen, or "
-                                  "ergon-server)"});
-  return c.fail({error::closed, "no program owns " + c.reach().db
-                                  + ": the owner applies controls as it saves them, so "
-                                  + doing + " needs a running owner"});
-}
-
-}  // namespace
 
 namespace {
 
@@ -212,7 +188,7 @@ std::string target_text(const std::string& what, const std::string& name) {
 
 int pause(context& c, const std::string& what, const std::string& name, bool pause,
           std::optional<std::chrono::milliseconds> duration) {
-  return with_owner(c, pause ? "pausing" : "resuming", [&](queue_link& q) {
+  return with_owner(c, pause ? "pausing" : "resuming", controls_why, [&](queue_link& q) {
     auto r = ask_pause(q, what, name, pause, duration);
     if (!r)
       return c.fail(r.error(), "pause");
@@ -229,7 +205,7 @@ int pause(context& c, const std::string& what, const std::string& name, bool pau
 
 int set_settings(context& c, const std::string& what, const std::string& name,
                  const settings_change& change) {
-  return with_owner(c, "changing settings", [&](queue_link& q) {
+  return with_owner(c, "changing settings", controls_why, [&](queue_link& q) {
     auto r = what == "group" ? q.ask<ok_atom>(set_group_atom::value, name, change)
                              : q.ask<ok_atom>(set_type_atom::value, name, change);
     if (!r)
@@ -244,7 +220,7 @@ int set_settings(context& c, const std::string& what, const std::string& name,
 }
 
 int reset_settings(context& c, const std::string& what, const std::string& name) {
-  return with_owner(c, "resetting settings", [&](queue_link& q) {
+  return with_owner(c, "resetting settings", controls_why, [&](queue_link& q) {
     auto r = what == "group" ? q.ask<ok_atom>(reset_group_atom::value, name)
                              : q.ask<ok_atom>(reset_type_atom::value, name);
     if (!r)
@@ -256,7 +232,7 @@ int reset_settings(context& c, const std::string& what, const std::string& name)
 }
 
 int resume_everything(context& c) {
-  return with_owner(c, "resuming", [&](queue_link& q) {
+  return with_owner(c, "resuming", controls_why, [&](queue_link& q) {
     auto n = q.ask<int64_t>(resume_all_atom::value);
     if (!n)
       return c.fail(n.error());
@@ -267,7 +243,7 @@ int resume_everything(context& c) {
 }
 
 int reset_breaker(context& c, const std::string& type) {
-  return with_owner(c, "resetting a breaker", [&](queue_link& q) {
+  return with_owner(c, "resetting a breaker", "breakers live in its memory", [&](queue_link& q) {
     auto r = q.ask<ok_atom>(reset_breaker_atom::value, type);
     if (!r)
       return c.fail(r.error(), "breaker reset");

@@ -57,6 +57,18 @@ struct rig {
     return c;
   }
 
+  // Opens after workers up to `first - 1` were recorded.
+  struct first_worker {
+    int64_t id = 1;
+  };
+  explicit rig(first_worker f) : core(config_with_first(f), {}, t0) {}
+
+  dispatch_core::config config_with_first(first_worker f) {
+    auto c = config_of({}, false);
+    c.first_worker_id = f.id;
+    return c;
+  }
+
   // Opens with remote workers' attempts kept running: each job of `held`
   // was in its first try when the last owner died.
   explicit rig(held_attempts held) : core(config_of({}, false), {}, t0, held) {
@@ -181,7 +193,9 @@ struct rig {
   uint64_t add_worker(int32_t capacity, bool remote = false,
                       std::vector<std::string> types = {"t"}) {
     effects fx;
-    return core.register_worker({types, capacity, 0, remote ? "node/1" : "", {}, {}}, now, fx).id;
+    return core
+      .register_worker({"w", "h", 1, types, capacity, 0, remote ? "node/1" : "", {}, {}}, now, fx)
+      .id;
   }
 
   effects report(uint64_t worker, int32_t capacity, int64_t received,
@@ -213,8 +227,8 @@ struct rig {
   dispatch_core::joined join_again(const std::string& holder,
                                    std::vector<storage::attempt_ref> held,
                                    std::vector<storage::attempt_ref> returned, effects& fx) {
-    return core.register_worker({{"t"}, 2, 0, holder, std::move(held), std::move(returned)},
-                                now, fx);
+    return core.register_worker(
+      {"w", "h", 1, {"t"}, 2, 0, holder, std::move(held), std::move(returned)}, now, fx);
   }
 
   effects gone(uint64_t worker) {
@@ -408,6 +422,82 @@ BOOST_AUTO_TEST_CASE(a_worker_that_leaves_with_a_claim_at_the_writer_is_answered
   fx = effects{};
   BOOST_TEST((r.core.unregister_worker(v, r.now, fx) == dispatch_core::leaving::left));
   BOOST_TEST((r.core.unregister_worker(v, r.now, fx) == dispatch_core::leaving::unknown));
+}
+
+// Each registration is saved with the id it got, counting on from the
+// first the open found free, and saved again with its end: when it
+// unregisters (after its claims commit too) or goes down.
+BOOST_AUTO_TEST_CASE(a_registration_and_its_end_are_saved_under_ids_that_count_on) {
+  rig r{rig::first_worker{40}};
+  effects fx;
+  auto local = r.core.register_worker({"billing", "host-a", 4242, {"t"}, 2, 0, "", {}, {}}, r.now,
+                                      fx);
+  BOOST_TEST(local.id == 40u);
+  auto saved = sent_of<worker_save>(fx);
+  BOOST_REQUIRE(saved.size() == 1u);
+  BOOST_TEST(saved[0].row.identity.id == 40);
+  BOOST_TEST(saved[0].row.identity.name == "billing");
+  BOOST_TEST(saved[0].row.identity.host == "host-a");
+  BOOST_TEST(saved[0].row.identity.pid == 4242);
+  BOOST_TEST(saved[0].row.identity.node == "");
+  BOOST_TEST(saved[0].row.registered_at == r.now);
+  BOOST_TEST(!saved[0].row.left_at.has_value());
+  fx = effects{};
+  r.now += 5;
+  auto remote = r.core.register_worker({"far", "host-b", 77, {"t"}, 1, 0, "node/9", {}, {}},
+                                       r.now, fx);
+  BOOST_TEST(remote.id == 41u);
+  BOOST_TEST(sent_of<worker_save>(fx).at(0).row.identity.node == "node/9");
+  // Leaving with a claim at the writer: the end is saved at once, once.
+  r.submit(1);
+  auto batch = r.picked_for(local.id);
+  r.now += 10;
+  fx = effects{};
+  BOOST_TEST((r.core.unregister_worker(local.id, r.now, fx) == dispatch_core::leaving::after_claim));
+  saved = sent_of<worker_save>(fx);
+  BOOST_REQUIRE(saved.size() == 1u);
+  BOOST_TEST(saved[0].row.identity.id == 40);
+  BOOST_TEST(saved[0].row.left_at.value_or(-1) == r.now);
+  r.commit_claims(batch);
+  BOOST_TEST(sent_of<worker_save>(r.catch_up()).empty());
+  // Going down saves the end too.
+  r.now += 10;
+  BOOST_TEST(sent_of<worker_save>(r.gone(remote.id)).at(0).row.left_at.value_or(-1) == r.now);
+  BOOST_TEST(sent_of<worker_save>(r.gone(remote.id)).empty());
+  BOOST_TEST(r.add_worker(1) == 42u);
+}
+
+// The listing: who is registered, what runs on it, its room not yet given,
+// and when it last reported.
+BOOST_AUTO_TEST_CASE(the_worker_listing_shows_load_credit_and_last_report) {
+  rig r;
+  auto w = r.add_worker(3);
+  auto v = r.add_worker(1, true);
+  auto all = r.core.workers();
+  BOOST_REQUIRE(all.size() == 2u);
+  BOOST_TEST(all[0].identity.id == static_cast<int64_t>(w));
+  BOOST_TEST(all[0].max_concurrency == 3);
+  BOOST_TEST(all[0].types == std::vector<std::string>{"t"});
+  BOOST_TEST(!all[0].last_report_ms.has_value());
+  BOOST_TEST(all[1].identity.node == "node/1");
+  r.submit(1);
+  r.now += 100;
+  r.run_one(w);
+  r.now += 100;
+  r.report(v, 1, 0);
+  all = r.core.workers();
+  BOOST_TEST(all[0].running == 1);
+  BOOST_TEST(all[0].running_weight == 1);
+  BOOST_TEST(all[0].last_report_ms.value_or(-1) == t0 + 100);
+  BOOST_TEST(all[1].running == 0);
+  BOOST_TEST(all[1].credit == 1);  // room reported, nothing ready to give
+  BOOST_TEST(all[1].last_report_ms.value_or(-1) == t0 + 200);
+  BOOST_TEST(!all[1].leaving);
+  effects fx;
+  r.core.unregister_worker(v, r.now, fx);
+  all = r.core.workers();
+  BOOST_REQUIRE(all.size() == 1u);
+  BOOST_TEST(all[0].identity.id == static_cast<int64_t>(w));
 }
 
 BOOST_AUTO_TEST_CASE(a_remote_worker_that_goes_down_loses_its_attempts_at_once) {
@@ -1098,7 +1188,7 @@ BOOST_AUTO_TEST_CASE(returned_attempts_free_their_slot_and_wrong_ones_are_stale)
   BOOST_TEST(running_slots(r) == 2);
   // A local worker keeps nothing across registrations.
   effects local;
-  auto other = r.core.register_worker({{"t"}, 1, 0, "", {{3, 503}}, {}}, r.now, local);
+  auto other = r.core.register_worker({"w", "h", 1, {"t"}, 1, 0, "", {{3, 503}}, {}}, r.now, local);
   BOOST_TEST(rows_tokens(other.stale) == "3:503");
   BOOST_TEST(r.metrics().orphaned_attempts == 1);
 }

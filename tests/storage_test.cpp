@@ -28,6 +28,7 @@
 #include "ergon/storage/op/read_jobs.hpp"
 #include "ergon/storage/op/recover_running.hpp"
 #include "ergon/storage/op/release_claims.hpp"
+#include "ergon/storage/op/save_worker.hpp"
 #include "ergon/storage/op/savepoint.hpp"
 #include "ergon/storage/op/update_pending.hpp"
 #include "ergon/storage/records.hpp"
@@ -1060,6 +1061,123 @@ BOOST_AUTO_TEST_CASE(a_commit_after_a_sent_write_failed_fails_and_writes_nothing
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(workers_table)
+
+namespace {
+
+worker_row registered(int64_t id, std::string name, std::string host, int64_t pid,
+                      std::string node = "", std::optional<int64_t> left = std::nullopt) {
+  return {{id, std::move(name), std::move(host), pid, std::move(node)}, t0, left};
+}
+
+void finish(db& d, int64_t row, int64_t token, report_kind kind) {
+  finish_attempts_args outcomes;
+  outcomes.reports = {{row, token, kind, kind == report_kind::succeeded ? "" : "boom"}};
+  outcomes.randoms = {0.0};
+  BOOST_REQUIRE(d.begin_write().ok());
+  auto r = finish_attempts(d, outcomes, t0 + 5);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+  BOOST_REQUIRE(d.commit().ok());
+}
+
+}  // namespace
+
+// Each attempt keeps the worker its claim named, local or remote, with the
+// identity the worker registered under.
+BOOST_AUTO_TEST_CASE(an_attempt_names_the_worker_its_claim_recorded) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  BOOST_REQUIRE(save_worker(*d, registered(5, "billing", "host-a", 4242)).ok());
+  BOOST_REQUIRE(save_worker(*d, registered(6, "far", "host-b", 77, "node-b/3")).ok());
+  auto rows = insert(*d, {simple_job(), simple_job()});
+  claim_jobs_args local{{{rows[0].row, 11}}};
+  local.worker = 5;
+  claim_jobs_args remote{{{rows[1].row, 12}}, "node-b/3", 6};
+  BOOST_REQUIRE(claim_jobs(*d, local, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, remote, t0).has_value());
+  BOOST_TEST(engine_probe(*d, dir.file("q.db"))
+               .number("SELECT worker FROM jobs WHERE id = " + std::to_string(rows[1].row))
+             == 6);
+  finish(*d, rows[0].row, 11, report_kind::succeeded);
+  finish(*d, rows[1].row, 12, report_kind::failed);
+  auto first = read_job(*d, rows[0].id);
+  BOOST_REQUIRE(first.has_value());
+  BOOST_REQUIRE(first->attempts.size() == 1u);
+  auto& w = first->attempts[0].worker;
+  BOOST_TEST(w.id == 5);
+  BOOST_TEST(w.name == "billing");
+  BOOST_TEST(w.host == "host-a");
+  BOOST_TEST(w.pid == 4242);
+  BOOST_TEST(w.node == "");
+  // The failed one goes back to pending; its next claim is another worker's.
+  auto second = read_job(*d, rows[1].id);
+  BOOST_REQUIRE(second->attempts.size() == 1u);
+  BOOST_TEST(second->attempts[0].worker.node == "node-b/3");
+  BOOST_TEST(second->attempts[0].worker.pid == 77);
+  claim_jobs_args again{{{rows[1].row, 13}}};
+  again.worker = 5;
+  auto later = t0 + 3'600'000;  // past its backoff
+  BOOST_REQUIRE(claim_jobs(*d, again, later).value().claimed.size() == 1u);
+  finish(*d, rows[1].row, 13, report_kind::succeeded);
+  auto both = read_job(*d, rows[1].id);
+  BOOST_REQUIRE(both->attempts.size() == 2u);
+  BOOST_TEST(both->attempts[0].worker.id == 6);
+  BOOST_TEST(both->attempts[1].worker.id == 5);
+}
+
+// Retention removed the record: the attempt keeps the id alone. A claim
+// that named nobody (0) gives an attempt of worker 0.
+BOOST_AUTO_TEST_CASE(an_attempt_whose_worker_record_is_gone_keeps_the_id) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job(), simple_job()});
+  claim_jobs_args gone{{{rows[0].row, 11}}};
+  gone.worker = 9;
+  BOOST_REQUIRE(claim_jobs(*d, gone, t0).has_value());
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{rows[1].row, 12}}}, t0).has_value());
+  finish(*d, rows[0].row, 11, report_kind::succeeded);
+  finish(*d, rows[1].row, 12, report_kind::succeeded);
+  auto a = read_job(*d, rows[0].id)->attempts.at(0).worker;
+  BOOST_TEST(a.id == 9);
+  BOOST_TEST(a.host == "");
+  BOOST_TEST(a.pid == 0);
+  BOOST_TEST(read_job(*d, rows[1].id)->attempts.at(0).worker.id == 0);
+}
+
+// Ids count on from the highest recorded; an open ends the registrations
+// the last owner left open; retention deletes the oldest departures first,
+// never the highest id, so no id is given twice.
+BOOST_AUTO_TEST_CASE(worker_ids_count_on_and_departed_workers_go_oldest_first) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  BOOST_TEST(next_worker_id(*d).value() == 1);
+  BOOST_REQUIRE(save_worker(*d, registered(1, "a", "h", 1)).ok());
+  BOOST_REQUIRE(save_worker(*d, registered(2, "b", "h", 2, "", t0 + 10)).ok());
+  BOOST_REQUIRE(save_worker(*d, registered(3, "c", "h", 3)).ok());
+  BOOST_TEST(next_worker_id(*d).value() == 4);
+  // A second save of an id records its departure, and nothing else.
+  BOOST_REQUIRE(save_worker(*d, registered(1, "renamed", "other", 99, "", t0 + 30)).ok());
+  BOOST_REQUIRE(end_registrations(*d, t0 + 20).ok());
+  engine_probe probe{*d, dir.file("q.db")};
+  auto left = [&](int64_t id) {
+    return probe.number("SELECT left_at FROM workers WHERE id = " + std::to_string(id));
+  };
+  BOOST_TEST(left(1) == t0 + 30);
+  BOOST_TEST(left(2) == t0 + 10);
+  BOOST_TEST(left(3) == t0 + 20);
+  BOOST_TEST(read_workers(*d, {1}).value().at(0).name == "a");
+  BOOST_TEST(delete_departed_workers(*d, t0 + 15, 10).value() == 1);  // 2
+  BOOST_TEST(delete_departed_workers(*d, t0 + 100, 10).value() == 1);  // 1, not 3
+  BOOST_TEST(delete_departed_workers(*d, t0 + 100, 10).value() == 0);
+  auto rest = read_workers(*d, {3, 2, 1, 3});
+  BOOST_REQUIRE(rest.has_value());
+  BOOST_REQUIRE(rest->size() == 1u);
+  BOOST_TEST(rest->at(0).id == 3);
+  BOOST_TEST(next_worker_id(*d).value() == 4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(cancel_requests)
 
 // A running job asked to stop ends `cancelled` however its attempt ends:
@@ -1292,8 +1410,8 @@ BOOST_AUTO_TEST_CASE(claims_and_completions_find_their_rows_by_primary_key) {
     rows += (i > 1 ? "," : "") + std::to_string(i * 7);
   rows += "}'";
   for (auto mode : {"force_custom_plan", "force_generic_plan"}) {
-    auto plans = {plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1, NULL", mode),
-                  plan_of(*d, claim_batch_sql(true), rows + ", 5, 1, NULL", mode),
+    auto plans = {plan_of(*d, claim_batch_sql(), rows + ", " + rows + ", 1, NULL, 0", mode),
+                  plan_of(*d, claim_batch_sql(true), rows + ", 5, 1, NULL, 0", mode),
                   plan_of(*d, complete_batch_sql(), rows + ", 1, " + rows + ", '{}'", mode),
                   plan_of(*d, complete_batch_sql(true), rows + ", 1, 5", mode)};
     for (auto& plan : plans) {

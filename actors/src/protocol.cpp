@@ -34,6 +34,12 @@ job_id id_from_wire(const std::string& bytes) {
 }
 
 status validate(const register_worker& r) {
+  if (auto st = storage::check_label_size("name", r.name); !st)
+    return st;
+  if (auto st = storage::check_label_size("host", r.host); !st)
+    return st;
+  if (r.pid < 0)
+    return invalid_field("pid", "must not be negative, got " + std::to_string(r.pid));
   if (r.types.empty())
     return invalid_field("types", "a worker needs at least one job type to run");
   for (auto& type : r.types)

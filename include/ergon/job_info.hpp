@@ -78,6 +78,25 @@ enum class attempt_outcome : uint8_t {
 const char* to_string(attempt_outcome o) noexcept;
 std::ostream& operator<<(std::ostream& out, attempt_outcome o);
 
+/// A worker as the queue recorded it when it registered: who ran an
+/// attempt (attempt_info::worker) and who is registered now (worker_info).
+struct worker_identity {
+  /// The queue's id for this registration, counting on across reopens and
+  /// takeovers; a worker that joins again (a remote one whose connection
+  /// dropped) gets a new one. 0: not recorded (the attempt ran before the
+  /// queue recorded workers).
+  int64_t id = 0;
+  std::string name;  ///< worker_options::name
+  /// The host name and process id of the worker's process. Empty and 0
+  /// when the record is gone: the retention sweeper deletes a worker's
+  /// record once it left longer ago than the longest retention.
+  std::string host;
+  int64_t pid = 0;
+  /// For a worker on another node, its CAF node ("<node id>/<actor id>");
+  /// empty for one in the queue's own process.
+  std::string node;
+};
+
 /// One attempt at running a job.
 struct attempt_info {
   int32_t try_number = 0;  ///< 1 for the first run
@@ -85,6 +104,8 @@ struct attempt_info {
   std::optional<int64_t> finished_at_ms;  ///< empty while running
   attempt_outcome outcome = attempt_outcome::running;
   std::string message;  ///< failure text; empty on success
+  /// The worker that ran it.
+  worker_identity worker;
 };
 
 /// The last progress a running job reported (job_context::progress).

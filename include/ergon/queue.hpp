@@ -358,6 +358,11 @@ class queue {
   /// Scheduling metrics plus job counts per status and type.
   result<metrics_snapshot> metrics() const;
 
+  /// Every registered worker, local and remote, in id order: who it is,
+  /// its types, what it runs against its capacity, its credit and its last
+  /// report. Error: closed.
+  result<std::vector<worker_info>> workers() const;
+
   /// Stops the queue: hands out no more jobs, waits up to `timeout` for
   /// running jobs to finish and their outcomes to commit, then closes the
   /// database. Afterwards jobs are only pending or in a final state, except

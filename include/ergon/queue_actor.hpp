@@ -57,6 +57,7 @@ using set_type_atom = caf::atom_constant<caf::atom("ergsett")>;
 using reset_group_atom = caf::atom_constant<caf::atom("ergresetg")>;
 using reset_type_atom = caf::atom_constant<caf::atom("ergresett")>;
 using controls_atom = caf::atom_constant<caf::atom("ergctrls")>;
+using workers_atom = caf::atom_constant<caf::atom("ergworkers")>;
 using add_recurring_atom = caf::atom_constant<caf::atom("ergaddrec")>;
 using update_recurring_atom = caf::atom_constant<caf::atom("ergupdrec")>;
 using upsert_recurring_atom = caf::atom_constant<caf::atom("ergupsrec")>;
@@ -118,6 +119,7 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<reset_group_atom, std::string>::with<ok_atom>,
   caf::replies_to<reset_type_atom, std::string>::with<ok_atom>,
   caf::replies_to<controls_atom>::with<std::vector<control_info>>,
+  caf::replies_to<workers_atom>::with<std::vector<worker_info>>,
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<unsubscribe_atom, caf::actor>::with<ok_atom>,
   caf::replies_to<close_atom>::with<ok_atom>,

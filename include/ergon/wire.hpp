@@ -24,6 +24,7 @@
 #include "ergon/listing.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
+#include "ergon/worker.hpp"
 
 namespace ergon {
 
@@ -173,10 +174,23 @@ typename Inspector::result_type inspect(Inspector& f, job_update& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_identity& x) {
+  return f(caf::meta::type_name("ergon::worker_identity"), x.id, x.name, x.host, x.pid, x.node);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_info& x) {
   auto finished = wire::optional(x.finished_at_ms);
   return f(caf::meta::type_name("ergon::attempt_info"), x.try_number, x.started_at_ms,
-           finished, x.outcome, x.message);
+           finished, x.outcome, x.message, x.worker);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_info& x) {
+  auto last_report = wire::optional(x.last_report_ms);
+  return f(caf::meta::type_name("ergon::worker_info"), x.identity, x.types, x.max_concurrency,
+           x.prefetch, x.running, x.running_weight, x.credit, x.registered_at_ms, last_report,
+           x.leaving);
 }
 
 template <class Inspector>

@@ -22,7 +22,6 @@
 
 namespace ergon {
 
-/// How a worker runs.
 /// Hooks around every job a worker runs (worker_options::middleware), for
 /// tracing, logging and metrics without touching each runner. Each may be
 /// empty. They run on the job's thread: `before` ahead of the job code,
@@ -39,8 +38,11 @@ struct job_middleware {
   std::function<void(job_context&, const std::string& error)> on_error;
 };
 
+/// How a worker runs.
 struct worker_options {
-  /// For diagnostics.
+  /// For diagnostics: recorded with each attempt it runs
+  /// (attempt_info::worker) and shown by queue::workers. Up to
+  /// max_type_bytes of UTF-8 without control characters; may be empty.
   std::string name = "worker";
 
   /// Job code per type; the worker serves exactly these types. Required.
@@ -104,6 +106,24 @@ struct worker_stats {
   int64_t middleware_errors = 0;
 };
 
+/// A registered worker as the queue's dispatcher sees it (queue::workers).
+struct worker_info {
+  worker_identity identity;
+  std::vector<std::string> types;  ///< the job types it runs
+  int32_t max_concurrency = 0;     ///< worker_options::max_concurrency
+  int32_t prefetch = 0;            ///< worker_options::prefetch
+  int32_t running = 0;             ///< attempts of its running now
+  int32_t running_weight = 0;      ///< their weight, against max_concurrency
+  /// Weight units it asked for and was not yet given: its room at its last
+  /// report, less what is on its way to it.
+  int32_t credit = 0;
+  int64_t registered_at_ms = 0;    ///< queue clock
+  /// When its last report (outcomes, room) arrived; empty: none yet.
+  std::optional<int64_t> last_report_ms;
+  /// It unregistered (worker::stop) and waits for claims in flight.
+  bool leaving = false;
+};
+
 /// A running worker. Move-only; destroying it stops it (waiting up to 30 s).
 /// On a moved-from handle, stop() fails with `closed` and stats() is zero.
 class worker {
@@ -122,7 +142,6 @@ class worker {
 
   /// A snapshot of the worker's counters.
   worker_stats stats() const;
-
 
  private:
   struct impl;

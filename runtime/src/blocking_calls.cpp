@@ -127,6 +127,9 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
     [&](controls_atom) {
       return with([&](queue_impl& q) { return q.controls(); });
     },
+    [&](workers_atom) {
+      return with([&](queue_impl& q) { return q.list_workers(); });
+    },
     [&](close_atom) -> caf::result<ok_atom> {
       running = false;
       auto p = weak.lock();  // gone: closed already

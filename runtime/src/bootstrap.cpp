@@ -179,6 +179,7 @@ result<std::unique_ptr<queue_impl>> start(caf::actor_system& sys, const std::str
   dcfg.pending = std::move(found->pending);
   dcfg.held = std::move(found->held);
   dcfg.controls = std::move(found->controls);
+  dcfg.first_worker_id = found->first_worker_id;
   dcfg.remote_grace_ms = opts.remote_grace.count();
   dcfg.scheduling = opts.scheduling;
   dcfg.gate = p->gate;

@@ -226,7 +226,7 @@ const char* allowed_methods(const std::string& path) {
       return get;
   if (path == "/api/pauses/resume" || path == "/api/queue/pause" || path == "/api/queue/resume")
     return post;
-  if (path == "/api/controls")
+  if (path == "/api/controls" || path == "/api/workers")
     return get;
   auto s = segments(path);
   if (s.size() < 3 || s[0] != "api")
@@ -470,10 +470,12 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
   });
   s.Get("/api/controls", [&q](const httplib::Request&, httplib::Response& res) {
     reply(res, q.controls(), [](const std::vector<control_info>& controls) {
-      json doc = json::array();
-      for (auto& c : controls)
-        doc.push_back(json_views::of(c));
-      return doc;
+      return json_views::of_each(controls);
+    });
+  });
+  s.Get("/api/workers", [&q](const httplib::Request&, httplib::Response& res) {
+    reply(res, q.list_workers(), [](const std::vector<worker_info>& workers) {
+      return json_views::of_each(workers);
     });
   });
   s.Post(R"(/api/breakers/([^/]{1,256})/reset)",
@@ -494,10 +496,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
     auto prefix = req.get_param_value("prefix");
     auto all = q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); });
     reply(res, all, [](const std::vector<recurring_info>& rs) {
-      json doc = json::array();
-      for (auto& r : rs)
-        doc.push_back(json_views::of(r));
-      return doc;
+      return json_views::of_each(rs);
     });
   });
 }

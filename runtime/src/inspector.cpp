@@ -29,11 +29,13 @@ struct inspector::impl {
   int version = 0;
   // Whether the schema has the controls table (each engine counts its own).
   bool has_controls = false;
+  // Whether its job rows have every column this build reads.
+  bool jobs_readable = false;
   std::string path;
 
   // Job rows of a file older than the job outcomes lack their columns.
   status check_job_reads() const {
-    if (version >= storage::pressure_version)
+    if (jobs_readable)
       return {};
     return {error::corrupt, path + ": schema version " + std::to_string(version)
                               + " predates this build's job rows; open it once with "
@@ -71,8 +73,6 @@ result<std::vector<storage::type_status_count>> count_rows(const inspector_impl&
 
 namespace {
 
-// A PostgreSQL schema's version 1 holds every table and column of SQLite's
-// version 5: its readers need no older shapes.
 result<std::unique_ptr<inspector_impl>> inspect_postgres(const std::string& uri) {
   auto opts = storage::parse_pg_uri(uri);
   if (!opts)
@@ -87,8 +87,9 @@ result<std::unique_ptr<inspector_impl>> inspect_postgres(const std::string& uri)
   if (*version > storage::current_schema_version(storage::engine::postgres))
     return status{error::corrupt, uri + ": schema version " + std::to_string(*version)
                                     + " is newer than this ergon build supports"};
-  p->version = storage::current_schema_version();
+  p->version = *version;
   p->has_controls = *version >= storage::controls_version(storage::engine::postgres);
+  p->jobs_readable = *version >= storage::workers_version(storage::engine::postgres);
   p->path = uri;
   return p;
 }
@@ -124,6 +125,7 @@ result<inspector> queue::inspect(const std::string& path) {
                                     + " is newer than this ergon build supports"};
   p->version = v;
   p->has_controls = v >= storage::controls_version(storage::engine::sqlite);
+  p->jobs_readable = v >= storage::workers_version(storage::engine::sqlite);
   p->path = path;
   if (v < storage::finished_counts_version)
     p->counts_from = storage::count_source::scan;

@@ -51,13 +51,29 @@ json of(const attempt_info& a) {
           {"started_at_ms", a.started_at_ms},
           {"finished_at_ms", optional(a.finished_at_ms)},
           {"outcome", to_string(a.outcome)},
-          {"message", a.message}};
+          {"message", a.message},
+          {"worker", a.worker.id == 0 ? json(nullptr) : of(a.worker)}};
+}
+
+json of(const worker_identity& w) {
+  return {{"id", w.id}, {"name", w.name}, {"host", w.host}, {"pid", w.pid}, {"node", w.node}};
+}
+
+json of(const worker_info& w) {
+  return {{"worker", of(w.identity)},
+          {"types", w.types},
+          {"max_concurrency", w.max_concurrency},
+          {"prefetch", w.prefetch},
+          {"running", w.running},
+          {"running_weight", w.running_weight},
+          {"credit", w.credit},
+          {"registered_at_ms", w.registered_at_ms},
+          {"last_report_ms", optional(w.last_report_ms)},
+          {"leaving", w.leaving}};
 }
 
 json of(const job_info& j, bool with_bytes) {
-  json attempts = json::array();
-  for (auto& a : j.attempts)
-    attempts.push_back(of(a));
+  auto attempts = of_each(j.attempts);
   auto ids = [](const std::vector<job_id>& v) {
     json out = json::array();
     for (auto& id : v)
@@ -179,9 +195,7 @@ json of(const metrics_snapshot& m) {
                         {"recent_failures", b.recent_failures},
                         {"open_until_ms", b.open_until_ms ? json(*b.open_until_ms) : json(nullptr)},
                         {"trips", b.trips}});
-  json controls = json::array();
-  for (auto& c : m.controls)
-    controls.push_back(of(c));
+  auto controls = of_each(m.controls);
   json by_type = json::object();
   for (auto& [type, counts] : m.by_type)
     by_type[type] = of(counts);

@@ -17,12 +17,16 @@
 #include "ergon/listing.hpp"
 #include "ergon/recurring.hpp"
 #include "ergon/scheduling.hpp"
+#include "ergon/worker.hpp"
 
 namespace ergon::json_views {
 
 using json = nlohmann::json;
 
+/// "worker" is null for an attempt recorded before workers were.
 json of(const attempt_info& a);
+json of(const worker_identity& w);
+json of(const worker_info& w);
 /// Without `with_bytes`, payload, checkpoint and result give only sizes.
 json of(const job_info& j, bool with_bytes = true);
 json of(const job_page& p, bool with_bytes = false);
@@ -36,6 +40,15 @@ json of(const retry_summary& s);
 json of(const owner_info& o);
 /// {"error": code, "message": ..., "field": ...}.
 json of(const status& st);
+
+/// An array of of(x) for each x.
+template <class T>
+json of_each(const std::vector<T>& xs) {
+  json out = json::array();
+  for (auto& x : xs)
+    out.push_back(of(x));
+  return out;
+}
 
 /// Bytes as JSON: {"size": n, "msgpack": value} or {"size": n, "base64": text}.
 json bytes(const std::string& b);

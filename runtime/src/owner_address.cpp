@@ -1,16 +1,13 @@
 #include "owner_address.hpp"
 
-#include <unistd.h>
-
+#include "ergon/storage/ownership.hpp"
 #include "http/request_head.hpp"
 
 namespace ergon::runtime {
 namespace {
 
 bool on_this_host(const owner_info& o) {
-  char here[256] = {};
-  ::gethostname(here, sizeof(here) - 1);
-  return o.host == here;
+  return o.host == storage::host_name();
 }
 
 }  // namespace

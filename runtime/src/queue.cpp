@@ -93,7 +93,8 @@ void queue::register_types(caf::actor_system_config& cfg) {
     .add_message_type<job_page>("ergon::job_page")
     .add_message_type<retry_summary>("ergon::retry_summary")
     .add_message_type<settings_change>("ergon::settings_change")
-    .add_message_type<std::vector<control_info>>("ergon::control_infos");
+    .add_message_type<std::vector<control_info>>("ergon::control_infos")
+    .add_message_type<std::vector<worker_info>>("ergon::worker_infos");
   cfg.add_error_category(error_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     auto st = to_status(caf::error{code, error_category, ctx});
     return st.to_string();
@@ -410,6 +411,12 @@ std::optional<std::chrono::milliseconds> queue::max_wait(int32_t base_priority) 
   if (!ms)
     return std::nullopt;
   return std::chrono::milliseconds{*ms};
+}
+
+result<std::vector<worker_info>> queue::workers() const {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->list_workers());
 }
 
 result<metrics_snapshot> queue::metrics() const {

@@ -316,6 +316,9 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     [self](controls_atom a) -> caf::result<std::vector<control_info>> {
       return to_calls(self, a);
     },
+    [self](workers_atom a) -> caf::result<std::vector<worker_info>> {
+      return to_calls(self, a);
+    },
     [self](subscribe_atom, const caf::actor& subscriber) { return subscribe(self, subscriber); },
     [self](unsubscribe_atom, const caf::actor& subscriber) -> caf::result<ok_atom> {
       unsubscribe(self, subscriber.address());

@@ -200,13 +200,13 @@ result<worker> queue::impl::start_worker(worker_options worker_opts) {
   return runtime_access::make_worker(std::move(w));
 }
 
+// Straight to the dispatcher: each control call returns once applied there.
 result<std::vector<control_info>> queue::impl::controls() {
-  if (closed.load(std::memory_order_acquire))
-    return closed_status();
-  // Straight to the dispatcher: each control call returns once applied there.
-  auto [to, from] = actors::make_reply<result<std::vector<control_info>>>();
-  actors::tell(dispatcher, actors::controls_request{std::move(to)});
-  return explain(from.wait());
+  return ask_dispatcher<actors::controls_request, result<std::vector<control_info>>>();
+}
+
+result<std::vector<worker_info>> queue::impl::list_workers() {
+  return ask_dispatcher<actors::workers_request, result<std::vector<worker_info>>>();
 }
 
 result<metrics_snapshot> queue::impl::metrics() {

@@ -94,6 +94,17 @@ struct queue::impl {
     return explain(from.wait());
   }
 
+  // Asks the dispatcher, which answers from its memory: a `Request` whose
+  // reply is V.
+  template <class Request, class V>
+  V ask_dispatcher() {
+    if (closed.load(std::memory_order_acquire))
+      return V{closed_status()};
+    auto [to, from] = actors::make_reply<V>();
+    actors::tell(dispatcher, Request{std::move(to)});
+    return explain(from.wait());
+  }
+
   // Asks the dispatcher how far aging has lifted these jobs' priorities and
   // whether any worker can take them. Only pending jobs have a view; the
   // rest keep effective == stored priority.
@@ -174,6 +185,7 @@ struct queue::impl {
   result<std::vector<control_info>> controls();
   // Scheduling metrics plus job counts.
   result<metrics_snapshot> metrics();
+  result<std::vector<worker_info>> list_workers();
 
   // Starts a worker that close() will stop.
   result<worker> start_worker(worker_options worker_opts);

@@ -12,6 +12,7 @@
 #include "ergon/storage/op/reconcile_recurring.hpp"
 #include "ergon/storage/op/recover_running.hpp"
 #include "ergon/storage/op/save_controls.hpp"
+#include "ergon/storage/op/save_worker.hpp"
 #include "ergon/storage/records.hpp"
 #include "ergon/storage/times.hpp"
 
@@ -55,10 +56,14 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   auto controls = storage::read_controls(d);
   if (!controls)
     return controls.error();
+  auto next_worker = storage::next_worker_id(d);
+  if (!next_worker)
+    return next_worker.error();
   if (auto st = d.begin_write(); !st)
     return st;
   recovered out;
   out.controls = std::move(*controls);
+  out.first_worker_id = *next_worker;
   if (remote_grace_ms > 0) {
     out.held.until = storage::add_ms(now_ms, remote_grace_ms);
     auto held = hold_remote(d, unfinished->running, out.held.until);
@@ -79,6 +84,8 @@ result<recovered> recover(storage::db& d, recovery_mode mode, int64_t remote_gra
   }
   auto ended = storage::recover_running(d, args, now_ms);
   status st = ended ? storage::raise_low_mark(d, unfinished->low_mark) : ended.error();
+  if (st)
+    st = storage::end_registrations(d, now_ms);
   // After recover_running: an instance it ended has its successor by now.
   result<storage::reconcile_recurring_result> reconciled = storage::reconcile_recurring_result{};
   if (st) {

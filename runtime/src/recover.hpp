@@ -19,6 +19,8 @@ struct recovered {
   actors::held_attempts held;
   /// The run-time controls stored (queue::pause_queue, set_group, ...).
   std::vector<control_info> controls;
+  /// The id the first worker registered gets (dispatch_core's config).
+  int64_t first_worker_id = 1;
 };
 
 /// Jobs still marked running belong to a process that died: their attempts

@@ -424,6 +424,7 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
       return forward<ok_atom>(self, a, type);
     },
     [self](controls_atom a) { return forward<std::vector<control_info>>(self, a); },
+    [self](workers_atom a) { return forward<std::vector<worker_info>>(self, a); },
     [self](subscribe_atom a, const caf::actor& subscriber) {
       return forward<ok_atom>(self, a, subscriber);
     },

@@ -17,8 +17,8 @@ constexpr const char* select_running =
   "FROM jobs WHERE id = ?1 AND status = " ERGON_SQL_RUNNING " AND (CAST(?2 AS BIGINT) IS NULL OR attempt_token = ?2)";
 
 constexpr const char* insert_attempt =
-  "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message) "
-  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+  "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message, worker) "
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT worker FROM jobs WHERE id = ?1))";
 
 // Both updates name the row: Effectum's retry had a second UPDATE without a
 // WHERE clause that reset every job.

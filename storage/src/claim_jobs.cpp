@@ -26,7 +26,7 @@ constexpr const char* read_claimable =
 
 constexpr const char* claim_job =
   "UPDATE jobs SET status = " ERGON_SQL_RUNNING ", current_try = ?2, attempt_token = ?3, "
-  "started_at = ?4, expires_at = ?5, progress_at = NULL, held_by = ?6 WHERE id = ?1";
+  "started_at = ?4, expires_at = ?5, progress_at = NULL, held_by = ?6, worker = ?7 WHERE id = ?1";
 
 // PostgreSQL: the whole batch in one statement and one round trip. Rows are
 // found with `id = ANY(array)`, an index lookup each; joined with unnest()
@@ -41,7 +41,7 @@ constexpr const char* claim_job =
   "UPDATE jobs SET status = " ERGON_SQL_RUNNING ", current_try = current_try + 1, "        \
   "attempt_token = " token ", started_at = ?3, "                                          \
   "expires_at = " ERGON_SQL_ADD_MS("?3", "timeout_ms") ", progress_at = NULL, "           \
-  "held_by = CAST(?4 AS text) "                                                           \
+  "held_by = CAST(?4 AS text), worker = CAST(?5 AS bigint) "                              \
   "WHERE id = ANY(CAST(?1 AS bigint[])) AND status = " ERGON_SQL_PENDING " AND run_at <= ?3 " \
   "AND (deadline IS NULL OR deadline >= ?3) "                                             \
   "RETURNING " ERGON_JOB_KEY_COLUMNS ", current_try, coalesce(checkpoint, payload), "      \
@@ -50,11 +50,16 @@ constexpr const char* claim_batch =
   ERGON_CLAIM_BATCH("(CAST(?2 AS bigint[]))[array_position(CAST(?1 AS bigint[]), id)]");
 constexpr const char* claim_batch_of_base = ERGON_CLAIM_BATCH("(CAST(?2 AS bigint) # id)");
 
-void bind_holder(stmt& q, int i, const std::string& holder) {
-  if (holder.empty())
+// Binds the claim's holder at `i` and its worker at `i + 1`.
+void bind_holder(stmt& q, int i, const claim_jobs_args& args) {
+  if (args.holder.empty())
     q.bind_null(i);
   else
-    q.bind_text(i, holder);
+    q.bind_text(i, args.holder);
+  if (args.worker == 0)
+    q.bind_null(i + 1);
+  else
+    q.bind(i + 1, args.worker);
 }
 
 // Binds the batch's claim: `q` is then run by step(), or sent ahead by
@@ -78,7 +83,7 @@ result<stmt*> bind_claim(pg_db& d, const claim_jobs_args& args, int64_t now_ms) 
   else
     q.bind_ints(2, tokens);
   q.bind(3, now_ms);
-  bind_holder(q, 4, args.holder);
+  bind_holder(q, 4, args);
   return &q;
 }
 
@@ -147,7 +152,7 @@ result<claim_jobs_result> claim_rows(db& d, const claim_jobs_args& args, int64_t
     w.bind(3, c.token);
     w.bind(4, now_ms);
     w.bind(5, j.expires_at);
-    bind_holder(w, 6, args.holder);
+    bind_holder(w, 6, args);
     if (auto st = d.run(w); !st)
       return st;
     out.claimed.push_back(std::move(j));

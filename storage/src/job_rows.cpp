@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ergon/storage/job_ids.hpp"
+#include "ergon/storage/op/save_worker.hpp"
 #include "ergon/storage/times.hpp"
 #include "dependents.hpp"
 #include "status_sql.hpp"
@@ -13,7 +14,7 @@ namespace ergon::storage::rows {
 namespace {
 
 constexpr const char* select_attempts =
-  "SELECT try, started_at, finished_at, outcome, message FROM attempts "
+  "SELECT try, started_at, finished_at, outcome, message, worker FROM attempts "
   "WHERE job_id = ?1 ORDER BY try";
 
 constexpr const char* select_depends_on =
@@ -25,6 +26,24 @@ constexpr const char* select_dependents =
 
 constexpr const char* select_parent =
   "SELECT p.external_id FROM jobs c JOIN jobs p ON p.id = c.parent WHERE c.id = ?1";
+
+// Fills in each attempt's worker from its recorded id.
+status name_workers(db& d, std::vector<attempt_info>& attempts) {
+  std::vector<int64_t> ids;
+  for (auto& a : attempts)
+    if (a.worker.id != 0)
+      ids.push_back(a.worker.id);
+  if (ids.empty())
+    return {};
+  auto found = read_workers(d, ids);
+  if (!found)
+    return found.error();
+  for (auto& a : attempts)
+    for (auto& w : *found)
+      if (w.id == a.worker.id)
+        a.worker = w;
+  return {};
+}
 
 status read_ids(db& d, const char* sql, int64_t row, std::vector<job_id>& out) {
   auto s = d.prepare(sql);
@@ -252,6 +271,7 @@ job_info read_info(const stmt& s, int64_t& row, row_details& details) {
   details.link_bits = s.column_int(45);
   details.has_parent = !s.column_is_null(46);
   details.has_only_dependency = !s.column_is_null(47);
+  details.worker = s.column_opt_int(48).value_or(0);
   j.effective_priority = j.priority;
   return j;
 }
@@ -286,25 +306,25 @@ status read_attempts(db& d, int64_t row, const row_details& details, job_info& i
     a.finished_at_ms = q.column_int(2);
     a.outcome = static_cast<attempt_outcome>(q.column_int(3));
     a.message = q.column_text(4);
+    a.worker.id = q.column_opt_int(5).value_or(0);
     info.attempts.push_back(std::move(a));
   }
   if (!q.step_status())
     return q.step_status();
-  if (info.status == job_status::running && info.started_at_ms) {
+  bool running = info.status == job_status::running;
+  if ((running || details.outcome) && info.started_at_ms) {
     attempt_info a;
     a.try_number = info.tries;
     a.started_at_ms = *info.started_at_ms;
-    info.attempts.push_back(std::move(a));
-  } else if (details.outcome && info.started_at_ms) {
-    attempt_info a;
-    a.try_number = info.tries;
-    a.started_at_ms = *info.started_at_ms;
-    a.finished_at_ms = info.finished_at_ms;
-    a.outcome = *details.outcome;
-    a.message = details.message;
+    if (!running) {
+      a.finished_at_ms = info.finished_at_ms;
+      a.outcome = *details.outcome;
+      a.message = details.message;
+    }
+    a.worker.id = details.worker;
     info.attempts.push_back(std::move(a));
   }
-  return {};
+  return name_workers(d, info.attempts);
 }
 
 result<job_state> find_job(db& d, const job_id& id) {

@@ -35,7 +35,8 @@ job_key read_key(const stmt& s, int first = 0);
   "last_outcome, last_message, ready_since, recurring_id, scheduled_at, unique_key, "   \
   "result_expires_at, try_base, cancel_requested_at, progress_done, progress_total, "   \
   "progress_message, progress_at, progress_eta, yields, io_read_bytes, io_write_bytes, " \
-  ERGON_BACKOFF_COLUMNS ", waiting_on, dependency_policy, has_dependents, parent, only_dependency"
+  ERGON_BACKOFF_COLUMNS ", waiting_on, dependency_policy, has_dependents, parent, only_dependency, " \
+  "worker"
 
 /// What a job row says beyond its job_info (ERGON_JOB_INFO_COLUMNS): its
 /// latest attempt, and which links to other jobs it has.
@@ -45,6 +46,7 @@ struct row_details {
   int64_t link_bits = 0;  ///< jobs.has_dependents (dependents.hpp)
   bool has_parent = false;
   bool has_only_dependency = false;
+  int64_t worker = 0;  ///< who ran the latest attempt; 0: none recorded
 };
 
 /// Reads ERGON_JOB_INFO_COLUMNS; returns the row id and latest attempt.

@@ -56,14 +56,8 @@ std::string unfit(const struct stat& st) {
   return {};
 }
 
-std::string this_host() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return host;
-}
-
 std::string this_process() {
-  return "pid " + std::to_string(::getpid()) + " on host " + this_host() + "\n";
+  return "pid " + std::to_string(::getpid()) + " on host " + host_name() + "\n";
 }
 
 // Writes the whole lock file anew.
@@ -249,7 +243,7 @@ result<std::optional<ownership::record>> ownership::find(const std::string& db_p
   if (!r)
     return std::optional<record>{};
   // A lock file whose process is gone was left by a crash: nobody owns it.
-  if (r->host == this_host() && ::kill(static_cast<pid_t>(r->pid), 0) != 0 && errno == ESRCH)
+  if (r->host == host_name() && ::kill(static_cast<pid_t>(r->pid), 0) != 0 && errno == ESRCH)
     return std::optional<record>{};
   return r;
 }
@@ -257,6 +251,13 @@ result<std::optional<ownership::record>> ownership::find(const std::string& db_p
 ownership::~ownership() {
   ::unlink(path_.c_str());
   ::close(fd_);
+}
+
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0)
+    return {};
+  return host;
 }
 
 }  // namespace ergon::storage

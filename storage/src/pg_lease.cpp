@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "ergon/storage/ownership.hpp"
 #include "ergon/storage/schema.hpp"
 
 namespace ergon::storage {
@@ -61,13 +62,6 @@ constexpr const char* end_stale_sessions =
   "ON (a.pid = l.backend_pid AND a.backend_start IS NOT DISTINCT FROM l.backend_start) "
   "OR (a.pid = l.writer_pid AND a.backend_start IS NOT DISTINCT FROM l.writer_start) "
   "WHERE l.expires_at < clock_timestamp()";
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0)
-    return "?";
-  return name;
-}
 
 status held_by_another(pg_db& d) {
   auto lease = pg_lease::read(d);

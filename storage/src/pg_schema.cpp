@@ -272,9 +272,12 @@ constexpr const char* migration_8 = ERGON_SQL_ONLY_DEPENDENCY("bigint");
 // Version 9 is SQLite's version 12.
 constexpr const char* migration_9 = ERGON_SQL_CONTROLS("bigint", "double precision", "");
 
+// Version 10 is SQLite's version 13.
+constexpr const char* migration_10 = ERGON_SQL_WORKERS("bigint");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
-                                      migration_9};
+                                      migration_9, migration_10};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

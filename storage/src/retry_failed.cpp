@@ -12,8 +12,9 @@ namespace {
 
 // The attempt that ended the job lives in the jobs row; it joins the history.
 constexpr const char* keep_last_attempt =
-  "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message) "
-  "SELECT id, current_try, started_at, finished_at, last_outcome, coalesce(last_message, '') "
+  "INSERT INTO attempts (job_id, try, started_at, finished_at, outcome, message, worker) "
+  "SELECT id, current_try, started_at, finished_at, last_outcome, coalesce(last_message, ''), "
+  "worker "
   "FROM jobs WHERE id = ?1 AND started_at IS NOT NULL AND last_outcome IS NOT NULL";
 
 constexpr const char* requeue =

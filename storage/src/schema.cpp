@@ -260,10 +260,13 @@ constexpr const char* migration_11 = ERGON_SQL_ONLY_DEPENDENCY("INTEGER");
 // Version 12: run-time controls (queue::pause_queue, set_group, ...).
 constexpr const char* migration_12 = ERGON_SQL_CONTROLS("INTEGER", "REAL", " WITHOUT ROWID");
 
+// Version 13: the worker of each attempt (schema_steps.hpp).
+constexpr const char* migration_13 = ERGON_SQL_WORKERS("INTEGER");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
                                       migration_9, migration_10, migration_11,
-                                      migration_12};
+                                      migration_12, migration_13};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

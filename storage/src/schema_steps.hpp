@@ -63,6 +63,26 @@
   "  PRIMARY KEY (scope, name)\n"                                                         \
   ")" table_end ";\n"
 
+// SQLite's version 13 and PostgreSQL's 10: which worker ran each attempt.
+// A row per registration (its id is the dispatcher's worker id, which
+// counts on from the highest here at every open); jobs.worker and
+// attempts.worker name it. No index names jobs.worker, so claims stay in
+// place (HOT). left_at: when it unregistered or went down, or when the
+// next open found it gone; the retention sweeper deletes rows by it.
+#define ERGON_SQL_WORKERS(integer)                                                       \
+  "CREATE TABLE workers (\n"                                                             \
+  "  id            " integer " PRIMARY KEY,\n"                                           \
+  "  name          TEXT NOT NULL,\n"                                                     \
+  "  host          TEXT NOT NULL,\n"                                                     \
+  "  pid           " integer " NOT NULL,\n"                                              \
+  "  node          TEXT,\n"                                                              \
+  "  registered_at " integer " NOT NULL,\n"                                              \
+  "  left_at       " integer "\n"                                                        \
+  ");\n"                                                                                 \
+  "CREATE INDEX workers_by_left_at ON workers (left_at) WHERE left_at IS NOT NULL;\n"    \
+  "ALTER TABLE jobs ADD COLUMN worker " integer ";\n"                                    \
+  "ALTER TABLE attempts ADD COLUMN worker " integer ";\n"
+
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in
 // before the old indexes go, with their help.

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -54,6 +55,14 @@ struct dispatch_core::state {
   std::unordered_map<int64_t, parked_away> away;  // by row
   // Workers, kept current by the worker protocol.
   worker_registry workers;
+  // Who each registered worker is, until it goes down (queue::workers, and
+  // its row in the workers table).
+  struct known_worker {
+    storage::worker_row row;
+    std::vector<std::string> types;
+    std::optional<int64_t> last_report;
+  };
+  std::map<uint64_t, known_worker> known;
   // Workers on other nodes: their attempts are held or lost when they go
   // down.
   std::unordered_map<uint64_t, std::string> remote;  // worker id -> its holder name
@@ -99,6 +108,7 @@ struct dispatch_core::state {
   explicit state(config c)
       : cfg(std::move(c)),
         policy(cfg.scheduling),
+        workers(static_cast<uint64_t>(std::max<int64_t>(1, cfg.first_worker_id))),
         controls(policy, std::move(cfg.controls)),
         breakers(cfg.scheduling.breakers) {}
 
@@ -555,10 +565,21 @@ void hold_for(state& st, const std::string& holder,
   st.send(hold_batch{{std::move(attempts), until}});
 }
 
+// The worker unregistered or went down: its row records when, once.
+void record_leaving(state& st, uint64_t worker, int64_t now) {
+  auto k = st.known.find(worker);
+  if (k == st.known.end() || k->second.row.left_at)
+    return;
+  k->second.row.left_at = now;
+  st.send(worker_save{k->second.row});
+}
+
 // A gone worker runs no more code here: its parked retries are free to go.
 // A remote one's attempts are lost, or held for its return with a grace,
 // and so are its parked retries, as its code may run on.
 void worker_gone(state& st, uint64_t worker, int64_t now) {
+  record_leaving(st, worker, now);
+  st.known.erase(worker);
   auto holder = holder_of(st, worker);
   bool remote = st.remote.erase(worker) == 1;
   bool left = st.remote_left.erase(worker) == 1;
@@ -1032,6 +1053,12 @@ dispatch_core::joined dispatch_core::register_worker(joining w, int64_t now, eff
   done.id = st.workers.add(std::move(ids), w.max_capacity, w.prefetch);
   if (!w.holder.empty())
     st.remote.emplace(done.id, w.holder);
+  auto& known = st.known[done.id];
+  known.row.identity = {static_cast<int64_t>(done.id), std::move(w.name), std::move(w.host),
+                        w.pid, w.holder};
+  known.row.registered_at = now;
+  known.types = w.types;
+  st.send(worker_save{known.row});
   drain_feeds(st, now);  // what ended meanwhile is not given back
   done.stale = take_back(st, done.id, w, now);
   update_capacity(st);
@@ -1061,6 +1088,9 @@ dispatch_core::leaving dispatch_core::unregister_worker(uint64_t id, int64_t now
   }
   if (st.remote.count(id) == 1)
     st.remote_left.insert(id);
+  record_leaving(st, id, now);
+  if (how == leaving::left)
+    st.known.erase(id);
   update_capacity(st);
   settle(now, out);
   return how;
@@ -1073,6 +1103,8 @@ dispatch_core::leaving dispatch_core::unregister_worker(uint64_t id, int64_t now
 void dispatch_core::report(worker_report r, int64_t now, effects& out) {
   auto& st = *st_;
   st.out = &out;
+  if (auto k = st.known.find(r.worker_id); k != st.known.end())
+    k->second.last_report = now;
   bool credits = true;
   if (auto why = st.workers.check_credit(r.worker_id, r.capacity, r.received_weight); !why) {
     out.rejected.emplace_back("a report's room", why);
@@ -1158,6 +1190,36 @@ void dispatch_core::control(const scheduling_control& c, int64_t now, effects& o
   drain_feeds(st, now);
   on_control(st, c, now);
   settle(now, out);
+}
+
+std::vector<worker_info> dispatch_core::workers() const {
+  auto& st = *st_;
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> running;  // count, weight
+  for (auto& [row, a] : st.attempts.running())
+    if (a.worker != 0 && !a.code_returned) {
+      auto& r = running[a.worker];
+      r.first += 1;
+      r.second += a.weight;
+    }
+  std::vector<worker_info> out;
+  for (auto& [id, k] : st.known) {
+    auto* w = st.workers.find(id);
+    if (w == nullptr)
+      continue;  // it left after its claims, and only its down is still to come
+    worker_info i;
+    i.identity = k.row.identity;
+    i.types = k.types;
+    i.max_concurrency = w->max_capacity;
+    i.prefetch = w->prefetch;
+    if (auto r = running.find(id); r != running.end())
+      std::tie(i.running, i.running_weight) = r->second;
+    i.credit = std::max(0, w->wanted());
+    i.registered_at_ms = k.row.registered_at;
+    i.last_report_ms = k.last_report;
+    i.leaving = w->leaving;
+    out.push_back(std::move(i));
+  }
+  return out;
 }
 
 std::vector<control_info> dispatch_core::controls(int64_t now) const {

@@ -24,6 +24,7 @@
 #include "ergon/actors/protocol_records.hpp"
 #include "ergon/event.hpp"
 #include "ergon/scheduling.hpp"
+#include "ergon/worker.hpp"
 #include "ergon/storage/records.hpp"
 #include "ergon/storage/times.hpp"
 
@@ -53,12 +54,16 @@ class dispatch_core {
     int64_t remote_grace_ms = 0;
     /// The run-time controls stored in the database (read at open).
     std::vector<control_info> controls;
+    /// The id of the first worker to register: one past the highest in
+    /// the workers table, so that ids count on across opens.
+    int64_t first_worker_id = 1;
   };
 
   /// A write for the writer, in the order it must be sent. worker_writes,
   /// lose_batch and offers go ahead of submissions (high priority).
   using write = std::variant<worker_writes, expire_batch, expire_pending_batch, lose_batch,
-                             hold_batch, job_offer, withdraw_offer, control_save>;
+                             hold_batch, job_offer, withdraw_offer, control_save,
+                             worker_save>;
 
   /// A request to a worker's running attempt.
   struct to_worker {
@@ -93,8 +98,13 @@ class dispatch_core {
   dispatch_core(const dispatch_core&) = delete;
   dispatch_core& operator=(const dispatch_core&) = delete;
 
-  /// A worker's registration (validated by the caller).
+  /// A worker's registration (validated by the caller). Its row goes to
+  /// the writer (worker_save), and again with its end once it unregisters
+  /// or goes down.
   struct joining {
+    std::string name;
+    std::string host;
+    int64_t pid = 0;
     std::vector<std::string> types;
     int32_t max_capacity = 1;
     int32_t prefetch = 0;
@@ -159,6 +169,9 @@ class dispatch_core {
   /// control_save in `out.writes` is committed. resume_all answers how many
   /// pauses it ended.
   void control(const scheduling_control& c, int64_t now, effects& out);
+
+  /// The registered workers, in id order (queue::workers).
+  std::vector<worker_info> workers() const;
 
   /// The run-time controls in force (metrics_snapshot::controls).
   std::vector<control_info> controls(int64_t now) const;

@@ -102,6 +102,8 @@ void perform(dispatcher_ptr self, effects& fx, const reporter* from = nullptr) {
       caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*held));
     } else if (auto* save = std::get_if<control_save>(&w)) {
       caf::send_as(st.me, st.cfg.writer, std::move(*save));
+    } else if (auto* row = std::get_if<worker_save>(&w)) {
+      caf::send_as(st.me, st.cfg.writer, std::move(*row));
     } else if (auto* expiring = std::get_if<expire_batch>(&w)) {
       caf::send_as(st.me, st.cfg.writer, std::move(*expiring));
     } else {
@@ -157,7 +159,9 @@ caf::result<worker_registered> on_register(dispatcher_ptr self, const register_w
     return to_caf_error(why);
   }
   auto done = st.core->register_worker(
-    {r.types, r.max_capacity, r.prefetch, std::move(holder), r.held, r.returned}, st.now(), fx);
+    {r.name, r.host, r.pid, r.types, r.max_capacity, r.prefetch, std::move(holder), r.held,
+     r.returned},
+    st.now(), fx);
   auto wid = done.id;
   st.handles[wid] = r.worker;  // before perform: cancels of its attempts go to it
   st.monitored.emplace(r.worker.address(), wid);
@@ -235,6 +239,7 @@ void start(dispatcher_ptr self, dispatcher_config cfg) {
   core.id_tag = st.cfg.id_tag;
   core.remote_grace_ms = st.cfg.remote_grace_ms;
   core.controls = std::move(st.cfg.controls);
+  core.first_worker_id = st.cfg.first_worker_id;
   if (auto subs = st.cfg.subs)
     core.wants_events = [subs] { return subs->any(); };
   core.wants_finished = [watch = st.cfg.watch] { return !watch->empty(); };
@@ -290,6 +295,9 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
       [self](controls_request& c) {
         c.reply.deliver(result<std::vector<control_info>>{
           self->state.core->controls(self->state.now())});
+      },
+      [self](workers_request& w) {
+        w.reply.deliver(result<std::vector<worker_info>>{self->state.core->workers()});
       },
       [self](pending_view_request& r) {
         auto now = self->state.now();

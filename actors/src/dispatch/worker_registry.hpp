@@ -66,6 +66,9 @@ class worker_registry {
     int32_t wanted() const { return static_cast<int32_t>(capacity - (sent - received)); }
   };
 
+  /// Ids are given from `first_id` on.
+  explicit worker_registry(uint64_t first_id = 1) : next_id_(first_id) {}
+
   /// Registers a worker with no credit yet; returns its id.
   uint64_t add(std::vector<uint32_t> types, int32_t max_capacity, int32_t prefetch);
 

@@ -4,6 +4,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 #include "ergon/storage/times.hpp"
@@ -13,6 +14,12 @@ namespace ergon::actors {
 
 retention_pass::retention_pass(const retention_options& opts, int64_t now_ms)
     : batch_(opts.batch) {
+  // A worker's record goes once no finished job can still name it: every
+  // status has a retention, and it left longer ago than the longest.
+  if (opts.succeeded && opts.failed && opts.cancelled && opts.expired) {
+    auto longest = std::max({*opts.succeeded, *opts.failed, *opts.cancelled, *opts.expired});
+    workers_cutoff_ = storage::add_ms(now_ms, -longest.count());
+  }
   for (auto [status, keep] : {std::pair{job_status::succeeded, opts.succeeded},
                               std::pair{job_status::failed, opts.failed},
                               std::pair{job_status::cancelled, opts.cancelled},
@@ -35,8 +42,10 @@ std::optional<sweep_step> retention_pass::next() const {
     step.jobs = statuses_[current_];
   else if (!results_done_)
     step.results = batch_;
-  else
+  else if (!keys_done_)
     step.keys = batch_;
+  else
+    step.workers = {*workers_cutoff_, batch_};
   return step;
 }
 
@@ -48,6 +57,7 @@ void retention_pass::done(const sweep_reply& reply) {
   deleted_ += reply.deleted;
   dropped_ += reply.results_dropped;
   keys_expired_ += reply.keys_expired;
+  workers_deleted_ += reply.workers_deleted;
   auto full = static_cast<int64_t>(batch_);
   if (current_ < statuses_.size()) {
     if (reply.resume_after != 0)
@@ -56,8 +66,11 @@ void retention_pass::done(const sweep_reply& reply) {
       ++current_;
   } else if (!results_done_) {
     results_done_ = reply.results_dropped < full;
-  } else if (reply.keys_expired < full) {
-    finished_ = true;
+  } else if (!keys_done_) {
+    keys_done_ = reply.keys_expired < full;
+    finished_ = keys_done_ && !workers_cutoff_;
+  } else {
+    finished_ = reply.workers_deleted < full;
   }
 }
 

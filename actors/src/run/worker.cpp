@@ -12,7 +12,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include <unistd.h>
+
 #include "ergon/storage/field_rules.hpp"
+#include "ergon/storage/ownership.hpp"
 #include "ergon/storage/times.hpp"
 #include "clock_ticks.hpp"
 #include "job_runner.hpp"
@@ -563,6 +566,8 @@ void join(worker_ptr self) {
   auto& st = self->state;
   register_worker reg;
   reg.name = st.cfg.name;
+  reg.host = storage::host_name();
+  reg.pid = ::getpid();
   for (auto& kv : st.cfg.runners)
     reg.types.push_back(kv.first);
   reg.max_capacity = st.cfg.max_capacity;

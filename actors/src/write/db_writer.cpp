@@ -36,6 +36,7 @@
 #include "ergon/storage/op/record_progress.hpp"
 #include "ergon/storage/op/release_claims.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
+#include "ergon/storage/op/save_worker.hpp"
 #include "ergon/storage/op/savepoint.hpp"
 #include "ergon/storage/op/sweep_finished.hpp"
 #include "ergon/storage/op/update_pending.hpp"
@@ -171,6 +172,7 @@ class writer {
       [&](lose_batch& l) { on_lose(l); },
       [&](hold_batch& h) { on_hold(h); },
       [&](control_save& c) { on_control_save(c); },
+      [&](worker_save& w) { on_worker_save(w); },
       [&](heartbeat_request& e) { on_heartbeat(self, e); },
       [&](results_request& e) { on_results(self, e); },
       [&](listen_to& l) { cfg_.listener = std::move(l.listener); },
@@ -442,6 +444,13 @@ class writer {
             return expired.error();
           reply.keys_expired = *expired;
         }
+        if (step.workers) {
+          auto gone = storage::delete_departed_workers(
+            *cfg_.db, step.workers->first, static_cast<int64_t>(step.workers->second));
+          if (!gone)
+            return gone.error();
+          reply.workers_deleted = *gone;
+        }
         return true;
       },
       [&](bool) { deleted(swept.deleted); });
@@ -533,6 +542,21 @@ class writer {
       },
       [](int64_t&) {});
     reply_after_commit(std::move(c.reply), std::move(r));
+  }
+
+  // A failed row is logged and not retried: it names who ran attempts, and
+  // no job waits on it.
+  void on_worker_save(worker_save& w) {
+    auto r = in_request<bool>(
+      [&]() -> result<bool> {
+        if (auto st = storage::save_worker(*cfg_.db, w.row); !st)
+          return st;
+        return true;
+      },
+      [](bool&) {});
+    if (!r)
+      std::cerr << "ergon: " << cfg_.db->location() << ": recording worker "
+                << w.row.identity.id << ": " << r.error() << "\n";
   }
 
   // -- what a commit publishes --------------------------------------------------------
@@ -705,7 +729,8 @@ class writer {
       give_back_offer();
       return;
     }
-    storage::claim_jobs_args args{{{*row, static_cast<int64_t>(rng_() >> 1)}}, o.holder};
+    storage::claim_jobs_args args{{{*row, static_cast<int64_t>(rng_() >> 1)}}, o.holder,
+                                  static_cast<int64_t>(o.worker_id)};
     assign_jobs out;
     auto r = in_request<storage::claim_jobs_result>(
       [&] { return storage::claim_jobs(*cfg_.db, args, now); },
@@ -790,8 +815,9 @@ class writer {
     auto read = std::make_shared<status>();
     auto r = in_request<storage::started_claim>(
       [&] {
-        return storage::start_claim(*cfg_.db, {std::move(b.claims), b.holder},
-                                    cfg_.clock->now_ms());
+        return storage::start_claim(
+          *cfg_.db, {std::move(b.claims), b.holder, static_cast<int64_t>(b.worker_id)},
+          cfg_.clock->now_ms());
       },
       [](storage::started_claim&) {});
     if (!r)

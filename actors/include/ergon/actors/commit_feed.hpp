@@ -15,6 +15,7 @@
 #include "ergon/storage/op/hold_attempts.hpp"
 #include "ergon/storage/op/load_unfinished.hpp"
 #include "ergon/storage/op/lose_attempts.hpp"
+#include "ergon/storage/op/save_worker.hpp"
 #include "ergon/storage/records.hpp"
 
 namespace ergon::actors {
@@ -48,6 +49,11 @@ struct expire_batch {
 /// A remote worker went away with these attempts running (local only).
 struct lose_batch {
   storage::lose_attempts_args args;
+};
+
+/// A worker registered, or left: its row in the workers table (local only).
+struct worker_save {
+  storage::worker_row row;
 };
 
 /// A remote worker went away with these attempts running, and they wait for

@@ -78,6 +78,8 @@ struct sweep_step {
   size_t results = 0;
   /// Idempotency keys past their window to delete, at most this many.
   size_t keys = 0;
+  /// Workers that left before `first` to delete, at most `second`.
+  std::optional<std::pair<int64_t, size_t>> workers;
 };
 
 struct sweep_reply {
@@ -86,6 +88,7 @@ struct sweep_reply {
   int64_t resume_after = 0;  ///< the next step's after_row; 0: this status is done
   int64_t results_dropped = 0;
   int64_t keys_expired = 0;
+  int64_t workers_deleted = 0;
   /// How long the step ran in the writer, in microseconds (real time).
   int64_t busy_us = 0;
 };
@@ -175,7 +178,7 @@ using db_writer_actor = worker_writer_actor::extend<
   caf::replies_to<drain_step>::with<drain_reply>, caf::reacts_to<worker_batch>,
   caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
   caf::reacts_to<lose_batch>, caf::reacts_to<hold_batch>, caf::reacts_to<control_save>,
-  caf::reacts_to<listen_to>,
+  caf::reacts_to<worker_save>, caf::reacts_to<listen_to>,
   caf::reacts_to<after_writes>>;
 
 /// How to run the writer.
@@ -234,6 +237,8 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::hold_batch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::control_save> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::worker_save> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::listen_to> : std::true_type {};
 template <>

@@ -41,6 +41,7 @@ using dispatcher_actor = caf::typed_actor<
   caf::reacts_to<scheduling_control>,
   caf::reacts_to<metrics_request>,
   caf::reacts_to<controls_request>,
+  caf::reacts_to<workers_request>,
   caf::reacts_to<pending_view_request>>;
 
 struct dispatcher_config {
@@ -60,6 +61,8 @@ struct dispatcher_config {
   scheduling_options scheduling;
   /// The run-time controls stored in the database, found at open.
   std::vector<control_info> controls;
+  /// The id of the first worker to register (dispatch_core::config).
+  int64_t first_worker_id = 1;
   /// Which nodes may reach the dispatcher (remote workers do).
   std::shared_ptr<node_gate> gate;
   /// Told of every job a commit finished (queue::wait).
@@ -75,4 +78,5 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_config cfg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::scheduling_control)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::metrics_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::controls_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::workers_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ergon::actors::pending_view_request)

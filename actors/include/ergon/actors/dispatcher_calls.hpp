@@ -12,6 +12,7 @@
 #include "ergon/error.hpp"
 #include "ergon/scheduling.hpp"
 #include "ergon/storage/op/save_controls.hpp"
+#include "ergon/worker.hpp"
 
 namespace ergon::actors {
 
@@ -62,6 +63,11 @@ struct metrics_request {
 /// would restore, without building a whole metrics snapshot.
 struct controls_request {
   reply_to<result<std::vector<control_info>>> reply;
+};
+
+/// Asks for the registered workers (local only).
+struct workers_request {
+  reply_to<result<std::vector<worker_info>>> reply;
 };
 
 /// A pending job whose scheduling view `job_info` reports.

@@ -44,6 +44,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 /// gives them back rather than run them again.
 struct register_worker {
   std::string name;
+  std::string host;  ///< its host name
+  int64_t pid = 0;   ///< its process id
   std::vector<std::string> types;
   int32_t max_capacity = 0;  ///< most weight running at once
   int32_t prefetch = 0;      ///< weight it holds claimed beyond that
@@ -59,12 +61,13 @@ struct register_worker {
 inline constexpr size_t listed_per_unit = 4;
 
 /// Whether a registration, perhaps from another node, keeps worker_options'
-/// rules: job types of 1 to max_type_bytes bytes, at least one, max_capacity
+/// rules: a name and host of up to max_type_bytes (check_label_size), a
+/// pid not negative, job types of 1 to max_type_bytes bytes, at least one, max_capacity
 /// 1 to max_weight, prefetch 0 to max_weight, and a worker handle; at most
 /// listed_per_unit × (max_capacity + prefetch) attempts listed, each row
 /// positive, each token not negative, and no row twice. Error:
-/// invalid_argument naming "types", "max_capacity", "prefetch", "worker",
-/// "held" or "returned".
+/// invalid_argument naming "name", "host", "pid", "types", "max_capacity",
+/// "prefetch", "worker", "held" or "returned".
 status validate(const register_worker& r);
 
 /// The part of the writer a worker, perhaps on another node, may reach:
@@ -124,7 +127,7 @@ typename Inspector::result_type inspect(Inspector& f, wire_status& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
-  return f(caf::meta::type_name("ergon::register_worker"), x.name, x.types,
+  return f(caf::meta::type_name("ergon::register_worker"), x.name, x.host, x.pid, x.types,
            x.max_capacity, x.prefetch, x.worker, x.held, x.returned);
 }
 

@@ -1,9 +1,10 @@
 // retention_sweeper: deletes finished jobs past their retention, drops
-// expired results (options::retention, job::result_ttl_ms) and deletes
-// idempotency keys past their window (options::idempotency_window). Every
+// expired results (options::retention, job::result_ttl_ms), deletes
+// idempotency keys past their window (options::idempotency_window) and the
+// records of workers that left before the longest retention. Every
 // interval it runs a pass: for each status with a retention, steps of
 // `batch` rows until none is due, then steps that drop results, then steps
-// that delete keys, each until none is due. Each
+// that delete keys, then workers, each until none is due. Each
 // step is one db_writer request, answered before the next is sent, and the
 // sweeper pauses between steps to keep to its share of the writer's time
 // (retention_options::writer_share), so other writes barely notice it.
@@ -41,16 +42,21 @@ class retention_pass {
   int64_t deleted() const noexcept { return deleted_; }
   int64_t results_dropped() const noexcept { return dropped_; }
   int64_t keys_expired() const noexcept { return keys_expired_; }
+  int64_t workers_deleted() const noexcept { return workers_deleted_; }
 
  private:
   std::vector<storage::sweep_finished_args> statuses_;
   size_t current_ = 0;  // index into statuses_; == size(): results, then keys
   bool results_done_ = false;
+  bool keys_done_ = false;
+  // Workers that left before this go; empty: some status is kept forever.
+  std::optional<int64_t> workers_cutoff_;
   size_t batch_ = 500;
   bool finished_ = false;
   int64_t deleted_ = 0;
   int64_t dropped_ = 0;
   int64_t keys_expired_ = 0;
+  int64_t workers_deleted_ = 0;
 };
 
 struct retention_sweeper_config {

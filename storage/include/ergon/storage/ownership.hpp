@@ -77,4 +77,7 @@ class ownership {
   std::string text_;  // what the lock file holds
 };
 
+/// This machine's host name (gethostname); empty if it has none.
+std::string host_name();
+
 }  // namespace ergon::storage

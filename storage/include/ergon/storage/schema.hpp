@@ -25,14 +25,17 @@ inline constexpr int recurring_version = 3;
 /// and the listing indexes (and their columns in jobs).
 inline constexpr int outcomes_version = 4;
 
-/// The schema version that added yields and declared I/O (their columns in
-/// jobs). Job rows of older files lack columns this build reads.
-inline constexpr int pressure_version = 5;
-
 /// The schema version that added the controls table (run-time controls):
 /// SQLite's 12, PostgreSQL's 9.
 inline constexpr int controls_version(engine e) noexcept {
   return e == engine::sqlite ? 12 : 9;
+}
+
+/// The schema version that added the workers table and the worker of each
+/// attempt: SQLite's 13, PostgreSQL's 10. Job rows of older schemas lack
+/// a column this build reads.
+inline constexpr int workers_version(engine e) noexcept {
+  return e == engine::sqlite ? 13 : 10;
 }
 
 /// PRAGMA application_id of every ergon database ("ERGN").

@@ -19,6 +19,9 @@ struct claim_jobs_args {
   /// "<node>/<worker>", stored as the jobs' held_by. Empty: the owner's own
   /// worker (held_by NULL).
   std::string holder{};
+  /// The worker's id (worker_identity::id), stored as the jobs' worker;
+  /// 0: none recorded.
+  int64_t worker = 0;
 };
 
 struct claim_jobs_result {
@@ -35,7 +38,7 @@ struct claim_jobs_result {
 std::optional<int64_t> shared_token_base(const std::vector<attempt_ref>& attempts);
 
 /// PostgreSQL's statement that claims a batch (?1 rows, ?2 tokens or, with
-/// `of_base`, their shared base, ?3 now, ?4 holder), for the plan check in
+/// `of_base`, their shared base, ?3 now, ?4 holder, ?5 worker), for the plan check in
 /// test-storage.
 const char* claim_batch_sql(bool of_base = false) noexcept;
 
