@@ -165,6 +165,23 @@ BOOST_AUTO_TEST_CASE(reads_of_a_file_nobody_owns) {
   BOOST_REQUIRE(j["attempts"].size() == 1u);
   BOOST_TEST(j["attempts"][0]["outcome"] == "failed_permanently");
   BOOST_TEST(j["attempts"][0]["message"] == "boom:f1");
+  // The worker that ran it: this test's process.
+  auto ran_on = j["attempts"][0]["worker"];
+  BOOST_TEST(ran_on["name"] == "worker");
+  BOOST_TEST(ran_on["pid"] == ::getpid());
+  BOOST_TEST(ran_on["node"] == "");
+  auto host = ran_on["host"].get<std::string>();
+  BOOST_TEST(!host.empty());
+  auto shown_text = f.ctl({"show", f.failed[1].to_string()});
+  BOOST_TEST(shown_text.out.find("WORKER") != std::string::npos, shown_text.out);
+  BOOST_TEST(shown_text.out.find("worker on " + host + " pid " + std::to_string(::getpid()))
+               != std::string::npos,
+             shown_text.out);
+  // Who is registered lives in the owner's memory.
+  auto nobody = f.ctl({"workers"});
+  BOOST_TEST(nobody.code == 1);
+  BOOST_TEST(nobody.err.find("listing workers needs a running owner") != std::string::npos,
+             nobody.err);
 
   auto stats = f.ctl({"stats", "--json"});
   BOOST_REQUIRE_MESSAGE(stats.code == 0, stats.err);
@@ -463,6 +480,10 @@ BOOST_AUTO_TEST_CASE(an_owner_that_takes_no_connections_is_named_and_reads_still
   auto list = f.ctl({"list", "--json"});
   BOOST_TEST(list.code == 0);
   BOOST_TEST(list.doc()["jobs"].size() == 5u);
+  auto workers = f.ctl({"workers"});
+  BOOST_TEST(workers.code == 1);
+  BOOST_TEST(workers.err.find("listing workers needs the owner to listen") != std::string::npos,
+             workers.err);
   auto stats = f.ctl({"stats", "--json"});
   BOOST_TEST(stats.doc()["owner"]["pid"] == ::getpid());
   BOOST_TEST(stats.doc()["owner"]["listeners"].empty());
@@ -525,6 +546,40 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
   }
   // Once the owner is gone its lock names nobody, and writes open the file.
   BOOST_TEST(f.ctl({"retry", "--all"}).code == 0);
+}
+
+// `workers` asks the listening owner who is registered now.
+BOOST_AUTO_TEST_CASE(workers_lists_the_owner_s_registered_workers) {
+  filled_file f;
+  options o;
+  o.listen = listen_options{};
+  auto q = queue::open(f.db, o);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  BOOST_TEST(f.ctl({"workers", "--json"}).doc().empty());
+  BOOST_TEST(f.ctl({"workers"}).out.find("no workers registered") != std::string::npos);
+  worker_options w;
+  w.name = "billing";
+  w.max_concurrency = 3;
+  w.runners["invoice"] = [](job_context& ctx) { ctx.complete("sent"); };
+  auto wk = q->start_worker(std::move(w));
+  BOOST_REQUIRE(wk.has_value());
+  auto ran = q->submit(*job_builder("invoice").build());
+  BOOST_REQUIRE(q->wait(*ran, std::chrono::minutes(1))->status == job_status::succeeded);
+  auto listed = f.ctl({"workers", "--json"});
+  BOOST_REQUIRE_MESSAGE(listed.code == 0, listed.err);
+  auto doc = listed.doc();
+  BOOST_REQUIRE(doc.size() == 1u);
+  BOOST_TEST(doc[0]["worker"]["name"] == "billing");
+  BOOST_TEST(doc[0]["worker"]["pid"] == ::getpid());
+  BOOST_TEST(doc[0]["types"] == json::array({"invoice"}));
+  BOOST_TEST(doc[0]["max_concurrency"] == 3);
+  BOOST_TEST(doc[0]["leaving"] == false);
+  auto text = f.ctl({"workers"});
+  BOOST_TEST(text.out.find("billing") != std::string::npos, text.out);
+  BOOST_TEST(text.out.find("REPORTED") != std::string::npos, text.out);
+  BOOST_TEST(text.out.find("/3") != std::string::npos, text.out);
+  BOOST_TEST(wk->stop().ok());
+  BOOST_TEST(f.ctl({"workers", "--json"}).doc().empty());
 }
 
 BOOST_AUTO_TEST_CASE(an_owner_with_a_secret_needs_it) {

@@ -275,6 +275,7 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_REQUIRE(failed["jobs"].size() == 1u);
   BOOST_TEST(failed["jobs"][0]["id"] == ids[1].to_string());
   BOOST_TEST(failed["jobs"][0]["attempts"][0]["message"] == "bad payload");
+  BOOST_TEST(failed["jobs"][0]["attempts"][0]["worker"]["pid"] == ::getpid());
   auto page = body_of(c.Get("/api/jobs?limit=1&newest_first=1"));
   BOOST_TEST(page["jobs"].size() == 1u);
   BOOST_TEST(page["jobs"][0]["id"] == ids[1].to_string());
@@ -358,6 +359,22 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(post(c, "/api/queue/resume")->status == 200);
   BOOST_TEST(body_of(c.Get("/api/controls")).empty());
   BOOST_TEST(c.Get("/api/queue/pause")->status == 405);
+  // The workers registered now: none once run() stopped its worker.
+  BOOST_TEST(body_of(c.Get("/api/workers")).empty());
+  worker_options w;
+  w.name = "listed";
+  w.runners["work"] = [](job_context& ctx) { ctx.complete("ok"); };
+  auto wk = s.q->start_worker(std::move(w));
+  BOOST_REQUIRE(wk.has_value());
+  auto ran = s.q->submit(*job_builder("work").build());
+  BOOST_REQUIRE(s.q->wait(*ran, 1min)->status == job_status::succeeded);
+  auto workers = body_of(c.Get("/api/workers"));
+  BOOST_REQUIRE(workers.size() == 1u);
+  BOOST_TEST(workers[0]["worker"]["name"] == "listed");
+  BOOST_TEST(workers[0]["worker"]["pid"] == ::getpid());
+  BOOST_TEST(workers[0]["types"][0] == "work");
+  BOOST_TEST(c.Post("/api/workers", writes, "", "text/plain")->status == 405);
+  BOOST_TEST(wk->stop().ok());
   // A page that rebinds its own name to 127.0.0.1 is not answered.
   httplib::Headers rebound{{"Host", "attacker.example:" + std::to_string(s.port)}};
   BOOST_TEST(c.Get("/api/stats", rebound)->status == 403);

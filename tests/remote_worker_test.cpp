@@ -774,3 +774,87 @@ BOOST_AUTO_TEST_CASE(listings_and_dead_letters_cross_the_network) {
   BOOST_TEST(worker->stop());
   BOOST_TEST(server.stop(SIGTERM));
 }
+
+// Each attempt names the worker that ran it: its name, host and pid, and a
+// remote one's node. queue::workers(), and a client across the network,
+// list those registered now. A reopen keeps the records, each ended, and
+// the next worker's id counts on from them.
+BOOST_AUTO_TEST_CASE(attempts_name_their_worker_and_the_registered_workers_are_listed) {
+  temp_dir dir;
+  options opts;
+  opts.listen = listen_options{};
+  auto q = queue::open(test::location_of(dir), opts);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  auto port = q->listening_port();
+  BOOST_REQUIRE(port.has_value());
+  test::event_log log{*q};
+  worker_options here;
+  here.name = "in-process";
+  here.max_concurrency = 2;
+  here.runners["local"] = [](job_context& ctx) { ctx.complete("ok"); };
+  auto local = q->start_worker(here);
+  BOOST_REQUIRE(local.has_value());
+  worker_process far{*port, "complete", 3};
+  auto mine = q->submit(*job_builder("local").build());
+  auto theirs = q->submit(*job_builder("job").payload("x").build());
+  BOOST_REQUIRE(log.wait_for(event_kind::succeeded, 1, *mine));
+  BOOST_REQUIRE(log.wait_for(event_kind::succeeded, 1, *theirs));
+  char host[256] = {};
+  BOOST_REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  auto a = q->job_info(*mine)->attempts.at(0).worker;
+  BOOST_TEST(a.id > 0);
+  BOOST_TEST(a.name == "in-process");
+  BOOST_TEST(a.host == host);
+  BOOST_TEST(a.pid == ::getpid());
+  BOOST_TEST(a.node == "");
+  auto b = q->job_info(*theirs)->attempts.at(0).worker;
+  BOOST_TEST(b.id != a.id);
+  BOOST_TEST(b.name == "child-complete");
+  BOOST_TEST(b.host == host);
+  BOOST_TEST(b.pid == far.proc.pid());
+  BOOST_TEST(!b.node.empty());
+
+  auto listed = q->workers();
+  BOOST_REQUIRE_MESSAGE(listed.has_value(), listed.error().to_string());
+  BOOST_REQUIRE(listed->size() == 2u);
+  auto& one = listed->at(0).identity.id == a.id ? listed->at(0) : listed->at(1);
+  auto& two = listed->at(0).identity.id == a.id ? listed->at(1) : listed->at(0);
+  BOOST_TEST(one.identity.pid == a.pid);
+  BOOST_TEST(one.types == std::vector<std::string>{"local"});
+  BOOST_TEST(one.max_concurrency == 2);
+  BOOST_TEST(two.identity.id == b.id);
+  BOOST_TEST(two.identity.node == b.node);
+  BOOST_TEST(two.types == std::vector<std::string>{"job"});
+  BOOST_TEST(two.max_concurrency == 3);
+  BOOST_TEST(two.last_report_ms.has_value());
+  BOOST_TEST(!two.leaving);
+  {
+    client c;
+    auto link = connect(c.sys, "127.0.0.1", *port);
+    BOOST_REQUIRE_MESSAGE(link.has_value(), link.error().to_string());
+    auto remote = c.ask<std::vector<worker_info>>(*link, workers_atom::value);
+    BOOST_REQUIRE_MESSAGE(remote.has_value(), remote.error().to_string());
+    BOOST_REQUIRE(remote->size() == 2u);
+    BOOST_TEST(remote->at(0).identity.host == host);
+    BOOST_TEST(remote->at(0).identity.id == listed->at(0).identity.id);
+    BOOST_TEST(remote->at(1).identity.pid == listed->at(1).identity.pid);
+  }
+  BOOST_TEST(far.stop());
+  BOOST_TEST(q->workers()->size() == 1u);
+  BOOST_TEST(local->stop().ok());
+  BOOST_TEST(q->workers()->empty());
+  BOOST_TEST(q->close().ok());
+  BOOST_TEST(q->workers().error().code() == error::closed);
+
+  auto again = queue::open(test::location_of(dir));
+  BOOST_REQUIRE_MESSAGE(again.has_value(), again.error().to_string());
+  test::event_log later{*again};
+  auto next = again->start_worker(here);
+  BOOST_REQUIRE(next.has_value());
+  auto third = again->submit(*job_builder("local").build());
+  BOOST_REQUIRE(later.wait_for(event_kind::succeeded, 1, *third));
+  auto c = again->job_info(*third)->attempts.at(0).worker;
+  BOOST_TEST(c.id > std::max(a.id, b.id));
+  BOOST_TEST(again->job_info(*theirs)->attempts.at(0).worker.pid == far.proc.pid());
+  BOOST_TEST(again->workers()->at(0).identity.id == c.id);
+}

@@ -235,3 +235,72 @@ BOOST_AUTO_TEST_CASE(a_pass_goes_status_by_status_then_results_then_keys) {
   failing.done({status{error::io_error, "disk"}, 0, 0, 0});
   BOOST_TEST(!failing.next().has_value());
 }
+
+// With every status kept for a while, a pass ends by deleting the records
+// of workers that left longer ago than the longest retention: no job it
+// keeps can have run on them.
+BOOST_AUTO_TEST_CASE(a_pass_with_every_status_retained_ends_with_departed_workers) {
+  retention_options r;
+  r.succeeded = 1min;
+  r.failed = 7min;
+  r.cancelled = 2min;
+  r.expired = 3min;
+  r.batch = 10;
+  actors::retention_pass pass{r, t0};
+  for (int i = 0; i < 4; ++i) {
+    auto step = pass.next();
+    BOOST_REQUIRE(step && step->jobs && !step->workers);
+    pass.done({{}, 0, 0, 0});
+  }
+  pass.done({{}, 0, 0, 0});           // results
+  pass.done({{}, 0, 0, 0, 0});        // keys
+  auto step = pass.next();
+  BOOST_REQUIRE(step.has_value());
+  BOOST_REQUIRE(step->workers.has_value());
+  BOOST_TEST(step->workers->first == t0 - 7 * 60'000);
+  BOOST_TEST(step->workers->second == 10u);
+  BOOST_TEST(!step->jobs.has_value());
+  BOOST_TEST(step->keys == 0u);
+  pass.done({{}, 0, 0, 0, 0, 10});    // a full step: look again
+  BOOST_TEST(pass.next()->workers.has_value());
+  pass.done({{}, 0, 0, 0, 0, 4});
+  BOOST_TEST(!pass.next().has_value());
+  BOOST_TEST(pass.workers_deleted() == 14);
+  // A status kept forever keeps every worker's record.
+  r.failed.reset();
+  actors::retention_pass forever{r, t0};
+  for (int i = 0; i < 4; ++i)  // three statuses, then results
+    forever.done({{}, 0, 0, 0});
+  forever.done({{}, 0, 0, 0, 0});
+  BOOST_TEST(!forever.next().has_value());
+}
+
+// A worker's record stays while a job it ran may still be kept: it goes
+// once the worker left longer ago than the longest retention. The last
+// registration stays, so that ids count on.
+BOOST_FIXTURE_TEST_CASE(records_of_departed_workers_go_after_the_longest_retention,
+                        retention_fixture) {
+  retention_options r;
+  r.succeeded = 1min;
+  r.cancelled = 1min;
+  r.expired = 1min;
+  r.failed = 5min;
+  r.interval = 1min;
+  open_with(r);
+  for (size_t i = 1; i <= 2; ++i) {
+    auto wk = start(quick_worker());
+    submit(*job_of("ok").build());
+    BOOST_REQUIRE(log->wait_for(event_kind::succeeded, i));
+    BOOST_TEST(wk.stop().ok());
+  }
+  advance(4min);
+  auto e = swept(1);
+  BOOST_TEST(e.jobs_deleted == 2);
+  BOOST_TEST(e.workers_deleted == 0);  // left 4 minutes ago: a failed job may still name them
+  advance(2min);
+  e = swept(2);
+  BOOST_TEST(e.jobs_deleted == 0);
+  BOOST_TEST(e.workers_deleted == 1);
+  BOOST_TEST(stored("SELECT count(*) FROM workers") == 1);
+  BOOST_TEST(stored("SELECT count(*) FROM workers WHERE left_at IS NULL") == 0);
+}

@@ -62,9 +62,11 @@ enum class event_kind : uint8_t {
   requeued,
   /// A pass of the retention sweeper (options::retention) deleted finished
   /// jobs, dropped expired results or deleted idempotency keys past their
-  /// window, or the inbox's sweep (pg.hpp) deleted entries past
+  /// window or records of workers that left (worker_identity), or the
+  /// inbox's sweep (pg.hpp) deleted entries past
   /// options::idempotency_window: jobs_deleted, results_dropped,
-  /// keys_expired and inbox_entries_deleted say how many. No job is named.
+  /// keys_expired, workers_deleted and inbox_entries_deleted say how many.
+  /// No job is named.
   /// Passes that change nothing send none.
   swept,
   /// The dispatcher asked this running job to yield its slot to waiting
@@ -160,6 +162,7 @@ struct event {
   int64_t jobs_deleted = 0;
   int64_t results_dropped = 0;
   int64_t keys_expired = 0;
+  int64_t workers_deleted = 0;
   int64_t inbox_entries_deleted = 0;
   /// For inbox_refused: the inbox entry (pg::submit's answer).
   int64_t inbox_entry = 0;

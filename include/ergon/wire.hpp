@@ -363,7 +363,7 @@ typename Inspector::result_type inspect(Inspector& f, event& x) {
            x.try_number, x.message, x.run_at_ms, x.expires_at_ms, x.base_priority,
            x.effective_priority, x.wait_ms, x.previous_slots, x.new_slots, x.reason,
            x.recurring_id, x.progress, x.jobs_deleted, x.results_dropped, x.keys_expired,
-           x.inbox_entries_deleted, x.inbox_entry);
+           x.workers_deleted, x.inbox_entries_deleted, x.inbox_entry);
 }
 
 }  // namespace ergon

@@ -100,7 +100,8 @@ void arm_timer(sweeper_ptr self) {
 }
 
 void publish(sweeper_state& st, const retention_pass& pass) {
-  if ((pass.deleted() == 0 && pass.results_dropped() == 0 && pass.keys_expired() == 0)
+  if ((pass.deleted() == 0 && pass.results_dropped() == 0 && pass.keys_expired() == 0
+       && pass.workers_deleted() == 0)
       || !st.cfg.subs
       || !st.cfg.subs->any() || !st.cfg.events)
     return;
@@ -110,6 +111,7 @@ void publish(sweeper_state& st, const retention_pass& pass) {
   e.jobs_deleted = pass.deleted();
   e.results_dropped = pass.results_dropped();
   e.keys_expired = pass.keys_expired();
+  e.workers_deleted = pass.workers_deleted();
   caf::anon_send(st.cfg.events, event_batch{{std::move(e)}});
 }
 

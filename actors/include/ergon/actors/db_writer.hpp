@@ -92,6 +92,7 @@ struct sweep_reply {
   /// How long the step ran in the writer, in microseconds (real time).
   int64_t busy_us = 0;
 };
+
 /// One step of the inbox's drain (inbox_drain.hpp): takes in up to `limit`
 /// entries, answered (by response promise) with a drain_reply once
 /// committed.
