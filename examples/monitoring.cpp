@@ -1,7 +1,8 @@
 // monitoring: a queue that serves its web dashboard, a JSON API and
 // Prometheus metrics (options::http) while a worker runs jobs in three
 // groups. Open the printed address in a browser, point Prometheus at
-// /metrics, or run `ergonctl --db monitoring.db stats` beside it.
+// /metrics, or run `ergonctl --db monitoring.db stats` beside it. It
+// prints the registered workers and the worker each attempt ran on.
 //
 //   ./monitoring [DB] [--serve]     --serve: keep serving until Ctrl-C, with
 //                                   a steady stream of 1-3 s jobs to watch
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
             << "metrics:   http://127.0.0.1:" << *q->http_port() << "/metrics" << std::endl;
 
   ergon::worker_options w;
+  w.name = "thumbnailer";  // recorded with each attempt, with host and pid
   w.max_concurrency = 4;
   w.runners["resize"] = [](ergon::job_context& ctx) {
     if (ctx.payload() == "corrupt.png")
@@ -72,6 +74,20 @@ int main(int argc, char** argv) {
             << m->attempts_by_outcome[static_cast<size_t>(
                  ergon::attempt_outcome::failed_permanently)]
             << '\n';
+  // Who runs jobs now, and who ran the one that failed.
+  auto workers = q->workers();
+  if (!workers) {
+    std::cerr << "workers: " << workers.error() << '\n';
+    return 1;
+  }
+  for (auto& wk : *workers)
+    std::cout << "worker " << wk.identity.name << " on " << wk.identity.host << " pid "
+              << wk.identity.pid << ": " << wk.running_weight << " of " << wk.max_concurrency
+              << " busy\n";
+  auto failed = q->job_info(ids[13]);
+  auto& ran = failed->attempts.at(0).worker;
+  std::cout << "corrupt.png failed on " << ran.name << " (host " << ran.host << ", pid " << ran.pid
+            << ")\n";
   if (serve) {
     std::cout << "serving; Ctrl-C stops" << std::endl;
     std::atomic<bool> stopping{false};

@@ -1,7 +1,8 @@
 // The dashboard in a real browser: Debian's chromium, driven by
 // puppeteer-core (tests/browser/dashboard_check.mjs), against a queue with
 // an HTTP endpoint and a worker in this process. The failed job is listed,
-// Retry is clicked, and the job runs; a screenshot goes to the build folder.
+// Retry is clicked, and the job runs; its attempts and the Workers box name
+// the worker; a screenshot goes to the build folder.
 #define BOOST_TEST_MODULE dashboard
 #include <boost/test/unit_test.hpp>
 
@@ -30,6 +31,7 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
   // other jobs give the page groups, a recurring job and some history.
   std::atomic<int> flaky_runs{0};
   worker_options w;
+  w.name = "importer";
   w.max_concurrency = 4;
   w.runners["import"] = [&](job_context& ctx) {
     if (ctx.payload() == "flaky" && flaky_runs++ == 0)
@@ -62,7 +64,8 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
   auto shot = std::string{ERGON_TEST_BUILD_DIR} + "/dashboard"
               + (test::on_postgres() ? "-postgres" : "") + ".png";
   std::filesystem::remove(shot);
-  child_process browser{{ERGON_NODE, ERGON_DASHBOARD_CHECK, url, flaky.to_string(), shot}};
+  child_process browser{{ERGON_NODE, ERGON_DASHBOARD_CHECK, url, flaky.to_string(), shot,
+                               "importer"}};
   for (auto line = browser.read_line(); !line.empty(); line = browser.read_line())
     BOOST_TEST_MESSAGE("browser: " << line);
   int st = browser.wait();

@@ -103,6 +103,9 @@ struct http_options {
 /// reused by new ones, so under a steady load the file stops growing.
 struct retention_options {
   /// Per final status; empty: kept until deleted (purge_failed). Each > 0.
+  /// With all four set, the record of a worker that left longer ago than
+  /// the longest goes too (worker_identity); otherwise workers' records
+  /// are kept.
   std::optional<std::chrono::milliseconds> succeeded;
   std::optional<std::chrono::milliseconds> failed;
   std::optional<std::chrono::milliseconds> cancelled;

@@ -1,11 +1,12 @@
 // Opens the ergon dashboard in headless chromium, finds the failed job
 // JOB_ID in the failed tab, opens it, clicks Retry and waits until its page
-// shows it succeeded; then saves a screenshot. Exit 0 on success; page
+// shows it succeeded, each attempt naming worker WORKER; checks the Workers
+// box lists WORKER; then saves a screenshot. Exit 0 on success; page
 // errors fail it.
-//   node dashboard_check.mjs URL JOB_ID SCREENSHOT
+//   node dashboard_check.mjs URL JOB_ID SCREENSHOT WORKER
 import puppeteer from "puppeteer-core";
 
-const [url, jobId, shot] = process.argv.slice(2);
+const [url, jobId, shot, worker] = process.argv.slice(2);
 const browser = await puppeteer.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
@@ -31,6 +32,14 @@ try {
     () => document.querySelector("#panel h3 .pill")?.textContent === "succeeded",
     { timeout: 30000 });
   console.log("ran: the job page shows it succeeded");
+  const ranOn = await page.$$eval("#panel tbody tr", (rows) => rows.map((r) => r.cells[4]?.textContent));
+  if (ranOn.length !== 2 || !ranOn.every((t) => t.startsWith(worker + " on ")))
+    throw new Error("attempts' workers: " + JSON.stringify(ranOn));
+  console.log("attempts: both name " + worker);
+  await page.waitForFunction(
+    (name) => [...document.querySelectorAll("#worker-list td")].some((td) => td.textContent === name),
+    { timeout: 10000 }, worker);
+  console.log("workers: the box lists " + worker);
   await page.locator("#close-panel").click();
   // Two more refreshes, so the chart has points and the cards are current.
   await new Promise((r) => setTimeout(r, 4500));
