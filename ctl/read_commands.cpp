@@ -149,6 +149,17 @@ int show(context& c, const std::string& text) {
                       a.finished_at_ms ? format_span(*a.finished_at_ms - a.started_at_ms) : "-",
                       to_string(a.outcome), worker_text(a.worker), a.message});
     print_table(out, {"TRY", "STARTED", "TOOK", "OUTCOME", "WORKER", "MESSAGE"}, rows);
+    for (auto& a : j->attempts) {
+      if (a.logs.empty() && a.logs_dropped == 0)
+        continue;
+      out << "\ntry " << a.try_number << " log:\n";
+      for (auto& l : a.logs)
+        out << "  " << format_time(l.at_ms) << ' ' << to_string(l.level) << ' '
+            << printable(l.text) << '\n';
+      if (a.logs_dropped > 0)
+        out << "  (" << a.logs_dropped << " more line" << (a.logs_dropped == 1 ? "" : "s")
+            << " dropped: worker_options::log_lines, log_bytes)\n";
+    }
   });
 }
 

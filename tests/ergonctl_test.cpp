@@ -113,7 +113,10 @@ struct filled_file {
     r.job = *job_builder("report").build();
     BOOST_REQUIRE(q->add_recurring(r).has_value());
     worker_options w;
-    w.runners["job"] = [](job_context& ctx) { ctx.fail_permanently("boom:" + ctx.payload()); };
+    w.runners["job"] = [](job_context& ctx) {
+      ctx.log(log_level::warn, "about to fail " + ctx.payload());
+      ctx.fail_permanently("boom:" + ctx.payload());
+    };
     auto wk = q->start_worker(std::move(w));
     BOOST_REQUIRE(wk.has_value());
     for (auto& id : failed)
@@ -177,6 +180,11 @@ BOOST_AUTO_TEST_CASE(reads_of_a_file_nobody_owns) {
   BOOST_TEST(shown_text.out.find("worker on " + host + " pid " + std::to_string(::getpid()))
                != std::string::npos,
              shown_text.out);
+  BOOST_TEST(j["attempts"][0]["logs"][0]["text"] == "about to fail f1");
+  BOOST_TEST(j["attempts"][0]["logs"][0]["level"] == "warn");
+  BOOST_TEST(j["attempts"][0]["logs_dropped"] == 0);
+  BOOST_TEST(shown_text.out.find("try 1 log:") != std::string::npos, shown_text.out);
+  BOOST_TEST(shown_text.out.find(" warn about to fail f1") != std::string::npos, shown_text.out);
   // Who is registered lives in the owner's memory.
   auto nobody = f.ctl({"workers"});
   BOOST_TEST(nobody.code == 1);

@@ -74,8 +74,10 @@ struct served_queue {
   std::vector<job_id> run(const std::vector<std::string>& payloads) {
     worker_options w;
     w.runners["work"] = [](job_context& ctx) {
-      if (ctx.payload() == "bad")
+      if (ctx.payload() == "bad") {
+        ctx.log(log_level::error, "refusing " + ctx.payload());
         ctx.fail_permanently("bad payload");
+      }
       else
         ctx.complete("ok");
     };
@@ -276,6 +278,9 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(failed["jobs"][0]["id"] == ids[1].to_string());
   BOOST_TEST(failed["jobs"][0]["attempts"][0]["message"] == "bad payload");
   BOOST_TEST(failed["jobs"][0]["attempts"][0]["worker"]["pid"] == ::getpid());
+  auto shown = body_of(c.Get(("/api/jobs/" + ids[1].to_string()).c_str()));
+  BOOST_TEST(shown["attempts"][0]["logs"][0]["text"] == "refusing bad");
+  BOOST_TEST(shown["attempts"][0]["logs"][0]["level"] == "error");
   auto page = body_of(c.Get("/api/jobs?limit=1&newest_first=1"));
   BOOST_TEST(page["jobs"].size() == 1u);
   BOOST_TEST(page["jobs"][0]["id"] == ids[1].to_string());

@@ -469,6 +469,142 @@ BOOST_FIXTURE_TEST_CASE(a_message_that_is_not_utf8_or_holds_nul_is_kept_readable
 }
 
 // Middleware (issue 32, item 7): hooks around every job a worker runs.
+BOOST_AUTO_TEST_SUITE(job_logs)
+
+// What job code wrote, per attempt and in order: cut at 4,096 bytes, bytes
+// that are not UTF-8 escaped, and the lines past the worker's bound dropped
+// and counted. A bad level writes nothing; after the outcome, no more.
+BOOST_FIXTURE_TEST_CASE(lines_are_kept_per_attempt_in_order_within_their_bounds,
+                        queue_fixture) {
+  worker_options w;
+  w.log_lines = 3;
+  std::atomic<int> bad_level{-1};
+  std::atomic<int> after_outcome{-1};
+  w.runners["chatty"] = [&](job_context& ctx) {
+    ctx.log(log_level::info, "try " + std::to_string(ctx.try_number()));
+    ctx.log(log_level::warn, std::string(4'095, 'x') + "\xc3\xa9");  // é across the cut
+    bad_level = static_cast<int>(ctx.log(static_cast<log_level>(9), "no").code());
+    ctx.log(log_level::debug, "bad \xff byte");
+    ctx.log(log_level::error, "one too many");
+    ctx.log(log_level::error, "and another");
+    if (ctx.try_number() == 1) {
+      ctx.fail("again", 0ms);
+      return;
+    }
+    ctx.complete("ok");
+    after_outcome = static_cast<int>(ctx.log(log_level::info, "late").code());
+  };
+  auto wk = start(std::move(w));
+  auto id = submit(*job_of("chatty").max_retries(1).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(wk.stop(hang_guard).ok());
+  BOOST_TEST(bad_level.load() == static_cast<int>(error::invalid_argument));
+  BOOST_TEST(after_outcome.load() == static_cast<int>(error::job_finished));
+  auto j = info(id);
+  BOOST_REQUIRE(j.attempts.size() == 2u);
+  for (int t = 1; t <= 2; ++t) {
+    auto& a = j.attempts[t - 1];
+    BOOST_REQUIRE(a.logs.size() == 3u);
+    BOOST_TEST(a.logs_dropped == 2);
+    BOOST_TEST(a.logs[0].text == "try " + std::to_string(t));
+    BOOST_TEST(a.logs[0].level == log_level::info);
+    BOOST_TEST(a.logs[0].at_ms == t0);
+    BOOST_TEST(a.logs[1].text == std::string(4'095, 'x'));  // not half of é
+    BOOST_TEST(a.logs[1].level == log_level::warn);
+    BOOST_TEST(a.logs[2].text == "bad \\xff byte");
+    BOOST_TEST(a.logs[2].level == log_level::debug);
+    for (int k = 0; k < 3; ++k)
+      BOOST_TEST(a.logs[k].seq == k);
+  }
+  // Listings carry no lines.
+  auto page = q->list_jobs({}, {});
+  BOOST_REQUIRE(page.has_value());
+  BOOST_TEST(page->jobs.at(0).attempts.at(0).logs.empty());
+}
+
+// The byte bound counts the lines kept: a line that would pass it is
+// dropped, a shorter one after it still fits. 0 lines: logging is off.
+BOOST_FIXTURE_TEST_CASE(the_byte_bound_drops_what_would_pass_it, queue_fixture) {
+  worker_options w;
+  w.log_bytes = 10;
+  w.runners["t"] = [](job_context& ctx) {
+    ctx.log(log_level::info, "12345");
+    ctx.log(log_level::info, "678901");
+    ctx.log(log_level::info, "abcde");
+  };
+  worker_options off;
+  off.log_lines = 0;
+  off.runners["quiet"] = [](job_context& ctx) { ctx.log(log_level::info, "unheard"); };
+  auto wk = start(std::move(w));
+  auto wk_off = start(std::move(off));
+  auto id = submit(*job_of("t").build());
+  auto quiet = submit(*job_of("quiet").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, quiet));
+  BOOST_TEST(wk.stop(hang_guard).ok());
+  BOOST_TEST(wk_off.stop(hang_guard).ok());
+  auto a = info(id).attempts.at(0);
+  BOOST_REQUIRE(a.logs.size() == 2u);
+  BOOST_TEST(a.logs[0].text == "12345");
+  BOOST_TEST(a.logs[1].text == "abcde");
+  BOOST_TEST(a.logs[1].seq == 1);
+  BOOST_TEST(a.logs_dropped == 1);
+  auto b = info(quiet).attempts.at(0);
+  BOOST_TEST(b.logs.empty());
+  BOOST_TEST(b.logs_dropped == 1);
+}
+
+// While the job runs, its lines reach the queue with its progress, at most
+// once per progress_interval, without a round trip of their own.
+BOOST_FIXTURE_TEST_CASE(a_running_attempt_s_lines_travel_with_its_progress, queue_fixture) {
+  gate g;
+  worker_options w;
+  w.progress_interval = 5s;
+  w.runners["t"] = [&](job_context& ctx) {
+    ctx.log(log_level::info, "first");
+    ctx.progress(1, 3);
+    g.pass();
+    ctx.log(log_level::info, "second");
+    ctx.progress(2, 3);
+    g.pass();
+  };
+  auto wk = start(std::move(w));
+  auto id = submit(*job_of("t").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::progress, 1, id));
+  auto running = info(id);
+  BOOST_TEST(running.status == job_status::running);
+  BOOST_REQUIRE(running.attempts.size() == 1u);
+  BOOST_REQUIRE(running.attempts[0].logs.size() == 1u);
+  BOOST_TEST(running.attempts[0].logs[0].text == "first");
+  g.release();
+  BOOST_REQUIRE(g.wait_for_arrivals(2));
+  BOOST_TEST(info(id).attempts[0].logs.size() == 1u);  // within the interval: held
+  advance(5s);
+  BOOST_REQUIRE(log->wait_for(event_kind::progress, 2, id));
+  BOOST_TEST(info(id).attempts[0].logs.size() == 2u);
+  g.release();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(wk.stop(hang_guard).ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_log_bounds_are_named, queue_fixture) {
+  auto field_of = [&](auto change) {
+    worker_options w;
+    w.runners["t"] = [](job_context&) {};
+    change(w);
+    auto wk = q->start_worker(std::move(w));
+    BOOST_REQUIRE(!wk.has_value());
+    BOOST_TEST(wk.error().code() == error::invalid_argument);
+    return wk.error().field();
+  };
+  BOOST_TEST(field_of([](worker_options& w) { w.log_lines = -1; }) == "log_lines");
+  BOOST_TEST(field_of([](worker_options& w) { w.log_lines = 1'001; }) == "log_lines");
+  BOOST_TEST(field_of([](worker_options& w) { w.log_bytes = -1; }) == "log_bytes");
+  BOOST_TEST(field_of([](worker_options& w) { w.log_bytes = (1 << 20) + 1; }) == "log_bytes");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(middleware)
 
 BOOST_FIXTURE_TEST_CASE(hooks_wrap_every_job_in_order_and_a_throwing_hook_changes_nothing,

@@ -776,7 +776,7 @@ BOOST_AUTO_TEST_CASE(listings_and_dead_letters_cross_the_network) {
 }
 
 // Each attempt names the worker that ran it: its name, host and pid, and a
-// remote one's node. queue::workers(), and a client across the network,
+// remote one's node; a remote worker's log lines arrive with its outcome. queue::workers(), and a client across the network,
 // list those registered now. A reopen keeps the records, each ended, and
 // the next worker's id counts on from them.
 BOOST_AUTO_TEST_CASE(attempts_name_their_worker_and_the_registered_workers_are_listed) {
@@ -813,6 +813,10 @@ BOOST_AUTO_TEST_CASE(attempts_name_their_worker_and_the_registered_workers_are_l
   BOOST_TEST(b.host == host);
   BOOST_TEST(b.pid == far.proc.pid());
   BOOST_TEST(!b.node.empty());
+  // Its log lines crossed the network with its outcome.
+  auto remote_logs = q->job_info(*theirs)->attempts.at(0).logs;
+  BOOST_REQUIRE(remote_logs.size() == 1u);
+  BOOST_TEST(remote_logs[0].text == "completing x");
 
   auto listed = q->workers();
   BOOST_REQUIRE_MESSAGE(listed.has_value(), listed.error().to_string());

@@ -33,7 +33,10 @@ struct retention_fixture : queue_fixture {
 worker_options quick_worker() {
   worker_options w;
   w.max_concurrency = 8;
-  w.runners["ok"] = [](job_context& ctx) { return ctx.payload(); };
+  w.runners["ok"] = [](job_context& ctx) {
+    ctx.log(log_level::info, "ran");
+    return ctx.payload();
+  };
   w.runners["bad"] = [](job_context&) { throw std::runtime_error("bad"); };
   return w;
 }
@@ -59,6 +62,7 @@ BOOST_FIXTURE_TEST_CASE(each_status_is_kept_for_its_own_retention, retention_fix
   BOOST_TEST(q->cancel(cancelled).ok());
   BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 3));
   BOOST_REQUIRE(log->wait_for(event_kind::failed, 2));
+  BOOST_TEST(stored("SELECT count(*) FROM job_logs") == 3);
   advance(2s);
   BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, expired));
   // The first pass after they finished: a minute on.
@@ -81,6 +85,7 @@ BOOST_FIXTURE_TEST_CASE(each_status_is_kept_for_its_own_retention, retention_fix
   BOOST_TEST(q->counts().total() == 0);
   BOOST_TEST(stored("SELECT count(*) FROM jobs") == 0);
   BOOST_TEST(stored("SELECT count(*) FROM attempts") == 0);
+  BOOST_TEST(stored("SELECT count(*) FROM job_logs") == 0);  // with their jobs
   BOOST_TEST(stored("SELECT coalesce(sum(count), 0) FROM finished_counts") == 0);
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ergon/storage/sqlite_db.hpp"
+#include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/op/add_finished_counts.hpp"
 #include "ergon/storage/op/advance_low_mark.hpp"
@@ -26,6 +27,7 @@
 #include "ergon/storage/op/lose_attempts.hpp"
 #include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/op/read_jobs.hpp"
+#include "ergon/storage/op/record_logs.hpp"
 #include "ergon/storage/op/recover_running.hpp"
 #include "ergon/storage/op/release_claims.hpp"
 #include "ergon/storage/op/save_worker.hpp"
@@ -70,6 +72,17 @@ std::vector<job_key> insert(db& d, std::vector<job> jobs, int64_t now = t0,
   BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
   BOOST_REQUIRE(d.commit().ok());
   return std::move(r->added);
+}
+
+// Ends attempt `token` of `row` with `kind`, as the writer does.
+void finish(db& d, int64_t row, int64_t token, report_kind kind) {
+  finish_attempts_args outcomes;
+  outcomes.reports = {{row, token, kind, kind == report_kind::succeeded ? "" : "boom"}};
+  outcomes.randoms = {0.0};
+  BOOST_REQUIRE(d.begin_write().ok());
+  auto r = finish_attempts(d, outcomes, t0 + 5);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
+  BOOST_REQUIRE(d.commit().ok());
 }
 
 }  // namespace
@@ -1070,16 +1083,6 @@ worker_row registered(int64_t id, std::string name, std::string host, int64_t pi
   return {{id, std::move(name), std::move(host), pid, std::move(node)}, t0, left};
 }
 
-void finish(db& d, int64_t row, int64_t token, report_kind kind) {
-  finish_attempts_args outcomes;
-  outcomes.reports = {{row, token, kind, kind == report_kind::succeeded ? "" : "boom"}};
-  outcomes.randoms = {0.0};
-  BOOST_REQUIRE(d.begin_write().ok());
-  auto r = finish_attempts(d, outcomes, t0 + 5);
-  BOOST_REQUIRE_MESSAGE(r.has_value(), r.error().to_string());
-  BOOST_REQUIRE(d.commit().ok());
-}
-
 }  // namespace
 
 // Each attempt keeps the worker its claim named, local or remote, with the
@@ -1174,6 +1177,70 @@ BOOST_AUTO_TEST_CASE(worker_ids_count_on_and_departed_workers_go_oldest_first) {
   BOOST_REQUIRE(rest->size() == 1u);
   BOOST_TEST(rest->at(0).id == 3);
   BOOST_TEST(next_worker_id(*d).value() == 4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(job_logs_table)
+
+// Lines go on the job's current try while the token is its attempt's: a
+// line sent again keeps what was stored, a late line of an earlier attempt
+// goes, and the dropped count only grows. Deleting the job deletes them.
+BOOST_AUTO_TEST_CASE(lines_are_fenced_by_token_and_go_with_their_job) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job()});
+  auto row = rows[0].row;
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{row, 11}}}, t0).has_value());
+  auto lines = [](std::vector<std::pair<int32_t, std::string>> xs) {
+    std::vector<log_line> out;
+    for (auto& [seq, text] : xs)
+      out.push_back({seq, t0 + seq, log_level::warn, text});
+    return out;
+  };
+  BOOST_REQUIRE(record_logs(*d, {{row, 11, lines({{0, "a"}, {1, "b"}}), 0}}).ok());
+  BOOST_REQUIRE(record_logs(*d, {{row, 11, lines({{1, "changed"}, {2, "c"}}), 3}}).ok());
+  BOOST_REQUIRE(record_logs(*d, {{row, 11, {}, 2}}).ok());  // lower: no change
+  BOOST_REQUIRE(record_logs(*d, {{row, 99, lines({{3, "stale"}}), 50}}).ok());
+  finish(*d, row, 11, report_kind::failed);
+  claim_jobs_args second{{{row, 12}}};
+  BOOST_REQUIRE(claim_jobs(*d, second, t0 + 3'600'000).value().claimed.size() == 1u);
+  BOOST_REQUIRE(record_logs(*d, {{row, 11, lines({{3, "late"}}), 0}}).ok());  // try 1 is over
+  BOOST_REQUIRE(record_logs(*d, {{row, 12, lines({{0, "second try"}}), 0}}).ok());
+  auto j = read_job(*d, rows[0].id);
+  BOOST_REQUIRE(j.has_value());
+  BOOST_REQUIRE(j->attempts.size() == 2u);
+  auto& first = j->attempts[0];
+  BOOST_REQUIRE(first.logs.size() == 3u);
+  BOOST_TEST(first.logs[1].text == "b");
+  BOOST_TEST(first.logs[2].text == "c");
+  BOOST_TEST(first.logs[2].at_ms == t0 + 2);
+  BOOST_TEST(first.logs[2].level == log_level::warn);
+  BOOST_TEST(first.logs_dropped == 3);
+  BOOST_REQUIRE(j->attempts[1].logs.size() == 1u);
+  BOOST_TEST(j->attempts[1].logs[0].text == "second try");
+  BOOST_TEST(j->attempts[1].logs_dropped == 0);
+  engine_probe probe{*d, dir.file("q.db")};
+  BOOST_TEST(probe.number("SELECT count(*) FROM job_logs") == 4);
+  BOOST_REQUIRE(d->begin_write().ok());
+  BOOST_REQUIRE(d->exec(("DELETE FROM jobs WHERE id = " + std::to_string(row)).c_str()).ok());
+  BOOST_REQUIRE(d->commit().ok());
+  BOOST_TEST(probe.number("SELECT count(*) FROM job_logs") == 0);
+  BOOST_TEST(probe.number("SELECT count(*) FROM job_log_drops") == 0);
+}
+
+// A line as a worker hands it over is checked before it is stored; text
+// job code writes is cut on a UTF-8 boundary.
+BOOST_AUTO_TEST_CASE(log_lines_are_checked_and_cut) {
+  BOOST_TEST(check_log_line({0, t0, log_level::error, "x"}).ok());
+  BOOST_TEST(check_log_line({-1, t0, log_level::info, "x"}).field() == "seq");
+  BOOST_TEST(check_log_line({1'000, t0, log_level::info, "x"}).field() == "seq");
+  BOOST_TEST(check_log_line({0, t0, static_cast<log_level>(4), "x"}).field() == "level");
+  BOOST_TEST(check_log_line({0, t0, log_level::info, std::string(4'097, 'x')}).field() == "text");
+  BOOST_TEST(log_text(std::string(5'000, 'x')).size() == 4'096u);
+  BOOST_TEST(log_text(std::string(4'094, 'x') + "\xe2\x82\xac").size() == 4'094u);  // €
+  BOOST_TEST(log_text(std::string("a\0b", 3)) == "a\\x00b");
+  BOOST_TEST(log_text("") == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -160,6 +160,19 @@ class job_context {
   /// job_finished after complete or fail.
   virtual status progress(int64_t done, int64_t total, std::string message = {}) = 0;
 
+  /// Writes a line to this attempt's log (attempt_info::logs), as taskito's
+  /// task logs. Doesn't wait: lines go to the writer with the progress
+  /// reports (at most once per worker_options::progress_interval) and with
+  /// the outcome, so the last ones are stored before it. Text over 4,096
+  /// bytes is cut there (on a UTF-8 boundary); bytes that are not UTF-8
+  /// are kept as "\xNN". Past worker_options::log_lines lines or log_bytes
+  /// bytes of text an attempt's lines are dropped and counted
+  /// (attempt_info::logs_dropped): not an error. Retention removes them
+  /// with their job. Errors, with nothing written: invalid_argument naming
+  /// "level" for a value outside log_level; job_finished after complete
+  /// or fail.
+  virtual status log(log_level level, std::string text) = 0;
+
   /// The jobs this one depends on (job::depends_on, and its children after
   /// submit_children), oldest first, each with how it ended and its
   /// result: a dependent reads what it waited for. A dependency deleted by

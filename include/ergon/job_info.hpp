@@ -97,6 +97,27 @@ struct worker_identity {
   std::string node;
 };
 
+/// How much a job's log line matters (job_context::log). Stored: values
+/// are frozen.
+enum class log_level : uint8_t {
+  debug = 0,
+  info = 1,
+  warn = 2,
+  error = 3,
+};
+
+/// Returns "debug", "info", "warn" or "error".
+const char* to_string(log_level l) noexcept;
+std::ostream& operator<<(std::ostream& out, log_level l);
+
+/// A line that job code wrote to its attempt (job_context::log).
+struct log_line {
+  int32_t seq = 0;    ///< 0 for the attempt's first line
+  int64_t at_ms = 0;  ///< when the code wrote it (the queue's clock)
+  log_level level = log_level::info;
+  std::string text;
+};
+
 /// One attempt at running a job.
 struct attempt_info {
   int32_t try_number = 0;  ///< 1 for the first run
@@ -106,6 +127,13 @@ struct attempt_info {
   std::string message;  ///< failure text; empty on success
   /// The worker that ran it.
   worker_identity worker;
+  /// The lines its code wrote (job_context::log), in order; those of a
+  /// running attempt as far as the worker handed them over. Only
+  /// queue::job_info and inspector::job_info read them: listings leave
+  /// them empty.
+  std::vector<log_line> logs;
+  /// Lines dropped past worker_options::log_lines or log_bytes.
+  int64_t logs_dropped = 0;
 };
 
 /// The last progress a running job reported (job_context::progress).

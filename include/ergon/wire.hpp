@@ -179,10 +179,15 @@ typename Inspector::result_type inspect(Inspector& f, worker_identity& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_line& x) {
+  return f(caf::meta::type_name("ergon::log_line"), x.seq, x.at_ms, x.level, x.text);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_info& x) {
   auto finished = wire::optional(x.finished_at_ms);
   return f(caf::meta::type_name("ergon::attempt_info"), x.try_number, x.started_at_ms,
-           finished, x.outcome, x.message, x.worker);
+           finished, x.outcome, x.message, x.worker, x.logs, x.logs_dropped);
 }
 
 template <class Inspector>

@@ -86,6 +86,13 @@ struct worker_options {
   /// worker gets to it (reports made faster than that still coalesce).
   std::chrono::milliseconds progress_interval{1'000};
 
+  /// The most log lines (job_context::log) one attempt keeps, 0 to 1,000,
+  /// and the most bytes of their text, 0 to 1 MiB; later lines are
+  /// dropped and counted. 0 lines: logging is off (every line is counted
+  /// as dropped).
+  int32_t log_lines = 100;
+  int64_t log_bytes = 64 * 1024;
+
   /// Hooks around every job this worker runs (job_middleware), outermost
   /// first.
   std::vector<job_middleware> middleware;

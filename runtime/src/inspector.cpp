@@ -89,7 +89,7 @@ result<std::unique_ptr<inspector_impl>> inspect_postgres(const std::string& uri)
                                     + " is newer than this ergon build supports"};
   p->version = *version;
   p->has_controls = *version >= storage::controls_version(storage::engine::postgres);
-  p->jobs_readable = *version >= storage::workers_version(storage::engine::postgres);
+  p->jobs_readable = *version >= storage::job_logs_version(storage::engine::postgres);
   p->path = uri;
   return p;
 }
@@ -125,7 +125,7 @@ result<inspector> queue::inspect(const std::string& path) {
                                     + " is newer than this ergon build supports"};
   p->version = v;
   p->has_controls = v >= storage::controls_version(storage::engine::sqlite);
-  p->jobs_readable = v >= storage::workers_version(storage::engine::sqlite);
+  p->jobs_readable = v >= storage::job_logs_version(storage::engine::sqlite);
   p->path = path;
   if (v < storage::finished_counts_version)
     p->counts_from = storage::count_source::scan;

@@ -52,7 +52,13 @@ json of(const attempt_info& a) {
           {"finished_at_ms", optional(a.finished_at_ms)},
           {"outcome", to_string(a.outcome)},
           {"message", a.message},
-          {"worker", a.worker.id == 0 ? json(nullptr) : of(a.worker)}};
+          {"worker", a.worker.id == 0 ? json(nullptr) : of(a.worker)},
+          {"logs", of_each(a.logs)},
+          {"logs_dropped", a.logs_dropped}};
+}
+
+json of(const log_line& l) {
+  return {{"seq", l.seq}, {"at_ms", l.at_ms}, {"level", to_string(l.level)}, {"text", l.text}};
 }
 
 json of(const worker_identity& w) {

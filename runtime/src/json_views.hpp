@@ -25,6 +25,7 @@ using json = nlohmann::json;
 
 /// "worker" is null for an attempt recorded before workers were.
 json of(const attempt_info& a);
+json of(const log_line& l);
 json of(const worker_identity& w);
 json of(const worker_info& w);
 /// Without `with_bytes`, payload, checkpoint and result give only sizes.

@@ -295,6 +295,12 @@ status validate(const worker_options& o) {
                                               + std::to_string(*o.min_concurrency));
   if (auto st = check_prefetch("prefetch", o.prefetch); !st)
     return st;
+  if (o.log_lines < 0 || o.log_lines > storage::max_log_lines)
+    return invalid_field("log_lines", "must be 0 to " + std::to_string(storage::max_log_lines)
+                                        + ", got " + std::to_string(o.log_lines));
+  if (o.log_bytes < 0 || o.log_bytes > storage::max_log_bytes)
+    return invalid_field("log_bytes", "must be 0 to " + std::to_string(storage::max_log_bytes)
+                                        + " (1 MiB), got " + std::to_string(o.log_bytes));
   if (o.progress_interval < std::chrono::milliseconds::zero()
       || o.progress_interval > std::chrono::hours{1})
     return invalid_field("progress_interval",

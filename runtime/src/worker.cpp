@@ -31,6 +31,7 @@ std::shared_ptr<worker_impl> worker::impl::spawn(caf::actor_system& sys, worker_
   cfg.prefetch = opts.prefetch;
   cfg.auto_heartbeat_ms = opts.auto_heartbeat ? opts.auto_heartbeat->count() : 0;
   cfg.progress_interval_ms = opts.progress_interval.count();
+  cfg.logs = {opts.log_lines, opts.log_bytes};
   cfg.clock = std::move(clock);
   cfg.dispatcher = std::move(dispatcher);
   cfg.rejoin = std::move(rejoin);

@@ -85,6 +85,20 @@ std::ostream& operator<<(std::ostream& out, backoff_kind k) {
   return out << to_string(k);
 }
 
+const char* to_string(log_level l) noexcept {
+  switch (l) {
+    case log_level::debug: return "debug";
+    case log_level::info: return "info";
+    case log_level::warn: return "warn";
+    case log_level::error: return "error";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& out, log_level l) {
+  return out << to_string(l);
+}
+
 const char* to_string(attempt_outcome o) noexcept {
   switch (o) {
     case attempt_outcome::running: return "running";

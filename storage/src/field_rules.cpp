@@ -141,6 +141,30 @@ std::string as_text(std::string bytes) {
   return out;
 }
 
+std::string log_text(std::string text) {
+  text = as_text(std::move(text));
+  if (text.size() > max_log_line_bytes) {
+    auto end = max_log_line_bytes;
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+      --end;  // text[end] starts the sequence that would be cut
+    text.resize(end);
+  }
+  return text;
+}
+
+status check_log_line(const log_line& line) {
+  if (line.seq < 0 || line.seq >= max_log_lines)
+    return invalid_field("seq", "must be 0 to " + std::to_string(max_log_lines - 1) + ", got "
+                                  + std::to_string(line.seq));
+  if (static_cast<uint8_t>(line.level) > static_cast<uint8_t>(log_level::error))
+    return invalid_field("level", "is not a log_level: "
+                                    + std::to_string(static_cast<int>(line.level)));
+  if (line.text.size() > max_log_line_bytes)
+    return invalid_field("text", "is " + std::to_string(line.text.size())
+                                   + " bytes; the limit is " + std::to_string(max_log_line_bytes));
+  return {};
+}
+
 status check_progress(int64_t done, int64_t total, const std::string& message) {
   if (auto st = check_not_negative("done", done); !st)
     return st;

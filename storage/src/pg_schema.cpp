@@ -275,9 +275,12 @@ constexpr const char* migration_9 = ERGON_SQL_CONTROLS("bigint", "double precisi
 // Version 10 is SQLite's version 13.
 constexpr const char* migration_10 = ERGON_SQL_WORKERS("bigint");
 
+// Version 11 is SQLite's version 14.
+constexpr const char* migration_11 = ERGON_SQL_JOB_LOGS("bigint", "");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
-                                      migration_9, migration_10};
+                                      migration_9, migration_10, migration_11};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

@@ -2,6 +2,7 @@
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/op/list_jobs.hpp"
+#include "ergon/storage/op/record_logs.hpp"
 #include "job_rows.hpp"
 
 namespace ergon::storage {
@@ -32,6 +33,8 @@ result<job_info> read_job(db& d, const job_id& id) {
   auto info = rows::read_info(s, row_id, details);
   s.reset();
   if (auto st = rows::read_attempts(d, row_id, details, info); !st)
+    return st;
+  if (auto st = read_logs(d, row_id, info.attempts); !st)
     return st;
   if (auto st = rows::read_dependencies(d, row_id, details, info); !st)
     return st;

@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     opts.progress_interval = std::chrono::milliseconds::zero();
   opts.runners["job"] = [mode](ergon::job_context& ctx) {
     if (mode == "complete") {
+      ctx.log(ergon::log_level::info, "completing " + ctx.payload());
       ctx.complete("done:" + ctx.payload());
       return;
     }

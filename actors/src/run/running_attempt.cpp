@@ -10,7 +10,7 @@ namespace ergon::actors {
 
 running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
                                  std::shared_ptr<job_runner> runner,
-                                 std::shared_ptr<ergon::clock> clock)
+                                 std::shared_ptr<ergon::clock> clock, log_bounds logs)
     : id_(id_from_wire(a.id)),
       type_(a.type),
       group_(a.group),
@@ -21,7 +21,8 @@ running_attempt::running_attempt(const job_assignment& a, caf::actor worker,
       weight_(a.weight),
       worker_(std::move(worker)),
       runner_(std::move(runner)),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      log_bounds_(logs) {}
 
 void running_attempt::cancel() noexcept {
   {
@@ -136,10 +137,40 @@ status running_attempt::progress(int64_t done, int64_t total, std::string messag
   return {};
 }
 
-std::optional<storage::progress_report> running_attempt::take_progress() {
+status running_attempt::log(log_level level, std::string text) {
+  if (finished())
+    return {error::job_finished, "this attempt already reported its outcome"};
+  if (static_cast<uint8_t>(level) > static_cast<uint8_t>(log_level::error))
+    return invalid_field("level", "is not a log_level: " + std::to_string(static_cast<int>(level)));
+  text = storage::log_text(std::move(text));
+  bool notify = false;
+  {
+    std::lock_guard<std::mutex> guard{progress_mtx_};
+    auto size = static_cast<int64_t>(text.size());
+    if (lines_kept_ >= log_bounds_.lines || bytes_kept_ + size > log_bounds_.bytes) {
+      ++lines_dropped_;
+      dropped_unsent_ = true;
+    } else {
+      unsent_lines_.push_back({lines_kept_++, clock_->now_ms(), level, std::move(text)});
+      bytes_kept_ += size;
+    }
+    notify = !std::exchange(worker_told_, true);
+  }
+  if (notify)
+    tell(worker_, progress_atom::value, token_);
+  return {};
+}
+
+running_attempt::handover running_attempt::take_handover() {
   std::lock_guard<std::mutex> guard{progress_mtx_};
   worker_told_ = false;
-  return std::exchange(unsent_progress_, std::nullopt);
+  handover out;
+  out.progress = std::exchange(unsent_progress_, std::nullopt);
+  if (!unsent_lines_.empty() || dropped_unsent_)
+    out.logs = storage::attempt_logs{row_, token_, std::exchange(unsent_lines_, {}),
+                                     lines_dropped_};
+  dropped_unsent_ = false;
+  return out;
 }
 
 status running_attempt::extend(std::optional<std::string> checkpoint) {

@@ -16,6 +16,7 @@
 
 #include "ergon/actors/eta_estimate.hpp"
 #include "ergon/actors/protocol_records.hpp"
+#include "ergon/actors/worker.hpp"
 #include "ergon/clock.hpp"
 #include "ergon/job_context.hpp"
 
@@ -28,7 +29,8 @@ class job_runner;
 class running_attempt final : public job_context {
  public:
   running_attempt(const job_assignment& a, caf::actor worker,
-                  std::shared_ptr<job_runner> runner, std::shared_ptr<ergon::clock> clock);
+                  std::shared_ptr<job_runner> runner, std::shared_ptr<ergon::clock> clock,
+                  log_bounds logs = {});
 
   job_id id() const override { return id_; }
   const std::string& type() const override { return type_; }
@@ -70,12 +72,19 @@ class running_attempt final : public job_context {
   status snooze(std::chrono::milliseconds delay) override;
   status fail_permanently(std::string message) override;
   status progress(int64_t done, int64_t total, std::string message) override;
+  status log(log_level level, std::string text) override;
   result<std::vector<dependency_result>> dependency_results() override;
   status submit_children(std::vector<job> children, std::string checkpoint) override;
 
-  /// The latest progress report not yet handed to the writer, if any; the
-  /// next progress() call tells the worker again.
-  std::optional<storage::progress_report> take_progress();
+  /// What waits for the writer: the latest progress report, and the log
+  /// lines (with the count dropped, if it grew) not yet handed over.
+  struct handover {
+    std::optional<storage::progress_report> progress;
+    std::optional<storage::attempt_logs> logs;
+  };
+  /// Takes what waits; the next progress() or log() call tells the worker
+  /// again.
+  handover take_handover();
 
  private:
   status finish(storage::report_kind kind, std::string text, int64_t after_ms = -1);
@@ -95,9 +104,15 @@ class running_attempt final : public job_context {
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> cancel_requested_{false};
   std::atomic<bool> preempted_{false};
-  std::mutex progress_mtx_;  ///< guards the three below
+  log_bounds log_bounds_;
+  std::mutex progress_mtx_;  ///< guards the members below, to worker_told_
   eta_estimate eta_;
   std::optional<storage::progress_report> unsent_progress_;
+  std::vector<log_line> unsent_lines_;
+  int32_t lines_kept_ = 0;
+  int64_t bytes_kept_ = 0;
+  int64_t lines_dropped_ = 0;
+  bool dropped_unsent_ = false;  ///< lines_dropped_ grew since the last handover
   bool worker_told_ = false;  ///< the worker knows a report waits
   std::mutex cancel_mtx_;  ///< with cancel_cv_, wakes wait_cancelled and wait_preempted
   std::condition_variable cancel_cv_;

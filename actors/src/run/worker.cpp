@@ -108,13 +108,31 @@ void answer_offline(worker_ptr self) {
   } while (!st.runner->arm_poke());
 }
 
-// Hands progress reports to the writer; they join its next transaction. A
-// worker without a connection drops them: they are only progress.
-void send_progress(worker_ptr self, std::vector<storage::progress_report> reports) {
-  auto& st = self->state;
-  if (reports.empty() || !st.writer)
+// Takes what the attempt of `token` has for the writer into `batch`.
+void take_handover(worker_state& st, int64_t token, progress_batch& batch) {
+  auto i = st.attempts.find(token);
+  if (i == st.attempts.end())
     return;
-  self->send(st.writer, progress_batch{std::move(reports)});
+  auto h = i->second->take_handover();
+  if (h.progress)
+    batch.reports.push_back(std::move(*h.progress));
+  if (h.logs)
+    batch.logs.push_back(std::move(*h.logs));
+}
+
+// Hands progress reports and log lines to the writer; they join its next
+// transaction. A worker without a connection drops them: they are only
+// progress and logs. Lines go in the lane of the reports (high priority),
+// behind which an outcome reaches the writer through the dispatcher: they
+// commit before it, while the attempt's token still names the job's try.
+void send_progress(worker_ptr self, progress_batch batch) {
+  auto& st = self->state;
+  if ((batch.reports.empty() && batch.logs.empty()) || !st.writer)
+    return;
+  if (batch.logs.empty())
+    self->send(st.writer, std::move(batch));
+  else
+    self->send<caf::message_priority::high>(st.writer, std::move(batch));
 }
 
 // Hands over the waiting progress reports if the interval allows, else
@@ -132,14 +150,12 @@ void flush_progress(worker_ptr self) {
     }
     return;  // a manual clock's tick flushes
   }
-  std::vector<storage::progress_report> reports;
+  progress_batch batch;
   for (auto token : st.progress_waiting)
-    if (auto i = st.attempts.find(token); i != st.attempts.end())
-      if (auto p = i->second->take_progress())
-        reports.push_back(std::move(*p));
+    take_handover(st, token, batch);
   st.progress_waiting.clear();
   st.next_progress_flush = storage::add_ms(now, st.cfg.progress_interval_ms);
-  send_progress(self, std::move(reports));
+  send_progress(self, std::move(batch));
 }
 
 // Whether the outcomes waiting to be sent again go with the next report: a
@@ -194,14 +210,16 @@ void report(worker_ptr self) {
     auto box = st.runner->take();
     if (resend_due(self))
       st.cfg.counters->outcomes_resent += static_cast<int64_t>(st.reports.resend_into(box));
-    std::vector<storage::progress_report> last_reports;
+    // The last progress and lines of each attempt with an outcome here, or
+    // whose code returned, go ahead of the report.
+    progress_batch last;
+    for (auto& o : box.outcomes)
+      take_handover(st, o.token, last);
     for (auto& a : box.returned) {
-      if (auto i = st.attempts.find(a.token); i != st.attempts.end())
-        if (auto p = i->second->take_progress())
-          last_reports.push_back(std::move(*p));
+      take_handover(st, a.token, last);
       st.attempts.erase(a.token);
     }
-    send_progress(self, std::move(last_reports));
+    send_progress(self, std::move(last));
     if (auto next = next_report(st.link.worker_id(), box, st.to_release, st.link.stopping(),
                                 st.received_weight, room, st.last)) {
       ++st.cfg.counters->requests_sent;
@@ -258,7 +276,8 @@ void on_assign(worker_ptr self, assign_jobs& a) {
       st.to_release.push_back({j.row, j.token});
       continue;
     }
-    auto attempt = std::make_shared<running_attempt>(j, me, st.runner, st.cfg.clock);
+    auto attempt = std::make_shared<running_attempt>(j, me, st.runner, st.cfg.clock,
+                                                      st.cfg.logs);
     st.attempts.emplace(j.token, attempt);
     auto code = st.cfg.runners.find(j.type);
     st.runner->add(std::move(attempt),

@@ -33,6 +33,7 @@
 #include "ergon/storage/op/lose_attempts.hpp"
 #include "ergon/storage/op/put_recurring.hpp"
 #include "ergon/storage/op/read_dependency_results.hpp"
+#include "ergon/storage/op/record_logs.hpp"
 #include "ergon/storage/op/record_progress.hpp"
 #include "ergon/storage/op/release_claims.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
@@ -365,8 +366,10 @@ class writer {
     reply_after_commit(std::move(c.reply), r.error());
   }
 
-  // Not answered: a report that can't be stored is only progress. Bad
-  // values from a worker on another node are dropped here.
+  // Not answered: a report that can't be stored is only progress, and a
+  // log line only a log. Bad values from a worker on another node are
+  // dropped here: a report or line out of bounds, or an attempt's lines
+  // past what one attempt keeps.
   void on_progress(progress_batch& p) {
     auto& reports = p.reports;
     reports.erase(std::remove_if(reports.begin(), reports.end(),
@@ -374,10 +377,26 @@ class writer {
                                    return !storage::check_progress(r.done, r.total, r.message);
                                  }),
                   reports.end());
-    if (reports.empty())
+    auto& logs = p.logs;
+    logs.erase(std::remove_if(logs.begin(), logs.end(),
+                              [](const storage::attempt_logs& a) {
+                                return a.dropped < 0
+                                       || a.lines.size()
+                                            > static_cast<size_t>(storage::max_log_lines)
+                                       || std::any_of(a.lines.begin(), a.lines.end(),
+                                                      [](const log_line& l) {
+                                                        return !storage::check_log_line(l);
+                                                      });
+                              }),
+               logs.end());
+    if (reports.empty() && logs.empty())
       return;
     in_request<std::vector<storage::progress_stored>>(
-      [&] { return storage::record_progress(*cfg_.db, reports); },
+      [&]() -> result<std::vector<storage::progress_stored>> {
+        if (auto st = storage::record_logs(*cfg_.db, logs); !st)
+          return st;
+        return storage::record_progress(*cfg_.db, reports);
+      },
       [&](std::vector<storage::progress_stored>& stored) {
         for (auto& s : stored)
           release_.feed().progress.push_back(std::move(s));

@@ -116,6 +116,11 @@ typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
            x.message, x.at, eta);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_logs& x) {
+  return f(caf::meta::type_name("ergon::attempt_logs"), x.row, x.token, x.lines, x.dropped);
+}
+
 }  // namespace ergon::storage
 
 namespace ergon::actors {
@@ -172,7 +177,7 @@ typename Inspector::result_type inspect(Inspector& f, cancel_attempt& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_batch& x) {
-  return f(caf::meta::type_name("ergon::progress_batch"), x.reports);
+  return f(caf::meta::type_name("ergon::progress_batch"), x.reports, x.logs);
 }
 
 template <class Inspector>

@@ -97,10 +97,11 @@ struct preempt_attempt {
   int64_t token = 0;
 };
 
-/// Progress reports of a worker's attempts, throttled by the worker. Not
-/// answered: the writer stores them in its next transaction.
+/// Progress reports and log lines of a worker's attempts, throttled by the
+/// worker. Not answered: the writer stores them in its next transaction.
 struct progress_batch {
   std::vector<storage::progress_report> reports;
+  std::vector<storage::attempt_logs> logs;
 };
 
 /// Heartbeat (no checkpoint) or checkpoint of a running attempt.

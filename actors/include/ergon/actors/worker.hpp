@@ -48,6 +48,12 @@ struct worker_counters {
   std::atomic<int64_t> middleware_errors{0};
 };
 
+/// The most lines and bytes of text one attempt's log keeps.
+struct log_bounds {
+  int32_t lines = 100;
+  int64_t bytes = 64 * 1024;
+};
+
 struct worker_config {
   std::string name;
   std::map<std::string, runner> runners;  ///< type -> code; the worker's types
@@ -59,6 +65,8 @@ struct worker_config {
   int64_t auto_heartbeat_ms = 0;
   /// Hand progress reports to the writer at most this often (0: each one).
   int64_t progress_interval_ms = 1'000;
+  /// What one attempt's log keeps (worker_options::log_lines, log_bytes).
+  log_bounds logs;
   std::shared_ptr<ergon::clock> clock;
   caf::actor dispatcher;
   /// For a queue on another node: asked (rejoin_atom) for the dispatcher

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "ergon/error.hpp"
+#include "ergon/job_info.hpp"
 
 namespace ergon::storage {
 
@@ -48,6 +49,21 @@ inline constexpr size_t max_progress_message_bytes = 1'024;
 /// A progress report: 0 <= done, 0 <= total, done <= total unless total is
 /// 0 (unknown), and a message of at most max_progress_message_bytes.
 status check_progress(int64_t done, int64_t total, const std::string& message);
+
+/// Job logs (job_context::log): a line's text is cut to this many bytes;
+/// an attempt keeps at most max_log_lines lines and max_log_bytes bytes
+/// of text (the ceilings of worker_options::log_lines and log_bytes).
+inline constexpr size_t max_log_line_bytes = 4'096;
+inline constexpr int32_t max_log_lines = 1'000;
+inline constexpr int64_t max_log_bytes = 1 << 20;
+
+/// `text` as a log line keeps it: as_text, then cut to max_log_line_bytes
+/// on a UTF-8 boundary.
+std::string log_text(std::string text);
+
+/// A line as a worker hands it over: seq 0 to max_log_lines - 1, a level
+/// of log_level, and text of at most max_log_line_bytes.
+status check_log_line(const log_line& line);
 
 /// `bytes` as text that both engines store alike: each byte that is not part
 /// of a UTF-8 sequence, and each NUL, becomes "\xNN" (PostgreSQL's text

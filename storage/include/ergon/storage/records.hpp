@@ -203,6 +203,15 @@ struct progress_report {
   std::optional<int64_t> eta;
 };
 
+/// Log lines of one running attempt (job_context::log) and how many it
+/// dropped so far, as its worker hands them over.
+struct attempt_logs {
+  int64_t row = 0;
+  int64_t token = 0;  ///< the attempt's: lines of an attempt that is not the job's latest go
+  std::vector<log_line> lines;
+  int64_t dropped = 0;
+};
+
 /// A stored progress report, for its event.
 struct progress_stored {
   job_id id;

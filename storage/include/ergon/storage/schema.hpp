@@ -31,11 +31,11 @@ inline constexpr int controls_version(engine e) noexcept {
   return e == engine::sqlite ? 12 : 9;
 }
 
-/// The schema version that added the workers table and the worker of each
-/// attempt: SQLite's 13, PostgreSQL's 10. Job rows of older schemas lack
-/// a column this build reads.
-inline constexpr int workers_version(engine e) noexcept {
-  return e == engine::sqlite ? 13 : 10;
+/// The schema version that added job logs: SQLite's 14, PostgreSQL's 11.
+/// Reading a job needs it: older schemas lack a table or column this
+/// build reads.
+inline constexpr int job_logs_version(engine e) noexcept {
+  return e == engine::sqlite ? 14 : 11;
 }
 
 /// PRAGMA application_id of every ergon database ("ERGN").
