@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   };
   // Bad input will not get better by retrying: fail for good.
   opts.runners["parse"] = [](ergon::job_context& ctx) {
+    ctx.log(ergon::log_level::info, "parsing " + std::to_string(ctx.payload().size()) + " bytes");
     if (ctx.payload().empty())
       throw ergon::permanent_failure("empty document");
   };
@@ -61,6 +62,9 @@ int main(int argc, char** argv) {
   auto failed = q->wait(*bad, 10s);
   std::cout << "parse " << failed->status << " after " << failed->tries
             << " try: " << failed->attempts.back().message << '\n';
+  // What its code logged on the way, kept with the attempt.
+  for (auto& line : failed->attempts.back().logs)
+    std::cout << "  log: " << line.level << ' ' << line.text << '\n';
 
   // Cancel a running job once it has started.
   auto long_job = q->submit(*ergon::job_builder("export").max_retries(0).build());
