@@ -217,6 +217,9 @@ ergon::job_info public_info() {
   i.result = "ok";
   i.attempts.push_back({1, 1'700'000'000'000, 1'700'000'000'100,
                         ergon::attempt_outcome::failed, "boom"});
+  i.attempts[0].worker = {3, "w1", "host-a", 4242, "node/7"};
+  i.attempts[0].logs = {{0, 1'700'000'000'050, ergon::log_level::warn, "slow upstream"}};
+  i.attempts[0].logs_dropped = 2;
   return i;
 }
 
@@ -415,7 +418,7 @@ std::vector<std::string> seeds() {
   heartbeat_request ext{7, 42, true, "checkpoint"};
   heartbeat_reply reply{st, 1'700'000'420'000};
   return {seed(0, st),
-          seed(1, register_worker{"w1", {"email", "sms"}, 4, 2, caf::actor{}}),
+          seed(1, register_worker{"w1", "host-a", 4242, {"email", "sms"}, 4, 2, caf::actor{}}),
           seed(2, worker_registered{3, worker_writer_actor{}}),
           seed(3, req),
           seed(4, unregister_worker{3}),
@@ -452,6 +455,7 @@ std::vector<std::string> seeds() {
           seed(27, progress),
           seed(28, std::vector<ergon::storage::progress_report>{progress, {}}),
           seed(29, progress_batch{{progress}}),
+          seed(29, progress_batch{{}, {{7, 42, {{0, 1'700'000'000'050, ergon::log_level::info, "line"}}, 1}}}),
           seed(8, cancel_attempt{7, 42, "cancel requested", true}),
           seed(30, public_filter()),
           seed(31, page),

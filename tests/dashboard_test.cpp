@@ -2,7 +2,8 @@
 // puppeteer-core (tests/browser/dashboard_check.mjs), against a queue with
 // an HTTP endpoint and a worker in this process. The failed job is listed,
 // Retry is clicked, and the job runs; its attempts and the Workers box name
-// the worker; a screenshot goes to the build folder.
+// the worker, and its page shows each attempt's log; a screenshot goes to
+// the build folder.
 #define BOOST_TEST_MODULE dashboard
 #include <boost/test/unit_test.hpp>
 
@@ -34,6 +35,7 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
   w.name = "importer";
   w.max_concurrency = 4;
   w.runners["import"] = [&](job_context& ctx) {
+    ctx.log(log_level::info, "importing " + ctx.payload());
     if (ctx.payload() == "flaky" && flaky_runs++ == 0)
       ctx.fail_permanently("the upstream API answered 503");
     else if (ctx.payload() == "broken")

@@ -587,7 +587,7 @@ BOOST_FIXTURE_TEST_CASE(a_running_attempt_s_lines_travel_with_its_progress, queu
   BOOST_TEST(wk.stop(hang_guard).ok());
 }
 
-BOOST_FIXTURE_TEST_CASE(bad_log_bounds_are_named, queue_fixture) {
+BOOST_FIXTURE_TEST_CASE(bad_log_bounds_and_worker_names_are_named, queue_fixture) {
   auto field_of = [&](auto change) {
     worker_options w;
     w.runners["t"] = [](job_context&) {};
@@ -601,6 +601,9 @@ BOOST_FIXTURE_TEST_CASE(bad_log_bounds_are_named, queue_fixture) {
   BOOST_TEST(field_of([](worker_options& w) { w.log_lines = 1'001; }) == "log_lines");
   BOOST_TEST(field_of([](worker_options& w) { w.log_bytes = -1; }) == "log_bytes");
   BOOST_TEST(field_of([](worker_options& w) { w.log_bytes = (1 << 20) + 1; }) == "log_bytes");
+  // The name is recorded with each attempt: a label's rules.
+  BOOST_TEST(field_of([](worker_options& w) { w.name = std::string(257, 'n'); }) == "name");
+  BOOST_TEST(field_of([](worker_options& w) { w.name = "two\nlines"; }) == "name");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

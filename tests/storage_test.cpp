@@ -1229,6 +1229,35 @@ BOOST_AUTO_TEST_CASE(lines_are_fenced_by_token_and_go_with_their_job) {
   BOOST_TEST(probe.number("SELECT count(*) FROM job_log_drops") == 0);
 }
 
+// A yielded attempt resumes on the same try, numbering its lines from 0
+// again: both runs' lines are kept, one run after the other.
+BOOST_AUTO_TEST_CASE(a_resumed_attempt_s_lines_follow_those_before_its_yield) {
+  temp_dir dir;
+  auto d = open_migrated(dir.file("q.db"));
+  auto rows = insert(*d, {simple_job()});
+  auto row = rows[0].row;
+  BOOST_REQUIRE(claim_jobs(*d, claim_jobs_args{{{row, 11}}}, t0).has_value());
+  BOOST_REQUIRE(record_logs(*d, {{row, 11, {{0, t0, log_level::info, "a"},
+                                            {1, t0 + 1, log_level::info, "b"}}, 1}})
+                  .ok());
+  finish(*d, row, 11, report_kind::yielded);
+  auto resumed = claim_jobs(*d, claim_jobs_args{{{row, 12}}}, t0 + 10);
+  BOOST_REQUIRE(resumed.value().claimed.size() == 1u);
+  BOOST_TEST(resumed->claimed[0].try_number == 1);
+  BOOST_REQUIRE(record_logs(*d, {{row, 12, {{0, t0 + 10, log_level::info, "c"}}, 2}}).ok());
+  auto j = read_job(*d, rows[0].id);
+  BOOST_REQUIRE(j.has_value());
+  std::string texts;
+  int64_t dropped = 0;
+  for (auto& a : j->attempts) {
+    for (auto& l : a.logs)
+      texts += l.text;
+    dropped += a.logs_dropped;
+  }
+  BOOST_TEST(texts == "abc");
+  BOOST_TEST(dropped == 3);
+}
+
 // A line as a worker hands it over is checked before it is stored; text
 // job code writes is cut on a UTF-8 boundary.
 BOOST_AUTO_TEST_CASE(log_lines_are_checked_and_cut) {

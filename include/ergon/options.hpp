@@ -104,8 +104,8 @@ struct http_options {
 struct retention_options {
   /// Per final status; empty: kept until deleted (purge_failed). Each > 0.
   /// With all four set, the record of a worker that left longer ago than
-  /// the longest goes too (worker_identity); otherwise workers' records
-  /// are kept.
+  /// the longest goes too; a kept job whose attempt ran on it then names
+  /// its id alone (worker_identity). Otherwise workers' records are kept.
   std::optional<std::chrono::milliseconds> succeeded;
   std::optional<std::chrono::milliseconds> failed;
   std::optional<std::chrono::milliseconds> cancelled;

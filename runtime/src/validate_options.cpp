@@ -277,6 +277,9 @@ status validate(const scheduling_options& s) {
 }
 
 status validate(const worker_options& o) {
+  // The queue records it with each attempt (worker_identity::name).
+  if (auto st = storage::check_label_size("name", o.name); !st)
+    return st;
   if (o.runners.empty())
     return invalid_field("runners", "a worker needs at least one job type to run");
   for (auto& [type, handler] : o.runners) {

@@ -1,26 +1,34 @@
 #include "ergon/storage/op/record_logs.hpp"
 
+#include "ergon/storage/field_rules.hpp"
+
 namespace ergon::storage {
 namespace {
 
 // The try comes from the job, where the token says the attempt is its
 // latest. The casts type PostgreSQL's parameters in the select list.
 constexpr const char* insert_line =
-  "INSERT INTO job_logs (job_id, try, seq, at, level, text)"
-  " SELECT id, current_try, CAST(?3 AS bigint), CAST(?4 AS bigint), CAST(?5 AS bigint),"
-  " CAST(?6 AS text) FROM jobs WHERE id = ?1 AND attempt_token = ?2"
-  " ON CONFLICT (job_id, try, seq) DO NOTHING";
+  "INSERT INTO job_logs (job_id, try, token, seq, at, level, text)"
+  " SELECT id, current_try, attempt_token, CAST(?3 AS bigint), CAST(?4 AS bigint),"
+  " CAST(?5 AS bigint), CAST(?6 AS text) FROM jobs WHERE id = ?1 AND attempt_token = ?2"
+  " ON CONFLICT (job_id, try, token, seq) DO NOTHING";
 
 constexpr const char* upsert_dropped =
-  "INSERT INTO job_log_drops (job_id, try, dropped)"
-  " SELECT id, current_try, CAST(?3 AS bigint) FROM jobs WHERE id = ?1 AND attempt_token = ?2"
-  " ON CONFLICT (job_id, try) DO UPDATE SET dropped = excluded.dropped"
+  "INSERT INTO job_log_drops (job_id, try, token, dropped)"
+  " SELECT id, current_try, attempt_token, CAST(?3 AS bigint) FROM jobs"
+  " WHERE id = ?1 AND attempt_token = ?2"
+  " ON CONFLICT (job_id, try, token) DO UPDATE SET dropped = excluded.dropped"
   " WHERE excluded.dropped > job_log_drops.dropped";
 
+// A try's runs (a yield and its resumption) in the order they began, each
+// run's lines by number.
 constexpr const char* select_lines =
-  "SELECT try, seq, at, level, text FROM job_logs WHERE job_id = ?1 ORDER BY try, seq";
+  "SELECT try, seq, at, level, text FROM job_logs WHERE job_id = ?1"
+  " ORDER BY try, (SELECT min(r.at) FROM job_logs r WHERE r.job_id = job_logs.job_id"
+  " AND r.try = job_logs.try AND r.token = job_logs.token), token, seq";
 
-constexpr const char* select_dropped = "SELECT try, dropped FROM job_log_drops WHERE job_id = ?1";
+constexpr const char* select_dropped =
+  "SELECT try, CAST(sum(dropped) AS bigint) FROM job_log_drops WHERE job_id = ?1 GROUP BY try";
 
 attempt_info* attempt_of(std::vector<attempt_info>& attempts, int64_t try_number) {
   for (auto& a : attempts)
@@ -44,7 +52,7 @@ status record_logs(db& d, const std::vector<attempt_logs>& logs) {
       q.bind(3, int64_t{l.seq});
       q.bind(4, l.at_ms);
       q.bind(5, int64_t{static_cast<uint8_t>(l.level)});
-      q.bind_text(6, l.text);
+      q.bind_text(6, log_text(l.text));  // a remote worker's bytes, kept as text
       if (auto st = d.run(q); !st)
         return st;
     }

@@ -84,24 +84,28 @@
   "ALTER TABLE attempts ADD COLUMN worker " integer ";\n"
 
 // SQLite's version 14 and PostgreSQL's 11: the lines job code wrote to
-// its attempts (job_context::log), keyed by the attempt's try and the
-// line's number within it, and the count of lines each attempt dropped
-// past its worker's bounds. Both go with their job (ON DELETE CASCADE).
+// its attempts (job_context::log), keyed by the attempt's try, its token
+// (a yielded attempt resumes on the same try, numbering its lines from 0
+// again) and the line's number within that run; and the count of lines
+// each run dropped past its worker's bounds. Both go with their job (ON
+// DELETE CASCADE).
 #define ERGON_SQL_JOB_LOGS(integer, table_end)                                        \
   "CREATE TABLE job_logs (\n"                                                         \
   "  job_id " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"            \
   "  try    " integer " NOT NULL,\n"                                                  \
+  "  token  " integer " NOT NULL,\n"                                                  \
   "  seq    " integer " NOT NULL,\n"                                                  \
   "  at     " integer " NOT NULL,\n"                                                  \
   "  level  " integer " NOT NULL,\n"                                                  \
   "  text   TEXT NOT NULL,\n"                                                         \
-  "  PRIMARY KEY (job_id, try, seq)\n"                                                \
+  "  PRIMARY KEY (job_id, try, token, seq)\n"                                         \
   ")" table_end ";\n"                                                                 \
   "CREATE TABLE job_log_drops (\n"                                                    \
   "  job_id  " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"           \
   "  try     " integer " NOT NULL,\n"                                                 \
+  "  token   " integer " NOT NULL,\n"                                                 \
   "  dropped " integer " NOT NULL,\n"                                                 \
-  "  PRIMARY KEY (job_id, try)\n"                                                     \
+  "  PRIMARY KEY (job_id, try, token)\n"                                              \
   ")" table_end ";\n"
 
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see

@@ -1,8 +1,8 @@
 // Opens the ergon dashboard in headless chromium, finds the failed job
 // JOB_ID in the failed tab, opens it, clicks Retry and waits until its page
-// shows it succeeded, each attempt naming worker WORKER; checks the Workers
-// box lists WORKER; then saves a screenshot. Exit 0 on success; page
-// errors fail it.
+// shows it succeeded, each attempt naming worker WORKER and showing its log
+// line; checks the Workers box lists WORKER; then saves a screenshot.
+// Exit 0 on success; page errors fail it.
 //   node dashboard_check.mjs URL JOB_ID SCREENSHOT WORKER
 import puppeteer from "puppeteer-core";
 
@@ -36,6 +36,10 @@ try {
   if (ranOn.length !== 2 || !ranOn.every((t) => t.startsWith(worker + " on ")))
     throw new Error("attempts' workers: " + JSON.stringify(ranOn));
   console.log("attempts: both name " + worker);
+  const logs = await page.$eval("#job-logs", (el) => el.textContent);
+  if ((logs.match(/importing flaky/g) || []).length !== 2)
+    throw new Error("the job's logs: " + logs);
+  console.log("logs: each try's line is shown");
   await page.waitForFunction(
     (name) => [...document.querySelectorAll("#worker-list td")].some((td) => td.textContent === name),
     { timeout: 10000 }, worker);

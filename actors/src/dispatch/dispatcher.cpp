@@ -103,7 +103,9 @@ void perform(dispatcher_ptr self, effects& fx, const reporter* from = nullptr) {
     } else if (auto* save = std::get_if<control_save>(&w)) {
       caf::send_as(st.me, st.cfg.writer, std::move(*save));
     } else if (auto* row = std::get_if<worker_save>(&w)) {
-      caf::send_as(st.me, st.cfg.writer, std::move(*row));
+      // In the claims' lane, ahead of them: no claim naming the worker
+      // commits before its row, so the next open counts on past its id.
+      caf::send_as<caf::message_priority::high>(st.me, st.cfg.writer, std::move(*row));
     } else if (auto* expiring = std::get_if<expire_batch>(&w)) {
       caf::send_as(st.me, st.cfg.writer, std::move(*expiring));
     } else {

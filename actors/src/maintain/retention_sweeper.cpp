@@ -14,8 +14,10 @@ namespace ergon::actors {
 
 retention_pass::retention_pass(const retention_options& opts, int64_t now_ms)
     : batch_(opts.batch) {
-  // A worker's record goes once no finished job can still name it: every
-  // status has a retention, and it left longer ago than the longest.
+  // A worker's record goes once it left longer ago than the longest
+  // retention (every status has one): the finished jobs it ran are gone by
+  // then, but a job that ran on it and is still kept (pending for a retry,
+  // or finished later on another worker) names its id alone.
   if (opts.succeeded && opts.failed && opts.cancelled && opts.expired) {
     auto longest = std::max({*opts.succeeded, *opts.failed, *opts.cancelled, *opts.expired});
     workers_cutoff_ = storage::add_ms(now_ms, -longest.count());

@@ -121,25 +121,23 @@ void take_handover(worker_state& st, int64_t token, progress_batch& batch) {
 }
 
 // Hands progress reports and log lines to the writer; they join its next
-// transaction. A worker without a connection drops them: they are only
-// progress and logs. Lines go in the lane of the reports (high priority),
-// behind which an outcome reaches the writer through the dispatcher: they
-// commit before it, while the attempt's token still names the job's try.
+// transaction. They go in the lane of the reports (high priority), behind
+// which an outcome reaches the writer through the dispatcher: they commit
+// before it, while the attempt's token still names the job's try, and one
+// batch never overtakes an earlier one.
 void send_progress(worker_ptr self, progress_batch batch) {
   auto& st = self->state;
   if ((batch.reports.empty() && batch.logs.empty()) || !st.writer)
     return;
-  if (batch.logs.empty())
-    self->send(st.writer, std::move(batch));
-  else
-    self->send<caf::message_priority::high>(st.writer, std::move(batch));
+  self->send<caf::message_priority::high>(st.writer, std::move(batch));
 }
 
 // Hands over the waiting progress reports if the interval allows, else
 // makes sure a flush comes when it does.
 void flush_progress(worker_ptr self) {
   auto& st = self->state;
-  if (st.progress_waiting.empty())
+  // Without a connection, what waits stays in the attempts until it is back.
+  if (st.progress_waiting.empty() || !st.writer)
     return;
   auto now = st.cfg.clock->now_ms();
   if (now < st.next_progress_flush) {
@@ -455,6 +453,7 @@ void on_registered(worker_ptr self, worker_registered& r) {
   drop_stale(self, std::exchange(st.left_off, {}));
   st.resend_at = 0;  // kept outcomes go with the first report
   follow(self, st.link.joined(r.worker_id, r.hold_ms));
+  flush_progress(self);  // what waited while the connection was down
 }
 
 // The queue can't take us (it closed): nothing will ever arrive.

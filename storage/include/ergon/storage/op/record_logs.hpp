@@ -11,16 +11,16 @@
 
 namespace ergon::storage {
 
-/// Stores each attempt's lines and its count of dropped ones on the job's
-/// current try, while its token is the job's: running, or just ended (the
-/// last lines may commit after the outcome). Lines of an attempt that is
-/// not the job's latest are skipped; a line stored before (sent again) is
-/// kept as it was; a count lower than the stored one changes nothing. The
-/// caller checks each line (check_log_line).
+/// Stores each attempt's lines (as log_text keeps them) and its count of
+/// dropped ones on the job's current try and the attempt's token, while
+/// the token is the job's: running, or just ended. Lines of an attempt
+/// that is not the job's latest are skipped; a line stored before (sent
+/// again) is kept as it was; a count lower than the stored one changes
+/// nothing. The caller checks each line (check_log_line).
 status record_logs(db& d, const std::vector<attempt_logs>& logs);
 
 /// Fills the logs and logs_dropped of `attempts` (matched by try) from the
-/// job at `row`.
+/// job at `row`: a yielded attempt's runs one after the other.
 status read_logs(db& d, int64_t row, std::vector<attempt_info>& attempts);
 
 }  // namespace ergon::storage
