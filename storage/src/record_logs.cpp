@@ -56,18 +56,22 @@ status record_logs(db& d, const std::vector<attempt_logs>& logs) {
       if (auto st = d.run(q); !st)
         return st;
     }
+  q.reset();
+  auto drops = d.prepare(upsert_dropped);
+  if (!drops)
+    return drops.error();
+  auto& r = **drops;
   for (auto& a : logs) {
     if (a.dropped <= 0)
       continue;
-    auto s = d.prepare(upsert_dropped);
-    if (!s)
-      return s.error();
-    (*s)->bind(1, a.row);
-    (*s)->bind(2, a.token);
-    (*s)->bind(3, a.dropped);
-    if (auto st = d.run(**s); !st)
+    r.reset();
+    r.bind(1, a.row);
+    r.bind(2, a.token);
+    r.bind(3, a.dropped);
+    if (auto st = d.run(r); !st)
       return st;
   }
+  r.reset();
   return {};
 }
 

@@ -393,8 +393,9 @@ class writer {
       return;
     in_request<std::vector<storage::progress_stored>>(
       [&]() -> result<std::vector<storage::progress_stored>> {
-        if (auto st = storage::record_logs(*cfg_.db, logs); !st)
-          return st;
+        if (!logs.empty())
+          if (auto st = storage::record_logs(*cfg_.db, logs); !st)
+            return st;
         return storage::record_progress(*cfg_.db, reports);
       },
       [&](std::vector<storage::progress_stored>& stored) {
