@@ -101,6 +101,10 @@ int retry(context& c, const std::optional<std::string>& id, const std::optional<
           bool dry_run);
 /// A dry run says what cancelling would do to the job, as last committed.
 int cancel(context& c, const std::string& id, bool dry_run);
+/// Cancels every unfinished job `filter` matches (queue::cancel_jobs).
+int cancel_all(context& c, const job_filter& filter, bool dry_run);
+/// Deletes every finished job `filter` matches (queue::delete_jobs).
+int delete_jobs(context& c, const job_filter& filter, bool dry_run);
 /// Purges failed jobs: those `filter` matches, or that failed longer ago
 /// than `older_than`. A dry run lists them instead.
 int purge(context& c, const job_filter& filter, std::optional<std::chrono::milliseconds> older_than,

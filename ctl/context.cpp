@@ -66,6 +66,7 @@ const char* flag_of(const std::string& field, const std::string& command) {
     {"out", "OUT"},       {"after", "--after"},    {"weight", "--weight"},
     {"min_slots", "--min-slots"}, {"max_running", "--max-running"},
     {"rate.per_second", "--rate"}, {"rate.burst", "--burst"}, {"settings", "--weight"},
+    {"tags", "--tag"}, {"tag_prefix", "--tag-prefix"}, {"status", "--status"},
   };
   for (auto& [f, flag] : flags)
     if (field == f)

@@ -17,7 +17,7 @@ const char* description = R"(ergonctl: look at and change an ergon job queue dat
 
 Reads (list, show, stats, controls, backup, recurring list|show) go through a
 read-only inspector: they work beside the program that owns the file and never
-take it from it. Writes (retry, cancel, purge, pause, resume, set, reset,
+take it from it. Writes (retry, cancel, purge, delete, pause, resume, set, reset,
 recurring delete) go to
 the owner: when a program owns the file and listens (options::listen, or
 ergon-server), ergonctl connects to it, found through the file's lock;
@@ -46,6 +46,8 @@ EXAMPLES
   ergonctl --db jobs.db show 0190163d-8694-739b-aea5-966c26f8ad91 --json
   ergonctl --db jobs.db retry --all --type send_email
   ergonctl --db jobs.db purge --older-than 7d --dry-run
+  ergonctl --db jobs.db list --tag tenant=acme --tag-prefix billing.
+  ergonctl --db jobs.db cancel --all --tag batch=2026-12-03
   ergonctl --db jobs.db backup jobs-2026-11-26.db
   ergonctl --db jobs.db pause group tenant-42 --for 10m
   ergonctl --db jobs.db set group tenant-42 --weight 3 --rate 5 --burst 10
@@ -73,10 +75,12 @@ EXIT STATUS
   0 done, 1 the queue refused or failed, 2 bad flags or values
 )";
 
-// The filter flags of list, retry --all and purge.
+// The filter flags of list and the bulk writes.
 struct filter_flags {
   std::string status, type, group, name;
   std::string submitted_from, submitted_before, finished_from, finished_before;
+  std::vector<std::string> tags;
+  std::string tag_prefix;
 
   void add_to(CLI::App* cmd, bool with_status) {
     if (with_status)
@@ -89,6 +93,16 @@ struct filter_flags {
     cmd->add_option("--submitted-before", submitted_before, "submitted before this TIME");
     cmd->add_option("--finished-from", finished_from, "finished at or after this TIME");
     cmd->add_option("--finished-before", finished_before, "finished before this TIME");
+    cmd->add_option("--tag", tags, "jobs tagged KEY=VALUE (the key ends at the first =); repeat "
+                                   "for several");
+    cmd->add_option("--tag-prefix", tag_prefix, "jobs with a tag key that starts with PREFIX");
+  }
+
+  // Whether any flag but --status is given.
+  bool narrows() const {
+    return !type.empty() || !group.empty() || !name.empty() || !submitted_from.empty()
+           || !submitted_before.empty() || !finished_from.empty() || !finished_before.empty()
+           || !tags.empty() || !tag_prefix.empty();
   }
 
   result<job_filter> parse() const {
@@ -104,6 +118,17 @@ struct filter_flags {
       f.group = group;
     if (!name.empty())
       f.name = name;
+    for (auto& t : tags) {
+      auto eq = t.find('=');
+      if (eq == std::string::npos)
+        return ergon::status{error::invalid_argument, "--tag: '" + t + "' is not KEY=VALUE",
+                             "--tag"};
+      if (!f.tags.emplace(t.substr(0, eq), t.substr(eq + 1)).second)
+        return ergon::status{error::invalid_argument,
+                             "--tag: key '" + t.substr(0, eq) + "' is given twice", "--tag"};
+    }
+    if (!tag_prefix.empty())
+      f.tag_prefix = tag_prefix;
     for (auto [text, slot, flag] :
          {std::tuple{&submitted_from, &f.submitted_from_ms, "--submitted-from"},
           std::tuple{&submitted_before, &f.submitted_before_ms, "--submitted-before"},
@@ -204,7 +229,7 @@ file with the copy (and delete its -wal and -shm), start the owner.
   bool retry_all = false;
   filter_flags retry_filter;
   retry_cmd->add_option("ID", retry_id, "the failed job to retry");
-  retry_cmd->add_flag("--all", retry_all, "every failed job the filters match, in one transaction");
+  retry_cmd->add_flag("--all", retry_all, "every failed job the filters match, in steps");
   bool dry_run = false;
   retry_cmd->add_flag("--dry-run", dry_run, "print the jobs --all would retry, and change nothing");
   retry_filter.add_to(retry_cmd, false);
@@ -213,9 +238,26 @@ file with the copy (and delete its -wal and -shm), start the owner.
   auto cancel_cmd = app.add_subcommand(
     "cancel", "cancel a job: a pending one never runs, a running one is asked to stop");
   std::string cancel_id;
-  cancel_cmd->add_option("ID", cancel_id, "the job id")->required();
+  bool cancel_all_flag = false;
+  filter_flags cancel_filter;
+  cancel_cmd->add_option("ID", cancel_id, "the job id");
+  cancel_cmd->add_flag("--all", cancel_all_flag,
+                       "every pending, waiting or running job the filters match, in steps");
   cancel_cmd->add_flag("--dry-run", dry_run, "print what cancelling would do, and change nothing");
-  cancel_cmd->footer(common_footer);
+  cancel_filter.add_to(cancel_cmd, true);
+  cancel_cmd->footer(std::string{"\nGive a job ID, or --all with filters (--all alone is refused: it would\n"
+                                 "cancel every unfinished job; give --status pending to mean that).\n"}
+                     + common_footer);
+
+  auto delete_cmd = app.add_subcommand("delete", "delete finished jobs with their attempts, logs and tags");
+  bool delete_all = false;
+  filter_flags delete_filter;
+  delete_cmd->add_flag("--all", delete_all, "every finished job the filters match, in steps");
+  delete_cmd->add_flag("--dry-run", dry_run, "print the jobs it would delete, and change nothing");
+  delete_filter.add_to(delete_cmd, true);
+  delete_cmd->footer(std::string{"\nGive --all with filters; without --status it takes every final status.\n"
+                                 "Unfinished jobs stay: cancel them first.\n"}
+                     + common_footer);
 
   auto purge_cmd = app.add_subcommand("purge", "delete failed jobs with their attempts");
   filter_flags purge_filter;
@@ -311,7 +353,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
     auto rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty()) {
       std::cerr << "ergonctl: unknown command '" << rest.front()
-                << "' (list, show, stats, controls, backup, retry, cancel, purge, pause, resume, "
+                << "' (list, show, stats, controls, backup, retry, cancel, purge, delete, pause, "
+                   "resume, "
                    "set, reset, workers, breaker, recurring; "
                    "see --help)\n";
       return exit_usage;
@@ -379,14 +422,38 @@ file with the copy (and delete its -wal and -shm), start the owner.
       return c.fail({error::invalid_argument, "--dry-run: give it with --all", "--dry-run"});
     return retry(c, retry_id, std::nullopt, false);
   }
-  if (*cancel_cmd)
-    return cancel(c, cancel_id, dry_run);
+  if (*cancel_cmd) {
+    if (cancel_all_flag == !cancel_id.empty())
+      return c.fail({error::invalid_argument, "cancel: give either a job ID or --all", "--all"});
+    if (!cancel_all_flag) {
+      if (cancel_filter.narrows() || !cancel_filter.status.empty())
+        return c.fail({error::invalid_argument, "cancel: filters go with --all, not with an ID",
+                       "--all"});
+      return cancel(c, cancel_id, dry_run);
+    }
+    if (!cancel_filter.narrows() && cancel_filter.status.empty())
+      return c.fail({error::invalid_argument,
+                     "cancel --all: give a filter (--status pending takes every pending job)",
+                     "--all"});
+    auto f = cancel_filter.parse();
+    if (!f)
+      return c.fail(f.error());
+    return cancel_all(c, *f, dry_run);
+  }
+  if (*delete_cmd) {
+    if (!delete_all)
+      return c.fail({error::invalid_argument, "delete: give --all, with or without filters",
+                     "--all"});
+    auto f = delete_filter.parse();
+    if (!f)
+      return c.fail(f.error());
+    return delete_jobs(c, *f, dry_run);
+  }
   if (*purge_cmd) {
     auto f = purge_filter.parse();
     if (!f)
       return c.fail(f.error());
-    bool filtered = f->type || f->group || f->name || f->submitted_from_ms
-                    || f->submitted_before_ms || f->finished_from_ms || f->finished_before_ms;
+    bool filtered = purge_filter.narrows();
     if (older_than.empty() == !purge_all)
       return c.fail({error::invalid_argument, "purge: give either --older-than or --all", "--all"});
     if (!older_than.empty() && filtered)

@@ -137,6 +137,12 @@ int show(context& c, const std::string& text) {
                            + ")");
     if (!j->dependents.empty())
       line("dependents", some(j->dependents));
+    if (!j->tags.empty()) {
+      std::string tags;
+      for (auto& [k, v] : j->tags)
+        tags += (tags.empty() ? "" : ", ") + printable(k) + "=" + printable(v);
+      line("tags", tags);
+    }
     if (j->progress)
       line("progress", std::to_string(j->progress->done) + "/" + std::to_string(j->progress->total)
                          + (j->progress->message.empty() ? "" : " " + j->progress->message));

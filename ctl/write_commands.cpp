@@ -26,22 +26,31 @@ int with_link(context& c, Write write) {
   return write(*link);
 }
 
-// A dry run of a bulk write: the failed jobs `filter` matches, as last
-// committed, every page of them.
-int list_what_would_change(context& c, const job_filter& filter, const std::string& verb,
-                           const std::string& note) {
+// Which jobs a bulk write takes, for its dry run.
+enum class bulk_takes { failed, unfinished, finished };
+
+// A dry run of a bulk write: the jobs `filter` matches that it would take,
+// as last committed, every page of them.
+int list_what_would_change(context& c, job_filter filter, bulk_takes takes,
+                           const std::string& verb, const std::string& note) {
   auto in = c.reader();
   if (!in)
     return c.fail(in.error());
+  if (takes == bulk_takes::failed)
+    filter.status = job_status::failed;
+  auto taken = [takes](const job_info& j) {
+    return takes == bulk_takes::failed || (takes == bulk_takes::finished) == is_final(j.status);
+  };
   std::vector<job_info> jobs;
   page_request page;
   page.limit = max_page_size;
   for (;;) {
-    auto p = (*in)->list_failed(filter, page);
+    auto p = (*in)->list_jobs(filter, page);
     if (!p)
       return c.fail(p.error());
     for (auto& j : p->jobs)
-      jobs.push_back(std::move(j));
+      if (taken(j))
+        jobs.push_back(std::move(j));
     if (!p->next)
       break;
     page.after = p->next;
@@ -50,8 +59,9 @@ int list_what_would_change(context& c, const job_filter& filter, const std::stri
   for (auto& j : jobs)
     ids.push_back(j.id.to_string());
   json doc{{"dry_run", true}, {"would_" + verb, jobs.size()}, {"jobs", ids}};
+  auto noun = std::string{takes == bulk_takes::failed ? " failed job" : " job"};
   return c.answer(doc, [&](std::ostream& out) {
-    out << "dry run: would " << verb << " " << jobs.size() << " failed job"
+    out << "dry run: would " << verb << " " << jobs.size() << noun
         << (jobs.size() == 1 ? "" : "s") << note << "; nothing changed\n";
     if (jobs.empty())
       return;
@@ -59,10 +69,10 @@ int list_what_would_change(context& c, const job_filter& filter, const std::stri
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < jobs.size() && i < shown; ++i) {
       auto& j = jobs[i];
-      rows.push_back({j.id.to_string(), j.type, j.group ? *j.group : "-",
+      rows.push_back({j.id.to_string(), j.type, j.group ? *j.group : "-", to_string(j.status),
                       j.finished_at_ms ? format_time(*j.finished_at_ms) : "-"});
     }
-    print_table(out, {"ID", "TYPE", "GROUP", "FAILED"}, rows);
+    print_table(out, {"ID", "TYPE", "GROUP", "STATUS", "FINISHED"}, rows);
     if (jobs.size() > shown)
       out << "... and " << jobs.size() - shown << " more (--json lists them all)\n";
   });
@@ -73,7 +83,7 @@ int list_what_would_change(context& c, const job_filter& filter, const std::stri
 int retry(context& c, const std::optional<std::string>& id,
           const std::optional<job_filter>& filter, bool dry_run) {
   if (dry_run)
-    return list_what_would_change(c, filter.value_or(job_filter{}), "retry",
+    return list_what_would_change(c, filter.value_or(job_filter{}), bulk_takes::failed, "retry",
                                   " (one whose unique key another job holds then would be skipped)");
   if (id) {
     auto parsed = parse_id(*id);
@@ -134,17 +144,48 @@ int cancel(context& c, const std::string& id, bool dry_run) {
   });
 }
 
+int cancel_all(context& c, const job_filter& filter, bool dry_run) {
+  if (dry_run)
+    return list_what_would_change(c, filter, bulk_takes::unfinished, "cancel",
+                                  " (running ones would be asked to stop)");
+  return with_link(c, [&](queue_link& q) {
+    auto r = q.ask<cancel_summary>(cancel_jobs_atom::value, filter);
+    if (!r)
+      return c.fail(r.error(), "cancel");
+    auto doc = json_views::of(*r);
+    doc["route"] = q.route();
+    return c.answer(doc, [&](std::ostream& out) {
+      out << "cancelled " << r->cancelled << " job" << (r->cancelled == 1 ? "" : "s")
+          << "; asked " << r->stop_requested << " running job"
+          << (r->stop_requested == 1 ? "" : "s") << " to stop\n";
+    });
+  });
+}
+
+int delete_jobs(context& c, const job_filter& filter, bool dry_run) {
+  if (dry_run)
+    return list_what_would_change(c, filter, bulk_takes::finished, "delete", "");
+  return with_link(c, [&](queue_link& q) {
+    auto r = q.ask<int64_t>(delete_jobs_atom::value, filter);
+    if (!r)
+      return c.fail(r.error(), "delete");
+    return c.answer({{"deleted", *r}, {"route", q.route()}}, [&](std::ostream& out) {
+      out << "deleted " << *r << " finished job" << (*r == 1 ? "" : "s") << '\n';
+    });
+  });
+}
+
 int purge(context& c, const job_filter& filter,
           std::optional<std::chrono::milliseconds> older_than, bool dry_run) {
   if (dry_run) {
     if (!older_than)
-      return list_what_would_change(c, filter, "purge", "");
+      return list_what_would_change(c, filter, bulk_takes::failed, "purge", "");
     // The owner counts --older-than on its clock; this one is close to it.
     job_filter older;
     auto now = now_ms();
     older.finished_before_ms = older_than->count() >= now ? 0 : now - older_than->count();
-    return list_what_would_change(
-      c, older, "purge", " (failed before " + format_time(*older.finished_before_ms) + ")");
+    return list_what_would_change(c, older, bulk_takes::failed, "purge",
+                                  " (failed before " + format_time(*older.finished_before_ms) + ")");
   }
   return with_link(c, [&](queue_link& q) {
     auto r = older_than ? q.ask<int64_t>(purge_failed_atom::value, *older_than)

@@ -211,6 +211,7 @@ class reader {
   keys listen();
   keys http();
   keys retention();
+  keys bulk();
   keys scheduler();
   keys scheduling();
   keys admission();
@@ -260,6 +261,14 @@ keys reader::retention() {
     {"interval", duration(r.interval, "retention.interval")},
     {"batch", integer(r.batch, "retention.batch", 0, max_i64)},
     {"writer_share", number(r.writer_share, "retention.writer_share")},
+  };
+}
+
+keys reader::bulk() {
+  auto& b = s_.opts.bulk;
+  return {
+    {"batch", integer(b.batch, "bulk.batch", 0, max_i64)},
+    {"writer_share", number(b.writer_share, "bulk.writer_share")},
   };
 }
 
@@ -448,6 +457,7 @@ keys reader::top() {
     {"http", [this](const toml::node& n, const std::string& key) { return table(n, key, http()); }},
     {"retention",
      [this](const toml::node& n, const std::string& key) { return table(n, key, retention()); }},
+    {"bulk", [this](const toml::node& n, const std::string& key) { return table(n, key, bulk()); }},
     {"scheduler",
      [this](const toml::node& n, const std::string& key) { return table(n, key, scheduler()); }},
     {"scheduling",

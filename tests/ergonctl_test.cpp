@@ -556,6 +556,77 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
   BOOST_TEST(f.ctl({"retry", "--all"}).code == 0);
 }
 
+// Tags filter listings and bulk writes, on the file and through an owner.
+BOOST_AUTO_TEST_CASE(tags_filter_listings_and_bulk_writes) {
+  filled_file f;
+  job_id a1, a2, b1;
+  {
+    auto q = queue::open(f.db);
+    BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+    auto later = [&](const std::string& tenant, const std::string& batch) {
+      return *q->submit(*job_builder("t").tag("tenant", tenant).tag("batch", batch)
+                           .run_at(4'000'000'000'000).build());
+    };
+    a1 = later("acme", "1");
+    a2 = later("acme", "2");
+    b1 = later("globex", "1");
+    BOOST_REQUIRE(q->close().ok());
+  }
+  auto list = f.ctl({"list", "--tag", "tenant=acme", "--json"});
+  BOOST_REQUIRE_MESSAGE(list.code == 0, list.err);
+  BOOST_REQUIRE(list.doc()["jobs"].size() == 2u);
+  BOOST_TEST(list.doc()["jobs"][0]["tags"] == json::parse(R"({"batch": "1", "tenant": "acme"})"));
+  BOOST_TEST(f.ctl({"list", "--tag-prefix", "bat", "--json"}).doc()["jobs"].size() == 3u);
+  BOOST_TEST(f.ctl({"list", "--tag", "tenant=acme", "--tag", "batch=2", "--json"})
+               .doc()["jobs"].size() == 1u);
+  auto show = f.ctl({"show", a1.to_string()});
+  BOOST_TEST(show.out.find("batch=1, tenant=acme") != std::string::npos, show.out);
+  // Bad tags and a cancel without a filter are usage errors.
+  auto no_value = f.ctl({"list", "--tag", "tenant"});
+  BOOST_TEST(no_value.code == 2);
+  BOOST_TEST(no_value.err.find("--tag: 'tenant' is not KEY=VALUE") != std::string::npos, no_value.err);
+  auto long_key = f.ctl({"list", "--tag", std::string(65, 'k') + "=v"});
+  BOOST_TEST(long_key.code == 2);
+  BOOST_TEST(long_key.err.find("--tag") != std::string::npos, long_key.err);
+  BOOST_TEST(f.ctl({"cancel", "--all"}).code == 2);
+  BOOST_TEST(f.ctl({"cancel", a1.to_string(), "--tag", "batch=1"}).code == 2);
+  BOOST_TEST(f.ctl({"delete"}).code == 2);
+  auto finished_status = f.ctl({"cancel", "--all", "--status", "failed"});
+  BOOST_TEST(finished_status.code == 2);
+  BOOST_TEST(finished_status.err.find("--status") != std::string::npos, finished_status.err);
+  auto dry = f.ctl({"cancel", "--all", "--tag", "batch=1", "--dry-run", "--json"});
+  BOOST_REQUIRE_MESSAGE(dry.code == 0, dry.err);
+  BOOST_TEST(dry.doc()["would_cancel"] == 2);
+  BOOST_TEST(f.ctl({"list", "--status", "pending", "--tag-prefix", "bat", "--json"})
+               .doc()["jobs"].size() == 3u);
+  {
+    server_process server{f.db};
+    auto cancelled = f.ctl({"cancel", "--all", "--tag", "batch=1", "--json"});
+    BOOST_REQUIRE_MESSAGE(cancelled.code == 0, cancelled.err);
+    BOOST_TEST(cancelled.doc()["cancelled"] == 2);
+    BOOST_TEST(cancelled.doc()["stop_requested"] == 0);
+    BOOST_TEST(cancelled.doc()["route"] == "through the owner at 127.0.0.1:" + std::to_string(server.port));
+    auto dry_delete = f.ctl({"delete", "--all", "--tag-prefix", "ten", "--dry-run", "--json"});
+    BOOST_TEST(dry_delete.doc()["would_delete"] == 2);
+    auto deleted = f.ctl({"delete", "--all", "--tag-prefix", "ten", "--json"});
+    BOOST_REQUIRE_MESSAGE(deleted.code == 0, deleted.err);
+    BOOST_TEST(deleted.doc()["deleted"] == 2);
+    BOOST_TEST(server.stop(SIGTERM));
+  }
+  // The file alone, opened here.
+  auto pending = f.ctl({"delete", "--all", "--status", "pending"});
+  BOOST_TEST(pending.code == 2);
+  BOOST_TEST(pending.err.find("--status") != std::string::npos, pending.err);
+  auto rest = f.ctl({"cancel", "--all", "--tag", "tenant=acme"});
+  BOOST_REQUIRE_MESSAGE(rest.code == 0, rest.err);
+  BOOST_TEST(rest.out.find("cancelled 1 job;") != std::string::npos, rest.out);
+  auto q = queue::open(f.db);
+  BOOST_REQUIRE(q.has_value());
+  BOOST_TEST(q->job_info(a1).error().code() == error::not_found);
+  BOOST_TEST(q->job_info(b1).error().code() == error::not_found);
+  BOOST_TEST(q->job_info(a2)->status == job_status::cancelled);
+}
+
 // `workers` asks the listening owner who is registered now.
 BOOST_AUTO_TEST_CASE(workers_lists_the_owner_s_registered_workers) {
   filled_file f;

@@ -852,7 +852,19 @@ BOOST_AUTO_TEST_CASE(python_submits_jobs_as_json_base64_and_text_and_gets_named_
   refused("unknown-key", "colour");
   refused("bad-base64", "payload_base64");
   refused("not-json", "body");
-  BOOST_TEST(s.q->counts().total() == 6);  // json, base64, text, 2 in the batch, big
+  refused("bad-tags", "tags.tenant");
+  refused("tagged-kept", "tags");  // an empty key
+  // Tags arrive as given; bulk actions by tag answer what they touched.
+  BOOST_TEST((id_of("tagged-other")->tags
+              == std::map<std::string, std::string>{{"tenant", "initech"}, {"note", "ok"}}));
+  BOOST_REQUIRE(r["cancel-by-tag"]["status"] == 200);
+  BOOST_TEST(r["cancel-by-tag"]["body"] == json::parse(R"({"cancelled": 1, "stop_requested": 0})"));
+  refused("delete-pending", "status");
+  BOOST_REQUIRE(r["delete-by-prefix"]["status"] == 200);
+  BOOST_TEST(r["delete-by-prefix"]["body"]["deleted"] == 1);
+  // json, base64, text, 2 in the batch, big, tagged-other; "tagged" was
+  // cancelled, then deleted.
+  BOOST_TEST(s.q->counts().total() == 7);
   BOOST_TEST(s.q->jobs_by_name("ok")->empty());
 }
 

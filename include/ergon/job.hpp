@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -128,7 +129,21 @@ struct job {
   std::vector<uint32_t> depends_on_batch;
   /// What a dependency that ends failed, cancelled or expired does.
   dependency_failure on_dependency_failure = dependency_failure::cancel;
+  /// Key/value labels to find the job by (job_filter::tags and tag_prefix)
+  /// and to act on many jobs at once (queue::cancel_jobs, retry_failed,
+  /// delete_jobs): a tenant, a batch, a customer. At most max_tags; keys
+  /// of 1 to max_tag_key_bytes and values of 0 to max_tag_value_bytes,
+  /// UTF-8 without control characters (invalid_argument "tags" naming the
+  /// key otherwise). Kept with the job for as long as its record
+  /// (job_info::tags), through retries and retry_failed. Not carried by
+  /// recurring jobs, nor by PostgreSQL's inbox.
+  std::map<std::string, std::string> tags;
 };
+
+/// Limits on job::tags.
+inline constexpr size_t max_tags = 16;
+inline constexpr size_t max_tag_key_bytes = 64;
+inline constexpr size_t max_tag_value_bytes = 256;
 
 /// The most dependencies one job may name (depends_on plus
 /// depends_on_batch).

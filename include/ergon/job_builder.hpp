@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ergon/job.hpp"
@@ -81,11 +82,15 @@ class job_builder {
   /// What a dependency that ends unsuccessfully does; default cancel.
   job_builder& on_dependency_failure(dependency_failure policy);
 
+  /// Adds a tag (job::tags). A key given twice is an error at build().
+  job_builder& tag(std::string key, std::string value);
+
   /// The job, or invalid_argument naming the first bad field.
   result<job> build() const;
 
  private:
   job job_;
+  std::optional<std::string> repeated_tag_;
 };
 
 }  // namespace ergon

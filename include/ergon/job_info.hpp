@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -279,6 +280,8 @@ struct job_info {
   dependency_failure on_dependency_failure = dependency_failure::cancel;
   /// For a child (job_context::submit_children): the job that spawned it.
   std::optional<job_id> parent;
+  /// The job's tags (job::tags), kept with it for as long as its record.
+  std::map<std::string, std::string> tags;
 };
 
 /// How a job this one depends on ended (job_context::dependency_results):

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,10 +40,22 @@ struct job_filter {
   /// running job.
   std::optional<int64_t> finished_from_ms;
   std::optional<int64_t> finished_before_ms;
+  /// Tags the job carries, each with exactly this value (job::tags); at
+  /// most max_filter_tags. Found through an index on (key, value).
+  std::map<std::string, std::string> tags;
+  /// Some tag key of the job starts with this, 1 to max_tag_key_bytes
+  /// ("billing." finds "billing.customer" and "billing.plan"). Compared
+  /// as bytes: no character is a wildcard.
+  std::optional<std::string> tag_prefix;
 };
 
-/// Checks the fields of `f`: labels of 1 to 256 bytes, times >= 0. Error:
-/// invalid_argument naming the field ("type", "finished_before", ...).
+/// The most tags one job_filter names.
+inline constexpr size_t max_filter_tags = 4;
+
+/// Checks the fields of `f`: labels of 1 to 256 bytes, times >= 0, tags
+/// as job::tags (at most max_filter_tags), a tag_prefix as a tag key.
+/// Error: invalid_argument naming the field ("type", "finished_before",
+/// "tags", ...).
 status validate(const job_filter& f);
 
 /// Largest page a listing returns.
@@ -69,6 +82,14 @@ struct job_page {
   /// are submitted or finish meanwhile: a job is listed on the page its
   /// position falls on, with the status it has when that page is read.
   std::optional<job_id> next;
+};
+
+/// What a bulk cancel (queue::cancel_jobs) did.
+struct cancel_summary {
+  int64_t cancelled = 0;  ///< pending or waiting jobs now cancelled
+  /// Running jobs asked to stop (as queue::cancel): each ends cancelled
+  /// however its attempt ends.
+  int64_t stop_requested = 0;
 };
 
 /// What a bulk retry_failed did.

@@ -122,6 +122,19 @@ struct retention_options {
   double writer_share = 0.05;
 };
 
+/// How bulk actions (queue::cancel_jobs, retry_failed and purge_failed
+/// with a filter, delete_jobs) use the writer. Each works in steps of
+/// `batch` jobs, one writer request each, and pauses between steps as the
+/// retention sweeper does, so other writes go on while it runs.
+struct bulk_options {
+  /// Jobs per step, 1 to 100,000.
+  size_t batch = 500;
+  /// Most of the writer's time one bulk action takes, over 0 and at most
+  /// 1: after a step that took t (real time), it waits t * (1 / share - 1).
+  /// 1: no waits.
+  double writer_share = 0.25;
+};
+
 /// CAF's scheduler, for an actor system the queue owns.
 struct scheduler_options {
   /// Scheduler threads, at least 1.
@@ -250,6 +263,9 @@ struct options {
   /// When finished jobs are deleted. By default every job is kept; results
   /// with a job::result_ttl_ms are dropped once it passes either way.
   retention_options retention;
+
+  /// How bulk cancels, retries and deletes share the writer.
+  bulk_options bulk;
 
   /// Priority aging, group weights, caps and rate limits (scheduling.hpp).
   /// Off by default: plain priority order, groups share equally.

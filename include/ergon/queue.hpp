@@ -170,16 +170,34 @@ class queue {
   status retry_failed(const job_id& id);
 
   /// retry_failed for every failed job `filter` matches (filter.status is
-  /// ignored), in one transaction: all of them, or none on error. Jobs
-  /// whose unique key another job holds stay failed and are listed in the
-  /// summary. Errors: invalid_argument (the filter), closed, storage errors.
+  /// ignored): a bulk action (options::bulk), in steps of its own
+  /// transactions that keep to a share of the writer's time; on error the
+  /// steps before stay done. Jobs whose unique key another job holds stay
+  /// failed and are listed in the summary. Within a step a job waits for
+  /// the dependencies retried with it; one retried in a later step (a
+  /// child, whose id is higher) does not make it wait. Errors:
+  /// invalid_argument (the filter), closed, storage errors.
   result<retry_summary> retry_failed(job_filter filter);
 
   /// Deletes the failed jobs `filter` matches (filter.status is ignored),
-  /// with their attempts, and returns how many. It deletes in steps of 500
-  /// jobs, each its own transaction, so other writes go on meanwhile; on
-  /// error, earlier steps stay done. Errors: invalid_argument, closed.
+  /// with their attempts, logs and tags, and returns how many: a bulk
+  /// action as retry_failed's. Errors: invalid_argument, closed.
   result<int64_t> purge_failed(job_filter filter);
+
+  /// Cancels every pending, waiting or running job `filter` matches, as
+  /// cancel() does each: a bulk action as retry_failed's. Jobs submitted
+  /// after it began are left alone (the next instance of a recurring job
+  /// it cancelled, say). A running job already asked to stop is not
+  /// counted again. Errors: invalid_argument ("status" final, or another
+  /// field), closed.
+  result<cancel_summary> cancel_jobs(job_filter filter);
+
+  /// Deletes every finished job `filter` matches (any final status when
+  /// filter.status is empty), with its attempts, logs and tags, and
+  /// returns how many: a bulk action as retry_failed's. Unfinished jobs
+  /// stay: cancel them first. Errors: invalid_argument ("status" not
+  /// final, or another field), closed.
+  result<int64_t> delete_jobs(job_filter filter);
 
   /// purge_failed for jobs that failed more than `older_than` ago (on the
   /// queue's clock). Error: invalid_argument ("older_than" negative).

@@ -41,6 +41,8 @@ using list_jobs_atom = caf::atom_constant<caf::atom("erglist")>;
 using list_failed_atom = caf::atom_constant<caf::atom("ergdead")>;
 using retry_failed_atom = caf::atom_constant<caf::atom("ergretry")>;
 using purge_failed_atom = caf::atom_constant<caf::atom("ergpurge")>;
+using cancel_jobs_atom = caf::atom_constant<caf::atom("ergcanceln")>;
+using delete_jobs_atom = caf::atom_constant<caf::atom("ergdelete")>;
 using metrics_atom = caf::atom_constant<caf::atom("ergmetrics")>;
 using group_weight_atom = caf::atom_constant<caf::atom("erggweight")>;
 using reset_weights_atom = caf::atom_constant<caf::atom("ergresetw")>;
@@ -89,6 +91,8 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<retry_failed_atom, job_filter>::with<retry_summary>,
   caf::replies_to<purge_failed_atom, job_filter>::with<int64_t>,
   caf::replies_to<purge_failed_atom, std::chrono::milliseconds>::with<int64_t>,
+  caf::replies_to<cancel_jobs_atom, job_filter>::with<cancel_summary>,
+  caf::replies_to<delete_jobs_atom, job_filter>::with<int64_t>,
   caf::replies_to<counts_atom>::with<status_counts>,
   caf::replies_to<update_atom, job_id, job_update>::with<ok_atom>,
   caf::replies_to<cancel_atom, job_id>::with<ok_atom>,

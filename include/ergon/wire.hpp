@@ -158,7 +158,7 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
            result_ttl, expected_io, idempotency_key, x.depends_on, x.depends_on_batch,
-           x.on_dependency_failure);
+           x.on_dependency_failure, x.tags);
 }
 
 template <class Inspector>
@@ -230,7 +230,7 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
            x.heartbeat_increment_ms, x.added_at_ms, started, finished, expires, x.attempts,
            recurring_id, scheduled_at, unique_key, cancel_requested, progress, x.yields,
            expected_io, x.depends_on, x.dependents, x.waiting_on, x.on_dependency_failure,
-           parent);
+           parent, x.tags);
 }
 
 template <class Inspector>
@@ -249,8 +249,9 @@ typename Inspector::result_type inspect(Inspector& f, job_filter& x) {
   auto submitted_before = wire::optional(x.submitted_before_ms);
   auto finished_from = wire::optional(x.finished_from_ms);
   auto finished_before = wire::optional(x.finished_before_ms);
+  auto tag_prefix = wire::optional(x.tag_prefix);
   return f(caf::meta::type_name("ergon::job_filter"), status, type, group, name,
-           submitted_from, submitted_before, finished_from, finished_before);
+           submitted_from, submitted_before, finished_from, finished_before, x.tags, tag_prefix);
 }
 
 template <class Inspector>
@@ -265,6 +266,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_page& x) {
   auto next = wire::optional(x.next);
   return f(caf::meta::type_name("ergon::job_page"), x.jobs, next);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cancel_summary& x) {
+  return f(caf::meta::type_name("ergon::cancel_summary"), x.cancelled, x.stop_requested);
 }
 
 template <class Inspector>

@@ -57,13 +57,6 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       filter.status = job_status::failed;
       return with([&](queue_impl& q) { return q.list_jobs(filter, page); });
     },
-    [&](purge_failed_atom, job_filter filter) {
-      filter.status = job_status::failed;
-      return with([&](queue_impl& q) { return q.purge(std::move(filter)); });
-    },
-    [&](purge_failed_atom, ms older_than) {
-      return with([&](queue_impl& q) { return q.purge_older(older_than); });
-    },
     [&](metrics_atom) {
       return with([&](queue_impl& q) { return q.metrics(); });
     },

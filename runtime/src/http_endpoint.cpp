@@ -147,6 +147,18 @@ status read_listing(const httplib::Request& req, job_filter& f, page_request& pa
                             std::pair{"name", &f.name}})
     if (req.has_param(name))
       *slot = req.get_param_value(name);
+  // tag=KEY=VALUE, repeated: the key ends at the first "=".
+  auto tags = req.get_param_value_count("tag");
+  for (size_t i = 0; i < tags; ++i) {
+    auto t = req.get_param_value("tag", i);
+    auto eq = t.find('=');
+    if (eq == std::string::npos)
+      return bad_param("tag", "'" + t + "' is not KEY=VALUE");
+    if (!f.tags.emplace(t.substr(0, eq), t.substr(eq + 1)).second)
+      return bad_param("tag", "key '" + t.substr(0, eq) + "' is given twice");
+  }
+  if (req.has_param("tag_prefix"))
+    f.tag_prefix = req.get_param_value("tag_prefix");
   for (auto [name, slot] :
        {std::pair{"submitted_from", &f.submitted_from_ms},
         std::pair{"submitted_before", &f.submitted_before_ms},
@@ -392,6 +404,26 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
       list.push_back(id.to_string());
     reply_json(res, {{"ids", std::move(list)}}, 201);
   });
+  // Bulk actions over the jobs a listing's filter matches (no page).
+  s.Post(R"(/api/jobs/(cancel|retry|delete))",
+         [&q](const httplib::Request& req, httplib::Response& res) {
+           if (auto st = may_write(q, req, res); !st)
+             return reply_error(res, st);
+           job_filter f;
+           page_request unused;
+           if (auto st = read_listing(req, f, unused); !st)
+             return reply_error(res, st);
+           if (req.matches[1] == "cancel")
+             return reply(res, q.bulk<cancel_summary>(actors::bulk_kind::cancel, std::move(f)),
+                          [](const cancel_summary& c) { return json_views::of(c); });
+           if (req.matches[1] == "retry") {
+             f.status = job_status::failed;
+             return reply(res, q.bulk<retry_summary>(actors::bulk_kind::retry, std::move(f)),
+                          [](const retry_summary& r) { return json_views::of(r); });
+           }
+           reply(res, q.bulk<int64_t>(actors::bulk_kind::remove, std::move(f)),
+                 [](int64_t n) { return json{{"deleted", n}}; });
+         });
   s.Get(R"(/api/jobs/([0-9a-fA-F-]{36}))", [&q](const httplib::Request& req, httplib::Response& res) {
     auto id = id_param(req.matches[1], "id");
     if (!id)

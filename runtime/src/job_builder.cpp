@@ -110,7 +110,15 @@ job_builder& job_builder::heartbeat_increment(std::chrono::milliseconds inc) {
   return *this;
 }
 
+job_builder& job_builder::tag(std::string key, std::string value) {
+  if (!job_.tags.emplace(key, std::move(value)).second && !repeated_tag_)
+    repeated_tag_ = std::move(key);
+  return *this;
+}
+
 result<job> job_builder::build() const {
+  if (repeated_tag_)
+    return invalid_field("tags", "key '" + *repeated_tag_ + "' is given twice");
   if (auto st = validate(job_); !st)
     return st;
   return job_;

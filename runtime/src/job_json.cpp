@@ -118,6 +118,16 @@ class job_reader {
          }
          return {};
        }},
+      {"tags", [&](const json& v, const std::string& key) -> status {
+         if (!v.is_object())
+           return bad(key, "must be an object of strings ({\"tenant\": \"acme\"})");
+         for (auto& [k, value] : v.items()) {
+           if (!value.is_string())
+             return bad(key + "." + k, "must be a string");
+           j.tags.emplace(k, value.get<std::string>());
+         }
+         return {};
+       }},
       {"payload", [&](const json& v, const std::string&) -> status {
          ++payload_forms;
          j.payload = to_bytes(json::to_msgpack(v));

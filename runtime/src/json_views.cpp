@@ -130,6 +130,7 @@ json of(const job_info& j, bool with_bytes) {
           {"dependents", ids(j.dependents)},
           {"waiting_on", j.waiting_on},
           {"on_dependency_failure", to_string(j.on_dependency_failure)},
+          {"tags", j.tags},
           {"attempts", std::move(attempts)}};
 }
 
@@ -293,6 +294,10 @@ json of(const retry_summary& s) {
   for (auto& id : s.skipped)
     skipped.push_back(id.to_string());
   return {{"retried", s.retried}, {"skipped", std::move(skipped)}};
+}
+
+json of(const cancel_summary& s) {
+  return {{"cancelled", s.cancelled}, {"stop_requested", s.stop_requested}};
 }
 
 json of(const owner_info& o) {

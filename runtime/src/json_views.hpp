@@ -38,6 +38,7 @@ json of(const control_info& c);
 json of(const metrics_snapshot& m);
 json of(const recurring_info& r);
 json of(const retry_summary& s);
+json of(const cancel_summary& s);
 json of(const owner_info& o);
 /// {"error": code, "message": ..., "field": ...}.
 json of(const status& st);

@@ -92,6 +92,7 @@ void queue::register_types(caf::actor_system_config& cfg) {
     .add_message_type<page_request>("ergon::page_request")
     .add_message_type<job_page>("ergon::job_page")
     .add_message_type<retry_summary>("ergon::retry_summary")
+    .add_message_type<cancel_summary>("ergon::cancel_summary")
     .add_message_type<settings_change>("ergon::settings_change")
     .add_message_type<std::vector<control_info>>("ergon::control_infos")
     .add_message_type<std::vector<worker_info>>("ergon::worker_infos");
@@ -209,23 +210,35 @@ result<retry_summary> queue::retry_failed(job_filter filter) {
   if (!impl_)
     return moved_from("queue");
   filter.status = job_status::failed;
-  if (auto st = validate(filter); !st)
-    return st;
-  return impl_->call<storage::retry_failed_args, result<retry_summary>>(
-    storage::retry_failed_args{std::nullopt, std::move(filter)});
+  return impl_->bulk<retry_summary>(actors::bulk_kind::retry, std::move(filter));
 }
 
 result<int64_t> queue::purge_failed(job_filter filter) {
   if (!impl_)
     return moved_from("queue");
   filter.status = job_status::failed;
-  return impl_->explain(impl_->purge(std::move(filter)));
+  return impl_->bulk<int64_t>(actors::bulk_kind::remove, std::move(filter));
+}
+
+result<cancel_summary> queue::cancel_jobs(job_filter filter) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->bulk<cancel_summary>(actors::bulk_kind::cancel, std::move(filter));
+}
+
+result<int64_t> queue::delete_jobs(job_filter filter) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->bulk<int64_t>(actors::bulk_kind::remove, std::move(filter));
 }
 
 result<int64_t> queue::purge_failed(std::chrono::milliseconds older_than) {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(impl_->purge_older(older_than));
+  if (older_than < std::chrono::milliseconds::zero())
+    return invalid_field("older_than", "must be >= 0, got " + std::to_string(older_than.count())
+                                         + " ms");
+  return impl_->bulk<int64_t>(actors::bulk_kind::remove, impl_->failed_before(older_than));
 }
 
 status_counts queue::counts() const {

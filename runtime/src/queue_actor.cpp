@@ -130,6 +130,25 @@ caf::response_promise ask_writer(queue_ptr self, Call call, Answer answer) {
   return rp;
 }
 
+// Runs a bulk action over `f` and answers the requester with its outcome
+// (bulk_action.hpp). It has an actor of its own, which pauses between
+// steps, so the queue actor goes on meanwhile.
+caf::response_promise run_bulk(queue_ptr self, actors::bulk_kind kind, job_filter f) {
+  auto rp = self->make_response_promise();
+  auto& q = *self->state.q;
+  if (self->state.closing || q.closed.load(std::memory_order_acquire)) {
+    rp.deliver(to_caf_error(q.closed_status()));
+    return rp;
+  }
+  if (auto st = actors::check_bulk(kind, f); !st) {
+    rp.deliver(to_caf_error(st));
+    return rp;
+  }
+  auto action = actors::spawn_bulk_action(self->system(), {q.writer, q.opts.bulk, kind, std::move(f)});
+  rp.delegate(action, actors::bulk_run_atom::value);
+  return rp;
+}
+
 // The writer answers a retry with its summary; for one job the answer is ok.
 caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id) {
   return ask_writer<retry_summary>(self, actors::retry_failed_call{{id, {}}, {}},
@@ -223,15 +242,24 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     },
     [self](retry_failed_atom, job_filter& f) -> caf::result<retry_summary> {
       f.status = job_status::failed;
-      if (auto st = validate(f); !st)
-        return to_caf_error(st);
-      return to_writer(self, actors::retry_failed_call{{std::nullopt, std::move(f)}, {}});
+      return run_bulk(self, actors::bulk_kind::retry, std::move(f));
     },
-    [self](purge_failed_atom a, const job_filter& f) -> caf::result<int64_t> {
-      return to_calls(self, a, f);
+    [self](purge_failed_atom, job_filter& f) -> caf::result<int64_t> {
+      f.status = job_status::failed;
+      return run_bulk(self, actors::bulk_kind::remove, std::move(f));
     },
-    [self](purge_failed_atom a, ms older_than) -> caf::result<int64_t> {
-      return to_calls(self, a, older_than);
+    [self](purge_failed_atom, ms older_than) -> caf::result<int64_t> {
+      if (older_than < ms::zero())
+        return to_caf_error(invalid_field("older_than", "must be >= 0, got "
+                                                          + std::to_string(older_than.count())
+                                                          + " ms"));
+      return run_bulk(self, actors::bulk_kind::remove, self->state.q->failed_before(older_than));
+    },
+    [self](cancel_jobs_atom, job_filter& f) -> caf::result<cancel_summary> {
+      return run_bulk(self, actors::bulk_kind::cancel, std::move(f));
+    },
+    [self](delete_jobs_atom, job_filter& f) -> caf::result<int64_t> {
+      return run_bulk(self, actors::bulk_kind::remove, std::move(f));
     },
     [&q](counts_atom) -> caf::result<status_counts> { return q.counters->totals(); },
     [self](update_atom, const job_id& id, job_update& changes) -> caf::result<ok_atom> {

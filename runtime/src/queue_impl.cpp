@@ -96,31 +96,11 @@ result<job_page> queue::impl::list_jobs(const job_filter& filter, const page_req
   return listed;
 }
 
-result<int64_t> queue::impl::purge_older(std::chrono::milliseconds older_than) {
-  if (older_than < std::chrono::milliseconds::zero())
-    return invalid_field("older_than", "must be >= 0, got "
-                                         + std::to_string(older_than.count()) + " ms");
+job_filter queue::impl::failed_before(std::chrono::milliseconds older_than) {
   job_filter filter;
   filter.status = job_status::failed;
   filter.finished_before_ms = std::max<int64_t>(0, storage::add_ms(clk->now_ms(), -older_than.count()));
-  return purge(std::move(filter));
-}
-
-result<int64_t> queue::impl::purge(job_filter filter) {
-  if (auto st = validate(filter); !st)
-    return st;
-  storage::delete_finished_args args;
-  args.filter = std::move(filter);
-  int64_t total = 0;
-  for (;;) {
-    auto step = call<storage::delete_finished_args, result<storage::delete_finished_result>>(args);
-    if (!step)
-      return step.error();
-    total += static_cast<int64_t>(step->deleted.size());
-    if (step->resume_after == 0)
-      return total;
-    args.after_row = step->resume_after;
-  }
+  return filter;
 }
 
 status queue::impl::set_group_weight(const std::string& group, int32_t weight) {

@@ -14,9 +14,11 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "runtime_access.hpp"
+#include "ergon/actors/bulk_action.hpp"
 #include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/dispatcher.hpp"
 #include "ergon/actors/event_bus.hpp"
@@ -151,11 +153,23 @@ struct queue::impl {
   result<std::vector<ergon::job_info>> jobs_by_name(const std::string& name, size_t limit);
   result<job_page> list_jobs(const job_filter& filter, const page_request& page);
 
-  // Deletes the finished jobs `filter` matches (its status set), a writer
-  // request per step; returns how many.
-  result<int64_t> purge(job_filter filter);
-  // Deletes the failed jobs that failed more than `older_than` ago.
-  result<int64_t> purge_older(std::chrono::milliseconds older_than);
+  // Runs a bulk action over `filter` and waits for its answer: T is
+  // cancel_summary, retry_summary or int64_t (deleted), by kind.
+  template <class T>
+  result<T> bulk(actors::bulk_kind kind, job_filter filter) {
+    if (closed.load(std::memory_order_acquire))
+      return closed_status();
+    if (auto st = actors::check_bulk(kind, filter); !st)
+      return st;
+    auto action = actors::spawn_bulk_action(*sys, {writer, opts.bulk, kind, std::move(filter)});
+    result<T> out = status{error::internal, "the bulk action did not answer"};
+    caf::scoped_actor self{*sys};
+    self->request(action, caf::infinite, actors::bulk_run_atom::value)
+      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& e) { out = to_status(e); });
+    return explain(std::move(out));
+  }
+  // The failed jobs that failed more than `older_than` (>= 0) ago.
+  job_filter failed_before(std::chrono::milliseconds older_than);
 
   // Sends a scheduling change to the dispatcher and waits until it applied it.
   /// Applies `c` in the dispatcher and waits until it holds; the number of

@@ -364,6 +364,8 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     [self](purge_failed_atom a, std::chrono::milliseconds older_than) {
       return forward<int64_t>(self, a, older_than);
     },
+    [self](cancel_jobs_atom a, const job_filter& f) { return forward<cancel_summary>(self, a, f); },
+    [self](delete_jobs_atom a, const job_filter& f) { return forward<int64_t>(self, a, f); },
     [self](wait_atom a, const job_id& id, std::chrono::milliseconds timeout) {
       return forward<job_info>(self, a, id, timeout);
     },

@@ -139,6 +139,11 @@ status validate(const options& o) {
   }
   if (auto st = validate(o.retention); !st)
     return st;
+  if (o.bulk.batch < 1 || o.bulk.batch > 100'000)
+    return invalid_field("bulk.batch", "must be 1 to 100000, got " + std::to_string(o.bulk.batch));
+  if (!(o.bulk.writer_share > 0.0 && o.bulk.writer_share <= 1.0))
+    return invalid_field("bulk.writer_share", "must be over 0 and at most 1, got "
+                                                + std::to_string(o.bulk.writer_share));
   return validate(o.scheduling);
 }
 

@@ -16,11 +16,13 @@ namespace ergon::storage {
 /// jobs.has_dependents' bits: a job depends on this one (set when the
 /// dependent is submitted, even if this one had ended); this one spawned
 /// children (job_context::submit_children); this one's own dependencies
-/// are edge rows (one alone is jobs.only_dependency). A listing looks for
-/// a job's links only where the bits say there are some.
+/// are edge rows (one alone is jobs.only_dependency); this one has tags
+/// (job_tags). A listing looks for a job's links and tags only where the
+/// bits say there are some.
 inline constexpr int64_t has_dependents_bit = 1;
 inline constexpr int64_t has_children_bit = 2;
 inline constexpr int64_t has_edges_bit = 4;
+inline constexpr int64_t has_tags_bit = 8;
 
 /// The job at row `job` waits on the job at row `depends_on`.
 struct dependency_edge {

@@ -56,21 +56,56 @@ status check_label(std::string_view field, const std::string& value) {
 }
 
 status check_label_size(std::string_view field, const std::string& value) {
-  if (value.size() > max_type_bytes)
-    return refused(field, "is " + std::to_string(value.size()) + " bytes; the limit is "
-                                  + std::to_string(max_type_bytes));
+  return check_text(field, value, max_type_bytes);
+}
+
+namespace {
+
+// Why `value` is no text of at most `limit` bytes; empty if it is.
+std::string text_problem(const std::string& value, size_t limit) {
+  if (value.size() > limit)
+    return "is " + std::to_string(value.size()) + " bytes; the limit is " + std::to_string(limit);
   for (size_t i = 0; i < value.size();) {
     auto n = utf8_sequence(value, i);
     if (n == 0)
-      return refused(field, "is not UTF-8 (byte " + std::to_string(i) + ")");
+      return "is not UTF-8 (byte " + std::to_string(i) + ")";
     auto c = static_cast<unsigned char>(value[i]);
     unsigned cp = n == 1   ? c
                   : n == 2 ? ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(value[i + 1]) & 0x3Fu)
                            : 0x800;
     if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
-      return refused(field, "holds a control character (" + code_point(cp) + " at byte "
-                                    + std::to_string(i) + ")");
+      return "holds a control character (" + code_point(cp) + " at byte " + std::to_string(i)
+             + ")";
     i += n;
+  }
+  return {};
+}
+
+}  // namespace
+
+status check_text(std::string_view field, const std::string& value, size_t limit) {
+  auto problem = text_problem(value, limit);
+  return problem.empty() ? status{} : refused(field, std::move(problem));
+}
+
+status check_tag_key(std::string_view field, const std::string& key) {
+  if (key.empty())
+    return refused(field, "holds an empty key");
+  auto problem = text_problem(key, max_tag_key_bytes);
+  // A key that is no text is not repeated in the message.
+  return problem.empty() ? status{} : refused(field, "a key " + problem);
+}
+
+status check_tags(std::string_view field, const std::map<std::string, std::string>& tags,
+                  size_t most) {
+  if (tags.size() > most)
+    return refused(field, "holds " + std::to_string(tags.size()) + " tags; the limit is "
+                            + std::to_string(most));
+  for (auto& [key, value] : tags) {
+    if (auto st = check_tag_key(field, key); !st)
+      return st;
+    if (auto problem = text_problem(value, max_tag_value_bytes); !problem.empty())
+      return refused(field, "the value of '" + key + "' " + problem);
   }
   return {};
 }

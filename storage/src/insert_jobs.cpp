@@ -11,6 +11,7 @@
 #include "in_batch.hpp"
 #include "job_final.hpp"
 #include "job_rows.hpp"
+#include "job_tags.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -375,6 +376,7 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   std::vector<new_row> batched;
   std::vector<dependency_edge> edges;
   std::vector<std::pair<int64_t, std::string>> replaced_waiting;
+  std::vector<row_tags> tagged;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (p.winner[i] != i || p.held_by[i])
       continue;
@@ -400,6 +402,10 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
     }
     if (depended)
       links.link_bits |= has_dependents_bit;
+    if (!j.tags.empty()) {
+      links.link_bits |= has_tags_bit;
+      tagged.push_back({k.row, &j.tags});
+    }
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
         auto& replaced = old->second.key;
@@ -446,6 +452,8 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
       if (auto st = rows::insert_job(d, **insert, *r.j, r.key, std::nullopt, r.links); !st)
         return st;
   }
+  if (auto st = insert_tags(d, tagged); !st)
+    return st;
   if (auto st = insert_edges(d, edges); !st)
     return st;
   if (auto st = mark_depended(d, depended_before); !st)

@@ -2,7 +2,9 @@
 // shared by list_jobs, retry_failed and delete_finished. The filter picks
 // one access path, each a range of an index or of the row ids (never a
 // scan of the table):
+//  - tags:                     job_tags_by_value (the first tag's key and value)
 //  - name:                     jobs_by_name
+//  - tag_prefix:               job_tags_by_value (the keys' range)
 //  - failed/cancelled/expired: jobs_unsuccessful (dead_letter_status, id)
 //  - pending/running:          row ids from the unfinished low mark
 //  - otherwise:                row ids from the cursor
@@ -20,7 +22,7 @@ namespace ergon::storage::filter_sql {
 /// What the statement does with the rows it finds.
 enum class use : uint8_t {
   info,     ///< SELECT ERGON_JOB_INFO_COLUMNS (rows::read_info)
-  rows,     ///< SELECT id
+  rows,     ///< SELECT id, external_id
   removal,  ///< DELETE them, RETURNING id, type, status
 };
 
@@ -39,5 +41,9 @@ struct range {
 /// Binds the parameters of select(): the range, the low mark (for the
 /// unfinished path), the filter's fields and the limit.
 void bind(stmt& s, const job_filter& f, range r, int64_t low_mark, int64_t limit);
+
+/// The least string above every string that starts with `prefix` (a tag
+/// key, so UTF-8 and not empty).
+std::string prefix_end(std::string prefix);
 
 }  // namespace ergon::storage::filter_sql

@@ -8,6 +8,7 @@
 #include "ergon/storage/op/save_worker.hpp"
 #include "ergon/storage/times.hpp"
 #include "dependents.hpp"
+#include "job_tags.hpp"
 #include "status_sql.hpp"
 
 namespace ergon::storage::rows {
@@ -274,6 +275,12 @@ job_info read_info(const stmt& s, int64_t& row, row_details& details) {
   details.worker = s.column_opt_int(48).value_or(0);
   j.effective_priority = j.priority;
   return j;
+}
+
+status read_tags(db& d, int64_t row, const row_details& details, job_info& info) {
+  if ((details.link_bits & has_tags_bit) == 0)
+    return {};
+  return storage::read_tags(d, row, info.tags);
 }
 
 status read_dependencies(db& d, int64_t row, const row_details& details, job_info& info) {

@@ -56,6 +56,9 @@ job_info read_info(const stmt& s, int64_t& row, row_details& details);
 /// which lives in the jobs row (running, or the one that ended the job).
 status read_attempts(db& d, int64_t row, const row_details& details, job_info& info);
 
+/// Fills `info.tags` if `details` says the job has some.
+status read_tags(db& d, int64_t row, const row_details& details, job_info& info);
+
 /// Fills `info.depends_on` and `info.dependents` from the edges of `row`,
 /// and `info.parent`, reading only the links `details` says it has.
 status read_dependencies(db& d, int64_t row, const row_details& details, job_info& info);

@@ -62,6 +62,8 @@ result<job_page> list_jobs(db& d, const job_filter& filter, const page_request& 
       return st;
     if (auto st = rows::read_dependencies(d, f.row, f.details, f.info); !st)
       return st;
+    if (auto st = rows::read_tags(d, f.row, f.details, f.info); !st)
+      return st;
     out.jobs.push_back(std::move(f.info));
   }
   return out;

@@ -38,6 +38,8 @@ result<job_info> read_job(db& d, const job_id& id) {
     return st;
   if (auto st = rows::read_dependencies(d, row_id, details, info); !st)
     return st;
+  if (auto st = rows::read_tags(d, row_id, details, info); !st)
+    return st;
   return info;
 }
 

@@ -52,9 +52,6 @@ constexpr const char* take_key =
   "ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, job = excluded.job, "
   "held_until = NULL";
 
-// Rows of the failed jobs a bulk retry takes per statement.
-constexpr int64_t bulk_step = 1'000;
-
 // Whether another job holds `key` at `now_ms`.
 result<std::optional<job_id>> other_holder(db& d, const std::string& key, int64_t row,
                                            int64_t now_ms) {
@@ -236,32 +233,28 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
   if (!s)
     return s.error();
   auto& q = **s;
-  // Rows retried leave the failed index, so each step starts after the
-  // last row it saw: a skipped job is not seen twice.
+  // Rows retried leave the failed index, so the next step starts after the
+  // last row this one saw: a skipped job is not seen twice.
+  filter_sql::bind(q, filter, {args.after_row, INT64_MAX}, 0, static_cast<int64_t>(args.limit));
+  std::vector<int64_t> rows_found;
+  while (q.step())
+    rows_found.push_back(q.column_int(0));
+  auto read = q.step_status();
+  q.reset();
+  if (!read)
+    return read;
   std::vector<job_key> requeued;
-  for (int64_t after = 0;;) {
-    q.reset();
-    filter_sql::bind(q, filter, {after, INT64_MAX}, 0, bulk_step);
-    std::vector<int64_t> rows_found;
-    while (q.step())
-      rows_found.push_back(q.column_int(0));
-    auto read = q.step_status();
-    q.reset();
-    if (!read)
-      return read;
-    for (auto row : rows_found) {
-      auto r = retry_row(d, row, now_ms);
-      if (!r)
-        return r.error();
-      if (r->requeued)
-        requeued.push_back(std::move(*r->requeued));
-      else if (r->held_by)
-        out.skipped.push_back(r->id);
-    }
-    if (static_cast<int64_t>(rows_found.size()) < bulk_step)
-      break;
-    after = rows_found.back();
+  for (auto row : rows_found) {
+    auto r = retry_row(d, row, now_ms);
+    if (!r)
+      return r.error();
+    if (r->requeued)
+      requeued.push_back(std::move(*r->requeued));
+    else if (r->held_by)
+      out.skipped.push_back(r->id);
   }
+  if (rows_found.size() >= args.limit)
+    out.resume_after = rows_found.back();
   if (auto st = place(d, std::move(requeued), out); !st)
     return st;
   return out;

@@ -108,6 +108,21 @@
   "  PRIMARY KEY (job_id, try, token)\n"                                              \
   ")" table_end ";\n"
 
+// SQLite's version 15 and PostgreSQL's 12: job tags (job::tags), a row
+// per tag, found by key and value through job_tags_by_value and by key
+// prefix through its key column. They go with their job (ON DELETE
+// CASCADE); jobs.has_dependents' bit 8 says a job has some, so a listing
+// reads them only then. PostgreSQL compares keys as bytes ("C"), which a
+// prefix's range needs.
+#define ERGON_SQL_JOB_TAGS(integer, text, table_end)                                  \
+  "CREATE TABLE job_tags (\n"                                                         \
+  "  job_id " integer " NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,\n"            \
+  "  key    " text " NOT NULL,\n"                                                     \
+  "  value  " text " NOT NULL,\n"                                                     \
+  "  PRIMARY KEY (job_id, key)\n"                                                     \
+  ")" table_end ";\n"                                                                 \
+  "CREATE INDEX job_tags_by_value ON job_tags (key, value, job_id);\n"
+
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in
 // before the old indexes go, with their help.

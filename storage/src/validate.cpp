@@ -145,7 +145,8 @@ status validate(const job& j, size_t max_payload_bytes) {
       return j.expected_io ? check_io("expected_io.write_bytes", j.expected_io->write_bytes)
                            : status{};
     },
-    [&] { return check_dependencies(j); });
+    [&] { return check_dependencies(j); },
+    [&] { return storage::check_tags("tags", j.tags); });
 }
 
 status validate(const job_update& u, size_t max_payload_bytes) {
@@ -216,6 +217,11 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
                : status{};
     },
     [&] {
+      return !r.job.tags.empty()
+               ? invalid_field("job.tags", "is not kept for recurring jobs: leave it empty")
+               : status{};
+    },
+    [&] {
       // Not stored with the template yet: refused rather than dropped.
       return r.job.result_ttl_ms
                ? invalid_field("job.result_ttl", "is not kept for recurring jobs: leave it "
@@ -251,7 +257,9 @@ status validate(const job_filter& f) {
     [&] {
       return f.finished_before_ms ? check_not_negative("finished_before", *f.finished_before_ms)
                                   : status{};
-    });
+    },
+    [&] { return storage::check_tags("tags", f.tags, max_filter_tags); },
+    [&] { return f.tag_prefix ? storage::check_tag_key("tag_prefix", *f.tag_prefix) : status{}; });
 }
 
 }  // namespace ergon

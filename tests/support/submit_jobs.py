@@ -12,12 +12,12 @@ url = sys.argv[1].rstrip("/") + "/api/jobs"
 secret = sys.argv[2] if len(sys.argv) > 2 else None
 
 
-def submit(case, body, raw=None):
+def submit(case, body, raw=None, path=""):
     headers = {"Content-Type": "application/json", "X-Ergon": "1"}
     if secret:
         headers["Authorization"] = "Bearer " + secret
     data = raw if raw is not None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+    request = urllib.request.Request(url + path, data=data, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             status, text = answer.status, answer.read()
@@ -41,3 +41,11 @@ submit("two-payloads", {"type": "t", "payload": 1, "payload_text": "1"})
 submit("unknown-key", {"type": "t", "colour": "red"})
 submit("bad-base64", {"type": "t", "payload_base64": "not base64!"})
 submit("not-json", None, raw=b"{nope")
+submit("tagged", {"type": "email", "payload_text": "x", "tags": {"tenant": "acme", "batch": "7"}})
+submit("tagged-kept", {"type": "email", "tags": {"tenant": "initech", "": "no key"}})
+submit("tagged-other", {"type": "email", "tags": {"tenant": "initech", "note": "ok"}})
+submit("bad-tags", {"type": "t", "tags": {"tenant": 7}})
+# Bulk actions take a listing's query string; the body is empty.
+submit("cancel-by-tag", None, raw=b"", path="/cancel?tag=tenant%3Dacme&tag=batch%3D7")
+submit("delete-pending", None, raw=b"", path="/delete?status=pending&tag=tenant%3Dacme")
+submit("delete-by-prefix", None, raw=b"", path="/delete?tag_prefix=bat")

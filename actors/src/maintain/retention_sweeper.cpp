@@ -9,6 +9,7 @@
 
 #include "ergon/storage/times.hpp"
 #include "clock_ticks.hpp"
+#include "writer_pause.hpp"
 
 namespace ergon::actors {
 
@@ -78,9 +79,6 @@ void retention_pass::done(const sweep_reply& reply) {
 
 namespace {
 
-// Self-sent after the pause that keeps the sweeper's share of the writer.
-using next_step_atom = caf::atom_constant<caf::atom("nextstep")>;
-
 struct sweeper_state {
   retention_sweeper_config cfg;
   std::optional<retention_pass> pass;
@@ -135,15 +133,12 @@ void step(sweeper_ptr self) {
       [self](sweep_reply& r) {
         auto& st = self->state;
         st.pass->done(r);
-        auto share = st.cfg.opts.writer_share;
-        if (share >= 1.0 || !st.pass->next()) {
+        auto pause = writer_pause(r.busy_us, st.cfg.opts.writer_share);
+        if (!pause || !st.pass->next()) {
           step(self);
           return;
         }
-        // The step's own time in the writer, not its wait in the mailbox.
-        auto pause_ms = storage::ms_from_double(static_cast<double>(r.busy_us) / 1'000.0
-                                                * (1.0 / share - 1.0));
-        self->delayed_send(self, storage::timer_delay(pause_ms), next_step_atom::value);
+        self->delayed_send(self, *pause, next_step_atom::value);
       },
       [self](caf::error&) {
         // The writer is gone: the queue is closing.

@@ -151,11 +151,8 @@ class writer {
         answer_requester(self, c.reply);
         on_retry_failed(c);
       },
-      [&](delete_finished_call& c) {
-        answer_requester(self, c.reply);
-        on_delete_finished(c);
-      },
       [&](sweep_step& s) { on_sweep(self, s); },
+      [&](bulk_step& s) { on_bulk(self, s); },
       [&](drain_step& s) { on_drain(self, s); },
       [&](put_recurring_call& c) {
         answer_requester(self, c.reply);
@@ -411,14 +408,7 @@ class writer {
       [&](storage::retry_failed_result& done) {
         summary.retried = static_cast<int64_t>(done.requeued.size() + done.waiting.size());
         summary.skipped = std::move(done.skipped);
-        for (auto& k : done.requeued) {
-          release_.counts().move(k.type, k.group, job_status::failed, job_status::pending);
-          release_.feed().requeued.push_back(std::move(k));
-        }
-        for (auto& k : done.waiting) {
-          release_.counts().move(k.type, k.group, job_status::failed, job_status::waiting);
-          release_.feed().requeued_waiting.push_back(std::move(k));
-        }
+        requeued(done);
       });
     if (r)
       reply_after_commit(std::move(c.reply), result<retry_summary>{std::move(summary)});
@@ -426,16 +416,20 @@ class writer {
       reply_after_commit(std::move(c.reply), result<retry_summary>{r.error()});
   }
 
+  void requeued(storage::retry_failed_result& done) {
+    for (auto& k : done.requeued) {
+      release_.counts().move(k.type, k.group, job_status::failed, job_status::pending);
+      release_.feed().requeued.push_back(std::move(k));
+    }
+    for (auto& k : done.waiting) {
+      release_.counts().move(k.type, k.group, job_status::failed, job_status::waiting);
+      release_.feed().requeued_waiting.push_back(std::move(k));
+    }
+  }
+
   void deleted(const std::vector<storage::deleted_job>& jobs) {
     for (auto& j : jobs)
       release_.counts().add(j.type, j.status, -1);
-  }
-
-  void on_delete_finished(delete_finished_call& c) {
-    auto r = in_request<storage::delete_finished_result>(
-      [&] { return storage::delete_finished(*cfg_.db, c.args); },
-      [&](storage::delete_finished_result& done) { deleted(done.deleted); });
-    reply_after_commit(std::move(c.reply), std::move(r));
   }
 
   void on_sweep(caf::blocking_actor* self, sweep_step& step) {
@@ -484,6 +478,76 @@ class writer {
       if (!commit)
         reply = sweep_reply{commit};
       rp.deliver(reply);
+    });
+  }
+
+  void on_bulk(caf::blocking_actor* self, bulk_step& step) {
+    auto rp = self->make_response_promise();
+    auto now = cfg_.clock->now_ms();
+    auto started = std::chrono::steady_clock::now();
+    bulk_reply reply;
+    auto& db = *cfg_.db;
+    status outcome;
+    switch (step.kind) {
+      case bulk_kind::cancel: {
+        storage::cancel_jobs_args args{std::move(step.filter), step.after_row, step.before_row,
+                                       step.limit};
+        outcome = in_request<storage::cancel_jobs_result>(
+                    [&] { return storage::cancel_jobs(db, args, now); },
+                    [&](storage::cancel_jobs_result& done) {
+                      reply.cancelled = static_cast<int64_t>(done.cancelled.size());
+                      reply.stop_requested = static_cast<int64_t>(done.stop_requested.size());
+                      reply.resume_after = done.resume_after;
+                      reply.before_row = done.before_row;
+                      for (auto& c : done.cancelled)
+                        cancelled(c);
+                      for (auto& [ref, key] : done.stop_requested)
+                        release_.feed().cancel_requests.push_back({ref, std::move(key)});
+                    })
+                    .error();
+        break;
+      }
+      case bulk_kind::retry: {
+        storage::retry_failed_args args{std::nullopt, std::move(step.filter), step.after_row,
+                                        step.limit};
+        outcome = in_request<storage::retry_failed_result>(
+                    [&] { return storage::retry_failed(db, args, now); },
+                    [&](storage::retry_failed_result& done) {
+                      reply.retried =
+                        static_cast<int64_t>(done.requeued.size() + done.waiting.size());
+                      reply.skipped = std::move(done.skipped);
+                      reply.resume_after = done.resume_after;
+                      requeued(done);
+                    })
+                    .error();
+        break;
+      }
+      case bulk_kind::remove: {
+        storage::delete_finished_args args;
+        args.filter = std::move(step.filter);
+        args.after_row = step.after_row;
+        args.limit = step.limit;
+        outcome = in_request<storage::delete_finished_result>(
+                    [&] { return storage::delete_finished(db, args); },
+                    [&](storage::delete_finished_result& done) {
+                      reply.deleted = static_cast<int64_t>(done.deleted.size());
+                      reply.resume_after = done.resume_after;
+                      deleted(done.deleted);
+                    })
+                    .error();
+        break;
+      }
+    }
+    reply.outcome = outcome;
+    reply.busy_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+    after_commit([rp, reply = std::move(reply)](const status& commit) mutable {
+      if (!commit) {
+        reply = bulk_reply{};
+        reply.outcome = commit;
+      }
+      rp.deliver(std::move(reply));
     });
   }
 

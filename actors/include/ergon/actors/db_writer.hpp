@@ -36,6 +36,7 @@
 #include "ergon/queue_actor.hpp"
 #include "ergon/storage/db.hpp"
 #include "ergon/storage/op/cancel_job.hpp"
+#include "ergon/storage/op/cancel_jobs.hpp"
 #include "ergon/storage/op/cancel_pending.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
@@ -65,8 +66,6 @@ using update_call = local_call<storage::update_pending_args, status>;
 using cancel_call = local_call<storage::cancel_pending_args, status>;
 using cancel_job_call = local_call<storage::cancel_job_args, status>;
 using retry_failed_call = local_call<storage::retry_failed_args, result<retry_summary>>;
-using delete_finished_call =
-  local_call<storage::delete_finished_args, result<storage::delete_finished_result>>;
 
 /// One step of the retention sweeper, answered (by response promise) with a
 /// sweep_reply once committed. Each step is one request in one writer
@@ -89,6 +88,38 @@ struct sweep_reply {
   int64_t results_dropped = 0;
   int64_t keys_expired = 0;
   int64_t workers_deleted = 0;
+  /// How long the step ran in the writer, in microseconds (real time).
+  int64_t busy_us = 0;
+};
+
+/// Which bulk action a bulk_step takes (bulk_action.hpp).
+enum class bulk_kind : uint8_t {
+  cancel,  ///< storage::cancel_jobs
+  retry,   ///< storage::retry_failed with a filter
+  remove,  ///< storage::delete_finished
+};
+
+/// One step of a bulk action, answered (by response promise) with a
+/// bulk_reply once committed: one request in one writer batch, as a
+/// sweep_step.
+struct bulk_step {
+  bulk_kind kind = bulk_kind::cancel;
+  /// For remove, its status is final.
+  job_filter filter;
+  int64_t after_row = 0;
+  int64_t before_row = 0;  ///< cancel: storage::cancel_jobs_args::before_row
+  size_t limit = 500;
+};
+
+struct bulk_reply {
+  status outcome;
+  int64_t cancelled = 0;
+  int64_t stop_requested = 0;
+  int64_t retried = 0;
+  std::vector<job_id> skipped;  ///< retry: failed jobs whose key is held
+  int64_t deleted = 0;
+  int64_t resume_after = 0;  ///< the next step's after_row; 0: done
+  int64_t before_row = 0;    ///< cancel: the next step's before_row
   /// How long the step ran in the writer, in microseconds (real time).
   int64_t busy_us = 0;
 };
@@ -173,9 +204,9 @@ using call_signature =
 using db_writer_actor = worker_writer_actor::extend<
   call_signature<submit_call>, call_signature<update_call>, call_signature<cancel_call>,
   call_signature<cancel_job_call>, call_signature<retry_failed_call>,
-  call_signature<delete_finished_call>, call_signature<put_recurring_call>,
+call_signature<put_recurring_call>,
   call_signature<delete_recurring_call>, call_signature<close_call>,
-  caf::replies_to<sweep_step>::with<sweep_reply>,
+  caf::replies_to<sweep_step>::with<sweep_reply>, caf::replies_to<bulk_step>::with<bulk_reply>,
   caf::replies_to<drain_step>::with<drain_reply>, caf::reacts_to<worker_batch>,
   caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,
   caf::reacts_to<lose_batch>, caf::reacts_to<hold_batch>, caf::reacts_to<control_save>,
@@ -252,6 +283,10 @@ template <>
 struct allowed_unsafe_message_type<ergon::actors::sweep_reply> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::drain_step> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::bulk_step> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<ergon::actors::bulk_reply> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<ergon::actors::drain_reply> : std::true_type {};
 

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
 #include "ergon/error.hpp"
+#include "ergon/job.hpp"
 #include "ergon/job_info.hpp"
 
 namespace ergon::storage {
@@ -20,6 +22,17 @@ status check_label(std::string_view field, const std::string& value);
 /// The same, but may be empty: for names such as the group "" of jobs
 /// without one.
 status check_label_size(std::string_view field, const std::string& value);
+
+/// Text of at most `limit` bytes of UTF-8 without control characters.
+status check_text(std::string_view field, const std::string& value, size_t limit);
+
+/// A tag key: 1 to max_tag_key_bytes, as check_text.
+status check_tag_key(std::string_view field, const std::string& key);
+
+/// At most `most` tags, each a tag key and a value of 0 to
+/// max_tag_value_bytes, as check_text. Errors name the key.
+status check_tags(std::string_view field, const std::map<std::string, std::string>& tags,
+                  size_t most = max_tags);
 
 /// A unique key: 1 to max_type_bytes bytes of any kind (a hash, say).
 status check_key(std::string_view field, const std::string& value);

@@ -18,12 +18,19 @@ struct retry_failed_args {
   /// `filter` matches (its status is taken as failed).
   std::optional<job_id> id;
   job_filter filter;
+  /// With a filter: only rows after this one (the previous step's
+  /// resume_after), at most `limit` of them.
+  int64_t after_row = 0;
+  size_t limit = 500;
 };
 
 struct retry_failed_result {
   std::vector<job_key> requeued;  ///< now pending, due now
   std::vector<job_key> waiting;   ///< waiting on dependencies that have not ended
   std::vector<job_id> skipped;    ///< unique key held by another job
+  /// With a filter: the highest row this step looked at if it found
+  /// `limit` jobs, for the next step's after_row; 0 when it found fewer.
+  int64_t resume_after = 0;
 };
 
 /// Puts failed jobs back to pending, due now, with fresh tries: the tries
@@ -34,9 +41,11 @@ struct retry_failed_result {
 /// its chain (recurring_id is cleared: it runs once more on its own). Its
 /// unique key is taken again. Lowers the unfinished low mark. One job:
 /// errors not_found, job_running or job_finished (it is not failed),
-/// already_exists (another job holds its unique key). A filter: every
-/// failed job it matches, in one transaction; those whose key is held are
-/// skipped.
+/// already_exists (another job holds its unique key). A filter: up to
+/// `limit` failed jobs it matches past after_row (one step of a bulk
+/// retry); those whose key is held are skipped. Within a step a job waits
+/// for the dependencies retried with it, whatever the rows' order; a
+/// dependency retried in a later step does not make it wait.
 result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, int64_t now_ms);
 
 }  // namespace ergon::storage
