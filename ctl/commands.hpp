@@ -101,6 +101,8 @@ int retry(context& c, const std::optional<std::string>& id, const std::optional<
           bool dry_run);
 /// A dry run says what cancelling would do to the job, as last committed.
 int cancel(context& c, const std::string& id, bool dry_run);
+/// Runs a finished job again (queue::replay).
+int replay(context& c, const std::string& id);
 /// Cancels every unfinished job `filter` matches (queue::cancel_jobs).
 int cancel_all(context& c, const job_filter& filter, bool dry_run);
 /// Deletes every finished job `filter` matches (queue::delete_jobs).

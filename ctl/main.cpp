@@ -17,7 +17,7 @@ const char* description = R"(ergonctl: look at and change an ergon job queue dat
 
 Reads (list, show, stats, controls, backup, recurring list|show) go through a
 read-only inspector: they work beside the program that owns the file and never
-take it from it. Writes (retry, cancel, purge, delete, pause, resume, set, reset,
+take it from it. Writes (retry, replay, cancel, purge, delete, pause, resume, set, reset,
 recurring delete) go to
 the owner: when a program owns the file and listens (options::listen, or
 ergon-server), ergonctl connects to it, found through the file's lock;
@@ -249,6 +249,12 @@ file with the copy (and delete its -wal and -shm), start the owner.
                                  "cancel every unfinished job; give --status pending to mean that).\n"}
                      + common_footer);
 
+  auto replay_cmd = app.add_subcommand(
+    "replay", "run a finished job again, with fresh tries, keeping its history");
+  std::string replay_id;
+  replay_cmd->add_option("ID", replay_id, "the finished job")->required();
+  replay_cmd->footer(common_footer);
+
   auto delete_cmd = app.add_subcommand("delete", "delete finished jobs with their attempts, logs and tags");
   bool delete_all = false;
   filter_flags delete_filter;
@@ -353,7 +359,7 @@ file with the copy (and delete its -wal and -shm), start the owner.
     auto rest = app.remaining();
     if (app.get_subcommands().empty() && !rest.empty()) {
       std::cerr << "ergonctl: unknown command '" << rest.front()
-                << "' (list, show, stats, controls, backup, retry, cancel, purge, delete, pause, "
+                << "' (list, show, stats, controls, backup, retry, replay, cancel, purge, delete, pause, "
                    "resume, "
                    "set, reset, workers, breaker, recurring; "
                    "see --help)\n";
@@ -440,6 +446,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
       return c.fail(f.error());
     return cancel_all(c, *f, dry_run);
   }
+  if (*replay_cmd)
+    return replay(c, replay_id);
   if (*delete_cmd) {
     if (!delete_all)
       return c.fail({error::invalid_argument, "delete: give --all, with or without filters",

@@ -400,6 +400,12 @@ int recurring_show(context& c, const std::string& id) {
     line("updated", format_time(r->updated_at_ms));
     line("next job", r->next_job ? r->next_job->to_string() + " (" + to_string(*r->next_status) + ")" : "-");
     line("next run", or_dash(r->next_run_at_ms));
+    line("executions", std::to_string(r->executions)
+                         + (r->max_executions ? " of " + std::to_string(*r->max_executions)
+                                                  + (r->executions >= *r->max_executions
+                                                       ? " (done: no more instances)"
+                                                       : "")
+                                              : ""));
     line("last job", r->last_job ? r->last_job->to_string() + " (" + to_string(*r->last_status) + ")" : "-");
     line("last finished", or_dash(r->last_finished_at_ms));
   });

@@ -144,6 +144,20 @@ int cancel(context& c, const std::string& id, bool dry_run) {
   });
 }
 
+int replay(context& c, const std::string& id) {
+  auto parsed = parse_id(id);
+  if (!parsed)
+    return c.fail(parsed.error());
+  return with_link(c, [&](queue_link& q) {
+    auto r = q.ask<ok_atom>(replay_atom::value, *parsed);
+    if (!r)
+      return c.fail(r.error());
+    return c.answer({{"replayed", id}, {"route", q.route()}}, [&](std::ostream& out) {
+      out << "replayed " << id << ": pending again, with its history\n";
+    });
+  });
+}
+
 int cancel_all(context& c, const job_filter& filter, bool dry_run) {
   if (dry_run)
     return list_what_would_change(c, filter, bulk_takes::unfinished, "cancel",

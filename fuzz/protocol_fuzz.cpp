@@ -167,7 +167,7 @@ constexpr std::array<checker, 37> checkers = {
   check<ergon::storage::progress_report>, check<std::vector<ergon::storage::progress_report>>,
   check<progress_batch>, check<ergon::job_filter>, check<ergon::page_request>,
   check<ergon::job_page>, check<ergon::retry_summary>, check<preempt_attempt>,
-  check<results_request>, check<results_reply>};
+  check<results_request>, check<results_reply>, check<ergon::cancel_summary>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -184,6 +184,7 @@ ergon::job public_job() {
   j.payload = "payload";
   j.name = "welcome";
   j.ttl_ms = 60'000;
+  j.tags = {{"tenant", "acme"}, {"batch", ""}};
   return j;
 }
 
@@ -220,6 +221,7 @@ ergon::job_info public_info() {
   i.attempts[0].worker = {3, "w1", "host-a", 4242, "node/7"};
   i.attempts[0].logs = {{0, 1'700'000'000'050, ergon::log_level::warn, "slow upstream"}};
   i.attempts[0].logs_dropped = 2;
+  i.tags = {{"tenant", "acme"}};
   return i;
 }
 
@@ -269,6 +271,8 @@ ergon::job_filter public_filter() {
   f.group = "tenant";
   f.finished_from_ms = 1'700'000'000'000;
   f.finished_before_ms = 1'700'000'900'000;
+  f.tags = {{"tenant", "acme"}};
+  f.tag_prefix = "billing.";
   return f;
 }
 
@@ -468,6 +472,8 @@ std::vector<std::string> seeds() {
                                                                std::string{"r"}}},
                                  9}),
           seed(10, std::vector<ergon::storage::attempt_report>{spawned}),
+          seed(37, ergon::cancel_summary{2, 1}),
+          seed(message_selector, caf::make_message(ergon::cancel_jobs_atom::value, public_filter())),
           seed(message_selector,
                caf::make_message(ergon::list_jobs_atom::value, public_filter(), page)),
           seed(message_selector, caf::make_message(ergon::wait_atom::value, ergon::job_id{},

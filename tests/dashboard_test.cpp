@@ -2,8 +2,8 @@
 // puppeteer-core (tests/browser/dashboard_check.mjs), against a queue with
 // an HTTP endpoint and a worker in this process. The failed job is listed,
 // Retry is clicked, and the job runs; its attempts and the Workers box name
-// the worker, and its page shows each attempt's log; a screenshot goes to
-// the build folder.
+// the worker, and its page shows each attempt's log and the job's tags; a
+// screenshot goes to the build folder.
 #define BOOST_TEST_MODULE dashboard
 #include <boost/test/unit_test.hpp>
 
@@ -51,7 +51,9 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
                                 .payload(i == 7 ? "broken" : "row " + std::to_string(i))
                                 .group("tenant-" + std::string(1, static_cast<char>('a' + i % 3)))
                                 .build()));
-  auto flaky = *q->submit(*job_builder("import").payload("flaky").group("tenant-a").build());
+  // Its tag holds markup, which the page must show as text.
+  auto flaky = *q->submit(
+    *job_builder("import").payload("flaky").group("tenant-a").tag("tenant", "a<b>").build());
   recurring_job nightly;
   nightly.id = "nightly-report";
   nightly.schedule = "0 3 * * *";

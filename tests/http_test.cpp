@@ -309,6 +309,14 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(body_of(again)["field"] == "id");
   BOOST_TEST(post(c, "/api/jobs/" + ids[1].to_string() + "/cancel")->status == 200);
   BOOST_TEST(s.q->job_info(ids[1])->status == job_status::cancelled);
+  // A replay takes any finished job; the cancelled one is pending again.
+  auto replayed = post(c, "/api/jobs/" + ids[1].to_string() + "/replay");
+  BOOST_REQUIRE(replayed);
+  BOOST_TEST(replayed->status == 200);
+  BOOST_TEST(body_of(replayed)["done"] == "replay");
+  BOOST_TEST(s.q->job_info(ids[1])->status == job_status::pending);
+  BOOST_TEST(post(c, "/api/jobs/" + ids[1].to_string() + "/replay")->status == 400);
+  BOOST_TEST(post(c, "/api/jobs/" + ids[1].to_string() + "/cancel")->status == 200);
   BOOST_TEST(post(c, "/api/groups/g1/pause")->status == 200);
   BOOST_TEST(post(c, "/api/groups/g1/resume")->status == 200);
   BOOST_TEST(post(c, "/api/types/work/pause?for_ms=1000")->status == 200);

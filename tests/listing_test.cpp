@@ -318,6 +318,50 @@ BOOST_FIXTURE_TEST_CASE(a_retried_job_runs_again_with_fresh_tries_and_keeps_its_
   BOOST_TEST(q->retry_failed(job_id{}).code() == error::not_found);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_replay_runs_a_finished_job_again_and_keeps_its_history,
+                        failing_fixture) {
+  std::atomic<int> runs{0};
+  worker_options w;
+  w.runners["fine"] = [&](job_context& ctx) { return "run " + std::to_string(++runs) + " " + ctx.payload(); };
+  auto wk = start(std::move(w));
+  auto id = submit(*job_of("fine").payload("p").max_retries(0).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, id));
+  BOOST_TEST(info(id).result.value_or("") == "run 1 p");
+  BOOST_TEST(q->replay(id).ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::requeued, 1, id));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 2, id));
+  auto j = info(id);
+  BOOST_TEST(j.status == job_status::succeeded);
+  BOOST_TEST(j.result.value_or("") == "run 2 p");
+  BOOST_TEST(j.tries == 2);
+  BOOST_TEST(j.tries_before_retry == 1);
+  BOOST_REQUIRE(j.attempts.size() == 2u);
+  BOOST_TEST(j.attempts[0].outcome == attempt_outcome::succeeded);
+  BOOST_TEST(j.attempts[1].outcome == attempt_outcome::succeeded);
+  BOOST_TEST(q->counts()[job_status::succeeded] == 1);
+  // A cancelled job runs for the first time.
+  auto paused = submit(*job_of("fine").run_at(4'000'000'000'000).build());
+  BOOST_TEST(q->cancel(paused).ok());
+  BOOST_TEST(q->counts()[job_status::cancelled] == 1);
+  BOOST_TEST(q->replay(paused).ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, paused));
+  BOOST_TEST(q->counts()[job_status::cancelled] == 0);
+  BOOST_TEST(info(paused).attempts.size() == 1u);
+  // What has not finished, or holds a key another job has taken since,
+  // says why and stays as it was.
+  auto later = submit(*job_of("nobody").build());
+  BOOST_TEST(q->replay(later).code() == error::invalid_argument);
+  BOOST_TEST(q->replay(later).field() == "id");
+  BOOST_TEST(q->replay(job_id{}).code() == error::not_found);
+  auto keyed = submit(*job_of("fine").unique_key("k").build());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, keyed));
+  auto holder = submit(*job_of("nobody").unique_key("k").build());
+  auto held = q->replay(keyed);
+  BOOST_TEST(held.code() == error::already_exists);
+  BOOST_TEST(held.message().find(holder.to_string()) != std::string::npos, held.message());
+  BOOST_TEST(info(keyed).status == job_status::succeeded);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_retried_job_survives_a_reopen_as_pending, failing_fixture) {
   job_id id;
   {

@@ -248,6 +248,42 @@ BOOST_AUTO_TEST_CASE(listings_retries_purges_and_waits_through_the_actor) {
   BOOST_TEST(wk->stop().ok());
 }
 
+BOOST_AUTO_TEST_CASE(bulk_cancels_and_deletes_by_tag_through_the_actor) {
+  auto tagged = [&](const std::string& tenant) {
+    auto j = job_builder("later").tag("tenant", tenant).run_at(4'000'000'000'000).build();
+    auto id = ask<job_id>(submit_atom::value, *j);
+    BOOST_REQUIRE(id.has_value());
+    return *id;
+  };
+  auto a = tagged("acme");
+  auto b = tagged("acme");
+  auto c = tagged("globex");
+  job_filter acme;
+  acme.tags["tenant"] = "acme";
+  auto cancelled = ask<cancel_summary>(cancel_jobs_atom::value, acme);
+  BOOST_REQUIRE_MESSAGE(cancelled.has_value(), cancelled.error().to_string());
+  BOOST_TEST(cancelled->cancelled == 2);
+  BOOST_TEST(cancelled->stop_requested == 0);
+  BOOST_TEST(ask<job_info>(job_info_atom::value, c)->status == job_status::pending);
+  auto listed = ask<job_page>(list_jobs_atom::value, acme, page_request{});
+  BOOST_REQUIRE(listed.has_value());
+  BOOST_TEST(listed->jobs.size() == 2u);
+  BOOST_TEST(listed->jobs[0].tags.at("tenant") == "acme");
+  job_filter pending = acme;
+  pending.status = job_status::pending;
+  auto refused = ask<int64_t>(delete_jobs_atom::value, pending);
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST(refused.error().field() == "status");
+  auto deleted = ask<int64_t>(delete_jobs_atom::value, acme);
+  BOOST_REQUIRE_MESSAGE(deleted.has_value(), deleted.error().to_string());
+  BOOST_TEST(*deleted == 2);
+  for (auto& id : {a, b})
+    BOOST_TEST(ask<job_info>(job_info_atom::value, id).error().code() == error::not_found);
+  job_filter bad;
+  bad.tag_prefix = "";
+  BOOST_TEST(ask<cancel_summary>(cancel_jobs_atom::value, bad).error().field() == "tag_prefix");
+}
+
 BOOST_AUTO_TEST_CASE(bad_handles_and_subscribers_are_named) {
   auto none = start_worker(queue_actor{}, worker_options{});
   BOOST_REQUIRE(!none.has_value());
@@ -283,7 +319,18 @@ BOOST_AUTO_TEST_CASE(public_types_survive_the_wire) {
   job j = make();
   j.name = "n";
   j.ttl_ms = 5;
+  j.tags = {{"tenant", "acme"}, {"empty", ""}};
   auto back = round_trip(sys, j);
+  BOOST_TEST((back.tags == j.tags));
+  job_filter f;
+  f.tags = {{"a", "b"}};
+  f.tag_prefix = "x.";
+  auto f2 = round_trip(sys, f);
+  BOOST_TEST((f2.tags == f.tags));
+  BOOST_TEST(f2.tag_prefix.value_or("") == "x.");
+  auto c2 = round_trip(sys, cancel_summary{3, 4});
+  BOOST_TEST(c2.cancelled == 3);
+  BOOST_TEST(c2.stop_requested == 4);
   BOOST_TEST(back.type == "email");
   BOOST_TEST(back.name.value_or("") == "n");
   BOOST_TEST(!back.group.has_value());

@@ -108,6 +108,54 @@ BOOST_AUTO_TEST_CASE(an_added_job_runs_on_schedule_with_one_instance_at_a_time) 
   BOOST_TEST(instances("tick-1") == 4);
 }
 
+BOOST_AUTO_TEST_CASE(a_job_with_max_executions_stops_by_itself_and_an_update_resumes_it) {
+  auto r = every_minute("thrice");
+  r.max_executions = 3;
+  add(r);
+  BOOST_TEST(recurring("thrice").max_executions.value_or(0) == 3);
+  // A cancelled instance never ran: it does not count.
+  auto first = *recurring("thrice").next_job;
+  BOOST_TEST(q->cancel(first).ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 2));
+  BOOST_TEST(recurring("thrice").executions == 0);
+  // Its slot was t0 + 1m: the next is the slot after.
+  BOOST_TEST(recurring("thrice").next_scheduled_at_ms.value_or(0) == t0 + 2 * minute);
+  advance(1min);
+  ran_log ran;
+  {
+    auto w = start(ticking(ran));
+    for (int n = 1; n <= 3; ++n) {
+      advance(1min);
+      BOOST_REQUIRE(log->wait_for(event_kind::succeeded, static_cast<size_t>(n)));
+    }
+    BOOST_TEST(w.stop(hang_guard).ok());
+  }
+  auto done = recurring("thrice");
+  BOOST_TEST(done.executions == 3);
+  BOOST_TEST(!done.next_job.has_value());
+  BOOST_TEST((done.last_status == job_status::succeeded));
+  BOOST_TEST(instances("thrice", "status < 2") == 0);
+  // Time passes and a reopen reconciles: still no instance.
+  advance(10min);
+  reopen();
+  BOOST_TEST(!recurring("thrice").next_job.has_value());
+  BOOST_TEST(ran.all().size() == 3u);
+  // A limit it has reached is refused; a higher one starts it again.
+  auto same = r;
+  BOOST_TEST(q->update_recurring(same).error().field() == "max_executions");
+  auto more = r;
+  more.max_executions = 4;
+  auto next = q->update_recurring(more);
+  BOOST_REQUIRE_MESSAGE(next.has_value(), next.error().to_string());
+  auto again = recurring("thrice");
+  BOOST_TEST((again.next_job == *next));
+  BOOST_TEST(again.max_executions.value_or(0) == 4);
+  // Bad limits are named.
+  auto zero = every_minute("zero");
+  zero.max_executions = 0;
+  BOOST_TEST(q->add_recurring(zero).error().field() == "max_executions");
+}
+
 BOOST_AUTO_TEST_CASE(a_late_run_keeps_the_schedule) {
   add(every_minute("late"));
   advance(90s);  // no worker yet: the instance of t0+1m runs 30 s late

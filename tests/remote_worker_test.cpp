@@ -771,6 +771,19 @@ BOOST_AUTO_TEST_CASE(listings_and_dead_letters_cross_the_network) {
   auto negative = c.ask<int64_t>(q, purge_failed_atom::value, ms{-1});
   BOOST_REQUIRE(!negative.has_value());
   BOOST_TEST(negative.error().field() == "older_than");
+  // Tags and bulk actions cross the network as well.
+  auto later = job_builder("later").tag("batch", "9").run_at(4'000'000'000'000).build();
+  auto tagged = c.ask<job_id>(q, submit_atom::value, *later);
+  BOOST_REQUIRE_MESSAGE(tagged.has_value(), tagged.error().to_string());
+  BOOST_TEST(client.info(*tagged).tags.at("batch") == "9");
+  job_filter batch;
+  batch.tags["batch"] = "9";
+  auto cancelled = c.ask<cancel_summary>(q, cancel_jobs_atom::value, batch);
+  BOOST_REQUIRE_MESSAGE(cancelled.has_value(), cancelled.error().to_string());
+  BOOST_TEST(cancelled->cancelled == 1);
+  auto deleted = c.ask<int64_t>(q, delete_jobs_atom::value, batch);
+  BOOST_REQUIRE_MESSAGE(deleted.has_value(), deleted.error().to_string());
+  BOOST_TEST(*deleted == 1);
   BOOST_TEST(worker->stop());
   BOOST_TEST(server.stop(SIGTERM));
 }

@@ -470,6 +470,10 @@ port = 1
 succeeded = "7d"
 interval = "1m"
 
+[bulk]
+batch = 100
+writer_share = 0.5
+
 [scheduling]
 default_group_weight = 2
 
@@ -535,6 +539,8 @@ BOOST_AUTO_TEST_CASE(a_bad_configuration_names_the_file_line_and_key_and_opens_n
     {"[scheduling.groups.\"a\"]\nmin_slots = 1\nweight = 0\n",
      ":3: scheduling.groups.\"a\".weight: must be between 1 and"},
     {"[retention]\nbatch = 0\n", ":2: retention.batch: must be"},
+    {"[bulk]\nbatch = 0\n", ":2: bulk.batch: must be 1 to 100000, got 0"},
+    {"\n[bulk]\nwriter_share = 1.5\n", ":3: bulk.writer_share: must be over 0 and at most 1"},
     {"idempotency_window = \"1ms\"\n", ":1: idempotency_window: must be between 1 s and 30 days"},
     {"[listen]\nport = 70000\n", ":2: listen.port: must be 0 to 65535, got 70000"},
     {"recovery = \"later\"\n", ":1: recovery: must be \"retry_with_backoff\" or"},

@@ -169,6 +169,15 @@ class queue {
   /// holds its unique key now; it stays failed), closed.
   status retry_failed(const job_id& id);
 
+  /// Runs a finished job again (taskito's replay): a job that succeeded,
+  /// failed, was cancelled or expired goes back to pending as retry_failed
+  /// puts a failed one back, with fresh tries, its history (the attempt
+  /// that ended it joins it) and its payload, and without its result. A
+  /// `requeued` event says so. Errors: not_found, invalid_argument ("id":
+  /// it is pending or waiting), job_running, already_exists (another job
+  /// holds its unique key now; it stays as it was), closed.
+  status replay(const job_id& id);
+
   /// retry_failed for every failed job `filter` matches (filter.status is
   /// ignored): a bulk action (options::bulk), in steps of its own
   /// transactions that keep to a share of the writer's time; on error the

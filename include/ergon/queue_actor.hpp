@@ -42,6 +42,7 @@ using list_failed_atom = caf::atom_constant<caf::atom("ergdead")>;
 using retry_failed_atom = caf::atom_constant<caf::atom("ergretry")>;
 using purge_failed_atom = caf::atom_constant<caf::atom("ergpurge")>;
 using cancel_jobs_atom = caf::atom_constant<caf::atom("ergcanceln")>;
+using replay_atom = caf::atom_constant<caf::atom("ergreplay")>;
 using delete_jobs_atom = caf::atom_constant<caf::atom("ergdelete")>;
 using metrics_atom = caf::atom_constant<caf::atom("ergmetrics")>;
 using group_weight_atom = caf::atom_constant<caf::atom("erggweight")>;
@@ -92,6 +93,7 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<purge_failed_atom, job_filter>::with<int64_t>,
   caf::replies_to<purge_failed_atom, std::chrono::milliseconds>::with<int64_t>,
   caf::replies_to<cancel_jobs_atom, job_filter>::with<cancel_summary>,
+  caf::replies_to<replay_atom, job_id>::with<ok_atom>,
   caf::replies_to<delete_jobs_atom, job_filter>::with<int64_t>,
   caf::replies_to<counts_atom>::with<status_counts>,
   caf::replies_to<update_atom, job_id, job_update>::with<ok_atom>,

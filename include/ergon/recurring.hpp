@@ -57,6 +57,15 @@ struct recurring_job {
   /// On add: the first instance runs now rather than at the first slot.
   /// Ignored by update.
   bool run_now = false;
+  /// If set, 1 or more: the recurring job stops by itself once this many
+  /// of its instances have run (taskmill's max_executions). An instance
+  /// counts when it ends after it started, however it ended; one cancelled
+  /// or expired before it started does not. Once the count is reached no
+  /// further instance is made; the recurring job stays, to be read,
+  /// deleted, or updated with a higher limit (or none), which starts its
+  /// schedule again. An update to a limit it has already reached is
+  /// invalid_argument ("max_executions").
+  std::optional<int64_t> max_executions;
 };
 
 /// Checks `r`'s id, schedule, time zone and template. Errors:
@@ -87,6 +96,10 @@ struct recurring_info {
   std::optional<job_status> next_status;
   std::optional<int64_t> next_scheduled_at_ms;
   std::optional<int64_t> next_run_at_ms;
+  /// Instances that ran (see recurring_job::max_executions), and the
+  /// limit, if any. With executions at the limit there is no next instance.
+  int64_t executions = 0;
+  std::optional<int64_t> max_executions;
 };
 
 }  // namespace ergon

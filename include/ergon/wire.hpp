@@ -280,8 +280,9 @@ typename Inspector::result_type inspect(Inspector& f, retry_summary& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, recurring_job& x) {
+  auto max_executions = wire::optional(x.max_executions);
   return f(caf::meta::type_name("ergon::recurring_job"), x.id, x.schedule, x.time_zone, x.job,
-           x.catch_up, x.run_now);
+           x.catch_up, x.run_now, max_executions);
 }
 
 template <class Inspector>
@@ -294,9 +295,11 @@ typename Inspector::result_type inspect(Inspector& f, recurring_info& x) {
   auto next_status = wire::optional(x.next_status);
   auto next_scheduled = wire::optional(x.next_scheduled_at_ms);
   auto next_run = wire::optional(x.next_run_at_ms);
+  auto max_executions = wire::optional(x.max_executions);
   return f(caf::meta::type_name("ergon::recurring_info"), x.id, x.schedule, x.time_zone,
            x.catch_up, x.job, x.added_at_ms, x.updated_at_ms, last_job, last_scheduled,
-           last_finished, last_status, next_job, next_status, next_scheduled, next_run);
+           last_finished, last_status, next_job, next_status, next_scheduled, next_run,
+           x.executions, max_executions);
 }
 
 template <class Inspector>

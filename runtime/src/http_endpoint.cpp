@@ -430,7 +430,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
       return reply_error(res, id.error());
     reply(res, q.job_info(*id), [](const job_info& j) { return json_views::of(j); });
   });
-  s.Post(R"(/api/jobs/([0-9a-fA-F-]{36})/(retry|cancel))",
+  s.Post(R"(/api/jobs/([0-9a-fA-F-]{36})/(retry|replay|cancel))",
          [&q](const httplib::Request& req, httplib::Response& res) {
            if (auto st = may_write(q, req, res); !st)
              return reply_error(res, st);
@@ -438,12 +438,14 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            if (!id)
              return reply_error(res, id.error());
            status st;
-           if (req.matches[2] == "retry")
-             st = q.call<storage::retry_failed_args, result<retry_summary>>(
-                     storage::retry_failed_args{*id, {}})
-                    .error();
-           else
+           if (req.matches[2] != "cancel") {
+             storage::retry_failed_args args;
+             args.id = *id;
+             args.replay = req.matches[2] == "replay";
+             st = q.call<storage::retry_failed_args, result<retry_summary>>(std::move(args)).error();
+           } else {
              st = q.call<storage::cancel_job_args, status>(storage::cancel_job_args{*id});
+           }
            if (!st)
              return reply_error(res, st);
            reply_json(res, {{"id", id->to_string()}, {"done", std::string{req.matches[2]}}});

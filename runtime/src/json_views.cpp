@@ -286,7 +286,9 @@ json of(const recurring_info& r) {
           {"next_job", optional_id(r.next_job)},
           {"next_status", optional_status(r.next_status)},
           {"next_scheduled_at_ms", optional(r.next_scheduled_at_ms)},
-          {"next_run_at_ms", optional(r.next_run_at_ms)}};
+          {"next_run_at_ms", optional(r.next_run_at_ms)},
+          {"executions", r.executions},
+          {"max_executions", optional(r.max_executions)}};
 }
 
 json of(const retry_summary& s) {

@@ -206,6 +206,15 @@ status queue::retry_failed(const job_id& id) {
     .error();
 }
 
+status queue::replay(const job_id& id) {
+  if (!impl_)
+    return moved_from("queue");
+  storage::retry_failed_args args;
+  args.id = id;
+  args.replay = true;
+  return impl_->call<storage::retry_failed_args, result<retry_summary>>(std::move(args)).error();
+}
+
 result<retry_summary> queue::retry_failed(job_filter filter) {
   if (!impl_)
     return moved_from("queue");

@@ -150,9 +150,12 @@ caf::response_promise run_bulk(queue_ptr self, actors::bulk_kind kind, job_filte
 }
 
 // The writer answers a retry with its summary; for one job the answer is ok.
-caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id) {
-  return ask_writer<retry_summary>(self, actors::retry_failed_call{{id, {}}, {}},
-                    [](retry_summary&) { return ok_atom::value; });
+caf::result<ok_atom> retry_one(queue_ptr self, const job_id& id, bool replay) {
+  storage::retry_failed_args args;
+  args.id = id;
+  args.replay = replay;
+  return ask_writer<retry_summary>(self, actors::retry_failed_call{std::move(args), {}},
+                                   [](retry_summary&) { return ok_atom::value; });
 }
 
 caf::result<ok_atom> subscribe(queue_ptr self, const caf::actor& subscriber) {
@@ -238,7 +241,10 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     [self](list_failed_atom a, const job_filter& f, const page_request& p)
       -> caf::result<job_page> { return to_calls(self, a, f, p); },
     [self](retry_failed_atom, const job_id& id) -> caf::result<ok_atom> {
-      return retry_one(self, id);
+      return retry_one(self, id, false);
+    },
+    [self](replay_atom, const job_id& id) -> caf::result<ok_atom> {
+      return retry_one(self, id, true);
     },
     [self](retry_failed_atom, job_filter& f) -> caf::result<retry_summary> {
       f.status = job_status::failed;

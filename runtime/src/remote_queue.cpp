@@ -357,6 +357,7 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
       return forward<job_page>(self, a, f, p);
     },
     [self](retry_failed_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
+    [self](replay_atom a, const job_id& id) { return forward<ok_atom>(self, a, id); },
     [self](retry_failed_atom a, const job_filter& f) {
       return forward<retry_summary>(self, a, f);
     },

@@ -19,9 +19,10 @@ constexpr const char* hold_key =
   "UPDATE unique_keys SET held_until = ?3 WHERE key = ?1 AND job_id = ?2";
 constexpr const char* free_key = "DELETE FROM unique_keys WHERE key = ?1 AND job_id = ?2";
 
+// ?6: 1 if the instance started (it counts toward max_executions).
 constexpr const char* record_last_run =
   "UPDATE recurring_jobs SET last_job = ?2, last_scheduled_at = ?3, last_finished_at = ?4, "
-  "last_status = ?5 WHERE id = ?1";
+  "last_status = ?5, executions = executions + ?6 WHERE id = ?1";
 
 }  // namespace
 
@@ -87,8 +88,13 @@ result<ended_links> end_links(db& d, int64_t row, job_status final_status, int64
   (*u)->bind(3, *scheduled_at);
   (*u)->bind(4, now_ms);
   (*u)->bind(5, static_cast<int64_t>(final_status));
+  (*u)->bind(6, int64_t{started_at ? 1 : 0});
   if (auto st = d.run(**u); !st)
     return st;
+  auto& rec = **r;
+  rec.executions += started_at ? 1 : 0;
+  if (rec.exhausted())
+    return out;  // it ran max_executions instances: the chain ends here
   // A zone the tz database lost leaves the job without a next instance;
   // open's reconcile_recurring tries again.
   auto sched = rows::schedule_of(**r);

@@ -14,14 +14,14 @@ namespace {
 
 constexpr const char* insert_recurring =
   "INSERT INTO recurring_jobs (id, schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS
-  ", ttl_ms, added_at, updated_at, " ERGON_BACKOFF_COLUMNS ") "
+  ", ttl_ms, added_at, updated_at, " ERGON_BACKOFF_COLUMNS ", max_executions) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?19, ?20, ?21)";
+  "?19, ?19, ?20, ?21, ?22)";
 
 constexpr const char* update_recurring =
   "UPDATE recurring_jobs SET (schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS
-  ", ttl_ms, updated_at, " ERGON_BACKOFF_COLUMNS ") = (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-  "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) WHERE id = ?1";
+  ", ttl_ms, updated_at, " ERGON_BACKOFF_COLUMNS ", max_executions) = (?2, ?3, ?4, ?5, ?6, "
+  "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) WHERE id = ?1";
 
 // The pending instance takes the template; a new payload (?7) drops a
 // checkpoint an earlier attempt left, as update_pending does.
@@ -32,8 +32,8 @@ constexpr const char* update_instance =
   "(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
   "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS;
 
-// Binds ?1 to ?18, ?20 and ?21 of insert_recurring (update_recurring uses
-// the same numbers).
+// Binds ?1 to ?18 and ?20 to ?22 of insert_recurring (update_recurring
+// uses the same numbers).
 void bind_recurring(stmt& s, const recurring_job& r, int64_t since) {
   s.bind_text(1, r.id);
   s.bind_text(2, r.schedule);
@@ -43,6 +43,7 @@ void bind_recurring(stmt& s, const recurring_job& r, int64_t since) {
   rows::bind_template(s, 6, r.job);
   s.bind(18, r.job.ttl_ms);
   rows::bind_backoff(s, 20, r.job.backoff);
+  s.bind(22, r.max_executions);
 }
 
 rows::recurring_row row_of(const recurring_job& r, int64_t since) {
@@ -53,6 +54,7 @@ rows::recurring_row row_of(const recurring_job& r, int64_t since) {
   row.mode = r.catch_up;
   row.since = since;
   row.templ = r.job;
+  row.max_executions = r.max_executions;
   return row;
 }
 
@@ -113,6 +115,10 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     return exists_error(r.id);
   if (!*existing && args.mode == put_mode::update)
     return missing_error(r.id);
+  if (*existing && r.max_executions && (*existing)->executions >= *r.max_executions)
+    return invalid_field("max_executions",
+                         "'" + r.id + "' has run " + std::to_string((*existing)->executions)
+                           + " instances already: give a higher limit, or none");
   bool moved = !*existing || (*existing)->spec != r.schedule
                || (*existing)->time_zone != r.time_zone;
   int64_t since = moved ? now_ms : (*existing)->since;

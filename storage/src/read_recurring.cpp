@@ -18,6 +18,8 @@ result<recurring_info> info_of(db& d, rows::recurring_row r) {
   info.last_scheduled_at_ms = r.last_scheduled_at;
   info.last_finished_at_ms = r.last_finished_at;
   info.last_status = r.last_status;
+  info.executions = r.executions;
+  info.max_executions = r.max_executions;
   auto instance = rows::unfinished_instance(d, info.id);
   if (!instance)
     return instance.error();

@@ -30,6 +30,8 @@ result<reconcile_recurring_result> reconcile_recurring(db& d, int64_t now_ms) {
     if (!instance)
       return instance.error();
     if (!*instance) {
+      if (r.exhausted())
+        continue;
       auto next = next_instance(*sched, r.last_scheduled_at.value_or(r.since), std::nullopt,
                                 r.since, r.mode, now_ms);
       if (!next)

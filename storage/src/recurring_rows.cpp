@@ -11,7 +11,7 @@ namespace {
 #define ERGON_RECURRING_COLUMNS                                              \
   "id, schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS ", ttl_ms, " \
   "added_at, updated_at, last_job, last_scheduled_at, last_finished_at, last_status, " \
-  ERGON_BACKOFF_COLUMNS
+  ERGON_BACKOFF_COLUMNS ", max_executions, executions"
 
 constexpr const char* select_recurring =
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs WHERE id = ?1";
@@ -65,6 +65,8 @@ recurring_row read_row(const stmt& s) {
   if (auto st = s.column_opt_int(23))
     r.last_status = static_cast<job_status>(*st);
   read_backoff(s, 24, j.backoff);
+  r.max_executions = s.column_opt_int(26);
+  r.executions = s.column_int(27);
   return r;
 }
 

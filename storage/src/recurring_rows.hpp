@@ -32,6 +32,11 @@ struct recurring_row {
   std::optional<int64_t> last_scheduled_at;
   std::optional<int64_t> last_finished_at;
   std::optional<job_status> last_status;
+  std::optional<int64_t> max_executions;
+  int64_t executions = 0;  ///< instances that ran
+
+  /// Whether it has run max_executions instances: it makes no more.
+  bool exhausted() const noexcept { return max_executions && executions >= *max_executions; }
 };
 
 /// The recurring job `id`, or nothing if there is none.

@@ -17,13 +17,18 @@ constexpr const char* keep_last_attempt =
   "worker "
   "FROM jobs WHERE id = ?1 AND started_at IS NOT NULL AND last_outcome IS NOT NULL";
 
-constexpr const char* requeue =
-  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", try_base = current_try, run_at = ?2, ready_since = ?2, "
-  "deadline = NULL, started_at = NULL, finished_at = NULL, expires_at = NULL, "
-  "last_outcome = NULL, last_message = NULL, result = NULL, result_expires_at = NULL, "
-  "progress_at = NULL, cancel_requested_at = NULL, recurring_id = NULL, "
-  "dead_letter_status = NULL "
-  "WHERE id = ?1 AND status = " ERGON_SQL_FAILED " RETURNING " ERGON_JOB_KEY_COLUMNS ", unique_key";
+#define ERGON_SQL_REQUEUE(taken)                                                                    \
+  "UPDATE jobs SET status = " ERGON_SQL_PENDING ", try_base = current_try, run_at = ?2, ready_since = ?2, " \
+  "deadline = NULL, started_at = NULL, finished_at = NULL, expires_at = NULL, "                    \
+  "last_outcome = NULL, last_message = NULL, result = NULL, result_expires_at = NULL, "           \
+  "progress_at = NULL, cancel_requested_at = NULL, recurring_id = NULL, "                         \
+  "dead_letter_status = NULL "                                                                     \
+  "WHERE id = ?1 AND status IN (" taken ") RETURNING " ERGON_JOB_KEY_COLUMNS ", unique_key"
+
+constexpr const char* requeue = ERGON_SQL_REQUEUE(ERGON_SQL_FAILED);
+// A replay takes a job of any final status.
+constexpr const char* requeue_finished = ERGON_SQL_REQUEUE(
+  ERGON_SQL_SUCCEEDED ", " ERGON_SQL_FAILED ", " ERGON_SQL_CANCELLED ", " ERGON_SQL_EXPIRED);
 
 // Who holds the key now: nobody, this job, or another job (held_until
 // NULL while it is unfinished, or a hold that has not passed).
@@ -131,7 +136,7 @@ status place(db& d, std::vector<job_key> requeued, retry_failed_result& out) {
   return {};
 }
 
-result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
+result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms, bool any_final = false) {
   auto k = d.prepare(select_unique_key);
   if (!k)
     return k.error();
@@ -159,7 +164,7 @@ result<one_retry> retry_row(db& d, int64_t row, int64_t now_ms) {
   }
   if (auto st = run_on_row(d, keep_last_attempt, row); !st)
     return st;
-  auto s = d.prepare(requeue);
+  auto s = d.prepare(any_final ? requeue_finished : requeue);
   if (!s)
     return s.error();
   auto& q = **s;
@@ -201,23 +206,26 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
     if (!found)
       return found.error();
     auto name = "job " + args.id->to_string();
+    auto verb = args.replay ? "replay" : "retry";
     switch (found->status) {
       case job_status::failed: break;
       case job_status::running: return status{error::job_running, name + " is running"};
       case job_status::pending:
       case job_status::waiting:
         return status{error::invalid_argument,
-                      name + " is " + to_string(found->status) + ": nothing to retry", "id"};
+                      name + " is " + to_string(found->status) + ": nothing to " + verb, "id"};
       default:
-        return status{error::job_finished,
-                      name + " ended " + to_string(found->status) + ", it did not fail"};
+        if (!args.replay)
+          return status{error::job_finished,
+                        name + " ended " + to_string(found->status) + ", it did not fail"};
     }
-    auto r = retry_row(d, found->row, now_ms);
+    out.from = found->status;
+    auto r = retry_row(d, found->row, now_ms, args.replay);
     if (!r)
       return r.error();
     if (r->held_by)
       return status{error::already_exists,
-                    "job " + args.id->to_string() + " stays failed: its unique key is held by "
+                    name + " stays " + to_string(found->status) + ": its unique key is held by "
                       + r->held_by->to_string(),
                     "unique_key"};
     if (r->requeued)

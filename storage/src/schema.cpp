@@ -269,10 +269,14 @@ constexpr const char* migration_14 = ERGON_SQL_JOB_LOGS("INTEGER", " WITHOUT ROW
 // Version 15: job tags (schema_steps.hpp).
 constexpr const char* migration_15 = ERGON_SQL_JOB_TAGS("INTEGER", "TEXT", " WITHOUT ROWID");
 
+// Version 16: recurring jobs that stop after N runs (schema_steps.hpp).
+constexpr const char* migration_16 = ERGON_SQL_MAX_EXECUTIONS("INTEGER");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
                                       migration_9, migration_10, migration_11,
-                                      migration_12, migration_13, migration_14, migration_15};
+                                      migration_12, migration_13, migration_14, migration_15,
+                                      migration_16};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

@@ -217,6 +217,13 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
                : status{};
     },
     [&] {
+      return r.max_executions && *r.max_executions < 1
+               ? invalid_field("max_executions",
+                               "must be 1 or more (empty: no limit), got "
+                                 + std::to_string(*r.max_executions))
+               : status{};
+    },
+    [&] {
       return !r.job.tags.empty()
                ? invalid_field("job.tags", "is not kept for recurring jobs: leave it empty")
                : status{};

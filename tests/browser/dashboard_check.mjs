@@ -40,6 +40,10 @@ try {
   if ((logs.match(/importing flaky/g) || []).length !== 2)
     throw new Error("the job's logs: " + logs);
   console.log("logs: each try's line is shown");
+  const tags = await page.$eval("#job-tags", (el) => el.textContent);
+  if (tags !== "tenant=a<b>")
+    throw new Error("the job's tags: " + JSON.stringify(tags));
+  console.log("tags: shown as text");
   await page.waitForFunction(
     (name) => [...document.querySelectorAll("#worker-list td")].some((td) => td.textContent === name),
     { timeout: 10000 }, worker);

@@ -418,11 +418,11 @@ class writer {
 
   void requeued(storage::retry_failed_result& done) {
     for (auto& k : done.requeued) {
-      release_.counts().move(k.type, k.group, job_status::failed, job_status::pending);
+      release_.counts().move(k.type, k.group, done.from, job_status::pending);
       release_.feed().requeued.push_back(std::move(k));
     }
     for (auto& k : done.waiting) {
-      release_.counts().move(k.type, k.group, job_status::failed, job_status::waiting);
+      release_.counts().move(k.type, k.group, done.from, job_status::waiting);
       release_.feed().requeued_waiting.push_back(std::move(k));
     }
   }
@@ -508,8 +508,10 @@ class writer {
         break;
       }
       case bulk_kind::retry: {
-        storage::retry_failed_args args{std::nullopt, std::move(step.filter), step.after_row,
-                                        step.limit};
+        storage::retry_failed_args args;
+        args.filter = std::move(step.filter);
+        args.after_row = step.after_row;
+        args.limit = step.limit;
         outcome = in_request<storage::retry_failed_result>(
                     [&] { return storage::retry_failed(db, args, now); },
                     [&](storage::retry_failed_result& done) {

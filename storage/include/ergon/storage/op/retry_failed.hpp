@@ -18,6 +18,9 @@ struct retry_failed_args {
   /// `filter` matches (its status is taken as failed).
   std::optional<job_id> id;
   job_filter filter;
+  /// With an id: a job of any final status runs again (queue::replay),
+  /// not only a failed one.
+  bool replay = false;
   /// With a filter: only rows after this one (the previous step's
   /// resume_after), at most `limit` of them.
   int64_t after_row = 0;
@@ -28,6 +31,8 @@ struct retry_failed_result {
   std::vector<job_key> requeued;  ///< now pending, due now
   std::vector<job_key> waiting;   ///< waiting on dependencies that have not ended
   std::vector<job_id> skipped;    ///< unique key held by another job
+  /// The status the jobs had: failed, or with replay the job's own.
+  job_status from = job_status::failed;
   /// With a filter: the highest row this step looked at if it found
   /// `limit` jobs, for the next step's after_row; 0 when it found fewer.
   int64_t resume_after = 0;
