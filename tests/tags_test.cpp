@@ -113,6 +113,19 @@ BOOST_FIXTURE_TEST_CASE(tags_are_kept_with_the_job_through_a_retry, tags_fixture
   BOOST_TEST((listed->jobs[0].tags == j.tags));
 }
 
+BOOST_FIXTURE_TEST_CASE(an_idempotency_key_tells_jobs_apart_by_their_tags, tags_fixture) {
+  auto first = submit(*job_of("t").idempotency_key("k").tag("tenant", "a").build());
+  // The same job again: the first one's id, nothing written.
+  BOOST_TEST(submit(*job_of("t").idempotency_key("k").tag("tenant", "a").build()) == first);
+  auto other = q->submit(*job_of("t").idempotency_key("k").tag("tenant", "b").build());
+  BOOST_REQUIRE(!other.has_value());
+  BOOST_TEST(other.error().code() == error::already_exists);
+  BOOST_TEST(other.error().field() == "idempotency_key");
+  BOOST_TEST(q->submit(*job_of("t").idempotency_key("k").build()).error().field()
+             == "idempotency_key");
+  BOOST_TEST(q->counts().total() == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(bad_tags_are_named_and_nothing_is_written, tags_fixture) {
   auto twice = job_builder{"t"}.tag("a", "1").tag("a", "2").build();
   BOOST_TEST(twice.error().code() == error::invalid_argument);

@@ -94,6 +94,14 @@ int64_t fingerprint(const job& j) {
       f.add(int64_t{p});
     f.add(int64_t{static_cast<uint8_t>(j.on_dependency_failure)});
   }
+  // Tags too, so a fingerprint without them stays what it was.
+  if (!j.tags.empty()) {
+    f.add(static_cast<int64_t>(j.tags.size()));
+    for (auto& [k, v] : j.tags) {
+      f.add(k);
+      f.add(v);
+    }
+  }
   return f.value();
 }
 
