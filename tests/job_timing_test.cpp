@@ -205,6 +205,40 @@ BOOST_AUTO_TEST_CASE(a_job_that_started_in_time_may_snooze_past_its_deadline) {
   BOOST_TEST(calls.clean());
 }
 
+BOOST_AUTO_TEST_CASE(a_ttl_from_the_first_attempt_lets_it_wait_and_expires_a_late_retry) {
+  // From run_at, a job nobody takes for a minute expires at 10 s.
+  auto from_run_at = submit(*job_of("flaky").ttl(10s).max_retries(5).build());
+  auto id = submit(*job_of("flaky").ttl(10s).ttl_from(ttl_start::first_attempt).max_retries(5)
+                      .backoff(4s, 2.0, 0.0).build());
+  BOOST_TEST(!info(id).deadline_ms.has_value());
+  advance(60s);
+  BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, from_run_at));
+  BOOST_TEST(info(id).status == job_status::pending);
+  // The first start, at t0 + 60 s, sets the deadline; retries due at +4 s
+  // and +12 s: the first runs, the second is past the deadline.
+  worker_options w;
+  w.runners["flaky"] = [](job_context&) { throw std::runtime_error("down"); };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, id));
+  BOOST_TEST(info(id).deadline_ms.value_or(0) == t0 + 70'000);
+  advance(4s);
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 2, id));
+  BOOST_TEST(info(id).attempts.size() == 2u);
+  advance(8s);  // t0 + 72 s: the retry due now is 2 s past the deadline
+  BOOST_REQUIRE(log->wait_for(event_kind::expired, 1, id));
+  auto j = info(id);
+  BOOST_TEST(j.status == job_status::expired);
+  BOOST_TEST(j.tries == 2);
+  // It needs a ttl; recurring jobs don't take it.
+  auto bare = job_builder("t").ttl_from(ttl_start::first_attempt).build();
+  BOOST_TEST(bare.error().field() == "ttl_from");
+  recurring_job r;
+  r.id = "r";
+  r.schedule = "every 1m";
+  r.job = *job_builder("t").ttl(5s).ttl_from(ttl_start::first_attempt).build();
+  BOOST_TEST(q->add_recurring(r).error().field() == "job.ttl_from");
+}
+
 // Fails every attempt of a job of `type` with max_retries 3 and `policy`,
 // and checks that the n-th retry is due `delays[n-1]` after that failure.
 void check_retry_delays(queue_fixture& f, const backoff_policy& policy,

@@ -41,6 +41,18 @@ enum class unique_policy : uint8_t {
 
 const char* to_string(unique_policy p) noexcept;
 
+/// Where a job's ttl counts from (job::ttl_from).
+enum class ttl_start : uint8_t {
+  /// Its run_at: the job must start within ttl of being due, and so must
+  /// each retry.
+  run_at = 0,
+  /// Its first attempt's start (taskmill's ttl_from): the job may wait any
+  /// time for its first start, and its retries must start within ttl of it.
+  first_attempt = 1,
+};
+
+const char* to_string(ttl_start s) noexcept;
+
 /// A job to submit. Defaults follow Effectum.
 ///
 /// Times and durations never overflow. Any duration from its minimum up to
@@ -69,8 +81,14 @@ struct job {
   /// Delay from submission when `run_at_ms` is empty; >= 0.
   int64_t delay_ms = 0;
   /// If set, the job must start within this many ms of its run_at, or it
-  /// ends `expired` without running.
+  /// ends `expired` without running; with ttl_from first_attempt, the
+  /// retries must start within it of the first attempt's start instead.
   std::optional<int64_t> ttl_ms;
+  /// Where ttl_ms counts from. first_attempt needs a ttl_ms, and is kept
+  /// neither by recurring jobs nor by PostgreSQL's inbox. The deadline is
+  /// set when the job is first claimed (job_info::deadline_ms shows it);
+  /// a snooze or yield drops it, as it does a deadline from run_at.
+  ttl_start ttl_from = ttl_start::run_at;
   /// Attempts after the first one, 0 to max_retries_limit.
   int32_t max_retries = 3;
   backoff_policy backoff;

@@ -41,6 +41,8 @@ class job_builder {
   job_builder& delay(std::chrono::milliseconds d);
   /// The job must start within `ttl` of its run_at, or it ends expired.
   job_builder& ttl(std::chrono::milliseconds ttl);
+  /// Where the ttl counts from (job::ttl_from).
+  job_builder& ttl_from(ttl_start from);
   /// Attempts after the first; default 3.
   job_builder& max_retries(int32_t n);
   /// Backoff between attempts (see backoff_policy); defaults 20 s, 2, 0.2.

@@ -158,7 +158,7 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
            result_ttl, expected_io, idempotency_key, x.depends_on, x.depends_on_batch,
-           x.on_dependency_failure, x.tags);
+           x.on_dependency_failure, x.tags, x.ttl_from);
 }
 
 template <class Inspector>

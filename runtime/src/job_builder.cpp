@@ -46,6 +46,11 @@ job_builder& job_builder::ttl(std::chrono::milliseconds ttl) {
   return *this;
 }
 
+job_builder& job_builder::ttl_from(ttl_start from) {
+  job_.ttl_from = from;
+  return *this;
+}
+
 job_builder& job_builder::max_retries(int32_t n) {
   job_.max_retries = n;
   return *this;

@@ -65,6 +65,10 @@ class job_reader {
            j.on_duplicate = static_cast<unique_policy>(x);
          });
        }},
+      {"ttl_from", [&](const json& v, const std::string& key) {
+         return choice(v, key, {{"run_at", 0}, {"first_attempt", 1}},
+                       [&](int x) { j.ttl_from = static_cast<ttl_start>(x); });
+       }},
       {"on_dependency_failure", [&](const json& v, const std::string& key) {
          return choice(v, key, {{"cancel", 0}, {"fail", 1}}, [&](int x) {
            j.on_dependency_failure = static_cast<dependency_failure>(x);

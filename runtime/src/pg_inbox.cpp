@@ -97,6 +97,11 @@ error error_named(const std::string& name) {
 result<int64_t> submit(pg_conn* conn, const job& j, const inbox_options& options) {
   if (auto st = validate(j); !st)
     return st;
+  if (!j.tags.empty())
+    return invalid_field("tags", "the inbox carries no tags: submit the job through the queue");
+  if (j.ttl_from != ttl_start::run_at)
+    return invalid_field("ttl_from", "the inbox counts a ttl from run_at only: submit the job "
+                                     "through the queue");
   if (!j.depends_on.empty() || !j.depends_on_batch.empty())
     return invalid_field(j.depends_on.empty() ? "depends_on_batch" : "depends_on",
                          "the inbox carries no dependencies: submit the job through the "

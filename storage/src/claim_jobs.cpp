@@ -24,9 +24,15 @@ constexpr const char* read_claimable =
   "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " AND run_at <= ?2 "
   "AND (deadline IS NULL OR deadline >= ?2)";
 
+// A ttl from the first attempt becomes the deadline here, once.
+#define ERGON_SQL_FIRST_DEADLINE(started)                                                   \
+  "deadline = coalesce(deadline, " ERGON_SQL_ADD_MS(started, "ttl_after_start") "), "       \
+  "ttl_after_start = NULL, "
+
 constexpr const char* claim_job =
   "UPDATE jobs SET status = " ERGON_SQL_RUNNING ", current_try = ?2, attempt_token = ?3, "
-  "started_at = ?4, expires_at = ?5, progress_at = NULL, held_by = ?6, worker = ?7 WHERE id = ?1";
+  "started_at = ?4, expires_at = ?5, " ERGON_SQL_FIRST_DEADLINE("?4")
+  "progress_at = NULL, held_by = ?6, worker = ?7 WHERE id = ?1";
 
 // PostgreSQL: the whole batch in one statement and one round trip. Rows are
 // found with `id = ANY(array)`, an index lookup each; joined with unnest()
@@ -40,7 +46,8 @@ constexpr const char* claim_job =
 #define ERGON_CLAIM_BATCH(token)                                                            \
   "UPDATE jobs SET status = " ERGON_SQL_RUNNING ", current_try = current_try + 1, "        \
   "attempt_token = " token ", started_at = ?3, "                                          \
-  "expires_at = " ERGON_SQL_ADD_MS("?3", "timeout_ms") ", progress_at = NULL, "           \
+  "expires_at = " ERGON_SQL_ADD_MS("?3", "timeout_ms") ", " ERGON_SQL_FIRST_DEADLINE("?3") \
+  "progress_at = NULL, "                                                                    \
   "held_by = CAST(?4 AS text), worker = CAST(?5 AS bigint) "                              \
   "WHERE id = ANY(CAST(?1 AS bigint[])) AND status = " ERGON_SQL_PENDING " AND run_at <= ?3 " \
   "AND (deadline IS NULL OR deadline >= ?3) "                                             \

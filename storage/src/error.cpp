@@ -125,6 +125,14 @@ const char* to_string(unique_policy p) noexcept {
   return "unknown";
 }
 
+const char* to_string(ttl_start s) noexcept {
+  switch (s) {
+    case ttl_start::run_at: return "run_at";
+    case ttl_start::first_attempt: return "first_attempt";
+  }
+  return "unknown";
+}
+
 const char* to_string(catch_up c) noexcept {
   switch (c) {
     case catch_up::once: return "once";

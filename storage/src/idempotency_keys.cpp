@@ -94,7 +94,9 @@ int64_t fingerprint(const job& j) {
       f.add(int64_t{p});
     f.add(int64_t{static_cast<uint8_t>(j.on_dependency_failure)});
   }
-  // Tags too, so a fingerprint without them stays what it was.
+  // The same for a ttl from the first attempt, and for tags.
+  if (j.ttl_from != ttl_start::run_at)
+    f.add(int64_t{static_cast<uint8_t>(j.ttl_from)});
   if (!j.tags.empty()) {
     f.add(static_cast<int64_t>(j.tags.size()));
     for (auto& [k, v] : j.tags) {

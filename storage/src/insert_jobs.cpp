@@ -35,9 +35,9 @@ constexpr const char* copy_jobs =
   "COPY jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
   "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
-  "waiting_on, dependency_policy, has_dependents, parent, only_dependency) "
+  "waiting_on, dependency_policy, has_dependents, parent, only_dependency, ttl_after_start) "
   "FROM STDIN (FORMAT binary)";
-constexpr int16_t copy_fields = 34;
+constexpr int16_t copy_fields = 35;
 
 constexpr size_t min_copy_rows = 12;
 
@@ -97,6 +97,7 @@ status insert_on_postgres(pg_db& d, const std::vector<new_row>& rows) {
     out.add(links.link_bits);
     out.add(links.parent);
     out.add(links.only_dependency);
+    out.add(rows::ttl_after_start(*j));
   });
 }
 

@@ -67,9 +67,9 @@ constexpr const char* insert_row =
   "INSERT INTO jobs (external_id, " ERGON_TEMPLATE_COLUMNS ", run_at, deadline, added_at, id, "
   "ready_since, recurring_id, scheduled_at, unique_key, unique_hold_ms, result_ttl_ms, "
   "io_read_bytes, io_write_bytes, status, unfinished_instance_of, " ERGON_BACKOFF_COLUMNS ", "
-  "waiting_on, dependency_policy, has_dependents, parent, only_dependency) "
+  "waiting_on, dependency_policy, has_dependents, parent, only_dependency, ttl_after_start) "
   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31, ?32, ?33)";
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?28, ?19, ?26, ?27, ?29, ?30, ?31, ?32, ?33, ?34)";
 
 constexpr const char* cancel_pending_row =
   "UPDATE jobs SET status = " ERGON_SQL_CANCELLED ", finished_at = ?2, last_message = ?3, "
@@ -123,8 +123,9 @@ job_key new_key(const job& j, int64_t now_ms, uint32_t id_tag, int64_t row) {
   // Aging counts waiting while due: not the time before run_at, nor the
   // past for a run_at in the past.
   k.ready_since = std::max(k.run_at, now_ms);
-  // A deadline that saturates at never is no deadline.
-  if (j.ttl_ms && add_ms(k.run_at, *j.ttl_ms) != never_ms)
+  // A deadline that saturates at never is no deadline. One from the first
+  // attempt is set by the first claim.
+  if (j.ttl_ms && j.ttl_from == ttl_start::run_at && add_ms(k.run_at, *j.ttl_ms) != never_ms)
     k.deadline = add_ms(k.run_at, *j.ttl_ms);
   if (j.expected_io) {
     k.io_read = j.expected_io->read_bytes;
@@ -172,6 +173,7 @@ status insert_job(db& d, stmt& s, const job& j, const job_key& k,
   s.bind(31, links.link_bits);
   s.bind(32, links.parent);
   s.bind(33, links.only_dependency);
+  s.bind(34, ttl_after_start(j));
   return d.run(s);
 }
 

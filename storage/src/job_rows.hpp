@@ -26,6 +26,12 @@ inline constexpr int key_column_count = 13;
 /// Reads ERGON_JOB_KEY_COLUMNS starting at column `first`.
 job_key read_key(const stmt& s, int first = 0);
 
+/// jobs.ttl_after_start of `j`: its ttl when it counts from the first
+/// attempt, else empty.
+inline std::optional<int64_t> ttl_after_start(const job& j) {
+  return j.ttl_from == ttl_start::first_attempt ? j.ttl_ms : std::nullopt;
+}
+
 /// Columns read into a job_info (without attempts), in `read_info` order.
 #define ERGON_JOB_INFO_COLUMNS                                                   \
   "id, external_id, type, name, group_key, status, priority, weight, run_at, " \

@@ -282,7 +282,7 @@ constexpr const char* migration_11 = ERGON_SQL_JOB_LOGS("bigint", "");
 constexpr const char* migration_12 = ERGON_SQL_JOB_TAGS("bigint", "text COLLATE \"C\"", "");
 
 // Version 13 is SQLite's version 16.
-constexpr const char* migration_13 = ERGON_SQL_MAX_EXECUTIONS("bigint");
+constexpr const char* migration_13 = ERGON_SQL_SEED_CONTROLS("bigint");
 
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,

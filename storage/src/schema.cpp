@@ -269,8 +269,9 @@ constexpr const char* migration_14 = ERGON_SQL_JOB_LOGS("INTEGER", " WITHOUT ROW
 // Version 15: job tags (schema_steps.hpp).
 constexpr const char* migration_15 = ERGON_SQL_JOB_TAGS("INTEGER", "TEXT", " WITHOUT ROWID");
 
-// Version 16: recurring jobs that stop after N runs (schema_steps.hpp).
-constexpr const char* migration_16 = ERGON_SQL_MAX_EXECUTIONS("INTEGER");
+// Version 16: recurring jobs that stop after N runs, and a ttl from the
+// first attempt (schema_steps.hpp).
+constexpr const char* migration_16 = ERGON_SQL_SEED_CONTROLS("INTEGER");
 
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,

@@ -123,11 +123,14 @@
   ")" table_end ";\n"                                                                 \
   "CREATE INDEX job_tags_by_value ON job_tags (key, value, job_id);\n"
 
-// SQLite's version 16 and PostgreSQL's 13: recurring_job::max_executions,
-// and how many instances have run.
-#define ERGON_SQL_MAX_EXECUTIONS(integer)                                             \
+// SQLite's version 16 and PostgreSQL's 13: recurring_job::max_executions
+// and how many instances have run; and a ttl that counts from the first
+// attempt (job::ttl_from): jobs.ttl_after_start holds it until the first
+// claim turns it into the deadline.
+#define ERGON_SQL_SEED_CONTROLS(integer)                                              \
   "ALTER TABLE recurring_jobs ADD COLUMN max_executions " integer ";\n"               \
-  "ALTER TABLE recurring_jobs ADD COLUMN executions " integer " NOT NULL DEFAULT 0;\n"
+  "ALTER TABLE recurring_jobs ADD COLUMN executions " integer " NOT NULL DEFAULT 0;\n" \
+  "ALTER TABLE jobs ADD COLUMN ttl_after_start " integer ";\n"
 
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in

@@ -111,6 +111,14 @@ status validate(const job& j, size_t max_payload_bytes) {
                : status{};
     },
     [&] { return j.ttl_ms ? check_positive_ms("ttl", *j.ttl_ms) : status{}; },
+    [&] {
+      if (static_cast<uint8_t>(j.ttl_from) > static_cast<uint8_t>(ttl_start::first_attempt))
+        return invalid_field("ttl_from", "must be run_at or first_attempt, got "
+                                           + std::to_string(static_cast<int>(j.ttl_from)));
+      return j.ttl_from == ttl_start::first_attempt && !j.ttl_ms
+               ? invalid_field("ttl_from", "counts a ttl from the first attempt; set ttl too")
+               : status{};
+    },
     [&] { return check_retries(j.max_retries); },
     [&] { return check_backoff(j.backoff); },
     [&] { return check_positive_ms("timeout", j.timeout_ms); },
@@ -221,6 +229,12 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
                ? invalid_field("max_executions",
                                "must be 1 or more (empty: no limit), got "
                                  + std::to_string(*r.max_executions))
+               : status{};
+    },
+    [&] {
+      return r.job.ttl_from != ttl_start::run_at
+               ? invalid_field("job.ttl_from", "is not kept for recurring jobs: each "
+                                               "instance's ttl counts from its time")
                : status{};
     },
     [&] {

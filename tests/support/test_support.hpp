@@ -63,7 +63,8 @@ inline std::string downgrade_sql(int version) {
   std::string sql;
   if (version < 16)
     sql += "ALTER TABLE recurring_jobs DROP COLUMN max_executions; "
-           "ALTER TABLE recurring_jobs DROP COLUMN executions; ";
+           "ALTER TABLE recurring_jobs DROP COLUMN executions; "
+           "ALTER TABLE jobs DROP COLUMN ttl_after_start; ";
   if (version < 15)
     sql += "DROP TABLE job_tags; ";
   if (version < 14)

@@ -259,14 +259,21 @@ void on_timer(state& st, int64_t now) {
 }
 // -- pending jobs and slots -------------------------------------------------------------
 
-void add_pending(state& st, const storage::job_key& k, int64_t now) {
-  st.policy.add(pending_of(st.policy, k), now);
+// Watches `k`'s deadline, once per time and row. A stale entry is
+// harmless: expire_pending checks the row.
+void track_deadline(state& st, const storage::job_key& k) {
+  if (!k.deadline)
+    return;
+  auto [first, last] = st.deadlines.equal_range(*k.deadline);
+  if (std::none_of(first, last, [&](const auto& d) { return d.second == k.row; }))
+    st.deadlines.emplace(*k.deadline, k.row);
 }
 
-void add_submitted(state& st, const storage::job_key& k, int64_t now) {
-  add_pending(st, k, now);
-  if (k.deadline)
-    st.deadlines.emplace(*k.deadline, k.row);
+// Every way a job becomes pending tracks its deadline: one from run_at is
+// known at submit, one from the first attempt once a retry of it comes back.
+void add_pending(state& st, const storage::job_key& k, int64_t now) {
+  st.policy.add(pending_of(st.policy, k), now);
+  track_deadline(st, k);
 }
 
 // Returns picked jobs that were not claimed to the index.
@@ -881,11 +888,11 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
   // resumed job after the end of its preemptor).
   auto caused_from = st.out->events.size();
   for (auto& k : f.added)
-    add_submitted(st, k, now);
+    add_pending(st, k, now);
   for (auto& k : f.requeued)
-    add_submitted(st, k, now);
+    add_pending(st, k, now);
   for (auto& k : f.unblocked)
-    add_submitted(st, k, now);
+    add_pending(st, k, now);
   for (auto& k : f.cancelled)
     left_queue(st, k, now);
   for (auto& c : f.children_cancelled)
@@ -896,10 +903,8 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
       st.policy.remove(pending_of(st.policy, c.before));
       add_pending(st, c.after, now);
     }
-    // update_recurring gives an instance a new deadline; a stale entry is
-    // harmless (expire_pending checks the row).
-    if (c.after.deadline && c.after.deadline != c.before.deadline)
-      st.deadlines.emplace(*c.after.deadline, c.after.row);
+    // update_recurring gives an instance a new deadline.
+    track_deadline(st, c.after);
   }
   for (auto& k : f.expired)
     left_queue(st, k, now);
@@ -1023,7 +1028,7 @@ dispatch_core::dispatch_core(config cfg, std::vector<storage::job_key> pending, 
       st.disk = std::make_unique<disk_throughput>(*admission->io_budget);
   }
   for (auto& k : pending)
-    add_submitted(st, k, now);
+    add_pending(st, k, now);
   for (auto& r : held.attempts)
     reinstate(st, r, held.until);
 }
