@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "commands.hpp"
+#include "ergon/actors/bulk_action.hpp"
 #include "text.hpp"
 
 namespace ergon::ctl {
@@ -159,6 +160,9 @@ int replay(context& c, const std::string& id) {
 }
 
 int cancel_all(context& c, const job_filter& filter, bool dry_run) {
+  // A dry run refuses what the action would.
+  if (auto st = actors::check_bulk(actors::bulk_kind::cancel, filter); dry_run && !st)
+    return c.fail(st, "cancel");
   if (dry_run)
     return list_what_would_change(c, filter, bulk_takes::unfinished, "cancel",
                                   " (running ones would be asked to stop)");
@@ -177,6 +181,8 @@ int cancel_all(context& c, const job_filter& filter, bool dry_run) {
 }
 
 int delete_jobs(context& c, const job_filter& filter, bool dry_run) {
+  if (auto st = actors::check_bulk(actors::bulk_kind::remove, filter); dry_run && !st)
+    return c.fail(st, "delete");
   if (dry_run)
     return list_what_would_change(c, filter, bulk_takes::finished, "delete", "");
   return with_link(c, [&](queue_link& q) {

@@ -153,7 +153,7 @@ void check(const char* data, size_t size) {
 
 // The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 37> checkers = {
+constexpr std::array<checker, 38> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,

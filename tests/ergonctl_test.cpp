@@ -614,6 +614,9 @@ BOOST_AUTO_TEST_CASE(tags_filter_listings_and_bulk_writes) {
     BOOST_TEST(server.stop(SIGTERM));
   }
   // The file alone, opened here.
+  auto pending_dry = f.ctl({"delete", "--all", "--status", "pending", "--dry-run"});
+  BOOST_TEST(pending_dry.code == 2);
+  BOOST_TEST(pending_dry.err.find("--status") != std::string::npos, pending_dry.err);
   auto pending = f.ctl({"delete", "--all", "--status", "pending"});
   BOOST_TEST(pending.code == 2);
   BOOST_TEST(pending.err.find("--status") != std::string::npos, pending.err);

@@ -870,6 +870,12 @@ BOOST_AUTO_TEST_CASE(python_submits_jobs_as_json_base64_and_text_and_gets_named_
   refused("delete-pending", "status");
   BOOST_REQUIRE(r["delete-by-prefix"]["status"] == 200);
   BOOST_TEST(r["delete-by-prefix"]["body"]["deleted"] == 1);
+  // An empty or misspelled filter, or paging, is refused: it acts on nothing.
+  refused("cancel-no-filter", "all");
+  refused("cancel-misspelled", "tags");
+  refused("cancel-paged", "limit");
+  BOOST_TEST((s.q->job_info(*job_id::parse(r["tagged-other"]["body"]["id"].get<std::string>()))
+                ->status == job_status::pending));
   // json, base64, text, 2 in the batch, big, tagged-other; "tagged" was
   // cancelled, then deleted.
   BOOST_TEST(s.q->counts().total() == 7);

@@ -140,9 +140,15 @@ BOOST_AUTO_TEST_CASE(a_job_with_max_executions_stops_by_itself_and_an_update_res
   reopen();
   BOOST_TEST(!recurring("thrice").next_job.has_value());
   BOOST_TEST(ran.all().size() == 3u);
-  // A limit it has reached is refused; a higher one starts it again.
+  // An upsert that keeps the limit (as at every start of a program) is
+  // kept and makes no instance; a higher limit starts it again.
   auto same = r;
-  BOOST_TEST(q->update_recurring(same).error().field() == "max_executions");
+  same.job.payload = "new";
+  auto kept = q->upsert_recurring(same);
+  BOOST_REQUIRE_MESSAGE(kept.has_value(), kept.error().to_string());
+  BOOST_TEST((*kept == job_id{}));
+  BOOST_TEST(recurring("thrice").job.payload == "new");
+  BOOST_TEST(!recurring("thrice").next_job.has_value());
   auto more = r;
   more.max_executions = 4;
   auto next = q->update_recurring(more);

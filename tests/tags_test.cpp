@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <future>
 #include <set>
 
 #include "ergon/actors/bulk_action.hpp"
@@ -207,6 +208,39 @@ BOOST_FIXTURE_TEST_CASE(a_filter_takes_every_tag_it_names_and_a_key_prefix, tags
   BOOST_TEST((ids(tagged({{"tenant", "a"}}), 1) == v{a1, a2, both}));
   BOOST_TEST((ids(tagged({{"tenant", "a"}}), 1, true) == v{both, a2, a1}));
   BOOST_TEST((ids(prefixed("bill"), 1, true) == v{percent, both, plan}));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_prefix_that_ends_in_any_character_finds_its_keys_alone, tags_fixture) {
+  // "п" is D0 BF and "р" D1 80; "タ" ends in BF too; U+10FFFF ends the range.
+  auto cyrillic = tagged_job("t", {{"п.ключ", "1"}});
+  tagged_job("t", {{"р.ключ", "2"}});
+  auto katakana = tagged_job("t", {{"タグ", "3"}});
+  tagged_job("t", {{"ダ", "4"}});
+  auto last = tagged_job("t", {{"a\xF4\x8F\xBF\xBF", "5"}});
+  tagged_job("t", {{"b", "6"}});
+  using v = std::vector<job_id>;
+  BOOST_TEST((ids(prefixed("п")) == v{cyrillic}));
+  BOOST_TEST((ids(prefixed("タ")) == v{katakana}));
+  BOOST_TEST((ids(prefixed("a\xF4\x8F\xBF\xBF")) == v{last}));
+  BOOST_TEST(q->list_jobs(prefixed("\xF4\x8F\xBF\xBF"), {}).error().field() == "tag_prefix");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_closing_queue_stops_a_bulk_action_in_its_pause, tags_fixture) {
+  // A share this small pauses for hours after each step: only the stop
+  // that close() sends ends the action within the hang guard.
+  reopen_with_batch(1, 1e-6);
+  for (int i = 0; i < 3; ++i)
+    tagged_job("later", {{"batch", "x"}});
+  auto cancelling = std::async(std::launch::async, [&] { return q->cancel_jobs(tagged({{"batch", "x"}})); });
+  BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 1));
+  BOOST_TEST(q->close().ok());
+  BOOST_REQUIRE(cancelling.wait_for(hang_guard) == std::future_status::ready);
+  auto r = cancelling.get();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().code() == error::closed);
+  BOOST_TEST(r.error().message().find("the steps before stay done: 1 cancelled, 0 asked to stop")
+               != std::string::npos,
+             r.error().message());
 }
 
 BOOST_FIXTURE_TEST_CASE(tag_filters_read_the_tag_index_and_never_scan, tags_fixture,
@@ -470,6 +504,7 @@ BOOST_AUTO_TEST_CASE(a_failed_step_ends_the_pass_with_its_error_and_keeps_the_co
   pass.done(bad);
   BOOST_TEST(!pass.next().has_value());
   BOOST_TEST(pass.outcome().code() == error::io_error);
+  BOOST_TEST(pass.outcome().message() == "disk (the steps before stay done: 2 retried)");
   BOOST_TEST(pass.retried().retried == 2);
   BOOST_TEST(pass.retried().skipped.size() == 1u);
 }

@@ -180,8 +180,10 @@ class queue {
 
   /// retry_failed for every failed job `filter` matches (filter.status is
   /// ignored): a bulk action (options::bulk), in steps of its own
-  /// transactions that keep to a share of the writer's time; on error the
-  /// steps before stay done. Jobs whose unique key another job holds stay
+  /// transactions that keep to a share of the writer's time, over the jobs
+  /// there were when it began; on error (closed, when the queue closes
+  /// meanwhile) the steps before stay done and the message says what they
+  /// did. Jobs whose unique key another job holds stay
   /// failed and are listed in the summary. Within a step a job waits for
   /// the dependencies retried with it; one retried in a later step (a
   /// child, whose id is higher) does not make it wait. Errors:

@@ -62,9 +62,9 @@ struct recurring_job {
   /// counts when it ends after it started, however it ended; one cancelled
   /// or expired before it started does not. Once the count is reached no
   /// further instance is made; the recurring job stays, to be read,
-  /// deleted, or updated with a higher limit (or none), which starts its
-  /// schedule again. An update to a limit it has already reached is
-  /// invalid_argument ("max_executions").
+  /// deleted, or updated: with a higher limit (or none) its schedule starts
+  /// again, otherwise the update is kept and the call returns a nil job_id
+  /// (no instance).
   std::optional<int64_t> max_executions;
 };
 

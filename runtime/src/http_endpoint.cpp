@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -190,6 +191,32 @@ status read_listing(const httplib::Request& req, job_filter& f, page_request& pa
     page.newest_first = v == "1" || v == "true";
   }
   return {};
+}
+
+// A bulk action's query string: the filter's parameters alone, and at
+// least one of them unless `all=1` says every job is meant. A misspelled
+// or empty filter would otherwise act on every job.
+status check_bulk_params(const httplib::Request& req) {
+  static const std::set<std::string> filters{
+    "status", "type", "group", "name", "submitted_from", "submitted_before", "finished_from",
+    "finished_before", "tag", "tag_prefix"};
+  bool some = false;
+  for (auto& [key, value] : req.params) {
+    if (key == "all")
+      continue;
+    if (filters.count(key) == 0)
+      return bad_param(key, "is not a filter of a bulk action (status, type, group, name, "
+                            "submitted_from, submitted_before, finished_from, finished_before, "
+                            "tag, tag_prefix, all)");
+    some = true;
+  }
+  if (req.has_param("all")) {
+    auto v = req.get_param_value("all");
+    if (v != "1" && v != "true")
+      return bad_param("all", "'" + v + "' is not 1 or true");
+    return {};
+  }
+  return some ? status{} : bad_param("all", "give a filter, or all=1 to act on every job");
 }
 
 // What the host check needs to know of the endpoint.
@@ -408,6 +435,8 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
   s.Post(R"(/api/jobs/(cancel|retry|delete))",
          [&q](const httplib::Request& req, httplib::Response& res) {
            if (auto st = may_write(q, req, res); !st)
+             return reply_error(res, st);
+           if (auto st = check_bulk_params(req); !st)
              return reply_error(res, st);
            job_filter f;
            page_request unused;

@@ -96,6 +96,21 @@ result<job_page> queue::impl::list_jobs(const job_filter& filter, const page_req
   return listed;
 }
 
+caf::actor queue::impl::spawn_bulk(actors::bulk_kind kind, job_filter filter,
+                                   std::function<bool()> closing) {
+  auto action = actors::spawn_bulk_action(
+    *sys, {writer, opts.bulk, kind, std::move(filter), std::move(closing)});
+  std::lock_guard<std::mutex> guard{bulk_mtx};
+  // Those that ended have no actor behind their address any more.
+  bulk_actions.erase(std::remove_if(bulk_actions.begin(), bulk_actions.end(),
+                                    [](const caf::actor_addr& a) {
+                                      return !caf::actor_cast<caf::actor>(a);
+                                    }),
+                     bulk_actions.end());
+  bulk_actions.push_back(action.address());
+  return action;
+}
+
 job_filter queue::impl::failed_before(std::chrono::milliseconds older_than) {
   job_filter filter;
   filter.status = job_status::failed;
@@ -291,6 +306,13 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> stopping{stop_mtx};
   if (closed.exchange(true))
     return closing_cause();
+  {
+    std::lock_guard<std::mutex> guard{bulk_mtx};
+    for (auto& a : bulk_actions)
+      if (auto action = caf::actor_cast<caf::actor>(a))
+        caf::anon_send(action, actors::bulk_stop_atom::value);
+    bulk_actions.clear();
+  }
   {
     // Nothing from outside reaches a closed queue; requests in flight are
     // answered (`closed`, once the flag is up). Newest first: a port goes

@@ -12,8 +12,6 @@ namespace ergon::storage {
 namespace {
 
 // Only a first request: a job asked to stop before is not touched again.
-constexpr const char* select_end_row = "SELECT coalesce(max(id), 0) + 1 FROM jobs";
-
 constexpr const char* request_cancel =
   "UPDATE jobs SET cancel_requested_at = ?2 WHERE id = ?1 AND status = " ERGON_SQL_RUNNING
   " AND cancel_requested_at IS NULL RETURNING attempt_token";
@@ -33,15 +31,10 @@ result<cancel_jobs_result> cancel_jobs(db& d, const cancel_jobs_args& args, int6
   cancel_jobs_result out;
   out.before_row = args.before_row;
   if (out.before_row == 0) {
-    auto end = d.prepare(select_end_row);
+    auto end = end_of_rows(d);
     if (!end)
       return end.error();
-    if ((*end)->step())
-      out.before_row = (*end)->column_int(0);
-    auto read = (*end)->step_status();
-    (*end)->reset();
-    if (!read)
-      return read;
+    out.before_row = *end;
   }
   // Every unfinished job lies at or above the mark.
   auto after = std::max(args.after_row, meta->unfinished_low_mark - 1);

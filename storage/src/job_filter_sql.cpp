@@ -177,10 +177,42 @@ void bind(stmt& s, const job_filter& f, range r, int64_t low_mark, int64_t limit
 }
 
 std::string prefix_end(std::string prefix) {
-  // UTF-8 has no byte 0xFF, so the last byte can always grow: every key
-  // that starts with `prefix` sorts before the result, and no other does.
-  prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
-  return prefix;
+  // The prefix with its last character's code point one higher: UTF-8's
+  // byte order is code-point order, so every key that starts with `prefix`
+  // sorts before it, and no other key between. Adding one to the last
+  // byte would do for ASCII but not for "п" (D0 BF). A last U+10FFFF has
+  // no successor: it goes, and the character before it grows.
+  while (!prefix.empty()) {
+    size_t start = prefix.size() - 1;
+    while (start > 0 && (static_cast<unsigned char>(prefix[start]) & 0xC0) == 0x80)
+      --start;
+    auto lead = static_cast<unsigned char>(prefix[start]);
+    size_t n = prefix.size() - start;
+    uint32_t cp = n == 1 ? lead : lead & (0xFF >> (n + 1));
+    for (size_t i = start + 1; i < prefix.size(); ++i)
+      cp = (cp << 6) | (static_cast<unsigned char>(prefix[i]) & 0x3F);
+    prefix.resize(start);
+    if (cp == 0x10FFFF)
+      continue;
+    cp = cp == 0xD7FF ? 0xE000 : cp + 1;  // surrogates are no characters
+    if (cp < 0x80) {
+      prefix += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      prefix += static_cast<char>(0xC0 | (cp >> 6));
+      prefix += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      prefix += static_cast<char>(0xE0 | (cp >> 12));
+      prefix += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      prefix += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      prefix += static_cast<char>(0xF0 | (cp >> 18));
+      prefix += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      prefix += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      prefix += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return prefix;
+  }
+  return prefix;  // all U+10FFFF: validate() refuses such a prefix
 }
 
 }  // namespace ergon::storage::filter_sql

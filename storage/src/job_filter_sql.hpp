@@ -42,8 +42,8 @@ struct range {
 /// unfinished path), the filter's fields and the limit.
 void bind(stmt& s, const job_filter& f, range r, int64_t low_mark, int64_t limit);
 
-/// The least string above every string that starts with `prefix` (a tag
-/// key, so UTF-8 and not empty).
+/// The least UTF-8 string above every string that starts with `prefix` (a
+/// tag key: UTF-8, not empty, not all U+10FFFF); empty if there is none.
 std::string prefix_end(std::string prefix);
 
 }  // namespace ergon::storage::filter_sql

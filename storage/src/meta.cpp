@@ -54,6 +54,20 @@ status raise_low_mark(db& d, int64_t mark) {
   return move_low_mark(d, update_low_mark, mark);
 }
 
+result<int64_t> end_of_rows(db& d) {
+  auto s = d.prepare("SELECT coalesce(max(id), 0) + 1 FROM jobs");
+  if (!s)
+    return s.error();
+  int64_t end = 1;
+  if ((*s)->step())
+    end = (*s)->column_int(0);
+  auto read = (*s)->step_status();
+  (*s)->reset();
+  if (!read)
+    return read;
+  return end;
+}
+
 status lower_low_mark(db& d, int64_t row) {
   return move_low_mark(d, lower_mark, row);
 }

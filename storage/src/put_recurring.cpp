@@ -115,10 +115,9 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     return exists_error(r.id);
   if (!*existing && args.mode == put_mode::update)
     return missing_error(r.id);
-  if (*existing && r.max_executions && (*existing)->executions >= *r.max_executions)
-    return invalid_field("max_executions",
-                         "'" + r.id + "' has run " + std::to_string((*existing)->executions)
-                           + " instances already: give a higher limit, or none");
+  // One that has run its limit takes the update, and makes no instance.
+  bool exhausted =
+    *existing && r.max_executions && (*existing)->executions >= *r.max_executions;
   bool moved = !*existing || (*existing)->spec != r.schedule
                || (*existing)->time_zone != r.time_zone;
   int64_t since = moved ? now_ms : (*existing)->since;
@@ -181,7 +180,7 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     out.changed = std::move(*change);
   } else if (*instance) {
     out.instance = (*instance)->key.id;  // running: the template applies to the next one
-  } else if (at) {
+  } else if (at && !exhausted) {
     auto k = rows::create_instance(d, row, *at, now_ms);
     if (!k)
       return k.error();

@@ -243,7 +243,8 @@ result<retry_failed_result> retry_failed(db& d, const retry_failed_args& args, i
   auto& q = **s;
   // Rows retried leave the failed index, so the next step starts after the
   // last row this one saw: a skipped job is not seen twice.
-  filter_sql::bind(q, filter, {args.after_row, INT64_MAX}, 0, static_cast<int64_t>(args.limit));
+  filter_sql::bind(q, filter, {args.after_row, args.before_row}, 0,
+                   static_cast<int64_t>(args.limit));
   std::vector<int64_t> rows_found;
   while (q.step())
     rows_found.push_back(q.column_int(0));

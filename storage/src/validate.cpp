@@ -251,6 +251,22 @@ status validate(const recurring_job& r, size_t max_payload_bytes) {
     });
 }
 
+namespace {
+
+// Whether `text` is U+10FFFF alone, repeated: no UTF-8 string is the end of
+// its prefix range.
+bool only_last_characters(const std::string& text) {
+  static const std::string last = "\xF4\x8F\xBF\xBF";
+  if (text.empty() || text.size() % last.size() != 0)
+    return false;
+  for (size_t i = 0; i < text.size(); i += last.size())
+    if (text.compare(i, last.size(), last) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
 status validate(const job_filter& f) {
   return first_failure(
     [&] {
@@ -280,7 +296,14 @@ status validate(const job_filter& f) {
                                   : status{};
     },
     [&] { return storage::check_tags("tags", f.tags, max_filter_tags); },
-    [&] { return f.tag_prefix ? storage::check_tag_key("tag_prefix", *f.tag_prefix) : status{}; });
+    [&] { return f.tag_prefix ? storage::check_tag_key("tag_prefix", *f.tag_prefix) : status{}; },
+    [&] {
+      // No key sorts after such a prefix but within it: it has no range.
+      return f.tag_prefix && only_last_characters(*f.tag_prefix)
+               ? invalid_field("tag_prefix", "is only U+10FFFF characters, which no range "
+                                             "ends above; name the key in tags")
+               : status{};
+    });
 }
 
 }  // namespace ergon

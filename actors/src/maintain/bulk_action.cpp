@@ -69,6 +69,10 @@ void bulk_pass::done(bulk_reply& reply) {
   ++steps_;
   if (!reply.outcome) {
     outcome_ = reply.outcome;
+    if (steps_ > 1)
+      outcome_ = status{outcome_.code(), outcome_.message() + " (the steps before stay done: "
+                                           + done_so_far() + ")",
+                        outcome_.field()};
     return;
   }
   cancelled_.cancelled += reply.cancelled;
@@ -84,6 +88,19 @@ void bulk_pass::done(bulk_reply& reply) {
   }
   ++current_;
   after_ = 0;
+}
+
+std::string bulk_pass::done_so_far() const {
+  switch (kind_) {
+    case bulk_kind::cancel:
+      return std::to_string(cancelled_.cancelled) + " cancelled, "
+             + std::to_string(cancelled_.stop_requested) + " asked to stop";
+    case bulk_kind::retry:
+      return std::to_string(retried_.retried) + " retried";
+    case bulk_kind::remove:
+      break;
+  }
+  return std::to_string(deleted_) + " deleted";
 }
 
 namespace {
@@ -115,6 +132,12 @@ void finish(action_ptr self) {
 void step(action_ptr self) {
   auto& st = self->state;
   auto next = st.pass->next();
+  if (next && st.cfg.closing && st.cfg.closing()) {
+    bulk_reply gone;
+    gone.outcome = status{error::closed, "the queue closed during a bulk action"};
+    st.pass->done(gone);
+    next.reset();
+  }
   if (!next) {
     finish(self);
     return;
@@ -157,7 +180,19 @@ caf::actor spawn_bulk_action(caf::actor_system& sys, bulk_action_config cfg) {
           st.answer = self->make_response_promise();
           step(self);
         },
-        [self](next_step_atom) { step(self); },
+        [self](next_step_atom) {
+          if (self->state.pass)
+            step(self);
+        },
+        [self](bulk_stop_atom) {
+          auto& st = self->state;
+          if (!st.answer.pending())
+            return;  // not started, or answered
+          bulk_reply gone;
+          gone.outcome = status{error::closed, "the queue closed during a bulk action"};
+          st.pass->done(gone);
+          finish(self);
+        },
       };
     },
     std::move(cfg));

@@ -24,6 +24,7 @@
 #include "ergon/storage/op/cancel_pending.hpp"
 #include "ergon/storage/op/claim_jobs.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
+#include "ergon/storage/op/meta.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
 #include "ergon/storage/op/expire_attempt.hpp"
 #include "ergon/storage/op/expire_pending.hpp"
@@ -481,66 +482,77 @@ class writer {
     });
   }
 
+  // Runs one step of a bulk action over the rows below `end` in the batch
+  // transaction, recording into `reply` what it did.
+  status bulk_in_request(bulk_step& step, int64_t end, int64_t now, bulk_reply& reply) {
+    auto& db = *cfg_.db;
+    switch (step.kind) {
+      case bulk_kind::cancel: {
+        storage::cancel_jobs_args args{std::move(step.filter), step.after_row, end, step.limit};
+        return in_request<storage::cancel_jobs_result>(
+                 [&] { return storage::cancel_jobs(db, args, now); },
+                 [&](storage::cancel_jobs_result& done) {
+                   reply.cancelled = static_cast<int64_t>(done.cancelled.size());
+                   reply.stop_requested = static_cast<int64_t>(done.stop_requested.size());
+                   reply.resume_after = done.resume_after;
+                   for (auto& c : done.cancelled)
+                     cancelled(c);
+                   for (auto& [ref, key] : done.stop_requested)
+                     release_.feed().cancel_requests.push_back({ref, std::move(key)});
+                 })
+                 .error();
+      }
+      case bulk_kind::retry: {
+        storage::retry_failed_args args;
+        args.filter = std::move(step.filter);
+        args.after_row = step.after_row;
+        args.before_row = end;
+        args.limit = step.limit;
+        return in_request<storage::retry_failed_result>(
+                 [&] { return storage::retry_failed(db, args, now); },
+                 [&](storage::retry_failed_result& done) {
+                   reply.retried =
+                     static_cast<int64_t>(done.requeued.size() + done.waiting.size());
+                   reply.skipped = std::move(done.skipped);
+                   reply.resume_after = done.resume_after;
+                   requeued(done);
+                 })
+                 .error();
+      }
+      case bulk_kind::remove: {
+        storage::delete_finished_args args;
+        args.filter = std::move(step.filter);
+        args.after_row = step.after_row;
+        args.before_row = end;
+        args.limit = step.limit;
+        return in_request<storage::delete_finished_result>(
+                 [&] { return storage::delete_finished(db, args); },
+                 [&](storage::delete_finished_result& done) {
+                   reply.deleted = static_cast<int64_t>(done.deleted.size());
+                   reply.resume_after = done.resume_after;
+                   deleted(done.deleted);
+                 })
+                 .error();
+      }
+    }
+    return status{error::internal, "not a bulk kind"};
+  }
+
   void on_bulk(caf::blocking_actor* self, bulk_step& step) {
     auto rp = self->make_response_promise();
     auto now = cfg_.clock->now_ms();
     auto started = std::chrono::steady_clock::now();
     bulk_reply reply;
     auto& db = *cfg_.db;
-    status outcome;
-    switch (step.kind) {
-      case bulk_kind::cancel: {
-        storage::cancel_jobs_args args{std::move(step.filter), step.after_row, step.before_row,
-                                       step.limit};
-        outcome = in_request<storage::cancel_jobs_result>(
-                    [&] { return storage::cancel_jobs(db, args, now); },
-                    [&](storage::cancel_jobs_result& done) {
-                      reply.cancelled = static_cast<int64_t>(done.cancelled.size());
-                      reply.stop_requested = static_cast<int64_t>(done.stop_requested.size());
-                      reply.resume_after = done.resume_after;
-                      reply.before_row = done.before_row;
-                      for (auto& c : done.cancelled)
-                        cancelled(c);
-                      for (auto& [ref, key] : done.stop_requested)
-                        release_.feed().cancel_requests.push_back({ref, std::move(key)});
-                    })
-                    .error();
-        break;
-      }
-      case bulk_kind::retry: {
-        storage::retry_failed_args args;
-        args.filter = std::move(step.filter);
-        args.after_row = step.after_row;
-        args.limit = step.limit;
-        outcome = in_request<storage::retry_failed_result>(
-                    [&] { return storage::retry_failed(db, args, now); },
-                    [&](storage::retry_failed_result& done) {
-                      reply.retried =
-                        static_cast<int64_t>(done.requeued.size() + done.waiting.size());
-                      reply.skipped = std::move(done.skipped);
-                      reply.resume_after = done.resume_after;
-                      requeued(done);
-                    })
-                    .error();
-        break;
-      }
-      case bulk_kind::remove: {
-        storage::delete_finished_args args;
-        args.filter = std::move(step.filter);
-        args.after_row = step.after_row;
-        args.limit = step.limit;
-        outcome = in_request<storage::delete_finished_result>(
-                    [&] { return storage::delete_finished(db, args); },
-                    [&](storage::delete_finished_result& done) {
-                      reply.deleted = static_cast<int64_t>(done.deleted.size());
-                      reply.resume_after = done.resume_after;
-                      deleted(done.deleted);
-                    })
-                    .error();
-        break;
-      }
+    // The first step sets where the action ends: at the rows there are now
+    // (the writer is the only one that adds rows).
+    auto end = step.before_row != 0 ? result<int64_t>{step.before_row} : storage::end_of_rows(db);
+    if (end) {
+      reply.before_row = *end;
+      reply.outcome = bulk_in_request(step, *end, now, reply);
+    } else {
+      reply.outcome = end.error();
     }
-    reply.outcome = outcome;
     reply.busy_us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - started)
                       .count();

@@ -4,10 +4,12 @@
 // db_writer request answered before the next is sent, and pauses between
 // steps to keep to its share of the writer's time (bulk_options::
 // writer_share), as the retention sweeper does. Each step commits on its
-// own: a bulk action that fails part way keeps the steps before.
+// own: a bulk action that fails part way keeps the steps before. It takes
+// only jobs below the highest row there was at its first step.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -38,7 +40,7 @@ class bulk_pass {
   std::optional<bulk_step> next() const;
 
   /// Records the reply to the step next() gave. A failed step ends the
-  /// pass with its error.
+  /// pass with its error, which then also says what the steps before did.
   void done(bulk_reply& reply);
 
   bulk_kind kind() const noexcept { return kind_; }
@@ -50,6 +52,8 @@ class bulk_pass {
   int64_t steps() const noexcept { return steps_; }
 
  private:
+  std::string done_so_far() const;
+
   bulk_kind kind_;
   std::vector<job_filter> filters_;  // remove: one per final status
   size_t current_ = 0;
@@ -68,6 +72,9 @@ struct bulk_action_config {
   bulk_options opts;
   bulk_kind kind = bulk_kind::cancel;
   job_filter filter;
+  /// True once the queue is closing: the action then stops before its
+  /// next step, answering `closed`, so a close never waits for it.
+  std::function<bool()> closing;
 };
 
 /// Spawns one bulk action. It starts on its first bulk_run_atom, whose
@@ -77,5 +84,9 @@ struct bulk_action_config {
 caf::actor spawn_bulk_action(caf::actor_system& sys, bulk_action_config cfg);
 
 using bulk_run_atom = caf::atom_constant<caf::atom("bulkrun")>;
+
+/// Sent by a closing queue: the action stops at once, even in a pause,
+/// and answers `closed` with what its steps did.
+using bulk_stop_atom = caf::atom_constant<caf::atom("bulkstop")>;
 
 }  // namespace ergon::actors

@@ -19,10 +19,9 @@ struct cancel_jobs_args {
   job_filter filter;
   /// Only rows with ids after this one (the previous step's resume_after).
   int64_t after_row = 0;
-  /// Only rows below this one: the first step's end_row. 0: the first
-  /// step, which sets it. A bulk cancel thus leaves the jobs submitted
-  /// after it began, such as the next instance of a recurring job it
-  /// cancelled.
+  /// Only rows below this one (end_of_rows at the first step; 0: find it
+  /// now). A bulk cancel thus leaves the jobs submitted after it began,
+  /// such as the next instance of a recurring job it cancelled.
   int64_t before_row = 0;
   size_t limit = 500;
 };

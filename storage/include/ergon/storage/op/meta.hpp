@@ -1,5 +1,5 @@
-// read_meta, raise_low_mark and lower_low_mark: the meta table
-// (storage/src/meta.cpp).
+// read_meta, raise_low_mark and lower_low_mark: the meta table; and
+// end_of_rows (storage/src/meta.cpp).
 #pragma once
 
 #include <cstdint>
@@ -23,5 +23,9 @@ status raise_low_mark(db& d, int64_t mark);
 /// Records that the job at `row` is unfinished again (retry_failed), so
 /// the low mark is at most `row`. Write operation.
 status lower_low_mark(db& d, int64_t row);
+
+/// One past the highest job row now: where a bulk action stops, so that it
+/// leaves the jobs that arrive while it runs.
+result<int64_t> end_of_rows(db& d);
 
 }  // namespace ergon::storage

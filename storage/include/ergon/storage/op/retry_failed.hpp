@@ -24,6 +24,8 @@ struct retry_failed_args {
   /// With a filter: only rows after this one (the previous step's
   /// resume_after), at most `limit` of them.
   int64_t after_row = 0;
+  /// With a filter: only rows below this one (INT64_MAX: no bound).
+  int64_t before_row = INT64_MAX;
   size_t limit = 500;
 };
 
