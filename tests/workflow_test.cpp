@@ -755,8 +755,11 @@ BOOST_AUTO_TEST_CASE(retrying_a_failed_dependency_makes_its_dependents_wait_for_
   auto wk = start(steps());
   BOOST_REQUIRE(q->wait(a, 60s).has_value());
   BOOST_TEST(info(b).waiting_on == 1);
+  // Held while b is read: the worker would otherwise fail the rerun first.
+  BOOST_TEST(q->pause_type("flaky").ok());
   BOOST_TEST(q->retry_failed(a).ok());
   BOOST_TEST(info(b).waiting_on == 2);
+  BOOST_TEST(q->resume_type("flaky").ok());
   BOOST_REQUIRE(log->wait_for(event_kind::failed, 2, a));
   auto bi = info(b);
   BOOST_TEST(bi.status == job_status::waiting);
