@@ -874,6 +874,7 @@ BOOST_AUTO_TEST_CASE(python_submits_jobs_as_json_base64_and_text_and_gets_named_
   refused("cancel-no-filter", "all");
   refused("cancel-misspelled", "tags");
   refused("cancel-paged", "limit");
+  refused("retry-pending", "status");
   BOOST_TEST((s.q->job_info(*job_id::parse(r["tagged-other"]["body"]["id"].get<std::string>()))
                 ->status == job_status::pending));
   // json, base64, text, 2 in the batch, big, tagged-other; "tagged" was

@@ -156,6 +156,13 @@ BOOST_AUTO_TEST_CASE(a_job_with_max_executions_stops_by_itself_and_an_update_res
   auto again = recurring("thrice");
   BOOST_TEST((again.next_job == *next));
   BOOST_TEST(again.max_executions.value_or(0) == 4);
+  // Lowering the limit to the count cancels the pending instance.
+  auto lower = r;
+  auto none = q->update_recurring(lower);
+  BOOST_REQUIRE_MESSAGE(none.has_value(), none.error().to_string());
+  BOOST_TEST((*none == job_id{}));
+  BOOST_TEST((info(*next).status == job_status::cancelled));
+  BOOST_TEST(!recurring("thrice").next_job.has_value());
   // Bad limits are named.
   auto zero = every_minute("zero");
   zero.max_executions = 0;

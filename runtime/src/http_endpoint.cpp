@@ -446,7 +446,9 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
              return reply(res, q.bulk<cancel_summary>(actors::bulk_kind::cancel, std::move(f)),
                           [](const cancel_summary& c) { return json_views::of(c); });
            if (req.matches[1] == "retry") {
-             f.status = job_status::failed;
+             // Another status is refused (check_bulk), not overwritten.
+             if (!f.status)
+               f.status = job_status::failed;
              return reply(res, q.bulk<retry_summary>(actors::bulk_kind::retry, std::move(f)),
                           [](const retry_summary& r) { return json_views::of(r); });
            }

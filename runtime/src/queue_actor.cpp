@@ -144,12 +144,7 @@ caf::response_promise run_bulk(queue_ptr self, actors::bulk_kind kind, job_filte
     rp.deliver(to_caf_error(st));
     return rp;
   }
-  std::weak_ptr<queue_impl> weak = self->state.q;
-  auto closing = [weak] {
-    auto q = weak.lock();
-    return !q || q->closed.load(std::memory_order_acquire);
-  };
-  auto action = q.spawn_bulk(kind, std::move(f), std::move(closing));
+  auto action = q.spawn_bulk(kind, std::move(f));
   rp.delegate(action, actors::bulk_run_atom::value);
   return rp;
 }

@@ -96,10 +96,10 @@ result<job_page> queue::impl::list_jobs(const job_filter& filter, const page_req
   return listed;
 }
 
-caf::actor queue::impl::spawn_bulk(actors::bulk_kind kind, job_filter filter,
-                                   std::function<bool()> closing) {
-  auto action = actors::spawn_bulk_action(
-    *sys, {writer, opts.bulk, kind, std::move(filter), std::move(closing)});
+caf::actor queue::impl::spawn_bulk(actors::bulk_kind kind, job_filter filter) {
+  auto closing = [flag = stop_flag] { return flag->load(std::memory_order_acquire); };
+  auto action = actors::spawn_bulk_action(*sys, {writer, opts.bulk, kind, std::move(filter),
+                                                 std::move(closing)});
   std::lock_guard<std::mutex> guard{bulk_mtx};
   // Those that ended have no actor behind their address any more.
   bulk_actions.erase(std::remove_if(bulk_actions.begin(), bulk_actions.end(),
@@ -306,6 +306,7 @@ status queue::impl::stop(std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> stopping{stop_mtx};
   if (closed.exchange(true))
     return closing_cause();
+  stop_flag->store(true, std::memory_order_release);
   {
     std::lock_guard<std::mutex> guard{bulk_mtx};
     for (auto& a : bulk_actions)

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,6 +64,10 @@ struct queue::impl {
   // never waits for one (an HTTP request that runs one holds the close).
   std::mutex bulk_mtx;
   std::vector<caf::actor_addr> bulk_actions;
+  // Set with `closed`; shared, so that an action that outlives this impl
+  // reads it without keeping the impl (whose last owner must not be a
+  // thread of its own actor system).
+  std::shared_ptr<std::atomic<bool>> stop_flag = std::make_shared<std::atomic<bool>>(false);
   std::atomic<bool> closed{false};
   // The queue actor over this queue, if one was spawned (spawn_queue, or
   // options::listen): a handle waits for it to go before it lets go.
@@ -166,19 +169,15 @@ struct queue::impl {
       return closed_status();
     if (auto st = actors::check_bulk(kind, filter); !st)
       return st;
-    // The caller holds the queue until the action answers, its last act.
-    auto action = spawn_bulk(kind, std::move(filter),
-                             [this] { return closed.load(std::memory_order_acquire); });
+    auto action = spawn_bulk(kind, std::move(filter));
     result<T> out = status{error::internal, "the bulk action did not answer"};
     caf::scoped_actor self{*sys};
     self->request(action, caf::infinite, actors::bulk_run_atom::value)
       .receive([&](T& v) { out = std::move(v); }, [&](caf::error& e) { out = to_status(e); });
     return explain(std::move(out));
   }
-  // Spawns a bulk action that stop() will stop; `closing` as in
-  // bulk_action_config.
-  caf::actor spawn_bulk(actors::bulk_kind kind, job_filter filter,
-                        std::function<bool()> closing);
+  // Spawns a bulk action that stop() will stop.
+  caf::actor spawn_bulk(actors::bulk_kind kind, job_filter filter);
   // The failed jobs that failed more than `older_than` (>= 0) ago.
   job_filter failed_before(std::chrono::milliseconds older_than);
 

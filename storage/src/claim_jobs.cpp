@@ -24,10 +24,11 @@ constexpr const char* read_claimable =
   "WHERE id = ?1 AND status = " ERGON_SQL_PENDING " AND run_at <= ?2 "
   "AND (deadline IS NULL OR deadline >= ?2)";
 
-// A ttl from the first attempt becomes the deadline here, once.
+// A ttl from the first attempt becomes the deadline here, once; one that
+// saturates at never is no deadline.
 #define ERGON_SQL_FIRST_DEADLINE(started)                                                   \
-  "deadline = coalesce(deadline, " ERGON_SQL_ADD_MS(started, "ttl_after_start") "), "       \
-  "ttl_after_start = NULL, "
+  "deadline = coalesce(deadline, nullif(" ERGON_SQL_ADD_MS(started, "ttl_after_start")      \
+  ", 9223372036854775807)), ttl_after_start = NULL, "
 
 constexpr const char* claim_job =
   "UPDATE jobs SET status = " ERGON_SQL_RUNNING ", current_try = ?2, attempt_token = ?3, "

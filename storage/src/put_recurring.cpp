@@ -145,16 +145,22 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     return instance.error();
   // A pending instance whose type, group or weight changes is replaced: a
   // claim the dispatcher made for the old row then misses, instead of
-  // handing a worker a job it was not picked for.
+  // handing a worker a job it was not picked for. One is only cancelled
+  // once the limit is reached: an update that lowers max_executions to the
+  // count stops the job there.
   auto same_place = [&](const job_key& k) {
     return k.type == r.job.type && k.group == r.job.group.value_or(std::string{})
            && k.weight == r.job.weight;
   };
-  if (*instance && (*instance)->status == job_status::pending
-      && !same_place((*instance)->key)) {
+  // A pending instance is replaced (or, once the limit is reached, only
+  // cancelled) when its type, group or weight changes.
+  bool replaced = *instance && (*instance)->status == job_status::pending
+                  && (exhausted || !same_place((*instance)->key));
+  if (replaced) {
     auto& before = **instance;
     auto cancelled = rows::cancel_row(d, before.key.row, now_ms,
-                                      "superseded by an update of its recurring job");
+                                      exhausted ? "its recurring job has run max_executions"
+                                                : "superseded by an update of its recurring job");
     if (!cancelled)
       return cancelled.error();
     auto settled = settle_dependents(d, before.key.row, before.key.id, job_status::cancelled,
@@ -162,13 +168,15 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     if (!settled)
       return settled.error();
     out.dependents = std::move(*settled);
-    auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
-    auto k = rows::create_instance(d, row, slot, now_ms);
-    if (!k)
-      return k.error();
-    out.instance = k->id;
-    out.created = std::move(*k);
     out.superseded = before.key;
+    if (!exhausted) {
+      auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
+      auto k = rows::create_instance(d, row, slot, now_ms);
+      if (!k)
+        return k.error();
+      out.instance = k->id;
+      out.created = std::move(*k);
+    }
   } else if (*instance && (*instance)->status == job_status::pending) {
     auto change = retemplate(d, r, **instance,
                              moved && at ? std::optional<int64_t>{at->scheduled_at}

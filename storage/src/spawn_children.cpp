@@ -50,6 +50,7 @@ status cap_deadlines(std::vector<job>& children, int64_t parent_deadline, int64_
     auto most = parent_deadline - run_at;
     if (!c.ttl_ms || *c.ttl_ms > most)
       c.ttl_ms = most;
+    c.ttl_from = ttl_start::run_at;  // from a first attempt it could pass the parent's
   }
   return {};
 }

@@ -35,7 +35,7 @@ inline constexpr size_t proof_bytes = 32;
 // 2: reinstated attempts; 3: job::idempotency_key; 4: the inbox's event fields (issue 30), snoozes and backoff kinds
 // (issue 31); 5: dependencies between jobs, the waiting status (issue 31); 6: run-time
 // controls, the worker of each attempt and the workers listing (issue 32); 7: job tags,
-// tag filters and bulk cancel and delete (issue 32).
+// tag filters, bulk cancel and delete, replay, max_executions and ttl_from (issue 32).
 inline constexpr uint8_t protocol_version = 7;
 
 /// Why a handshake admitted nobody. The first three travel in a refusal
