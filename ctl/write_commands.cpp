@@ -27,20 +27,20 @@ int with_link(context& c, Write write) {
   return write(*link);
 }
 
-// Which jobs a bulk write takes, for its dry run.
-enum class bulk_takes { failed, unfinished, finished };
-
-// A dry run of a bulk write: the jobs `filter` matches that it would take,
-// as last committed, every page of them.
-int list_what_would_change(context& c, job_filter filter, bulk_takes takes,
+// A dry run of a bulk write of `kind`: the jobs `filter` matches that it
+// would take, as last committed, every page of them. It refuses what the
+// action would.
+int list_what_would_change(context& c, job_filter filter, actors::bulk_kind kind,
                            const std::string& verb, const std::string& note) {
+  if (kind == actors::bulk_kind::retry)
+    filter.status = job_status::failed;
+  if (auto st = actors::check_bulk(kind, filter); !st)
+    return c.fail(st, verb);
   auto in = c.reader();
   if (!in)
     return c.fail(in.error());
-  if (takes == bulk_takes::failed)
-    filter.status = job_status::failed;
-  auto taken = [takes](const job_info& j) {
-    return takes == bulk_takes::failed || (takes == bulk_takes::finished) == is_final(j.status);
+  auto taken = [kind](const job_info& j) {
+    return (kind == actors::bulk_kind::cancel) != is_final(j.status);
   };
   std::vector<job_info> jobs;
   page_request page;
@@ -60,7 +60,7 @@ int list_what_would_change(context& c, job_filter filter, bulk_takes takes,
   for (auto& j : jobs)
     ids.push_back(j.id.to_string());
   json doc{{"dry_run", true}, {"would_" + verb, jobs.size()}, {"jobs", ids}};
-  auto noun = std::string{takes == bulk_takes::failed ? " failed job" : " job"};
+  auto noun = std::string{filter.status == job_status::failed ? " failed job" : " job"};
   return c.answer(doc, [&](std::ostream& out) {
     out << "dry run: would " << verb << " " << jobs.size() << noun
         << (jobs.size() == 1 ? "" : "s") << note << "; nothing changed\n";
@@ -84,7 +84,7 @@ int list_what_would_change(context& c, job_filter filter, bulk_takes takes,
 int retry(context& c, const std::optional<std::string>& id,
           const std::optional<job_filter>& filter, bool dry_run) {
   if (dry_run)
-    return list_what_would_change(c, filter.value_or(job_filter{}), bulk_takes::failed, "retry",
+    return list_what_would_change(c, filter.value_or(job_filter{}), actors::bulk_kind::retry, "retry",
                                   " (one whose unique key another job holds then would be skipped)");
   if (id) {
     auto parsed = parse_id(*id);
@@ -160,11 +160,8 @@ int replay(context& c, const std::string& id) {
 }
 
 int cancel_all(context& c, const job_filter& filter, bool dry_run) {
-  // A dry run refuses what the action would.
-  if (auto st = actors::check_bulk(actors::bulk_kind::cancel, filter); dry_run && !st)
-    return c.fail(st, "cancel");
   if (dry_run)
-    return list_what_would_change(c, filter, bulk_takes::unfinished, "cancel",
+    return list_what_would_change(c, filter, actors::bulk_kind::cancel, "cancel",
                                   " (running ones would be asked to stop)");
   return with_link(c, [&](queue_link& q) {
     auto r = q.ask<cancel_summary>(cancel_jobs_atom::value, filter);
@@ -181,10 +178,8 @@ int cancel_all(context& c, const job_filter& filter, bool dry_run) {
 }
 
 int delete_jobs(context& c, const job_filter& filter, bool dry_run) {
-  if (auto st = actors::check_bulk(actors::bulk_kind::remove, filter); dry_run && !st)
-    return c.fail(st, "delete");
   if (dry_run)
-    return list_what_would_change(c, filter, bulk_takes::finished, "delete", "");
+    return list_what_would_change(c, filter, actors::bulk_kind::remove, "delete", "");
   return with_link(c, [&](queue_link& q) {
     auto r = q.ask<int64_t>(delete_jobs_atom::value, filter);
     if (!r)
@@ -198,13 +193,17 @@ int delete_jobs(context& c, const job_filter& filter, bool dry_run) {
 int purge(context& c, const job_filter& filter,
           std::optional<std::chrono::milliseconds> older_than, bool dry_run) {
   if (dry_run) {
-    if (!older_than)
-      return list_what_would_change(c, filter, bulk_takes::failed, "purge", "");
+    if (!older_than) {
+      auto failed = filter;
+      failed.status = job_status::failed;
+      return list_what_would_change(c, failed, actors::bulk_kind::remove, "purge", "");
+    }
     // The owner counts --older-than on its clock; this one is close to it.
     job_filter older;
+    older.status = job_status::failed;
     auto now = now_ms();
     older.finished_before_ms = older_than->count() >= now ? 0 : now - older_than->count();
-    return list_what_would_change(c, older, bulk_takes::failed, "purge",
+    return list_what_would_change(c, older, actors::bulk_kind::remove, "purge",
                                   " (failed before " + format_time(*older.finished_before_ms) + ")");
   }
   return with_link(c, [&](queue_link& q) {

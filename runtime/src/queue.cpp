@@ -244,10 +244,10 @@ result<int64_t> queue::delete_jobs(job_filter filter) {
 result<int64_t> queue::purge_failed(std::chrono::milliseconds older_than) {
   if (!impl_)
     return moved_from("queue");
-  if (older_than < std::chrono::milliseconds::zero())
-    return invalid_field("older_than", "must be >= 0, got " + std::to_string(older_than.count())
-                                         + " ms");
-  return impl_->bulk<int64_t>(actors::bulk_kind::remove, impl_->failed_before(older_than));
+  auto filter = impl_->failed_before(older_than);
+  if (!filter)
+    return filter.error();
+  return impl_->bulk<int64_t>(actors::bulk_kind::remove, std::move(*filter));
 }
 
 status_counts queue::counts() const {

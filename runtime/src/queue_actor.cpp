@@ -255,11 +255,10 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
       return run_bulk(self, actors::bulk_kind::remove, std::move(f));
     },
     [self](purge_failed_atom, ms older_than) -> caf::result<int64_t> {
-      if (older_than < ms::zero())
-        return to_caf_error(invalid_field("older_than", "must be >= 0, got "
-                                                          + std::to_string(older_than.count())
-                                                          + " ms"));
-      return run_bulk(self, actors::bulk_kind::remove, self->state.q->failed_before(older_than));
+      auto filter = self->state.q->failed_before(older_than);
+      if (!filter)
+        return to_caf_error(filter.error());
+      return run_bulk(self, actors::bulk_kind::remove, std::move(*filter));
     },
     [self](cancel_jobs_atom, job_filter& f) -> caf::result<cancel_summary> {
       return run_bulk(self, actors::bulk_kind::cancel, std::move(f));

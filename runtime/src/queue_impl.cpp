@@ -111,7 +111,10 @@ caf::actor queue::impl::spawn_bulk(actors::bulk_kind kind, job_filter filter) {
   return action;
 }
 
-job_filter queue::impl::failed_before(std::chrono::milliseconds older_than) {
+result<job_filter> queue::impl::failed_before(std::chrono::milliseconds older_than) {
+  if (older_than < std::chrono::milliseconds::zero())
+    return invalid_field("older_than", "must be >= 0, got " + std::to_string(older_than.count())
+                                         + " ms");
   job_filter filter;
   filter.status = job_status::failed;
   filter.finished_before_ms = std::max<int64_t>(0, storage::add_ms(clk->now_ms(), -older_than.count()));

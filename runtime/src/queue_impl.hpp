@@ -178,8 +178,9 @@ struct queue::impl {
   }
   // Spawns a bulk action that stop() will stop.
   caf::actor spawn_bulk(actors::bulk_kind kind, job_filter filter);
-  // The failed jobs that failed more than `older_than` (>= 0) ago.
-  job_filter failed_before(std::chrono::milliseconds older_than);
+  // The failed jobs that failed more than `older_than` ago. Error:
+  // invalid_argument ("older_than" negative).
+  result<job_filter> failed_before(std::chrono::milliseconds older_than);
 
   // Sends a scheduling change to the dispatcher and waits until it applied it.
   /// Applies `c` in the dispatcher and waits until it holds; the number of

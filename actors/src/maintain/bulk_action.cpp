@@ -129,12 +129,18 @@ void finish(action_ptr self) {
   self->quit();
 }
 
+// What ends an action when the queue closes: the steps before stay.
+bulk_reply closed_reply() {
+  bulk_reply gone;
+  gone.outcome = status{error::closed, "the queue closed during a bulk action"};
+  return gone;
+}
+
 void step(action_ptr self) {
   auto& st = self->state;
   auto next = st.pass->next();
   if (next && st.cfg.closing && st.cfg.closing()) {
-    bulk_reply gone;
-    gone.outcome = status{error::closed, "the queue closed during a bulk action"};
+    auto gone = closed_reply();
     st.pass->done(gone);
     next.reset();
   }
@@ -147,17 +153,11 @@ void step(action_ptr self) {
       [self](bulk_reply& r) {
         auto& st = self->state;
         st.pass->done(r);
-        auto pause = writer_pause(r.busy_us, st.cfg.opts.writer_share);
-        if (!pause || !st.pass->next()) {
-          step(self);
-          return;
-        }
-        self->delayed_send(self, *pause, next_step_atom::value);
+        pace(self, st.pass->next().has_value(), r.busy_us, st.cfg.opts.writer_share, step);
       },
       [self](caf::error&) {
-        // The writer is gone: the queue is closing. The steps before stay.
-        bulk_reply gone;
-        gone.outcome = status{error::closed, "the queue closed during a bulk action"};
+        // The writer is gone: the queue is closing.
+        auto gone = closed_reply();
         self->state.pass->done(gone);
         finish(self);
       });
@@ -188,8 +188,7 @@ caf::actor spawn_bulk_action(caf::actor_system& sys, bulk_action_config cfg) {
           auto& st = self->state;
           if (!st.answer.pending())
             return;  // not started, or answered
-          bulk_reply gone;
-          gone.outcome = status{error::closed, "the queue closed during a bulk action"};
+          auto gone = closed_reply();
           st.pass->done(gone);
           finish(self);
         },

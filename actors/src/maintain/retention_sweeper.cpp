@@ -133,12 +133,7 @@ void step(sweeper_ptr self) {
       [self](sweep_reply& r) {
         auto& st = self->state;
         st.pass->done(r);
-        auto pause = writer_pause(r.busy_us, st.cfg.opts.writer_share);
-        if (!pause || !st.pass->next()) {
-          step(self);
-          return;
-        }
-        self->delayed_send(self, *pause, next_step_atom::value);
+        pace(self, st.pass->next().has_value(), r.busy_us, st.cfg.opts.writer_share, step);
       },
       [self](caf::error&) {
         // The writer is gone: the queue is closing.

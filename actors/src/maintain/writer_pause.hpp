@@ -25,4 +25,17 @@ inline std::optional<std::chrono::milliseconds> writer_pause(int64_t busy_us, do
     storage::ms_from_double(static_cast<double>(busy_us) / 1'000.0 * (1.0 / share - 1.0)));
 }
 
+/// After a step's reply is recorded: runs `step(self)` at once when no step
+/// is left (`more` false) or the share is 1, and otherwise sends `self`
+/// next_step_atom after the pause.
+template <class Self, class Step>
+void pace(Self* self, bool more, int64_t busy_us, double share, Step step) {
+  auto pause = writer_pause(busy_us, share);
+  if (!pause || !more) {
+    step(self);
+    return;
+  }
+  self->delayed_send(self, *pause, next_step_atom::value);
+}
+
 }  // namespace ergon::actors
