@@ -128,5 +128,8 @@ int workers(context& c);
 /// ergonctl breaker reset TYPE.
 int reset_breaker(context& c, const std::string& type);
 int recurring_delete(context& c, const std::string& id);
+/// Pauses (for `duration`, or until resumed) or resumes a recurring job.
+int recurring_pause(context& c, const std::string& id, bool pause,
+                    std::optional<std::chrono::milliseconds> duration);
 
 }  // namespace ergon::ctl

@@ -18,7 +18,7 @@ const char* description = R"(ergonctl: look at and change an ergon job queue dat
 Reads (list, show, stats, controls, backup, recurring list|show) go through a
 read-only inspector: they work beside the program that owns the file and never
 take it from it. Writes (retry, replay, cancel, purge, delete, pause, resume, set, reset,
-recurring delete) go to
+recurring delete|pause|resume) go to
 the owner: when a program owns the file and listens (options::listen, or
 ergon-server), ergonctl connects to it, found through the file's lock;
 when a program owns it but takes no connections, writes fail and say so;
@@ -338,7 +338,8 @@ file with the copy (and delete its -wal and -shm), start the owner.
                                     "listen. `stats` shows them.\n"}
                         + common_footer);
 
-  auto recurring_cmd = app.add_subcommand("recurring", "recurring jobs: list, show, delete");
+  auto recurring_cmd =
+    app.add_subcommand("recurring", "recurring jobs: list, show, delete, pause, resume");
   recurring_cmd->require_subcommand(1);
   std::string prefix, recurring_id;
   recurring_cmd->footer(common_footer);
@@ -352,6 +353,18 @@ file with the copy (and delete its -wal and -shm), start the owner.
     "delete", "delete a recurring job; its pending instance goes, a running one finishes");
   rec_delete->add_option("ID", recurring_id, "the recurring job's id")->required();
   rec_delete->footer(common_footer);
+  auto rec_pause = recurring_cmd->add_subcommand(
+    "pause", "make no instance of a recurring job until resumed (or for a while)");
+  rec_pause->add_option("ID", recurring_id, "the recurring job's id")->required();
+  rec_pause->add_option("--for", pause_for, "resume by itself after this DURATION");
+  rec_pause->footer(std::string{"\nUntil resumed, the pending instance is cancelled; with --for it moves to the\n"
+                                "first slot after the pause. A running one finishes. Slots the pause covers\n"
+                                "are skipped. Stored with the recurring job: it survives a restart.\n"}
+                    + common_footer);
+  auto rec_resume = recurring_cmd->add_subcommand(
+    "resume", "end a recurring job's pause: its next instance is the first slot after now");
+  rec_resume->add_option("ID", recurring_id, "the recurring job's id")->required();
+  rec_resume->footer(common_footer);
 
   try {
     app.parse(argc, argv);
@@ -502,16 +515,16 @@ file with the copy (and delete its -wal and -shm), start the owner.
     return controls(c);
   if (*workers_cmd)
     return workers(c);
-  if (*pause_cmd || *resume_cmd) {
-    std::optional<std::chrono::milliseconds> duration;
-    if (!pause_for.empty()) {
-      auto d = parse_duration(pause_for, "--for");
-      if (!d)
-        return c.fail(d.error());
-      duration = *d;
-    }
-    return pause(c, what, target, bool(*pause_cmd), duration);
+  // --for of pause and of recurring pause.
+  std::optional<std::chrono::milliseconds> duration;
+  if (!pause_for.empty()) {
+    auto d = parse_duration(pause_for, "--for");
+    if (!d)
+      return c.fail(d.error());
+    duration = *d;
   }
+  if (*pause_cmd || *resume_cmd)
+    return pause(c, what, target, bool(*pause_cmd), duration);
   if (*breaker_reset)
     return reset_breaker(c, breaker_type);
   if (*rec_list)
@@ -520,5 +533,7 @@ file with the copy (and delete its -wal and -shm), start the owner.
     return recurring_show(c, recurring_id);
   if (*rec_delete)
     return recurring_delete(c, recurring_id);
+  if (*rec_pause || *rec_resume)
+    return recurring_pause(c, recurring_id, bool(*rec_pause), duration);
   return exit_usage;
 }

@@ -356,6 +356,17 @@ int backup(context& c, const std::string& out) {
                   });
 }
 
+namespace {
+
+// "-", "until resumed" or "until <time>".
+std::string pause_text(const recurring_info& r) {
+  if (!r.paused_since_ms)
+    return "-";
+  return r.paused_until_ms ? "until " + format_time(*r.paused_until_ms) : "until resumed";
+}
+
+}  // namespace
+
 int recurring_list(context& c, const std::string& prefix) {
   auto in = c.reader();
   if (!in)
@@ -375,8 +386,8 @@ int recurring_list(context& c, const std::string& prefix) {
     for (auto& r : *all)
       rows.push_back({r.id, r.schedule, r.time_zone.empty() ? "UTC" : r.time_zone, r.job.type,
                       r.next_run_at_ms ? format_time(*r.next_run_at_ms) : "-",
-                      r.last_status ? to_string(*r.last_status) : "-"});
-    print_table(out, {"ID", "SCHEDULE", "ZONE", "TYPE", "NEXT RUN", "LAST"}, rows);
+                      r.last_status ? to_string(*r.last_status) : "-", pause_text(r)});
+    print_table(out, {"ID", "SCHEDULE", "ZONE", "TYPE", "NEXT RUN", "LAST", "PAUSED"}, rows);
   });
 }
 
@@ -408,6 +419,7 @@ int recurring_show(context& c, const std::string& id) {
                                               : ""));
     line("last job", r->last_job ? r->last_job->to_string() + " (" + to_string(*r->last_status) + ")" : "-");
     line("last finished", or_dash(r->last_finished_at_ms));
+    line("paused", pause_text(*r));
   });
 }
 

@@ -324,4 +324,24 @@ int recurring_delete(context& c, const std::string& id) {
   });
 }
 
+int recurring_pause(context& c, const std::string& id, bool pause,
+                    std::optional<std::chrono::milliseconds> duration) {
+  return with_link(c, [&](queue_link& q) {
+    auto r = !pause   ? q.ask<ok_atom>(resume_recurring_atom::value, id)
+             : duration ? q.ask<ok_atom>(pause_recurring_atom::value, id, *duration)
+                        : q.ask<ok_atom>(pause_recurring_atom::value, id);
+    if (!r)
+      return c.fail(r.error());
+    json doc{{"recurring", id}, {"paused", pause}, {"route", q.route()}};
+    if (pause && duration)
+      doc["for_ms"] = duration->count();
+    return c.answer(doc, [&](std::ostream& out) {
+      out << (pause ? "paused" : "resumed") << " recurring job " << printable(id);
+      if (pause)
+        out << (duration ? " for " + format_span(duration->count()) : std::string{" until resumed"});
+      out << '\n';
+    });
+  });
+}
+
 }  // namespace ergon::ctl

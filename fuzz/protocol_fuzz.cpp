@@ -261,6 +261,8 @@ ergon::recurring_info public_recurring_info() {
   i.job = public_job();
   i.last_status = ergon::job_status::succeeded;
   i.next_scheduled_at_ms = 1'700'000'900'000;
+  i.paused_since_ms = 1'700'000'000'000;
+  i.paused_until_ms = 1'700'003'600'000;
   return i;
 }
 

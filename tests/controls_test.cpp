@@ -1,7 +1,8 @@
 // Run-time controls (issue 32, item 2) through a real queue: every control
 // survives a SIGKILL of the ergon-server that owns the queue and is found
-// the same at reopen; a timed pause keeps its end across a reopen and ends
-// to the millisecond; bad input is refused by field and writes nothing.
+// the same at reopen (recurring jobs' own pauses too); a timed pause keeps
+// its end across a reopen and ends to the millisecond; bad input is refused
+// by field and writes nothing.
 // On both engines.
 #define BOOST_TEST_MODULE controls
 #include <boost/test/unit_test.hpp>
@@ -64,6 +65,7 @@ BOOST_AUTO_TEST_CASE(every_control_survives_a_sigkill_of_its_owner) {
   auto location = test_location(dir);
   server_process server{location};
   std::vector<control_info> before;
+  std::vector<recurring_info> recurring_before;
   {
     client c;
     auto q = connect(c.sys, "127.0.0.1", server.port);
@@ -86,6 +88,25 @@ BOOST_AUTO_TEST_CASE(every_control_survives_a_sigkill_of_its_owner) {
     gone.weight = 9;
     ok(c.ask<ok_atom>(*q, set_group_atom::value, std::string{"tenant-d"}, gone));
     ok(c.ask<ok_atom>(*q, reset_group_atom::value, std::string{"tenant-d"}));
+    // Two recurring jobs, one paused until resumed, one for two hours.
+    for (auto id : {"nightly", "hourly"}) {
+      recurring_job r;
+      r.id = id;
+      r.schedule = "every 1h";
+      r.job = *job_of("t").build();
+      auto added = c.ask<job_id>(*q, add_recurring_atom::value, r);
+      BOOST_REQUIRE_MESSAGE(added.has_value(), added.error().to_string());
+    }
+    ok(c.ask<ok_atom>(*q, pause_recurring_atom::value, std::string{"nightly"}));
+    ok(c.ask<ok_atom>(*q, pause_recurring_atom::value, std::string{"hourly"},
+                      std::chrono::milliseconds{7'200'000}));
+    auto missing = c.ask<ok_atom>(*q, resume_recurring_atom::value, std::string{"none"});
+    BOOST_REQUIRE(!missing.has_value());
+    BOOST_TEST(missing.error().code() == error::not_found);
+    auto recurring = c.ask<std::vector<recurring_info>>(*q, list_recurring_atom::value,
+                                                        std::string{});
+    BOOST_REQUIRE_MESSAGE(recurring.has_value(), recurring.error().to_string());
+    recurring_before = *recurring;
     // Refused over the wire with its field, as in process.
     settings_change bad;
     bad.weight = 2;
@@ -97,7 +118,7 @@ BOOST_AUTO_TEST_CASE(every_control_survives_a_sigkill_of_its_owner) {
     before = *listed;
     auto m = c.ask<metrics_snapshot>(*q, metrics_atom::value);
     BOOST_REQUIRE(m.has_value());
-    BOOST_TEST(m->control_changes == 9);
+    BOOST_TEST(m->control_changes == 11);
   }
   BOOST_REQUIRE_EQUAL(before.size(), 7u);  // the queue, 3 groups, 3 types
   BOOST_TEST((before[0].scope == control_scope::queue));
@@ -120,6 +141,27 @@ BOOST_AUTO_TEST_CASE(every_control_survives_a_sigkill_of_its_owner) {
   BOOST_TEST(m->pauses[0].name == "tenant-a");
   BOOST_TEST(m->pauses[1].name == "report");
   BOOST_TEST(m->control_changes == 0);  // since this open
+  // The recurring jobs' pauses too: one has no instance, the other's waits
+  // for the pause's end.
+  auto recurring = q->list_recurring();
+  BOOST_REQUIRE(recurring.has_value());
+  BOOST_REQUIRE_EQUAL(recurring->size(), 2u);
+  BOOST_REQUIRE_EQUAL(recurring_before.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    auto& was = recurring_before[i];
+    auto& is = (*recurring)[i];
+    BOOST_TEST_CONTEXT(was.id) {
+      BOOST_TEST(is.id == was.id);
+      BOOST_TEST(is.paused_since_ms.has_value());
+      BOOST_TEST((is.paused_since_ms == was.paused_since_ms));
+      BOOST_TEST((is.paused_until_ms == was.paused_until_ms));
+      BOOST_TEST((is.next_job == was.next_job));
+      BOOST_TEST((is.next_run_at_ms == was.next_run_at_ms));
+    }
+  }
+  BOOST_TEST((*recurring)[0].id == "hourly");
+  BOOST_TEST((*recurring)[0].next_run_at_ms.value_or(0) >= *(*recurring)[0].paused_until_ms);
+  BOOST_TEST(!(*recurring)[1].next_job.has_value());
   BOOST_REQUIRE(q->close().ok());
   // A read-only view of the file finds the same, with no owner at all.
   auto view = queue::inspect(location);

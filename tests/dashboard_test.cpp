@@ -79,5 +79,6 @@ BOOST_AUTO_TEST_CASE(a_failed_job_is_retried_from_the_dashboard_and_runs) {
   BOOST_TEST(info->attempts.size() == 2u);
   BOOST_TEST(flaky_runs.load() == 2);
   BOOST_TEST(std::filesystem::exists(shot));
+  BOOST_TEST(q->recurring_info("nightly-report")->paused_since_ms.has_value());  // paused in the page
   BOOST_TEST(wk->stop().ok());
 }

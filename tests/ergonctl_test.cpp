@@ -223,6 +223,18 @@ BOOST_AUTO_TEST_CASE(writes_open_a_file_nobody_owns_and_release_it) {
   BOOST_TEST(bulk.doc()["retried"] == 2);
   auto cancelled = f.ctl({"cancel", f.pending.to_string()});
   BOOST_REQUIRE_MESSAGE(cancelled.code == 0, cancelled.err);
+  auto paused = f.ctl({"recurring", "pause", "nightly", "--for", "2h", "--json"});
+  BOOST_REQUIRE_MESSAGE(paused.code == 0, paused.err);
+  BOOST_TEST(paused.doc()["for_ms"] == 7'200'000);
+  auto shown = f.ctl({"recurring", "show", "nightly"});
+  BOOST_TEST(shown.out.find("paused         until ") != std::string::npos, shown.out);
+  BOOST_TEST(f.ctl({"recurring", "list", "--json"}).doc()[0]["paused"] == true);
+  BOOST_TEST(f.ctl({"recurring", "resume", "nightly"}).code == 0);
+  BOOST_TEST(f.ctl({"recurring", "show", "nightly", "--json"}).doc()["paused"] == false);
+  auto missing = f.ctl({"recurring", "pause", "none"});
+  BOOST_TEST(missing.code != 0);
+  BOOST_TEST(missing.err.find("no recurring job with id 'none'") != std::string::npos, missing.err);
+  BOOST_TEST(f.ctl({"recurring", "pause", "nightly", "--for", "soon"}).code != 0);
   BOOST_TEST(f.ctl({"recurring", "delete", "nightly"}).code == 0);
   // Each run released the file: it opens here, with every change in it.
   {
@@ -328,7 +340,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named_with_exit_status_2_and_changes_nothing) 
   for (std::vector<std::string> cmd :
        {std::vector<std::string>{"list"}, {"show"}, {"stats"}, {"backup"}, {"retry"}, {"cancel"},
         {"purge"}, {"pause"}, {"resume"}, {"recurring", "list"}, {"recurring", "show"},
-        {"recurring", "delete"}}) {
+        {"recurring", "delete"}, {"recurring", "pause"}, {"recurring", "resume"}}) {
     auto args = cmd;
     args.push_back("--help");
     auto h = f.ctl(args);

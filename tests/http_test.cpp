@@ -372,6 +372,27 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(post(c, "/api/queue/resume")->status == 200);
   BOOST_TEST(body_of(c.Get("/api/controls")).empty());
   BOOST_TEST(c.Get("/api/queue/pause")->status == 405);
+  // A recurring job's own pause: by id, timed or not, named when missing.
+  recurring_job r;
+  r.id = "nightly report";
+  r.schedule = "every 1h";
+  r.job = *job_builder{"work"}.build();
+  BOOST_REQUIRE(s.q->add_recurring(r).has_value());
+  BOOST_TEST(post(c, "/api/recurring/nightly%20report/pause?for_ms=60000")->status == 200);
+  auto rec = body_of(c.Get("/api/recurring"));
+  BOOST_REQUIRE(rec.size() == 1u);
+  BOOST_TEST(rec[0]["paused"] == true);
+  BOOST_TEST(rec[0]["paused_until_ms"].is_number());
+  BOOST_TEST(post(c, "/api/recurring/nightly%20report/pause?for_ms=0")->status == 400);
+  BOOST_TEST(post(c, "/api/recurring/nightly%20report/resume")->status == 200);
+  BOOST_TEST(body_of(c.Get("/api/recurring"))[0]["paused"] == false);
+  auto missing = post(c, "/api/recurring/none/pause");
+  BOOST_TEST(missing->status == 404);
+  BOOST_TEST(c.Get("/api/recurring/none/pause")->status == 405);
+  BOOST_TEST(c.Get("/api/jobs/" + ids[1].to_string() + "/replay")->status == 405);
+  BOOST_TEST(c.Post("/api/recurring/nightly%20report/pause")->status == 401);  // no X-Ergon
+  BOOST_TEST(body_of(c.Get("/api/stats"))["control_changes"] == changes_before + 6);
+  BOOST_REQUIRE(s.q->delete_recurring("nightly report").ok());
   // The workers registered now: none once run() stopped its worker.
   BOOST_TEST(body_of(c.Get("/api/workers")).empty());
   worker_options w;
@@ -862,6 +883,11 @@ BOOST_AUTO_TEST_CASE(python_submits_jobs_as_json_base64_and_text_and_gets_named_
   refused("not-json", "body");
   refused("bad-tags", "tags.tenant");
   refused("tagged-kept", "tags");  // an empty key
+  refused("bad-raise", "raise_holder_priority");
+  refused("bad-policy", "on_duplicate");
+  // A duplicate of a pending holder returns it, raised to its priority.
+  BOOST_TEST(r["keyed-again"]["body"]["id"] == r["keyed"]["body"]["id"]);
+  BOOST_TEST(id_of("keyed")->priority == 4);
   // Tags arrive as given; bulk actions by tag answer what they touched.
   BOOST_TEST((id_of("tagged-other")->tags
               == std::map<std::string, std::string>{{"tenant", "initech"}, {"note", "ok"}}));
@@ -877,9 +903,9 @@ BOOST_AUTO_TEST_CASE(python_submits_jobs_as_json_base64_and_text_and_gets_named_
   refused("retry-pending", "status");
   BOOST_TEST((s.q->job_info(*job_id::parse(r["tagged-other"]["body"]["id"].get<std::string>()))
                 ->status == job_status::pending));
-  // json, base64, text, 2 in the batch, big, tagged-other; "tagged" was
-  // cancelled, then deleted.
-  BOOST_TEST(s.q->counts().total() == 7);
+  // json, base64, text, 2 in the batch, big, keyed, tagged-other; "tagged"
+  // was cancelled, then deleted.
+  BOOST_TEST(s.q->counts().total() == 8);
   BOOST_TEST(s.q->jobs_by_name("ok")->empty());
 }
 

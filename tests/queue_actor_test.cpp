@@ -152,6 +152,16 @@ BOOST_AUTO_TEST_CASE(recurring_jobs_are_added_read_and_deleted_through_the_actor
   BOOST_TEST((info->next_job == *first));
   auto all = ask<std::vector<recurring_info>>(list_recurring_atom::value, std::string{"night"});
   BOOST_TEST(all->size() == 1u);
+  // Paused through the actor, timed, then resumed.
+  BOOST_REQUIRE(ask<ok_atom>(pause_recurring_atom::value, std::string{"nightly"},
+                             std::chrono::milliseconds{3'600'000})
+                  .has_value());
+  auto paused = ask<recurring_info>(recurring_info_atom::value, std::string{"nightly"});
+  BOOST_TEST(paused->paused_until_ms.has_value());
+  BOOST_TEST(ask<ok_atom>(resume_recurring_atom::value, std::string{"nightly"}).has_value());
+  BOOST_TEST(!ask<recurring_info>(recurring_info_atom::value, std::string{"nightly"})
+                ->paused_since_ms.has_value());
+  BOOST_TEST(ask<ok_atom>(pause_recurring_atom::value, std::string{""}).error().field() == "id");
   BOOST_TEST(ask<ok_atom>(delete_recurring_atom::value, std::string{"nightly"}).has_value());
   auto gone = ask<ok_atom>(delete_recurring_atom::value, std::string{"nightly"});
   BOOST_TEST(gone.error().code() == error::not_found);

@@ -481,6 +481,149 @@ BOOST_AUTO_TEST_CASE(upsert_adds_then_updates) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// A recurring job's own pause (issue 32, item 2).
+BOOST_FIXTURE_TEST_SUITE(pauses, recurring_fixture)
+
+BOOST_AUTO_TEST_CASE(a_pause_until_resumed_holds_the_chain_across_a_reopen_and_a_resume_skips_what_it_covered) {
+  auto first = add(every_minute("held"));
+  BOOST_REQUIRE(q->pause_recurring("held").ok());
+  auto paused = recurring("held");
+  BOOST_TEST(paused.paused_since_ms.value_or(-1) == t0);
+  BOOST_TEST(!paused.paused_until_ms.has_value());
+  BOOST_TEST(!paused.next_job.has_value());
+  auto gone = info(first);
+  BOOST_TEST((gone.status == job_status::cancelled));
+  BOOST_TEST(gone.attempts.empty());
+  BOOST_TEST(instances("held", "status < 2") == 0);
+  // One control_changed event names it, and metrics count it.
+  BOOST_REQUIRE(log->wait_for(event_kind::control_changed, 1));
+  auto e = log->of(event_kind::control_changed).at(0);
+  BOOST_TEST(e.recurring_id == "held");
+  BOOST_TEST(e.message == "paused recurring job \"held\"");
+  BOOST_TEST(q->metrics()->control_changes == 1);
+  // Pausing again keeps its start.
+  advance(1min);
+  BOOST_REQUIRE(q->pause_recurring("held").ok());
+  BOOST_TEST(recurring("held").paused_since_ms.value_or(-1) == t0);
+  ran_log ran;
+  {
+    auto w = start(ticking(ran));
+    advance(4min);
+    BOOST_TEST(w.stop(hang_guard).ok());
+  }
+  reopen();  // the pause is stored; open's reconcile makes no instance
+  BOOST_TEST(recurring("held").paused_since_ms.value_or(-1) == t0);
+  BOOST_TEST(instances("held", "status < 2") == 0);
+  // An update keeps the pause, and makes no instance.
+  auto changed = q->update_recurring(every_minute("held", "new"));
+  BOOST_REQUIRE_MESSAGE(changed.has_value(), changed.error().to_string());
+  BOOST_TEST((*changed == job_id{}));
+  BOOST_TEST(recurring("held").paused_since_ms.has_value());
+  // The resume makes the first slot after now: the five missed slots are
+  // skipped, catch_up::once notwithstanding.
+  BOOST_REQUIRE(q->resume_recurring("held").ok());
+  auto resumed = recurring("held");
+  BOOST_TEST(!resumed.paused_since_ms.has_value());
+  BOOST_REQUIRE(resumed.next_job.has_value());
+  BOOST_TEST(resumed.next_scheduled_at_ms.value_or(0) == t0 + 6 * minute);
+  BOOST_TEST(info(*resumed.next_job).payload == "new");
+  BOOST_REQUIRE(log->wait_for(event_kind::control_changed, 1));
+  BOOST_TEST(log->of(event_kind::control_changed).back().message
+             == "resumed recurring job \"held\"");
+  BOOST_TEST(q->metrics()->control_changes == 1);  // since the reopen
+  // Resuming what is not paused changes nothing, and is no error.
+  BOOST_REQUIRE(q->resume_recurring("held").ok());
+  BOOST_TEST(q->metrics()->control_changes == 1);
+  BOOST_TEST((recurring("held").next_job == resumed.next_job));
+  auto w = start(ticking(ran));
+  advance(1min);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1));
+  BOOST_TEST(ran.all() == (std::vector<std::string>{"new"}));
+}
+
+BOOST_AUTO_TEST_CASE(a_timed_pause_moves_the_instance_past_its_end_and_keeps_it_across_a_reopen) {
+  auto first = add(every_minute("nap"));
+  BOOST_REQUIRE(q->pause_recurring("nap", 150s).ok());  // until t0 + 2.5m
+  auto r = recurring("nap");
+  BOOST_TEST(r.paused_until_ms.value_or(0) == t0 + 150'000);
+  BOOST_TEST((r.next_job == first));  // the same instance, moved
+  BOOST_TEST(r.next_scheduled_at_ms.value_or(0) == t0 + 3 * minute);
+  BOOST_TEST(info(first).run_at_ms == t0 + 3 * minute);
+  BOOST_REQUIRE(log->wait_for(event_kind::control_changed, 1));
+  BOOST_TEST(log->of(event_kind::control_changed).at(0).run_at_ms == t0 + 150'000);
+  reopen();
+  BOOST_TEST(recurring("nap").paused_until_ms.value_or(0) == t0 + 150'000);
+  BOOST_TEST(info(first).run_at_ms == t0 + 3 * minute);
+  ran_log ran;
+  auto w = start(ticking(ran));
+  advance(3min);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, first));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 1));
+  auto after = recurring("nap");
+  BOOST_TEST(!after.paused_since_ms.has_value());  // its end passed
+  BOOST_TEST(after.next_scheduled_at_ms.value_or(0) == t0 + 4 * minute);
+  BOOST_TEST(ran.all().size() == 1u);
+  // A resume before a timed pause ends brings the next slot back.
+  BOOST_REQUIRE(q->pause_recurring("nap", 1h).ok());
+  auto next = *recurring("nap").next_job;
+  BOOST_TEST(info(next).run_at_ms == t0 + 63 * minute);
+  BOOST_REQUIRE(q->resume_recurring("nap").ok());
+  BOOST_TEST(info(next).run_at_ms == t0 + 4 * minute);
+  // milliseconds::max() lasts until resumed.
+  BOOST_REQUIRE(q->pause_recurring("nap", std::chrono::milliseconds::max()).ok());
+  BOOST_TEST(!recurring("nap").paused_until_ms.has_value());
+  BOOST_TEST((info(next).status == job_status::cancelled));
+}
+
+BOOST_AUTO_TEST_CASE(a_running_instance_finishes_and_the_next_one_follows_the_pause) {
+  gate g;
+  worker_options w;
+  w.runners["tick"] = [&](job_context&) { g.pass(); };
+  auto first = add(every_minute("busy"));
+  auto wk = start(std::move(w));
+  advance(1min);
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  BOOST_REQUIRE(q->pause_recurring("busy", 10min).ok());  // until t0 + 11m
+  BOOST_TEST((info(first).status == job_status::running));
+  g.release();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, first));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 2));
+  BOOST_TEST(recurring("busy").next_scheduled_at_ms.value_or(0) == t0 + 11 * minute);
+  // Until resumed: the running one ends and none follows.
+  advance(10min);
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  auto second = *recurring("busy").next_job;
+  BOOST_REQUIRE(q->pause_recurring("busy").ok());
+  g.release();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, second));
+  q->close();  // every write committed
+  BOOST_TEST(instances("busy", "status < 2") == 0);
+  reopen();
+  BOOST_TEST(instances("busy", "status < 2") == 0);
+  BOOST_TEST((recurring("busy").last_job == second));
+}
+
+BOOST_AUTO_TEST_CASE(pauses_refuse_bad_input_by_field_and_write_nothing) {
+  add(every_minute("ok"));
+  BOOST_TEST(q->pause_recurring("missing").code() == error::not_found);
+  BOOST_TEST(q->resume_recurring("missing").code() == error::not_found);
+  BOOST_TEST(q->pause_recurring("").field() == "id");
+  BOOST_TEST(q->pause_recurring(std::string(257, 'x')).field() == "id");
+  BOOST_TEST(q->pause_recurring("ok", 0ms).field() == "duration");
+  BOOST_TEST(q->pause_recurring("ok", -5ms).field() == "duration");
+  BOOST_TEST(!recurring("ok").paused_since_ms.has_value());
+  BOOST_TEST(recurring("ok").next_job.has_value());
+  BOOST_TEST(q->metrics()->control_changes == 0);
+  queue moved = std::move(*q);
+  BOOST_TEST(q->pause_recurring("ok").code() == error::closed);
+  BOOST_TEST(q->resume_recurring("ok").code() == error::closed);
+  BOOST_REQUIRE(moved.close().ok());
+  BOOST_TEST(moved.pause_recurring("ok").code() == error::closed);
+  *q = std::move(moved);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_FIXTURE_TEST_SUITE(bad_input, recurring_fixture)
 
 BOOST_AUTO_TEST_CASE(bad_specs_and_ids_get_errors_that_name_them_and_write_nothing) {

@@ -327,6 +327,8 @@ BOOST_FIXTURE_TEST_CASE(a_cancel_by_tag_cancels_pending_and_stops_running_jobs_i
     BOOST_TEST((info(id).status == job_status::cancelled));
   BOOST_TEST((info(done).status == job_status::succeeded));
   BOOST_TEST((info(other).status == job_status::pending));
+  // Events reach subscribers after the answer: wait for them, then count.
+  BOOST_REQUIRE(log->wait_for(event_kind::cancelled, 6));
   BOOST_TEST(log->of(event_kind::cancelled).size() == 6u);
   // Again: nothing left to touch.
   auto again = q->cancel_jobs(tagged({{"batch", "1"}}));

@@ -143,6 +143,130 @@ BOOST_AUTO_TEST_CASE(a_hold_of_max_holds_forever) {
   BOOST_TEST(submit(keyed("k", unique_policy::skip)) == first);
 }
 
+BOOST_AUTO_TEST_CASE(requeue_runs_once_more_after_a_running_holder_with_the_latest_payload) {
+  gate g;
+  std::mutex mtx;
+  std::vector<std::string> ran;
+  worker_options w;
+  w.runners["u"] = [&](job_context& ctx) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      ran.push_back(ctx.payload());
+    }
+    if (ctx.payload() == "a")
+      g.pass();
+    else
+      throw std::runtime_error("the rerun fails; nothing follows it");
+  };
+  // A pending holder is kept, as with skip.
+  auto first = submit(keyed("k", unique_policy::requeue, "a"));
+  BOOST_TEST(submit(keyed("k", unique_policy::requeue, "x")) == first);
+  BOOST_TEST(info(first).payload == "a");
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  // Running: the duplicate waits behind it and takes the key.
+  auto second = submit(keyed("k", unique_policy::requeue, "b"));
+  BOOST_TEST(second != first);
+  auto behind = info(second);
+  BOOST_TEST((behind.status == job_status::waiting));
+  BOOST_TEST(behind.depends_on == std::vector<job_id>{first});
+  BOOST_TEST(behind.unique_key.value_or("") == "k");
+  // While it waits, a later duplicate gives it its payload.
+  BOOST_TEST(submit(keyed("k", unique_policy::requeue, "c")) == second);
+  BOOST_TEST(submit(keyed("k", unique_policy::skip, "d")) == second);  // skip keeps it
+  BOOST_TEST(info(second).payload == "c");
+  // A duplicate with another policy sees the waiting job as the holder.
+  BOOST_TEST(q->submit(keyed("k", unique_policy::reject)).error().code()
+             == error::already_exists);
+  // The holder fails; the requeued job runs anyway, once.
+  g.release();
+  BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, second));
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    BOOST_TEST(ran == (std::vector<std::string>{"a", "c"}));
+  }
+  BOOST_TEST(info(first).status == job_status::succeeded);
+  BOOST_TEST(q->counts().total() == 2);
+  // The key was the requeued job's: it is free now.
+  auto fresh = submit(keyed("k", unique_policy::reject, "e"));
+  BOOST_TEST(fresh != second);
+}
+
+BOOST_AUTO_TEST_CASE(requeue_in_a_batch_keeps_the_latest_and_runs_after_a_holder_lost_in_a_crash) {
+  gate g;
+  worker_options w;
+  w.runners["u"] = [&](job_context& ctx) {
+    if (ctx.payload() == "a")
+      g.pass();
+  };
+  auto first = submit(keyed("k", unique_policy::requeue, "a"));
+  job_id second;
+  {
+    auto wk = start(std::move(w));
+    BOOST_REQUIRE(g.wait_for_waiting(1));
+    // Within one batch the latest requeue duplicate is the one that waits.
+    auto ids = q->submit_batch({keyed("k", unique_policy::requeue, "b"),
+                                keyed("k", unique_policy::requeue, "c")});
+    BOOST_REQUIRE_MESSAGE(ids.has_value(), ids.error().to_string());
+    BOOST_TEST((*ids)[0] == (*ids)[1]);
+    BOOST_TEST(info((*ids)[0]).payload == "c");
+    BOOST_TEST(rows("status = 6") == 1);
+    second = (*ids)[0];
+    // Closing leaves the holder running, as a crash does.
+    BOOST_TEST(q->close(std::chrono::milliseconds(1)).code() == error::timeout);
+    g.open();
+  }
+  // The holder's attempt was lost with the process; recovery ends it
+  // (max_retries 0), which releases the requeued job: it runs, once.
+  reopen();
+  BOOST_TEST(is_final(info(first).status));
+  BOOST_TEST((info(second).status == job_status::pending));
+  BOOST_TEST(info(second).payload == "c");
+  BOOST_TEST(rows("status = 6") == 0);
+  // Pending now: a duplicate is kept out, as with skip.
+  BOOST_TEST(submit(keyed("k", unique_policy::requeue, "d")) == second);
+  BOOST_TEST(info(second).payload == "c");
+  worker_options again;
+  again.runners["u"] = [](job_context&) {};
+  auto wk = start(std::move(again));
+  BOOST_REQUIRE(q->wait(second, 60s)->status == job_status::succeeded);
+  BOOST_TEST(q->counts().total() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_duplicate_raises_a_holder_that_has_not_started) {
+  auto low = *job_of("u").payload("low").priority(1).unique_key("k", unique_policy::skip).build();
+  auto first = submit(low);
+  auto urgent = *job_of("u").payload("urgent").priority(9).unique_key("k", unique_policy::skip)
+                   .raise_holder_priority().build();
+  BOOST_TEST(submit(urgent) == first);
+  auto raised = info(first);
+  BOOST_TEST(raised.priority == 9);
+  BOOST_TEST(raised.payload == "low");
+  // Lower, or without the flag, changes nothing.
+  urgent.priority = 3;
+  submit(urgent);
+  auto plain = urgent;
+  plain.priority = 20;
+  plain.raise_holder_priority = false;
+  submit(plain);
+  BOOST_TEST(info(first).priority == 9);
+  // The dispatcher runs it by its new priority: ahead of a job of 5,
+  // which its old priority of 1 was behind.
+  auto other = submit(*job_of("u").payload("other").priority(5).build());
+  std::mutex mtx;
+  std::vector<std::string> ran;
+  worker_options w;
+  w.max_concurrency = 1;
+  w.runners["u"] = [&](job_context& ctx) {
+    std::lock_guard<std::mutex> guard{mtx};
+    ran.push_back(ctx.payload());
+  };
+  auto wk = start(std::move(w));
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, other));
+  std::lock_guard<std::mutex> guard{mtx};
+  BOOST_TEST(ran == (std::vector<std::string>{"low", "other"}));
+}
+
 BOOST_AUTO_TEST_CASE(bad_unique_fields_name_the_field) {
   auto j = keyed("k", unique_policy::skip);
   j.unique_key = "";
@@ -158,6 +282,17 @@ BOOST_AUTO_TEST_CASE(bad_unique_fields_name_the_field) {
   j = keyed("k", unique_policy::skip);
   j.on_duplicate = static_cast<unique_policy>(9);
   BOOST_TEST(q->submit(j).error().field() == "on_duplicate");
+  j = keyed("k", unique_policy::requeue);
+  j.depends_on.push_back(job_id{});
+  BOOST_TEST(q->submit(j).error().field() == "on_duplicate");
+  j = *job_of("u").build();
+  j.raise_holder_priority = true;
+  BOOST_TEST(q->submit(j).error().field() == "raise_holder_priority");
+  BOOST_TEST(job_of("u").raise_holder_priority().build().error().field()
+             == "raise_holder_priority");
+  j = keyed("k", unique_policy::replace);
+  j.raise_holder_priority = true;
+  BOOST_TEST(q->submit(j).error().field() == "raise_holder_priority");
   BOOST_TEST(q->counts().total() == 0);
 }
 

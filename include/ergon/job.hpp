@@ -37,6 +37,14 @@ enum class unique_policy : uint8_t {
   replace = 1,
   /// Fail with already_exists naming the holder; nothing is written.
   reject = 2,
+  /// Run once more after a holder that is running (taskmill's requeue,
+  /// BullMQ's keepLastIfActive): this job is submitted to wait for the
+  /// holder to end, however it ends, and takes the key. While it waits, a
+  /// later requeue duplicate gives it its payload (the latest one runs) and
+  /// returns its id. A holder that has not started, or that finished
+  /// within its hold, is kept as with skip. Takes no depends_on: its place
+  /// behind the holder is its dependency.
+  requeue = 3,
 };
 
 const char* to_string(unique_policy p) noexcept;
@@ -106,6 +114,11 @@ struct job {
   std::optional<std::string> unique_key;
   /// What happens when the key is held (see unique_policy).
   unique_policy on_duplicate = unique_policy::skip;
+  /// With on_duplicate skip or requeue: a holder that has not started yet
+  /// (pending or waiting) and has a lower priority takes this job's
+  /// (taskmill's priority upgrade). A running holder keeps its own.
+  /// Needs `unique_key`.
+  bool raise_holder_priority = false;
   /// How long the key stays held after the job finishes, >= 0 (0: free at
   /// once; milliseconds::max(): forever). Needs `unique_key`.
   int64_t unique_hold_ms = 0;

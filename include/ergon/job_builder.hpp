@@ -62,6 +62,10 @@ class job_builder {
   job_builder& unique_key(std::string key, unique_policy on_duplicate = unique_policy::skip,
                           std::chrono::milliseconds hold = std::chrono::milliseconds{0});
 
+  /// A duplicate submit raises a holder that has not started to this job's
+  /// priority (see job::raise_holder_priority).
+  job_builder& raise_holder_priority(bool raise = true);
+
   /// Submitting again under `key` (1 to 256 bytes) within the queue's
   /// idempotency window returns the first job's id and writes nothing (see
   /// job::idempotency_key): safe to resend after `unreachable`.

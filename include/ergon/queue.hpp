@@ -292,6 +292,26 @@ class queue {
   /// instance finishes, and nothing follows it. Error: not_found.
   status delete_recurring(const std::string& id);
 
+  /// Pauses one recurring job: no instance of it starts until the pause
+  /// ends. Until resumed (no duration, or milliseconds::max()), its pending
+  /// instance is cancelled and none is made; with a duration, the pending
+  /// instance moves to the first slot at or after the pause's end. A
+  /// running instance finishes; the next one follows the pause. Slots the
+  /// pause covers are skipped, whatever catch_up says. The pause is stored
+  /// with the recurring job (recurring_info::paused_since_ms), so it
+  /// survives a reopen and a takeover; an update keeps it. Pausing again
+  /// replaces the end. Each call that changes it is a control_changed
+  /// event with `recurring_id` set, counted in
+  /// metrics_snapshot::control_changes. Errors: invalid_argument ("id"
+  /// empty, too long or not UTF-8; "duration" not positive), not_found,
+  /// closed.
+  status pause_recurring(const std::string& id,
+                         std::optional<std::chrono::milliseconds> duration = std::nullopt);
+  /// Ends a recurring job's pause: its next instance is made for the first
+  /// slot after now. Resuming one that is not paused changes nothing and is
+  /// not an error. Errors: as pause_recurring.
+  status resume_recurring(const std::string& id);
+
   /// The recurring job with its template, last run and next instance.
   /// Error: not_found.
   result<ergon::recurring_info> recurring_info(const std::string& id) const;

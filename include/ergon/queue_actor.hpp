@@ -67,6 +67,8 @@ using upsert_recurring_atom = caf::atom_constant<caf::atom("ergupsrec")>;
 using delete_recurring_atom = caf::atom_constant<caf::atom("ergdelrec")>;
 using recurring_info_atom = caf::atom_constant<caf::atom("ergrecinfo")>;
 using list_recurring_atom = caf::atom_constant<caf::atom("erglistrec")>;
+using pause_recurring_atom = caf::atom_constant<caf::atom("ergpauser")>;
+using resume_recurring_atom = caf::atom_constant<caf::atom("ergresumer")>;
 using subscribe_atom = caf::atom_constant<caf::atom("ergsub")>;
 using unsubscribe_atom = caf::atom_constant<caf::atom("ergunsub")>;
 using close_atom = caf::atom_constant<caf::atom("ergclose")>;
@@ -107,6 +109,9 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<delete_recurring_atom, std::string>::with<ok_atom>,
   caf::replies_to<recurring_info_atom, std::string>::with<recurring_info>,
   caf::replies_to<list_recurring_atom, std::string>::with<std::vector<recurring_info>>,
+  caf::replies_to<pause_recurring_atom, std::string>::with<ok_atom>,
+  caf::replies_to<pause_recurring_atom, std::string, std::chrono::milliseconds>::with<ok_atom>,
+  caf::replies_to<resume_recurring_atom, std::string>::with<ok_atom>,
   caf::replies_to<group_weight_atom, std::string, int32_t>::with<ok_atom>,
   caf::replies_to<reset_weights_atom>::with<ok_atom>,
   caf::replies_to<pause_group_atom, std::string>::with<ok_atom>,

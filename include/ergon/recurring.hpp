@@ -100,6 +100,11 @@ struct recurring_info {
   /// limit, if any. With executions at the limit there is no next instance.
   int64_t executions = 0;
   std::optional<int64_t> max_executions;
+  /// Its own pause (queue::pause_recurring), if one is in force: since
+  /// when, and until when (empty: until resumed). A timed pause whose end
+  /// passed is not shown.
+  std::optional<int64_t> paused_since_ms;
+  std::optional<int64_t> paused_until_ms;
 };
 
 }  // namespace ergon

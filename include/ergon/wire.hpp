@@ -158,7 +158,7 @@ typename Inspector::result_type inspect(Inspector& f, job& x) {
            x.weight, run_at, x.delay_ms, ttl, x.max_retries, x.backoff, x.timeout_ms,
            x.heartbeat_increment_ms, unique_key, x.on_duplicate, x.unique_hold_ms,
            result_ttl, expected_io, idempotency_key, x.depends_on, x.depends_on_batch,
-           x.on_dependency_failure, x.tags, x.ttl_from);
+           x.on_dependency_failure, x.tags, x.ttl_from, x.raise_holder_priority);
 }
 
 template <class Inspector>
@@ -296,10 +296,12 @@ typename Inspector::result_type inspect(Inspector& f, recurring_info& x) {
   auto next_scheduled = wire::optional(x.next_scheduled_at_ms);
   auto next_run = wire::optional(x.next_run_at_ms);
   auto max_executions = wire::optional(x.max_executions);
+  auto paused_since = wire::optional(x.paused_since_ms);
+  auto paused_until = wire::optional(x.paused_until_ms);
   return f(caf::meta::type_name("ergon::recurring_info"), x.id, x.schedule, x.time_zone,
            x.catch_up, x.job, x.added_at_ms, x.updated_at_ms, last_job, last_scheduled,
            last_finished, last_status, next_job, next_status, next_scheduled, next_run,
-           x.executions, max_executions);
+           x.executions, max_executions, paused_since, paused_until);
 }
 
 template <class Inspector>

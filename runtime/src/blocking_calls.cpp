@@ -61,10 +61,10 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       return with([&](queue_impl& q) { return q.metrics(); });
     },
     [&](recurring_info_atom, const std::string& id) {
-      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::read_recurring(d, id); }); });
+      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::read_recurring(d, id, q.clk->now_ms()); }); });
     },
     [&](list_recurring_atom, const std::string& prefix) {
-      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); }); });
+      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::list_recurring(d, prefix, q.clk->now_ms()); }); });
     },
     [&](group_weight_atom, const std::string& group, int32_t weight) {
       return with([&](queue_impl& q) { return q.set_group_weight(group, weight); });
@@ -86,6 +86,15 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
     },
     [&](pause_type_atom, const std::string& type, ms duration) {
       return with([&](queue_impl& q) { return q.pause(scheduling_control::pause_type, type, duration); });
+    },
+    [&](pause_recurring_atom, const std::string& id) {
+      return with([&](queue_impl& q) { return q.pause_recurring(id, true, std::nullopt); });
+    },
+    [&](pause_recurring_atom, const std::string& id, ms duration) {
+      return with([&](queue_impl& q) { return q.pause_recurring(id, true, duration); });
+    },
+    [&](resume_recurring_atom, const std::string& id) {
+      return with([&](queue_impl& q) { return q.pause_recurring(id, false, std::nullopt); });
     },
     [&](resume_type_atom, const std::string& type) {
       return with([&](queue_impl& q) { return q.named_call(scheduling_control::resume_type, type); });

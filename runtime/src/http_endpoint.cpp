@@ -271,7 +271,12 @@ const char* allowed_methods(const std::string& path) {
   if (s.size() < 3 || s[0] != "api")
     return nullptr;
   if (s[1] == "jobs" && job_id_text(s[2]))
-    return s.size() == 3 ? get : s.size() == 4 && (s[3] == "retry" || s[3] == "cancel") ? post : nullptr;
+    return s.size() == 3 ? get
+           : s.size() == 4 && (s[3] == "retry" || s[3] == "replay" || s[3] == "cancel") ? post
+                                                                                        : nullptr;
+  if (s[1] == "recurring" && s.size() == 4 && !s[2].empty() && s[2].size() <= 256
+      && (s[3] == "pause" || s[3] == "resume"))
+    return post;
   if ((s[1] == "groups" || s[1] == "types") && s.size() == 4 && !s[2].empty() && s[2].size() <= 256
       && (s[3] == "pause" || s[3] == "resume" || s[3] == "settings" || s[3] == "reset"))
     return post;
@@ -520,6 +525,19 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
            doc[group ? "group" : "type"] = name;
            reply_json(res, doc);
          });
+  s.Post(R"(/api/recurring/([^/]{1,256})/(pause|resume))",
+         [&q](const httplib::Request& req, httplib::Response& res) {
+           if (auto st = may_write(q, req, res); !st)
+             return reply_error(res, st);
+           bool pause = req.matches[2] == "pause";
+           std::string id = req.matches[1];  // httplib decoded the path
+           auto duration = pause_duration(req, pause);
+           if (!duration)
+             return reply_error(res, duration.error());
+           if (auto st = q.pause_recurring(id, pause, *duration); !st)
+             return reply_error(res, st);
+           reply_json(res, {{"recurring", id}, {"paused", pause}});
+         });
   s.Post(R"(/api/queue/(pause|resume))", [&q](const httplib::Request& req, httplib::Response& res) {
     if (auto st = may_write(q, req, res); !st)
       return reply_error(res, st);
@@ -559,7 +577,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
   });
   s.Get("/api/recurring", [&q](const httplib::Request& req, httplib::Response& res) {
     auto prefix = req.get_param_value("prefix");
-    auto all = q.read([&](storage::db& d) { return storage::list_recurring(d, prefix); });
+    auto all = q.read([&](storage::db& d) { return storage::list_recurring(d, prefix, q.clk->now_ms()); });
     reply(res, all, [](const std::vector<recurring_info>& rs) {
       return json_views::of_each(rs);
     });

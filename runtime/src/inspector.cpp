@@ -21,6 +21,16 @@
 #include "runtime_access.hpp"
 
 namespace ergon {
+namespace {
+
+// An inspector has no queue clock: pauses are judged by the wall clock.
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+}  // namespace
 
 struct inspector::impl {
   std::unique_ptr<runtime::read_pool> reads;
@@ -29,22 +39,32 @@ struct inspector::impl {
   int version = 0;
   // Whether the schema has the controls table (each engine counts its own).
   bool has_controls = false;
-  // Whether its job rows have every column this build reads.
+  // Whether its job rows, and its recurring jobs' rows, have every column
+  // this build reads.
   bool jobs_readable = false;
+  bool recurring_readable = false;
   std::string path;
 
-  // Job rows of a file older than the job outcomes lack their columns.
-  status check_job_reads() const {
-    if (jobs_readable)
+  // Rows of a file older than this build's reads lack their columns: `what`
+  // ("job rows", "recurring jobs") can't be read until queue::open migrates it.
+  status readable(bool ok, const char* what) const {
+    if (ok)
       return {};
     return {error::corrupt, path + ": schema version " + std::to_string(version)
-                              + " predates this build's job rows; open it once with "
-                                "queue::open, which migrates it, to read jobs"};
+                              + " predates this build's " + what + "; open it once with "
+                                "queue::open, which migrates it, to read them"};
+  }
+
+  template <class Read>
+  auto read_recurring(Read read) const -> decltype(read(std::declval<storage::db&>())) {
+    if (auto st = readable(recurring_readable, "recurring jobs"); !st)
+      return st;
+    return with_connection(read);
   }
 
   template <class Read>
   auto read_jobs(Read read) const -> decltype(read(std::declval<storage::db&>())) {
-    if (auto st = check_job_reads(); !st)
+    if (auto st = readable(jobs_readable, "job rows"); !st)
       return st;
     return with_connection(read);
   }
@@ -90,6 +110,8 @@ result<std::unique_ptr<inspector_impl>> inspect_postgres(const std::string& uri)
   p->version = *version;
   p->has_controls = *version >= storage::controls_version(storage::engine::postgres);
   p->jobs_readable = *version >= storage::job_logs_version(storage::engine::postgres);
+  p->recurring_readable =
+    *version >= storage::recurring_pauses_version(storage::engine::postgres);
   p->path = uri;
   return p;
 }
@@ -126,6 +148,7 @@ result<inspector> queue::inspect(const std::string& path) {
   p->version = v;
   p->has_controls = v >= storage::controls_version(storage::engine::sqlite);
   p->jobs_readable = v >= storage::job_logs_version(storage::engine::sqlite);
+  p->recurring_readable = v >= storage::recurring_pauses_version(storage::engine::sqlite);
   p->path = path;
   if (v < storage::finished_counts_version)
     p->counts_from = storage::count_source::scan;
@@ -168,14 +191,16 @@ result<job_page> inspector::list_failed(job_filter filter, const page_request& p
 result<ergon::recurring_info> inspector::recurring_info(const std::string& id) const {
   if (!impl_)
     return closed_inspector();
-  return impl_->read_jobs([&](storage::db& d) { return storage::read_recurring(d, id); });
+  return impl_->read_recurring(
+    [&](storage::db& d) { return storage::read_recurring(d, id, wall_ms()); });
 }
 
 result<std::vector<ergon::recurring_info>> inspector::list_recurring(
   const std::string& prefix) const {
   if (!impl_)
     return closed_inspector();
-  return impl_->read_jobs([&](storage::db& d) { return storage::list_recurring(d, prefix); });
+  return impl_->read_recurring(
+    [&](storage::db& d) { return storage::list_recurring(d, prefix, wall_ms()); });
 }
 
 result<status_counts> inspector::counts() const {
@@ -219,10 +244,7 @@ result<std::vector<control_info>> inspector::controls() const {
     auto stored = storage::read_controls(d);
     if (!stored)
       return stored.error();
-    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
-    return storage::in_force_at(std::move(*stored), now);
+    return storage::in_force_at(std::move(*stored), wall_ms());
   });
 }
 

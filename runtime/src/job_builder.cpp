@@ -80,6 +80,11 @@ job_builder& job_builder::unique_key(std::string key, unique_policy on_duplicate
   return *this;
 }
 
+job_builder& job_builder::raise_holder_priority(bool raise) {
+  job_.raise_holder_priority = raise;
+  return *this;
+}
+
 job_builder& job_builder::idempotency_key(std::string key) {
   job_.idempotency_key = std::move(key);
   return *this;

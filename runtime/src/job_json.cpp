@@ -61,16 +61,22 @@ class job_reader {
       {"result_ttl_ms", optional_integer(j.result_ttl_ms)},
       {"idempotency_key", optional_text(j.idempotency_key)},
       {"on_duplicate", [&](const json& v, const std::string& key) {
-         return choice(v, key, {{"skip", 0}, {"replace", 1}, {"reject", 2}}, [&](int x) {
+         return choice(v, key, {{"skip", 0}, {"replace", 1}, {"reject", 2}, {"requeue", 3}}, [&](int x) {
            j.on_duplicate = static_cast<unique_policy>(x);
          });
+       }},
+      {"raise_holder_priority", [&](const json& v, const std::string& key) -> status {
+         if (!v.is_boolean())
+           return bad(key, "must be true or false");
+         j.raise_holder_priority = v.get<bool>();
+         return {};
        }},
       {"ttl_from", [&](const json& v, const std::string& key) {
          return choice(v, key, {{"run_at", 0}, {"first_attempt", 1}},
                        [&](int x) { j.ttl_from = static_cast<ttl_start>(x); });
        }},
       {"on_dependency_failure", [&](const json& v, const std::string& key) {
-         return choice(v, key, {{"cancel", 0}, {"fail", 1}}, [&](int x) {
+         return choice(v, key, {{"cancel", 0}, {"fail", 1}, {"run", 2}}, [&](int x) {
            j.on_dependency_failure = static_cast<dependency_failure>(x);
          });
        }},

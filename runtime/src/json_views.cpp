@@ -288,7 +288,10 @@ json of(const recurring_info& r) {
           {"next_scheduled_at_ms", optional(r.next_scheduled_at_ms)},
           {"next_run_at_ms", optional(r.next_run_at_ms)},
           {"executions", r.executions},
-          {"max_executions", optional(r.max_executions)}};
+          {"max_executions", optional(r.max_executions)},
+          {"paused", r.paused_since_ms.has_value()},
+          {"paused_since_ms", optional(r.paused_since_ms)},
+          {"paused_until_ms", optional(r.paused_until_ms)}};
 }
 
 json of(const retry_summary& s) {

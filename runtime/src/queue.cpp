@@ -304,18 +304,31 @@ status queue::delete_recurring(const std::string& id) {
     storage::delete_recurring_args{id});
 }
 
+status queue::pause_recurring(const std::string& id,
+                              std::optional<std::chrono::milliseconds> duration) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->pause_recurring(id, true, duration));
+}
+
+status queue::resume_recurring(const std::string& id) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->pause_recurring(id, false, std::nullopt));
+}
+
 result<ergon::recurring_info> queue::recurring_info(const std::string& id) const {
   if (!impl_)
     return moved_from("queue");
   return impl_->explain(
-    impl_->read([&](storage::db& d) { return storage::read_recurring(d, id); }));
+    impl_->read([&](storage::db& d) { return storage::read_recurring(d, id, impl_->clk->now_ms()); }));
 }
 
 result<std::vector<ergon::recurring_info>> queue::list_recurring(const std::string& prefix) const {
   if (!impl_)
     return moved_from("queue");
   return impl_->explain(
-    impl_->read([&](storage::db& d) { return storage::list_recurring(d, prefix); }));
+    impl_->read([&](storage::db& d) { return storage::list_recurring(d, prefix, impl_->clk->now_ms()); }));
 }
 
 result<worker> queue::start_worker(worker_options opts) {

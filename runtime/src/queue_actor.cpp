@@ -321,6 +321,15 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     [self](pause_type_atom a, const std::string& type) -> caf::result<ok_atom> {
       return to_calls(self, a, type);
     },
+    [self](pause_recurring_atom a, const std::string& id) -> caf::result<ok_atom> {
+      return to_calls(self, a, id);
+    },
+    [self](pause_recurring_atom a, const std::string& id, ms duration) -> caf::result<ok_atom> {
+      return to_calls(self, a, id, duration);
+    },
+    [self](resume_recurring_atom a, const std::string& id) -> caf::result<ok_atom> {
+      return to_calls(self, a, id);
+    },
     [self](pause_type_atom a, const std::string& type, ms duration) -> caf::result<ok_atom> {
       return to_calls(self, a, type, duration);
     },

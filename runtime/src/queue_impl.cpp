@@ -12,6 +12,7 @@
 #include "ergon/storage/field_rules.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/list_jobs.hpp"
+#include "ergon/storage/op/pause_recurring.hpp"
 #include "ergon/storage/op/read_jobs.hpp"
 #include "ergon/storage/times.hpp"
 #include "validate_options.hpp"
@@ -184,6 +185,20 @@ status queue::impl::pause(control::op_type op, const std::string& name,
   if (duration)
     until = storage::add_ms(clk->now_ms(), duration->count());
   return control({op, name, 0, until, {}, {}});
+}
+
+status queue::impl::pause_recurring(const std::string& id, bool pause,
+                                    std::optional<std::chrono::milliseconds> duration) {
+  if (auto st = storage::check_label("id", id); !st)
+    return st;
+  if (duration)
+    if (auto st = storage::check_positive_ms("duration", duration->count()); !st)
+      return st;
+  std::optional<int64_t> until;
+  if (duration && storage::add_ms(clk->now_ms(), duration->count()) != storage::never_ms)
+    until = storage::add_ms(clk->now_ms(), duration->count());
+  return call<storage::pause_recurring_args, status>(
+    storage::pause_recurring_args{id, pause, until});
 }
 
 result<worker> queue::impl::start_worker(worker_options worker_opts) {

@@ -200,6 +200,10 @@ struct queue::impl {
   // Pauses the group or type `name` for `duration`, or until resumed.
   status pause(actors::scheduling_control::op_type op, const std::string& name,
                std::optional<std::chrono::milliseconds> duration);
+  // Pauses the recurring job `id` for `duration` (until resumed without
+  // one, or with milliseconds::max()), or resumes it.
+  status pause_recurring(const std::string& id, bool pause,
+                         std::optional<std::chrono::milliseconds> duration);
   // A call that takes only a name (or none): resumes, resets, reset_breaker.
   status named_call(actors::scheduling_control::op_type op, const std::string& name);
   // set_group and set_type (change_group, change_type).

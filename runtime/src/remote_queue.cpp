@@ -407,6 +407,13 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     [self](resume_type_atom a, const std::string& type) {
       return forward<ok_atom>(self, a, type);
     },
+    [self](pause_recurring_atom a, const std::string& id) { return forward<ok_atom>(self, a, id); },
+    [self](pause_recurring_atom a, const std::string& id, ms duration) {
+      return forward<ok_atom>(self, a, id, duration);
+    },
+    [self](resume_recurring_atom a, const std::string& id) {
+      return forward<ok_atom>(self, a, id);
+    },
     [self](resume_all_atom a) { return forward<int64_t>(self, a); },
     [self](reset_breaker_atom a, const std::string& type) {
       return forward<ok_atom>(self, a, type);

@@ -1,6 +1,5 @@
 #include "ergon/storage/op/delete_recurring.hpp"
 
-#include "job_final.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
 
@@ -27,14 +26,10 @@ result<std::optional<cancelled_job>> delete_recurring(db& d, const delete_recurr
   if (!*instance || (*instance)->status != job_status::pending)
     return std::optional<cancelled_job>{};
   // The recurring job is gone already, so nothing follows the instance.
-  auto& key = (*instance)->key;
-  auto cancelled = rows::cancel_row(d, key.row, now_ms, "recurring job deleted");
+  auto cancelled = rows::cancel_instance(d, (*instance)->key, "recurring job deleted", now_ms);
   if (!cancelled)
     return cancelled.error();
-  auto settled = settle_dependents(d, key.row, key.id, job_status::cancelled, now_ms);
-  if (!settled)
-    return settled.error();
-  return std::optional<cancelled_job>{cancelled_job{std::move(key), {}, std::move(*settled)}};
+  return std::optional<cancelled_job>{std::move(*cancelled)};
 }
 
 }  // namespace ergon::storage

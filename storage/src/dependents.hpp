@@ -17,12 +17,15 @@ namespace ergon::storage {
 /// dependent is submitted, even if this one had ended); this one spawned
 /// children (job_context::submit_children); this one's own dependencies
 /// are edge rows (one alone is jobs.only_dependency); this one has tags
-/// (job_tags). A listing looks for a job's links and tags only where the
-/// bits say there are some.
+/// (job_tags); this one waits behind the running holder of its unique key
+/// (unique_policy::requeue), so a later requeue duplicate gives it its
+/// payload. A listing looks for a job's links and tags only where the bits
+/// say there are some.
 inline constexpr int64_t has_dependents_bit = 1;
 inline constexpr int64_t has_children_bit = 2;
 inline constexpr int64_t has_edges_bit = 4;
 inline constexpr int64_t has_tags_bit = 8;
+inline constexpr int64_t requeued_bit = 16;
 
 /// The job at row `job` waits on the job at row `depends_on`.
 struct dependency_edge {

@@ -121,6 +121,7 @@ const char* to_string(unique_policy p) noexcept {
     case unique_policy::skip: return "skip";
     case unique_policy::replace: return "replace";
     case unique_policy::reject: return "reject";
+    case unique_policy::requeue: return "requeue";
   }
   return "unknown";
 }

@@ -97,6 +97,8 @@ int64_t fingerprint(const job& j) {
   // The same for a ttl from the first attempt, and for tags.
   if (j.ttl_from != ttl_start::run_at)
     f.add(int64_t{static_cast<uint8_t>(j.ttl_from)});
+  if (j.raise_holder_priority)
+    f.add(int64_t{0x52});  // marks the flag: no other field adds a lone constant here
   if (!j.tags.empty()) {
     f.add(static_cast<int64_t>(j.tags.size()));
     for (auto& [k, v] : j.tags) {

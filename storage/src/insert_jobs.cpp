@@ -1,6 +1,8 @@
 #include "ergon/storage/op/insert_jobs.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,6 +14,7 @@
 #include "job_final.hpp"
 #include "job_rows.hpp"
 #include "job_tags.hpp"
+#include "status_sql.hpp"
 
 namespace ergon::storage {
 namespace {
@@ -19,7 +22,7 @@ namespace {
 // The key's holder, if any. LEFT JOIN: a hold may outlive its job's row, so
 // the holder's id is kept in unique_keys too.
 constexpr const char* select_holder =
-  "SELECT k.held_until, k.job, j.status, " ERGON_JOB_KEY_COLUMNS " "
+  "SELECT k.held_until, k.job, j.status, j.has_dependents, " ERGON_JOB_KEY_COLUMNS " "
   "FROM unique_keys k LEFT JOIN jobs j ON j.id = k.job_id AND j.external_id = k.job "
   "WHERE k.key = ?1";
 
@@ -27,6 +30,14 @@ constexpr const char* take_key =
   "INSERT INTO unique_keys (key, job_id, job, held_until) VALUES (?1, ?2, ?3, NULL) "
   "ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, job = excluded.job, "
   "held_until = NULL";
+
+// The waiting job has not run: it has no checkpoint to drop.
+constexpr const char* take_payload =
+  "UPDATE jobs SET payload = ?2 WHERE id = ?1 AND status = " ERGON_SQL_WAITING;
+
+constexpr const char* raise_priority =
+  "UPDATE jobs SET priority = ?2 WHERE id = ?1 AND priority < ?2 AND status IN ("
+  ERGON_SQL_PENDING ", " ERGON_SQL_WAITING ") RETURNING status, " ERGON_JOB_KEY_COLUMNS;
 
 // PostgreSQL: a batch's rows in one COPY, in its binary format. The columns
 // are insert_job's (job_rows.cpp). An INSERT from unnest() over 25 arrays,
@@ -111,7 +122,14 @@ struct stored_holder {
   job_id id;
   std::optional<int64_t> held_until;  // set once it finished
   job_status status = job_status::pending;
+  int64_t link_bits = 0;  // jobs.has_dependents
   job_key key;
+
+  bool started() const noexcept { return held_until || status == job_status::running; }
+  // Waits behind a running holder of the key (unique_policy::requeue).
+  bool requeued() const noexcept {
+    return !held_until && status == job_status::waiting && (link_bits & requeued_bit) != 0;
+  }
 
   std::string describe() const {
     return "job " + id.to_string() + " ("
@@ -138,7 +156,8 @@ result<std::optional<stored_holder>> find_holder(db& d, const std::string& key, 
   bool held = h.held_until ? *h.held_until > now_ms : q.column_opt_int(2).has_value();
   if (held && !h.held_until) {
     h.status = static_cast<job_status>(q.column_int(2));
-    h.key = rows::read_key(q, 3);
+    h.link_bits = q.column_int(3);
+    h.key = rows::read_key(q, 4);
   }
   q.reset();
   if (!held)
@@ -156,6 +175,14 @@ struct plan {
   // Pending holders in the file to cancel, by key: the batch job that ends
   // up with the key replaces them.
   std::unordered_map<std::string, stored_holder> replaced;
+  // Per job: the running holder it waits behind (unique_policy::requeue).
+  std::vector<std::optional<stored_holder>> behind;
+  // Requeued holders in the file, by row: the batch job whose payload they
+  // take (the latest duplicate's).
+  std::map<int64_t, size_t> refreshed;
+  // Holders in the file not started yet, by row, and the priority a
+  // duplicate raises them to (job::raise_holder_priority).
+  std::map<int64_t, std::pair<stored_holder, int32_t>> raised;
 };
 
 // Where a position of the submitted batch went: a job of this insert (its
@@ -218,6 +245,8 @@ result<wait_plan> plan_wait(db& d, const new_jobs& batch, const plan& p,
                             const std::vector<int64_t>& row_of, size_t i) {
   const auto& j = *batch.jobs[i];
   wait_plan w;
+  if (p.behind[i])
+    w.rows.emplace_back(p.behind[i]->key.row, true);
   auto fail = [&](status st) { return batch.fail(std::move(st), i); };
   for (auto& id : j.depends_on)
     if (auto st = count_existing(d, id, j, w); !st)
@@ -257,6 +286,7 @@ result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
   plan p;
   p.winner.resize(jobs.size());
   p.held_by.resize(jobs.size());
+  p.behind.resize(jobs.size());
   // Per key: the batch job holding it, or the holder in the file.
   struct holder {
     std::optional<size_t> batch;
@@ -284,6 +314,12 @@ result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
     std::string by = h.batch ? "job " + std::to_string(batch.position[*h.batch])
                                  + " of the same batch"
                              : h.stored->describe();
+    if (j.raise_holder_priority && !h.batch && !h.stored->started()
+        && h.stored->key.priority < j.priority) {
+      auto [r, fresh] = p.raised.try_emplace(h.stored->key.row, *h.stored, j.priority);
+      if (!fresh)
+        r->second.second = std::max(r->second.second, j.priority);
+    }
     switch (j.on_duplicate) {
       case unique_policy::skip:
         if (h.batch)
@@ -309,9 +345,67 @@ result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
         }
         h.batch = i;
         break;
+      case unique_policy::requeue:
+        if (h.batch && p.behind[*h.batch]) {
+          // The latest duplicate of the batch waits instead of an earlier one.
+          for (auto& w : p.winner)
+            if (w == *h.batch)
+              w = i;
+          p.behind[i] = std::move(p.behind[*h.batch]);
+          p.behind[*h.batch].reset();
+          h.batch = i;
+        } else if (h.batch) {
+          p.winner[i] = *h.batch;
+        } else if (!h.stored->held_until && h.stored->status == job_status::running) {
+          p.behind[i] = std::move(*h.stored);
+          h.stored.reset();
+          h.batch = i;
+        } else {
+          if (h.stored->requeued())
+            p.refreshed[h.stored->key.row] = i;
+          p.held_by[i] = h.stored->id;
+        }
+        break;
     }
   }
   return p;
+}
+
+// Requeued holders take the payload of the latest duplicate.
+status refresh_requeued(db& d, const plan& p, const std::vector<const job*>& jobs) {
+  for (auto& [row, i] : p.refreshed) {
+    auto s = d.prepare(take_payload);
+    if (!s)
+      return s.error();
+    (*s)->bind(1, row);
+    (*s)->bind_blob(2, jobs[i]->payload);
+    if (auto st = d.run(**s); !st)
+      return st;
+  }
+  return {};
+}
+
+// Holders not started yet take a duplicate's higher priority; a pending
+// one's new key goes to the dispatcher. One a later job of the batch
+// replaced has ended, and is left.
+status raise_holders(db& d, const plan& p, insert_jobs_result& out) {
+  for (auto& [row, raise] : p.raised) {
+    auto s = d.prepare(raise_priority);
+    if (!s)
+      return s.error();
+    auto& q = **s;
+    q.bind(1, row);
+    q.bind(2, int64_t{raise.second});
+    if (q.step()) {
+      auto after = rows::read_key(q, 1);
+      if (q.column_int(0) == static_cast<int64_t>(job_status::pending))
+        out.raised.push_back({raise.first.key, std::move(after)});
+    } else if (!q.step_status()) {
+      return q.step_status();
+    }
+    q.reset();
+  }
+  return {};
 }
 
 // Inserts `batch`, its unique keys taken as they say.
@@ -344,9 +438,10 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   std::vector<char> depended_new(jobs.size(), 0);  // by row - first_row
   std::unordered_set<int64_t> depended_before_set;
   std::vector<int64_t> depended_before;
-  bool has_dependencies = std::any_of(jobs.begin(), jobs.end(), [](const job* j) {
-    return !j->depends_on.empty() || !j->depends_on_batch.empty();
-  });
+  bool has_dependencies =
+    std::any_of(jobs.begin(), jobs.end(),
+                [](const job* j) { return !j->depends_on.empty() || !j->depends_on_batch.empty(); })
+    || std::any_of(p.behind.begin(), p.behind.end(), [](auto& b) { return b.has_value(); });
   if (has_dependencies) {
     waits.resize(jobs.size());
     auto r = next_row;
@@ -378,10 +473,18 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
   std::vector<dependency_edge> edges;
   std::vector<std::pair<int64_t, std::string>> replaced_waiting;
   std::vector<row_tags> tagged;
+  // A requeued job runs after its holder however the holder ends.
+  std::deque<job> behind_copies;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (p.winner[i] != i || p.held_by[i])
       continue;
-    const auto& j = *jobs[i];
+    const job* jp = jobs[i];
+    if (p.behind[i]) {
+      behind_copies.push_back(*jp);
+      behind_copies.back().on_dependency_failure = dependency_failure::run;
+      jp = &behind_copies.back();
+    }
+    const auto& j = *jp;
     new_row row{&j, rows::new_key(j, now_ms, args.id_tag, next_row++), {}};
     auto& k = row.key;
     auto& links = row.links;
@@ -407,6 +510,8 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
       links.link_bits |= has_tags_bit;
       tagged.push_back({k.row, &j.tags});
     }
+    if (p.behind[i])
+      links.link_bits |= requeued_bit;
     if (j.unique_key) {
       if (auto old = p.replaced.find(*j.unique_key); old != p.replaced.end()) {
         auto& replaced = old->second.key;
@@ -483,6 +588,10 @@ result<insert_jobs_result> insert_new(db& d, const new_jobs& batch, const insert
       return ended.error();
     out.dependents.append(std::move(*ended));
   }
+  if (auto st = refresh_requeued(d, p, jobs); !st)
+    return st;
+  if (auto st = raise_holders(d, p, out); !st)
+    return st;
   for (size_t i = 0; i < jobs.size(); ++i)
     out.ids[i] = p.held_by[i] ? *p.held_by[i] : *own[p.winner[i]];
   return out;

@@ -93,14 +93,15 @@ result<ended_links> end_links(db& d, int64_t row, job_status final_status, int64
     return st;
   auto& rec = **r;
   rec.executions += started_at ? 1 : 0;
-  if (rec.exhausted())
-    return out;  // it ran max_executions instances: the chain ends here
+  if (rec.exhausted() || rec.held())
+    return out;  // it ran max_executions instances, or it is paused: the chain ends here
   // A zone the tz database lost leaves the job without a next instance;
   // open's reconcile_recurring tries again.
   auto sched = rows::schedule_of(**r);
   if (!sched)
     return out;
-  auto next = next_instance(*sched, *scheduled_at, started_at, (*r)->since, (*r)->mode, now_ms);
+  auto next = rows::after_pause(
+    rec, *sched, next_instance(*sched, *scheduled_at, started_at, rec.since, rec.mode, now_ms));
   if (!next)
     return out;
   auto k = rows::create_instance(d, **r, *next, now_ms);

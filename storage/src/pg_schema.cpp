@@ -284,10 +284,13 @@ constexpr const char* migration_12 = ERGON_SQL_JOB_TAGS("bigint", "text COLLATE 
 // Version 13 is SQLite's version 16.
 constexpr const char* migration_13 = ERGON_SQL_SEED_CONTROLS("bigint");
 
+// Version 14 is SQLite's version 17.
+constexpr const char* migration_14 = ERGON_SQL_RECURRING_PAUSES("bigint");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
                                       migration_9, migration_10, migration_11, migration_12,
-                                      migration_13};
+                                      migration_13, migration_14};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* create_schema_version =

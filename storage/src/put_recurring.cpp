@@ -129,6 +129,10 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
   if (auto st = d.run(**s); !st)
     return st;
   auto row = row_of(r, since);
+  if (*existing) {  // an update keeps the pause
+    row.paused_since = (*existing)->paused_since;
+    row.paused_until = (*existing)->paused_until;
+  }
   auto sched = rows::schedule_of(row);
   if (!sched)
     return sched.error();
@@ -137,6 +141,7 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     at = next_slot{now_ms, now_ms};
   else if (auto n = sched->next_after(now_ms))
     at = next_slot{*n, *n};
+  at = rows::after_pause(row, *sched, at);
   put_recurring_result out;
   // A new recurring job may find an instance too: its deleted namesake's,
   // still running. It adopts it rather than break the one-instance rule.
@@ -158,16 +163,14 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
                   && (exhausted || !same_place((*instance)->key));
   if (replaced) {
     auto& before = **instance;
-    auto cancelled = rows::cancel_row(d, before.key.row, now_ms,
-                                      exhausted ? "its recurring job has run max_executions"
-                                                : "superseded by an update of its recurring job");
+    auto cancelled =
+      rows::cancel_instance(d, before.key,
+                            exhausted ? "its recurring job has run max_executions"
+                                      : "superseded by an update of its recurring job",
+                            now_ms);
     if (!cancelled)
       return cancelled.error();
-    auto settled = settle_dependents(d, before.key.row, before.key.id, job_status::cancelled,
-                                     now_ms);
-    if (!settled)
-      return settled.error();
-    out.dependents = std::move(*settled);
+    out.dependents = std::move(cancelled->dependents);
     out.superseded = before.key;
     if (!exhausted) {
       auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
@@ -188,7 +191,7 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
     out.changed = std::move(*change);
   } else if (*instance) {
     out.instance = (*instance)->key.id;  // running: the template applies to the next one
-  } else if (at && !exhausted) {
+  } else if (at && !exhausted && !row.held()) {
     auto k = rows::create_instance(d, row, *at, now_ms);
     if (!k)
       return k.error();

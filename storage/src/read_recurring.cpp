@@ -5,7 +5,7 @@
 namespace ergon::storage {
 namespace {
 
-result<recurring_info> info_of(db& d, rows::recurring_row r) {
+result<recurring_info> info_of(db& d, rows::recurring_row r, int64_t now_ms) {
   recurring_info info;
   info.id = std::move(r.id);
   info.schedule = std::move(r.spec);
@@ -20,6 +20,10 @@ result<recurring_info> info_of(db& d, rows::recurring_row r) {
   info.last_status = r.last_status;
   info.executions = r.executions;
   info.max_executions = r.max_executions;
+  if (r.paused_at(now_ms)) {
+    info.paused_since_ms = r.paused_since;
+    info.paused_until_ms = r.paused_until;
+  }
   auto instance = rows::unfinished_instance(d, info.id);
   if (!instance)
     return instance.error();
@@ -34,23 +38,24 @@ result<recurring_info> info_of(db& d, rows::recurring_row r) {
 
 }  // namespace
 
-result<recurring_info> read_recurring(db& d, const std::string& id) {
+result<recurring_info> read_recurring(db& d, const std::string& id, int64_t now_ms) {
   auto r = rows::find_recurring(d, id);
   if (!r)
     return r.error();
   if (!*r)
     return status{error::not_found, "no recurring job with id '" + id + "'"};
-  return info_of(d, std::move(**r));
+  return info_of(d, std::move(**r), now_ms);
 }
 
-result<std::vector<recurring_info>> list_recurring(db& d, const std::string& prefix) {
+result<std::vector<recurring_info>> list_recurring(db& d, const std::string& prefix,
+                                                   int64_t now_ms) {
   auto found = rows::recurring_with_prefix(d, prefix);
   if (!found)
     return found.error();
   std::vector<recurring_info> out;
   out.reserve(found->size());
   for (auto& r : *found) {
-    auto info = info_of(d, std::move(r));
+    auto info = info_of(d, std::move(r), now_ms);
     if (!info)
       return info.error();
     out.push_back(std::move(*info));

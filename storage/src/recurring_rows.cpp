@@ -2,6 +2,8 @@
 
 #include "ergon/storage/job_ids.hpp"
 #include "ergon/storage/op/meta.hpp"
+#include "ergon/storage/times.hpp"
+#include "job_final.hpp"
 #include "job_rows.hpp"
 #include "status_sql.hpp"
 
@@ -11,7 +13,7 @@ namespace {
 #define ERGON_RECURRING_COLUMNS                                              \
   "id, schedule, time_zone, catch_up, since, " ERGON_TEMPLATE_COLUMNS ", ttl_ms, " \
   "added_at, updated_at, last_job, last_scheduled_at, last_finished_at, last_status, " \
-  ERGON_BACKOFF_COLUMNS ", max_executions, executions"
+  ERGON_BACKOFF_COLUMNS ", max_executions, executions, paused_since, paused_until"
 
 constexpr const char* select_recurring =
   "SELECT " ERGON_RECURRING_COLUMNS " FROM recurring_jobs WHERE id = ?1";
@@ -29,6 +31,13 @@ constexpr dialect_sql select_with_prefix = {
   "AND substr(convert_to(id, 'UTF8'), 1, length(CAST(?1 AS bytea))) = CAST(?1 AS bytea) "
   "ORDER BY id"};
 
+
+#define ERGON_MOVE_INSTANCE(greater)                                                       \
+  "UPDATE jobs SET run_at = ?2, scheduled_at = ?2, "                                        \
+  "ready_since = " greater "(CAST(?2 AS BIGINT), CAST(?3 AS BIGINT)), "                     \
+  "deadline = ?4 WHERE id = ?1 AND status = " ERGON_SQL_PENDING " RETURNING " ERGON_JOB_KEY_COLUMNS
+constexpr dialect_sql move_pending = {ERGON_MOVE_INSTANCE("max"),
+                                      ERGON_MOVE_INSTANCE("greatest")};
 
 // Served by the partial index jobs_one_unfinished_instance.
 constexpr const char* select_unfinished =
@@ -67,6 +76,8 @@ recurring_row read_row(const stmt& s) {
   read_backoff(s, 24, j.backoff);
   r.max_executions = s.column_opt_int(26);
   r.executions = s.column_int(27);
+  r.paused_since = s.column_opt_int(28);
+  r.paused_until = s.column_opt_int(29);
   return r;
 }
 
@@ -132,6 +143,49 @@ result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& 
   if (auto st = insert_job(d, **insert, j, k, at.scheduled_at); !st)
     return st;
   return k;
+}
+
+std::optional<next_slot> after_pause(const recurring_row& r, const schedule& s,
+                                     std::optional<next_slot> n) {
+  if (!n || !r.paused_since || !r.paused_until || n->run_at >= *r.paused_until)
+    return n;
+  auto first = s.next_after(*r.paused_until - 1);
+  if (!first)
+    return std::nullopt;
+  return next_slot{*first, *first};
+}
+
+result<key_change> move_instance(db& d, const recurring_row& r, const job_key& inst, int64_t to,
+                                 int64_t now_ms) {
+  auto s = d.prepare(move_pending);
+  if (!s)
+    return s.error();
+  auto& q = **s;
+  q.bind(1, inst.row);
+  q.bind(2, to);
+  q.bind(3, now_ms);
+  auto& ttl = r.templ.ttl_ms;
+  if (ttl && add_ms(to, *ttl) != never_ms)
+    q.bind(4, add_ms(to, *ttl));
+  else
+    q.bind_null(4);
+  if (!q.step())
+    return q.step_status().ok() ? status{error::internal, "instance changed underneath"}
+                                : q.step_status();
+  key_change out{inst, read_key(q)};
+  q.reset();
+  return out;
+}
+
+result<cancelled_job> cancel_instance(db& d, const job_key& k, const std::string& why,
+                                      int64_t now_ms) {
+  auto cancelled = cancel_row(d, k.row, now_ms, why);
+  if (!cancelled)
+    return cancelled.error();
+  auto settled = settle_dependents(d, k.row, k.id, job_status::cancelled, now_ms);
+  if (!settled)
+    return settled.error();
+  return cancelled_job{k, {}, std::move(*settled)};
 }
 
 result<std::optional<instance_state>> unfinished_instance(db& d, const std::string& id) {

@@ -34,10 +34,33 @@ struct recurring_row {
   std::optional<job_status> last_status;
   std::optional<int64_t> max_executions;
   int64_t executions = 0;  ///< instances that ran
+  /// Its own pause (queue::pause_recurring): since when, and until when
+  /// (empty: until resumed). A timed pause whose end passed stays stored
+  /// and holds nothing back.
+  std::optional<int64_t> paused_since;
+  std::optional<int64_t> paused_until;
 
   /// Whether it has run max_executions instances: it makes no more.
   bool exhausted() const noexcept { return max_executions && executions >= *max_executions; }
+  /// Paused until resumed: it makes no instance.
+  bool held() const noexcept { return paused_since && !paused_until; }
+  /// Whether its pause is in force at `now`.
+  bool paused_at(int64_t now) const noexcept {
+    return paused_since && (!paused_until || now < *paused_until);
+  }
 };
+
+/// `n` moved past a timed pause of `r`: slots before its end don't run
+/// (the first slot at or after it does). Nothing if `n` is nothing, or if
+/// the schedule has no slot left after the pause.
+std::optional<next_slot> after_pause(const recurring_row& r, const schedule& s,
+                                     std::optional<next_slot> n);
+
+/// Moves the pending instance `inst` to the slot `to` (scheduled_at and
+/// run_at both), with its deadline counted from there. Returns the keys
+/// before and after.
+result<key_change> move_instance(db& d, const recurring_row& r, const job_key& inst, int64_t to,
+                                 int64_t now_ms);
 
 /// The recurring job `id`, or nothing if there is none.
 result<std::optional<recurring_row>> find_recurring(db& d, const std::string& id);
@@ -53,6 +76,11 @@ result<schedule> schedule_of(const recurring_row& r);
 /// scheduled_at and recurring_id set. Returns its key.
 result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& at,
                                 int64_t now_ms);
+
+/// Cancels the pending instance `k` with `why` as its message, and
+/// settles what waits on it.
+result<cancelled_job> cancel_instance(db& d, const job_key& k, const std::string& why,
+                                      int64_t now_ms);
 
 /// The unfinished instance of `id`, if any: its key, status and
 /// scheduled_at.

@@ -273,11 +273,14 @@ constexpr const char* migration_15 = ERGON_SQL_JOB_TAGS("INTEGER", "TEXT", " WIT
 // first attempt (schema_steps.hpp).
 constexpr const char* migration_16 = ERGON_SQL_SEED_CONTROLS("INTEGER");
 
+// Version 17: pausing one recurring job (schema_steps.hpp).
+constexpr const char* migration_17 = ERGON_SQL_RECURRING_PAUSES("INTEGER");
+
 constexpr const char* migrations[] = {migration_1, migration_2, migration_3, migration_4,
                                       migration_5, migration_6, migration_7, migration_8,
                                       migration_9, migration_10, migration_11,
                                       migration_12, migration_13, migration_14, migration_15,
-                                      migration_16};
+                                      migration_16, migration_17};
 constexpr int migration_count = sizeof(migrations) / sizeof(migrations[0]);
 
 constexpr const char* read_version = "PRAGMA user_version";

@@ -132,6 +132,13 @@
   "ALTER TABLE recurring_jobs ADD COLUMN executions " integer " NOT NULL DEFAULT 0;\n" \
   "ALTER TABLE jobs ADD COLUMN ttl_after_start " integer ";\n"
 
+// SQLite's version 17 and PostgreSQL's 14: a recurring job's own pause
+// (queue::pause_recurring). A timed pause also moves the job's `since` to
+// its end, so the slots it covers never count as missed.
+#define ERGON_SQL_RECURRING_PAUSES(integer)                                  \
+  "ALTER TABLE recurring_jobs ADD COLUMN paused_since " integer ";\n"        \
+  "ALTER TABLE recurring_jobs ADD COLUMN paused_until " integer ";\n"
+
 // The indexes that name no status (SQLite's version 6, PostgreSQL's 2; see
 // schema.cpp), once their two columns are there: the columns are filled in
 // before the old indexes go, with their help.

@@ -126,11 +126,25 @@ status validate(const job& j, size_t max_payload_bytes) {
     [&] { return check_payload(j.payload, max_payload_bytes); },
     [&] { return j.unique_key ? storage::check_key("unique_key", *j.unique_key) : status{}; },
     [&] {
-      return static_cast<uint8_t>(j.on_duplicate) > static_cast<uint8_t>(unique_policy::reject)
-               ? invalid_field("on_duplicate",
-                               "must be skip, replace or reject, got "
-                                 + std::to_string(static_cast<int>(j.on_duplicate)))
-               : status{};
+      if (static_cast<uint8_t>(j.on_duplicate) > static_cast<uint8_t>(unique_policy::requeue))
+        return invalid_field("on_duplicate", "must be skip, replace, reject or requeue, got "
+                                               + std::to_string(static_cast<int>(j.on_duplicate)));
+      if (j.on_duplicate == unique_policy::requeue
+          && (!j.depends_on.empty() || !j.depends_on_batch.empty()))
+        return invalid_field("on_duplicate", "requeue takes no depends_on: a requeued job "
+                                             "waits for the key's running holder instead");
+      return status{};
+    },
+    [&] {
+      if (!j.raise_holder_priority)
+        return status{};
+      if (!j.unique_key)
+        return invalid_field("raise_holder_priority", "needs a unique_key");
+      return j.on_duplicate == unique_policy::skip || j.on_duplicate == unique_policy::requeue
+               ? status{}
+               : invalid_field("raise_holder_priority",
+                               std::string{"works with on_duplicate skip or requeue, not "}
+                                 + to_string(j.on_duplicate));
     },
     [&] { return check_not_negative("unique_hold", j.unique_hold_ms); },
     [&] {

@@ -1,7 +1,8 @@
 // Opens the ergon dashboard in headless chromium, finds the failed job
 // JOB_ID in the failed tab, opens it, clicks Retry and waits until its page
 // shows it succeeded, each attempt naming worker WORKER and showing its log
-// line; checks the Workers box lists WORKER; then saves a screenshot.
+// line; checks the Workers box lists WORKER; pauses the recurring job
+// "nightly-report" from the recurring tab; then saves a screenshot.
 // Exit 0 on success; page errors fail it.
 //   node dashboard_check.mjs URL JOB_ID SCREENSHOT WORKER
 import puppeteer from "puppeteer-core";
@@ -49,6 +50,15 @@ try {
     { timeout: 10000 }, worker);
   console.log("workers: the box lists " + worker);
   await page.locator("#close-panel").click();
+  // The recurring tab pauses a recurring job; the C++ side checks it stuck.
+  await page.locator('button[data-tab="recurring"]').click();
+  await page.locator('button[data-recurring="nightly-report"][data-paused="false"]').setTimeout(10000).click();
+  await page.waitForSelector('button[data-recurring="nightly-report"][data-paused="true"]', { timeout: 10000 });
+  const pausedCell = await page.$eval('button[data-recurring="nightly-report"]', (b) => b.parentElement.textContent);
+  if (!pausedCell.includes("until resumed"))
+    throw new Error("the recurring job's pause: " + JSON.stringify(pausedCell));
+  console.log("recurring: paused from its tab");
+  await page.locator('button[data-tab="failed"]').click();
   // Two more refreshes, so the chart has points and the cards are current.
   await new Promise((r) => setTimeout(r, 4500));
   await page.screenshot({ path: shot, fullPage: true });

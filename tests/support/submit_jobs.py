@@ -45,6 +45,11 @@ submit("tagged", {"type": "email", "payload_text": "x", "tags": {"tenant": "acme
 submit("tagged-kept", {"type": "email", "tags": {"tenant": "initech", "": "no key"}})
 submit("tagged-other", {"type": "email", "tags": {"tenant": "initech", "note": "ok"}})
 submit("bad-tags", {"type": "t", "tags": {"tenant": 7}})
+submit("keyed", {"type": "sync", "priority": 1, "unique_key": "sync:7", "on_duplicate": "requeue"})
+submit("keyed-again", {"type": "sync", "priority": 4, "unique_key": "sync:7",
+                       "on_duplicate": "requeue", "raise_holder_priority": True})
+submit("bad-raise", {"type": "sync", "unique_key": "sync:8", "raise_holder_priority": "yes"})
+submit("bad-policy", {"type": "sync", "unique_key": "sync:8", "on_duplicate": "later"})
 # Bulk actions take a listing's query string; the body is empty.
 submit("cancel-by-tag", None, raw=b"", path="/cancel?tag=tenant%3Dacme&tag=batch%3D7")
 submit("delete-pending", None, raw=b"", path="/delete?status=pending&tag=tenant%3Dacme")

@@ -58,9 +58,12 @@ inline std::string write_private_file(const std::string& path, const std::string
 }
 
 // SQL that turns a file of the current schema into one of schema `version`
-// (1 to 15) as an older ergon left it, jobs included.
+// (1 to 16) as an older ergon left it, jobs included.
 inline std::string downgrade_sql(int version) {
   std::string sql;
+  if (version < 17)
+    sql += "ALTER TABLE recurring_jobs DROP COLUMN paused_since; "
+           "ALTER TABLE recurring_jobs DROP COLUMN paused_until; ";
   if (version < 16)
     sql += "ALTER TABLE recurring_jobs DROP COLUMN max_executions; "
            "ALTER TABLE recurring_jobs DROP COLUMN executions; "

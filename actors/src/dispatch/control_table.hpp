@@ -54,8 +54,12 @@ class control_table {
   /// Every control in force at `now`.
   std::vector<control_info> list(int64_t now) const;
 
-  /// Changes since open (calls that changed a row, and pauses that ended).
+  /// Changes since open (calls that changed a row, pauses that ended, and
+  /// those counted from outside).
   int64_t changes() const noexcept { return changes_; }
+  /// Counts `n` changes made elsewhere (a recurring job's pause, which its
+  /// own row holds).
+  void count(int64_t n) noexcept { changes_ += n; }
 
  private:
   using key = std::pair<control_scope, std::string>;

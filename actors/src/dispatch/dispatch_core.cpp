@@ -939,6 +939,7 @@ void on_feed(state& st, const commit_feed& f, int64_t now) {
     st.attempts.extended(x.row, x.token, x.expires_at);
   for (auto& c : f.cancel_requests)
     ask_to_stop(st, c.attempt);
+  st.controls.count(static_cast<int64_t>(f.controls.size()));
   tell_waiters(st, f);
   if (st.wants_events()) {
     auto committed = feed_events(f, now, picks, st.attempts, st.policy);

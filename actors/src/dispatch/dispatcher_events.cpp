@@ -88,6 +88,7 @@ std::vector<event> feed_events(const commit_feed& f, int64_t now,
     ev.message = message;
     out.push_back(std::move(ev));
   };
+  out.insert(out.end(), f.controls.begin(), f.controls.end());
   for (auto& k : f.added)
     due(event_kind::submitted, k);
   for (auto& k : f.waiting)

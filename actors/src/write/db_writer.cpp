@@ -48,6 +48,20 @@
 namespace ergon::actors {
 namespace {
 
+// The control_changed event of a recurring job's pause or resume.
+event recurring_paused(const storage::pause_recurring_args& a, int64_t now) {
+  event e;
+  e.kind = event_kind::control_changed;
+  e.at_ms = now;
+  e.recurring_id = a.id;
+  e.message = (a.pause ? "paused" : "resumed") + std::string{" recurring job \""} + a.id + "\"";
+  if (a.pause && a.until) {
+    e.message += " until " + std::to_string(*a.until);
+    e.run_at_ms = *a.until;
+  }
+  return e;
+}
+
 
 job_assignment assignment_of(const storage::claimed_job& j) {
   job_assignment a;
@@ -162,6 +176,10 @@ class writer {
       [&](delete_recurring_call& c) {
         answer_requester(self, c.reply);
         on_delete_recurring(c);
+      },
+      [&](pause_recurring_call& c) {
+        answer_requester(self, c.reply);
+        on_pause_recurring(c);
       },
       [&](worker_batch& b) { on_worker_batch(b); },
       [&](offer_batch& o) { on_offer(o); },
@@ -631,6 +649,23 @@ class writer {
     reply_after_commit(std::move(c.reply), r.error());
   }
 
+  void on_pause_recurring(pause_recurring_call& c) {
+    auto now = cfg_.clock->now_ms();
+    auto r = in_request<storage::pause_recurring_result>(
+      [&] { return storage::pause_recurring(*cfg_.db, c.args, now); },
+      [&](storage::pause_recurring_result& done) {
+        if (done.cancelled)
+          cancelled(*done.cancelled);
+        if (done.moved)
+          release_.feed().changed.push_back(std::move(*done.moved));
+        if (done.created)
+          add_instance(std::move(*done.created));
+        if (done.changed)
+          release_.feed().controls.push_back(recurring_paused(c.args, now));
+      });
+    reply_after_commit(std::move(c.reply), r.error());
+  }
+
   void on_control_save(control_save& c) {
     auto r = in_request<int64_t>(
       [&]() -> result<int64_t> {
@@ -696,6 +731,8 @@ class writer {
     }
     for (auto& k : done.replaced)
       cancelled(std::move(k));
+    for (auto& c : done.raised)
+      release_.feed().changed.push_back(std::move(c));
     settled(done.dependents);
   }
 

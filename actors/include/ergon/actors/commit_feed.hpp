@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ergon/error.hpp"
+#include "ergon/event.hpp"
 #include "ergon/storage/op/expire_attempt.hpp"
 #include "ergon/storage/op/hold_attempts.hpp"
 #include "ergon/storage/op/load_unfinished.hpp"
@@ -156,6 +157,9 @@ struct commit_feed {
   std::vector<storage::dependent_end> ended_waiting;
   /// Pending children cancelled because their parent ended unsuccessfully.
   std::vector<storage::dependent_end> children_cancelled;
+  /// Run-time controls the writer changed itself (a recurring job's pause),
+  /// as their control_changed events.
+  std::vector<event> controls;
   uint64_t seq = 0;  ///< the writer numbers the feeds it sends, from 1
 
   bool empty() const noexcept {
@@ -164,7 +168,8 @@ struct commit_feed {
            && failed.empty() && cancel_requests.empty() && progress.empty()
            && requeued.empty() && offers_ended.empty() && waiting.empty()
            && requeued_waiting.empty()
-           && unblocked.empty() && ended_waiting.empty() && children_cancelled.empty();
+           && unblocked.empty() && ended_waiting.empty() && children_cancelled.empty()
+           && controls.empty();
   }
 };
 

@@ -40,6 +40,7 @@
 #include "ergon/storage/op/cancel_pending.hpp"
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
+#include "ergon/storage/op/pause_recurring.hpp"
 #include "ergon/storage/op/drain_inbox.hpp"
 #include "ergon/storage/op/put_recurring.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
@@ -145,6 +146,9 @@ struct drain_reply {
 /// Answered with the recurring job's unfinished instance.
 using put_recurring_call = local_call<storage::put_recurring_args, result<job_id>>;
 using delete_recurring_call = local_call<storage::delete_recurring_args, status>;
+/// Pauses or resumes one recurring job; its feed carries the
+/// control_changed event.
+using pause_recurring_call = local_call<storage::pause_recurring_args, status>;
 
 /// Asks the writer to commit what it has, close the database and stop. The
 /// reply comes after the connection is closed.
@@ -205,7 +209,8 @@ using db_writer_actor = worker_writer_actor::extend<
   call_signature<submit_call>, call_signature<update_call>, call_signature<cancel_call>,
   call_signature<cancel_job_call>, call_signature<retry_failed_call>,
 call_signature<put_recurring_call>,
-  call_signature<delete_recurring_call>, call_signature<close_call>,
+  call_signature<delete_recurring_call>, call_signature<pause_recurring_call>,
+  call_signature<close_call>,
   caf::replies_to<sweep_step>::with<sweep_reply>, caf::replies_to<bulk_step>::with<bulk_reply>,
   caf::replies_to<drain_step>::with<drain_reply>, caf::reacts_to<worker_batch>,
   caf::reacts_to<offer_batch>, caf::reacts_to<withdraw_offer>, caf::reacts_to<expire_batch>, caf::reacts_to<expire_pending_batch>,

@@ -38,6 +38,12 @@ inline constexpr int job_logs_version(engine e) noexcept {
   return e == engine::sqlite ? 14 : 11;
 }
 
+/// The schema version that added recurring jobs' own pauses: SQLite's 17,
+/// PostgreSQL's 14. Reading a recurring job needs it.
+inline constexpr int recurring_pauses_version(engine e) noexcept {
+  return e == engine::sqlite ? 17 : 14;
+}
+
 /// PRAGMA application_id of every ergon database ("ERGN").
 inline constexpr int32_t application_id = 0x4552474E;
 

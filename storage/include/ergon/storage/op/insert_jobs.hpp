@@ -48,6 +48,9 @@ struct insert_jobs_result {
   std::vector<job_key> waiting;
   /// Pending jobs cancelled by unique_policy::replace.
   std::vector<job_key> replaced;
+  /// Pending holders a duplicate raised to its priority
+  /// (job::raise_holder_priority).
+  std::vector<key_change> raised;
   /// What the insert did to waiting jobs: those whose dependency had ended
   /// unsuccessfully ended at once (by their policy), and the jobs waiting
   /// on a replaced job were settled.
