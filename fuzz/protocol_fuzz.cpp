@@ -188,6 +188,15 @@ ergon::job public_job() {
   return j;
 }
 
+// A duplicate that runs after a running holder and raises a waiting one.
+ergon::job requeue_job() {
+  auto j = public_job();
+  j.unique_key = "welcome:42";
+  j.on_duplicate = ergon::unique_policy::requeue;
+  j.raise_holder_priority = true;
+  return j;
+}
+
 // Found by this target: a type-erased message holding a float whose bytes
 // read as infinity (see has_non_finite_float). Raw bytes: packing it to make
 // the seed would hang too.
@@ -449,6 +458,7 @@ std::vector<std::string> seeds() {
           infinite_float_message(),
           seed(17, public_job()),
           seed(17, infinite_backoff_job()),
+          seed(17, requeue_job()),
           seed(18, std::vector<ergon::job>{public_job(), ergon::job{}}),
           seed(19, public_update()),
           seed(20, ergon::job_id{}),

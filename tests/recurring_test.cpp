@@ -603,6 +603,64 @@ BOOST_AUTO_TEST_CASE(a_running_instance_finishes_and_the_next_one_follows_the_pa
   BOOST_TEST((recurring("busy").last_job == second));
 }
 
+BOOST_AUTO_TEST_CASE(an_instance_that_runs_through_a_pause_makes_no_catch_up_for_what_it_covered) {
+  gate g;
+  worker_options w;
+  w.runners["tick"] = [&](job_context&) { g.pass(); };
+  auto first = add(every_minute("long"));  // catch_up::once
+  auto wk = start(std::move(w));
+  advance(1min);
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  BOOST_REQUIRE(q->pause_recurring("long", 150s).ok());  // t0+1m to t0+3.5m
+  advance(3min);  // t0+4m: the pause ended; slots 2m, 3m (covered) and 4m passed
+  g.release();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, first));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 2));
+  // The latest missed slot, t0+4m, lies after the pause: its catch-up runs.
+  auto r = recurring("long");
+  BOOST_TEST(r.next_scheduled_at_ms.value_or(0) == t0 + 4 * minute);
+  BOOST_TEST(r.next_run_at_ms.value_or(0) == t0 + 4 * minute);
+  // Paused until resumed while the next runs; resumed at t0+6.5m, before it
+  // ends at t0+6.75m. Slots 5m and 6m were covered: no catch-up for them
+  // (without the rule, 6m would run at once).
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  BOOST_REQUIRE(q->pause_recurring("long").ok());
+  advance(150s);
+  BOOST_REQUIRE(q->resume_recurring("long").ok());
+  BOOST_TEST(instances("long", "status < 2") == 1);  // the running one alone
+  advance(15s);
+  auto second = *r.next_job;
+  g.release();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, second));
+  BOOST_REQUIRE(log->wait_for(event_kind::submitted, 3));
+  r = recurring("long");
+  BOOST_TEST(r.next_scheduled_at_ms.value_or(0) == t0 + 7 * minute);
+  BOOST_TEST(r.next_run_at_ms.value_or(0) == t0 + 7 * minute);
+  g.open();
+}
+
+BOOST_AUTO_TEST_CASE(a_pause_leaves_a_pending_retry_of_an_instance_that_ran) {
+  std::atomic<int> runs{0};
+  worker_options w;
+  w.runners["tick"] = [&](job_context&) {
+    if (runs++ == 0)
+      throw std::runtime_error("once");
+  };
+  auto r = every_minute("retry");
+  r.job.max_retries = 2;
+  auto first = add(r);
+  auto wk = start(std::move(w));
+  advance(1min);
+  BOOST_REQUIRE(log->wait_for(event_kind::retried, 1, first));
+  BOOST_REQUIRE(q->pause_recurring("retry").ok());
+  auto retry = info(first);
+  BOOST_TEST((retry.status == job_status::pending));  // its backoff kept
+  advance(1min);
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, first));
+  q->close();  // every write committed
+  BOOST_TEST(instances("retry", "status < 2") == 0);  // and none follows it
+}
+
 BOOST_AUTO_TEST_CASE(pauses_refuse_bad_input_by_field_and_write_nothing) {
   add(every_minute("ok"));
   BOOST_TEST(q->pause_recurring("missing").code() == error::not_found);

@@ -175,9 +175,24 @@ BOOST_AUTO_TEST_CASE(requeue_runs_once_more_after_a_running_holder_with_the_late
   BOOST_TEST(submit(keyed("k", unique_policy::requeue, "c")) == second);
   BOOST_TEST(submit(keyed("k", unique_policy::skip, "d")) == second);  // skip keeps it
   BOOST_TEST(info(second).payload == "c");
-  // A duplicate with another policy sees the waiting job as the holder.
+  // A duplicate with another policy sees the waiting job as the holder; a
+  // replace would start beside the running one, and is refused.
   BOOST_TEST(q->submit(keyed("k", unique_policy::reject)).error().code()
              == error::already_exists);
+  auto replaced = q->submit(keyed("k", unique_policy::replace, "r"));
+  BOOST_REQUIRE(!replaced.has_value());
+  BOOST_TEST(replaced.error().code() == error::job_running);
+  BOOST_TEST(replaced.error().message().find(second.to_string()) != std::string::npos);
+  auto in_batch = q->submit_batch({keyed("j", unique_policy::replace, "x"),
+                                   keyed("k", unique_policy::replace, "y")});
+  BOOST_TEST(in_batch.error().code() == error::job_running);
+  // A waiting holder is raised too; the job it waits behind keeps its own.
+  auto urgent = keyed("k", unique_policy::requeue, "c");
+  urgent.priority = 7;
+  urgent.raise_holder_priority = true;
+  BOOST_TEST(submit(urgent) == second);
+  BOOST_TEST(info(second).priority == 7);
+  BOOST_TEST(info(first).priority == 0);
   // The holder fails; the requeued job runs anyway, once.
   g.release();
   BOOST_REQUIRE(log->wait_for(event_kind::failed, 1, second));
@@ -212,6 +227,11 @@ BOOST_AUTO_TEST_CASE(requeue_in_a_batch_keeps_the_latest_and_runs_after_a_holder
     BOOST_TEST(info((*ids)[0]).payload == "c");
     BOOST_TEST(rows("status = 6") == 1);
     second = (*ids)[0];
+    // A replace after a requeue in one batch would start beside the holder.
+    auto both = q->submit_batch({keyed("k", unique_policy::requeue, "x"),
+                                 keyed("k", unique_policy::replace, "y")});
+    BOOST_TEST(both.error().code() == error::job_running);
+    BOOST_TEST(info(second).payload == "c");
     // Closing leaves the holder running, as a crash does.
     BOOST_TEST(q->close(std::chrono::milliseconds(1)).code() == error::timeout);
     g.open();

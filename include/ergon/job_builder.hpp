@@ -63,7 +63,9 @@ class job_builder {
                           std::chrono::milliseconds hold = std::chrono::milliseconds{0});
 
   /// A duplicate submit raises a holder that has not started to this job's
-  /// priority (see job::raise_holder_priority).
+  /// priority (see job::raise_holder_priority). build() refuses it
+  /// (invalid_argument "raise_holder_priority") without a unique_key, or
+  /// with on_duplicate replace or reject.
   job_builder& raise_holder_priority(bool raise = true);
 
   /// Submitting again under `key` (1 to 256 bytes) within the queue's

@@ -194,11 +194,8 @@ status queue::impl::pause_recurring(const std::string& id, bool pause,
   if (duration)
     if (auto st = storage::check_positive_ms("duration", duration->count()); !st)
       return st;
-  std::optional<int64_t> until;
-  if (duration && storage::add_ms(clk->now_ms(), duration->count()) != storage::never_ms)
-    until = storage::add_ms(clk->now_ms(), duration->count());
-  return call<storage::pause_recurring_args, status>(
-    storage::pause_recurring_args{id, pause, until});
+  return call<storage::pause_recurring_args, status>(storage::pause_recurring_args{
+    id, pause, duration ? std::optional<int64_t>{duration->count()} : std::nullopt});
 }
 
 result<worker> queue::impl::start_worker(worker_options worker_opts) {

@@ -330,6 +330,13 @@ result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
       case unique_policy::reject:
         return fail(key_taken(*j.unique_key, by));
       case unique_policy::replace:
+        // Replacing a job that waits behind a running holder would let the
+        // replacement start beside that holder.
+        if ((h.batch && p.behind[*h.batch]) || (!h.batch && h.stored->requeued()))
+          return fail({error::job_running,
+                       "unique key '" + *j.unique_key + "' is held by " + by
+                         + ", which waits behind a running job of the key (requeue) and can't "
+                           "be replaced until that job ends"});
         if (h.batch) {
           for (auto& w : p.winner)
             if (w == *h.batch)
@@ -371,7 +378,8 @@ result<plan> plan_batch(db& d, const new_jobs& batch, int64_t now_ms) {
   return p;
 }
 
-// Requeued holders take the payload of the latest duplicate.
+// The latest duplicate's payload is the one a requeued job runs: it stands
+// for every change made while the holder ran.
 status refresh_requeued(db& d, const plan& p, const std::vector<const job*>& jobs) {
   for (auto& [row, i] : p.refreshed) {
     auto s = d.prepare(take_payload);
@@ -385,9 +393,9 @@ status refresh_requeued(db& d, const plan& p, const std::vector<const job*>& job
   return {};
 }
 
-// Holders not started yet take a duplicate's higher priority; a pending
-// one's new key goes to the dispatcher. One a later job of the batch
-// replaced has ended, and is left.
+// A pending holder's new key goes to the dispatcher, which orders its index
+// by priority. One that a later job of the batch replaced has ended, and
+// its UPDATE finds no row.
 status raise_holders(db& d, const plan& p, insert_jobs_result& out) {
   for (auto& [row, raise] : p.raised) {
     auto s = d.prepare(raise_priority);

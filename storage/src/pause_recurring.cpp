@@ -1,5 +1,6 @@
 #include "ergon/storage/op/pause_recurring.hpp"
 
+#include "ergon/storage/times.hpp"
 #include "job_rows.hpp"
 #include "recurring_rows.hpp"
 
@@ -20,13 +21,10 @@ status store_pause(db& d, const std::string& id, std::optional<int64_t> since,
   return d.run(**s);
 }
 
-// Where the instance goes now that `r` stands as it does: nothing while
-// it is held or has run its limit, else its next slot (after a timed
-// pause's end, or after now).
+// The next slot now that `r` stands as it does: after a timed pause's end,
+// or after now.
 std::optional<next_slot> slot_now(const rows::recurring_row& r, const schedule& s,
                                   int64_t now_ms) {
-  if (r.held() || r.exhausted())
-    return std::nullopt;
   auto n = s.next_after(now_ms);
   return rows::after_pause(r, s, n ? std::optional<next_slot>{next_slot{*n, *n}} : std::nullopt);
 }
@@ -35,8 +33,9 @@ std::optional<next_slot> slot_now(const rows::recurring_row& r, const schedule& 
 
 result<pause_recurring_result> pause_recurring(db& d, const pause_recurring_args& args,
                                                int64_t now_ms) {
-  if (args.pause && args.until && *args.until <= now_ms)
-    return status{error::invalid_argument, "a pause must end after now", "until"};
+  if (args.pause && args.for_ms && *args.for_ms <= 0)
+    return status{error::invalid_argument,
+                  "must be positive, got " + std::to_string(*args.for_ms) + " ms", "duration"};
   auto found = rows::find_recurring(d, args.id);
   if (!found)
     return found.error();
@@ -47,25 +46,38 @@ result<pause_recurring_result> pause_recurring(db& d, const pause_recurring_args
   bool was_paused = r.paused_at(now_ms);
   if (!args.pause && !was_paused)
     return out;
+  auto since = r.paused_since;
+  auto until = r.paused_until;
   if (args.pause) {
     r.paused_since = was_paused ? r.paused_since : std::optional<int64_t>{now_ms};
-    r.paused_until = args.until;
-  } else {
-    r.paused_since.reset();
     r.paused_until.reset();
+    if (args.for_ms && add_ms(now_ms, *args.for_ms) != never_ms)
+      r.paused_until = add_ms(now_ms, *args.for_ms);
+    out.until = r.paused_until;
+  } else {
+    // Kept as a pause that ended now: an instance running through it still
+    // skips the slots it covered when it ends.
+    r.paused_until = now_ms;
   }
+  if (r.paused_since == since && r.paused_until == until)
+    return out;  // paused again with the same end
   if (auto st = store_pause(d, r.id, r.paused_since, r.paused_until); !st)
     return st;
   out.changed = true;
   auto instance = rows::unfinished_instance(d, r.id);
   if (!instance)
     return instance.error();
-  if (*instance && (*instance)->status != job_status::pending)
-    return out;  // running: the next one follows the pause
-  auto sched = rows::schedule_of(r);
-  if (!sched)
-    return out;  // its zone is missing; the next open makes the instance
-  auto at = slot_now(r, *sched, now_ms);
+  // Running, or a retry of one that ran: it finishes, and the next one
+  // follows the pause.
+  if (*instance && ((*instance)->status != job_status::pending || (*instance)->started))
+    return out;
+  std::optional<next_slot> at;
+  if (!r.held() && !r.exhausted()) {
+    auto sched = rows::schedule_of(r);
+    if (!sched)
+      return out;  // its zone is missing; the next open makes the instance
+    at = slot_now(r, *sched, now_ms);
+  }
   if (!*instance) {
     if (!at)
       return out;

@@ -172,7 +172,7 @@ result<put_recurring_result> put_recurring(db& d, const put_recurring_args& args
       return cancelled.error();
     out.dependents = std::move(cancelled->dependents);
     out.superseded = before.key;
-    if (!exhausted) {
+    if (!exhausted && !row.held()) {
       auto slot = moved && at ? *at : next_slot{before.scheduled_at, before.key.run_at};
       auto k = rows::create_instance(d, row, slot, now_ms);
       if (!k)

@@ -41,7 +41,7 @@ constexpr dialect_sql move_pending = {ERGON_MOVE_INSTANCE("max"),
 
 // Served by the partial index jobs_one_unfinished_instance.
 constexpr const char* select_unfinished =
-  "SELECT status, scheduled_at, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
+  "SELECT status, scheduled_at, started_at IS NOT NULL, " ERGON_JOB_KEY_COLUMNS " FROM jobs "
   "WHERE unfinished_instance_of = ?1";
 
 recurring_row read_row(const stmt& s) {
@@ -147,7 +147,8 @@ result<job_key> create_instance(db& d, const recurring_row& r, const next_slot& 
 
 std::optional<next_slot> after_pause(const recurring_row& r, const schedule& s,
                                      std::optional<next_slot> n) {
-  if (!n || !r.paused_since || !r.paused_until || n->run_at >= *r.paused_until)
+  if (!n || !r.paused_since || !r.paused_until || n->scheduled_at >= *r.paused_until
+      || n->scheduled_at < *r.paused_since)
     return n;
   auto first = s.next_after(*r.paused_until - 1);
   if (!first)
@@ -197,7 +198,8 @@ result<std::optional<instance_state>> unfinished_instance(db& d, const std::stri
     instance_state st;
     st.status = static_cast<job_status>(q.column_int(0));
     st.scheduled_at = q.column_int(1);
-    st.key = read_key(q, 2);
+    st.started = q.column_int(2) != 0;
+    st.key = read_key(q, 3);
     return st;
   });
 }

@@ -35,8 +35,9 @@ struct recurring_row {
   std::optional<int64_t> max_executions;
   int64_t executions = 0;  ///< instances that ran
   /// Its own pause (queue::pause_recurring): since when, and until when
-  /// (empty: until resumed). A timed pause whose end passed stays stored
-  /// and holds nothing back.
+  /// (empty: until resumed). A pause that ended (its time passed, or a
+  /// resume set it to then) stays stored: it holds nothing back, but a
+  /// slot it covered still doesn't run (after_pause).
   std::optional<int64_t> paused_since;
   std::optional<int64_t> paused_until;
 
@@ -50,8 +51,9 @@ struct recurring_row {
   }
 };
 
-/// `n` moved past a timed pause of `r`: slots before its end don't run
-/// (the first slot at or after it does). Nothing if `n` is nothing, or if
+/// `n` moved past a pause of `r` with an end, in force or over: a slot it
+/// covered doesn't run, even as a catch-up (the first slot at or after its
+/// end does). Nothing if `n` is nothing, or if
 /// the schedule has no slot left after the pause.
 std::optional<next_slot> after_pause(const recurring_row& r, const schedule& s,
                                      std::optional<next_slot> n);
@@ -88,6 +90,7 @@ struct instance_state {
   job_key key;
   job_status status = job_status::pending;
   int64_t scheduled_at = 0;
+  bool started = false;  ///< an attempt ran: a pending one is a retry
 };
 result<std::optional<instance_state>> unfinished_instance(db& d, const std::string& id);
 

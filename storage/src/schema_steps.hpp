@@ -133,8 +133,8 @@
   "ALTER TABLE jobs ADD COLUMN ttl_after_start " integer ";\n"
 
 // SQLite's version 17 and PostgreSQL's 14: a recurring job's own pause
-// (queue::pause_recurring). A timed pause also moves the job's `since` to
-// its end, so the slots it covers never count as missed.
+// (queue::pause_recurring): its start and end, in the recurring job's row
+// because it acts on the job's chain of instances.
 #define ERGON_SQL_RECURRING_PAUSES(integer)                                  \
   "ALTER TABLE recurring_jobs ADD COLUMN paused_since " integer ";\n"        \
   "ALTER TABLE recurring_jobs ADD COLUMN paused_until " integer ";\n"

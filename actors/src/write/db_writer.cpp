@@ -48,16 +48,18 @@
 namespace ergon::actors {
 namespace {
 
-// The control_changed event of a recurring job's pause or resume.
-event recurring_paused(const storage::pause_recurring_args& a, int64_t now) {
+// A recurring job's pause lives in its own row, not in the dispatcher's
+// control_table, so its event comes from the writer's commit.
+event recurring_paused(const storage::pause_recurring_args& a,
+                       const storage::pause_recurring_result& r, int64_t now) {
   event e;
   e.kind = event_kind::control_changed;
   e.at_ms = now;
   e.recurring_id = a.id;
   e.message = (a.pause ? "paused" : "resumed") + std::string{" recurring job \""} + a.id + "\"";
-  if (a.pause && a.until) {
-    e.message += " until " + std::to_string(*a.until);
-    e.run_at_ms = *a.until;
+  if (a.pause && r.until) {
+    e.message += " until " + std::to_string(*r.until);
+    e.run_at_ms = *r.until;
   }
   return e;
 }
@@ -103,7 +105,8 @@ bool feed_channel::push(commit_feed f) {
                         && f.expired.empty() && f.failed.empty() && f.cancel_requests.empty()
                         && f.progress.empty() && f.requeued.empty()
                         && f.offers_ended.empty() && f.unblocked.empty()
-                        && f.ended_waiting.empty() && f.children_cancelled.empty();
+                        && f.ended_waiting.empty() && f.children_cancelled.empty()
+                        && f.controls.empty();
   std::lock_guard<std::mutex> guard{mtx_};
   deferred_jobs_ += f.added.size();
   feeds_.push_back(std::move(f));
@@ -661,7 +664,7 @@ class writer {
         if (done.created)
           add_instance(std::move(*done.created));
         if (done.changed)
-          release_.feed().controls.push_back(recurring_paused(c.args, now));
+          release_.feed().controls.push_back(recurring_paused(c.args, done, now));
       });
     reply_after_commit(std::move(c.reply), r.error());
   }
