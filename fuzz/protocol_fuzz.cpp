@@ -226,7 +226,7 @@ ergon::job_info public_info() {
   i.group = "tenant";
   i.result = "ok";
   i.attempts.push_back({1, 1'700'000'000'000, 1'700'000'000'100,
-                        ergon::attempt_outcome::failed, "boom"});
+                        ergon::attempt_outcome::failed, "boom", {}, {}, 0});
   i.attempts[0].worker = {3, "w1", "host-a", 4242, "node/7"};
   i.attempts[0].logs = {{0, 1'700'000'000'050, ergon::log_level::warn, "slow upstream"}};
   i.attempts[0].logs_dropped = 2;
@@ -470,7 +470,7 @@ std::vector<std::string> seeds() {
           seed(26, public_recurring_info()),
           seed(27, progress),
           seed(28, std::vector<ergon::storage::progress_report>{progress, {}}),
-          seed(29, progress_batch{{progress}}),
+          seed(29, progress_batch{{progress}, {}}),
           seed(29, progress_batch{{}, {{7, 42, {{0, 1'700'000'000'050, ergon::log_level::info, "line"}}, 1}}}),
           seed(8, cancel_attempt{7, 42, "cancel requested", true}),
           seed(30, public_filter()),
