@@ -7,7 +7,6 @@
 
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/queue_actor.hpp"
-#include "ergon/storage/op/read_recurring.hpp"
 
 namespace ergon::runtime {
 namespace {
@@ -61,10 +60,10 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
       return with([&](queue_impl& q) { return q.metrics(); });
     },
     [&](recurring_info_atom, const std::string& id) {
-      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::read_recurring(d, id, q.clk->now_ms()); }); });
+      return with([&](queue_impl& q) { return q.recurring_info(id); });
     },
     [&](list_recurring_atom, const std::string& prefix) {
-      return with([&](queue_impl& q) { return q.read([&](storage::db& d) { return storage::list_recurring(d, prefix, q.clk->now_ms()); }); });
+      return with([&](queue_impl& q) { return q.list_recurring(prefix); });
     },
     [&](group_weight_atom, const std::string& group, int32_t weight) {
       return with([&](queue_impl& q) { return q.set_group_weight(group, weight); });

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "ergon/storage/op/cancel_job.hpp"
-#include "ergon/storage/op/read_recurring.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
 #include "dashboard_page.hpp"
 #include "http/front.hpp"
@@ -577,7 +576,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
   });
   s.Get("/api/recurring", [&q](const httplib::Request& req, httplib::Response& res) {
     auto prefix = req.get_param_value("prefix");
-    auto all = q.read([&](storage::db& d) { return storage::list_recurring(d, prefix, q.clk->now_ms()); });
+    auto all = q.list_recurring(prefix);
     reply(res, all, [](const std::vector<recurring_info>& rs) {
       return json_views::of_each(rs);
     });

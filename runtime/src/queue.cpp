@@ -9,7 +9,6 @@
 #include "ergon/storage/op/cancel_pending.hpp"
 #include "ergon/storage/op/delete_recurring.hpp"
 #include "ergon/storage/op/put_recurring.hpp"
-#include "ergon/storage/op/read_recurring.hpp"
 #include "ergon/storage/op/retry_failed.hpp"
 #include "ergon/storage/op/update_pending.hpp"
 #include "ergon/wire.hpp"
@@ -320,15 +319,13 @@ status queue::resume_recurring(const std::string& id) {
 result<ergon::recurring_info> queue::recurring_info(const std::string& id) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(
-    impl_->read([&](storage::db& d) { return storage::read_recurring(d, id, impl_->clk->now_ms()); }));
+  return impl_->explain(impl_->recurring_info(id));
 }
 
 result<std::vector<ergon::recurring_info>> queue::list_recurring(const std::string& prefix) const {
   if (!impl_)
     return moved_from("queue");
-  return impl_->explain(
-    impl_->read([&](storage::db& d) { return storage::list_recurring(d, prefix, impl_->clk->now_ms()); }));
+  return impl_->explain(impl_->list_recurring(prefix));
 }
 
 result<worker> queue::start_worker(worker_options opts) {

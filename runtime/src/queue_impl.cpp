@@ -13,6 +13,7 @@
 #include "ergon/storage/op/delete_finished.hpp"
 #include "ergon/storage/op/list_jobs.hpp"
 #include "ergon/storage/op/pause_recurring.hpp"
+#include "ergon/storage/op/read_recurring.hpp"
 #include "ergon/storage/op/read_jobs.hpp"
 #include "ergon/storage/times.hpp"
 #include "validate_options.hpp"
@@ -185,6 +186,14 @@ status queue::impl::pause(control::op_type op, const std::string& name,
   if (duration)
     until = storage::add_ms(clk->now_ms(), duration->count());
   return control({op, name, 0, until, {}, {}});
+}
+
+result<ergon::recurring_info> queue::impl::recurring_info(const std::string& id) {
+  return read([&](storage::db& d) { return storage::read_recurring(d, id, clk->now_ms()); });
+}
+
+result<std::vector<ergon::recurring_info>> queue::impl::list_recurring(const std::string& prefix) {
+  return read([&](storage::db& d) { return storage::list_recurring(d, prefix, clk->now_ms()); });
 }
 
 status queue::impl::pause_recurring(const std::string& id, bool pause,

@@ -200,6 +200,9 @@ struct queue::impl {
   // Pauses the group or type `name` for `duration`, or until resumed.
   status pause(actors::scheduling_control::op_type op, const std::string& name,
                std::optional<std::chrono::milliseconds> duration);
+  // Recurring jobs as stored, their pauses judged by the queue's clock.
+  result<ergon::recurring_info> recurring_info(const std::string& id);
+  result<std::vector<ergon::recurring_info>> list_recurring(const std::string& prefix);
   // Pauses the recurring job `id` for `duration` (until resumed without
   // one, or with milliseconds::max()), or resumes it.
   status pause_recurring(const std::string& id, bool pause,
