@@ -116,10 +116,11 @@ int pause(context& c, const std::string& what, const std::string& name, bool pau
           std::optional<std::chrono::milliseconds> duration);
 /// Ends every pause the owner holds.
 int resume_everything(context& c);
-/// set group|type NAME: a run-time settings change (queue::set_group, set_type).
+/// set group|type|worker NAME: a run-time settings change (queue::set_group,
+/// set_type, set_worker).
 int set_settings(context& c, const std::string& what, const std::string& name,
                  const settings_change& change);
-/// reset group|type NAME: back to the configured settings.
+/// reset group|type|worker NAME: back to the configured settings.
 int reset_settings(context& c, const std::string& what, const std::string& name);
 /// The run-time controls in force, from the file.
 int controls(context& c);

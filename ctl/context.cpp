@@ -58,7 +58,8 @@ namespace {
 // The flag or argument an operator gave for a field the queue names. "id"
 // is not one: the queue names it for a job in the wrong state.
 const char* flag_of(const std::string& field, const std::string& command) {
-  if ((command == "pause" || command == "set") && (field == "group" || field == "type"))
+  if ((command == "pause" || command == "set")
+      && (field == "group" || field == "type" || field == "worker"))
     return "NAME";
   static const std::pair<const char*, const char*> flags[] = {
     {"limit", "--limit"}, {"type", "--type"},      {"group", "--group"},

@@ -301,22 +301,30 @@ file with the copy (and delete its -wal and -shm), start the owner.
   settings_change change;
   std::optional<double> rate;
   std::optional<int32_t> burst;
-  auto set_cmd = app.add_subcommand("set", "change a group's or type's settings while the queue runs");
-  set_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
-  set_cmd->add_option("NAME", target, "the group or type")->required();
+  auto set_cmd = app.add_subcommand(
+    "set", "change a group's, type's or worker's settings while the queue runs");
+  set_cmd->add_option("WHAT", what, "group, type or worker")
+    ->required()
+    ->check(CLI::IsMember({"group", "type", "worker"}));
+  set_cmd->add_option("NAME", target, "the group, type or worker name")->required();
   set_cmd->add_option("--weight", change.weight, "the group's share of capacity (1 to 1000000)");
   set_cmd->add_option("--min-slots", change.min_slots, "slots the group gets before weights apply");
   set_cmd->add_option("--max-running", change.max_running,
-                      "most weight units running at once; 0 removes the cap");
+                      "most weight units running at once; 0 removes the cap; for a worker,\n"
+                      "its max_concurrency (1 or more)");
   set_cmd->add_option("--rate", rate, "starts per second; 0 removes the limit");
   set_cmd->add_option("--burst", burst, "starts allowed at once under --rate (default 1)");
   set_cmd->footer(std::string{"\nThe owner applies the change and saves it in the database: it replaces the\n"
                               "configured value until `reset`, across restarts and takeovers. Fields not\n"
-                              "given keep their value. The owner must listen.\n"}
+                              "given keep their value. A worker has only --max-running: every worker\n"
+                              "of that name, running now or later, takes it. The owner must listen.\n"}
                   + common_footer);
-  auto reset_cmd = app.add_subcommand("reset", "back to a group's or type's configured settings");
-  reset_cmd->add_option("WHAT", what, "group or type")->required()->check(CLI::IsMember({"group", "type"}));
-  reset_cmd->add_option("NAME", target, "the group or type")->required();
+  auto reset_cmd =
+    app.add_subcommand("reset", "back to a group's, type's or worker's configured settings");
+  reset_cmd->add_option("WHAT", what, "group, type or worker")
+    ->required()
+    ->check(CLI::IsMember({"group", "type", "worker"}));
+  reset_cmd->add_option("NAME", target, "the group, type or worker name")->required();
   reset_cmd->footer(common_footer);
   auto controls_cmd = app.add_subcommand(
     "controls", "the run-time controls in force: pauses and settings changed while running");

@@ -266,8 +266,9 @@ int pause(context& c, const std::string& what, const std::string& name, bool pau
 int set_settings(context& c, const std::string& what, const std::string& name,
                  const settings_change& change) {
   return with_owner(c, "changing settings", controls_why, [&](queue_link& q) {
-    auto r = what == "group" ? q.ask<ok_atom>(set_group_atom::value, name, change)
-                             : q.ask<ok_atom>(set_type_atom::value, name, change);
+    auto r = what == "group"  ? q.ask<ok_atom>(set_group_atom::value, name, change)
+             : what == "type" ? q.ask<ok_atom>(set_type_atom::value, name, change)
+                              : q.ask<ok_atom>(set_worker_atom::value, name, change);
     if (!r)
       return c.fail(r.error(), "set");
     json doc = json_views::of(change);
@@ -281,8 +282,9 @@ int set_settings(context& c, const std::string& what, const std::string& name,
 
 int reset_settings(context& c, const std::string& what, const std::string& name) {
   return with_owner(c, "resetting settings", controls_why, [&](queue_link& q) {
-    auto r = what == "group" ? q.ask<ok_atom>(reset_group_atom::value, name)
-                             : q.ask<ok_atom>(reset_type_atom::value, name);
+    auto r = what == "group"  ? q.ask<ok_atom>(reset_group_atom::value, name)
+             : what == "type" ? q.ask<ok_atom>(reset_type_atom::value, name)
+                              : q.ask<ok_atom>(reset_worker_atom::value, name);
     if (!r)
       return c.fail(r.error(), "set");
     return c.answer({{what, name}, {"reset", true}, {"route", q.route()}}, [&](std::ostream& out) {

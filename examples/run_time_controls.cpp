@@ -1,6 +1,7 @@
 // Run-time controls: pause the queue, change a tenant's share, cap and rate
-// limit while jobs run, and find them all again after a restart: they are
-// kept in the database, not in the process.
+// limit and the report workers' concurrency while jobs run, and find them
+// all again after a restart: they are kept in the database, not in the
+// process.
 //
 //   run_time_controls [database path]
 #include <ergon/job_builder.hpp>
@@ -50,6 +51,11 @@ int main(int argc, char** argv) {
     ergon::settings_change reports;
     reports.max_running = 2;
     q->set_type("report", reports);
+    // Every worker named "reporter", here or on other machines, runs 8 at
+    // once, now and whenever one starts.
+    ergon::settings_change eight;
+    eight.max_running = 8;
+    q->set_worker("reporter", eight);
     print_controls(*q, "before the restart");
     q->close();
   }
@@ -63,10 +69,14 @@ int main(int argc, char** argv) {
   auto job = ergon::job_builder("report").group("tenant-a").build();
   auto id = q->submit(*job);
   ergon::worker_options w;
+  w.name = "reporter";
+  w.max_concurrency = 2;  // 8 while the control above is in force
   w.runners["report"] = [](ergon::job_context&) { std::this_thread::sleep_for(10ms); };
   auto worker = q->start_worker(std::move(w));
-  if (!id || !q->wait(*id, 10s))
+  if (!worker || !id || !q->wait(*id, 10s))
     return 1;
+  std::printf("the reporter runs up to %d at once\n", worker->stats().max_concurrency);
+  q->reset_worker("reporter");
   print_controls(*q, "after resume_queue and reset_type");
   return q->close().ok() ? 0 : 1;
 }

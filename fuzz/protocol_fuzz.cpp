@@ -153,7 +153,7 @@ void check(const char* data, size_t size) {
 
 // The message types queue::register_types names, plus a type-erased message.
 using checker = void (*)(const char*, size_t);
-constexpr std::array<checker, 38> checkers = {
+constexpr std::array<checker, 39> checkers = {
   check<wire_status>, check<register_worker>, check<worker_registered>,
   check<worker_report>, check<unregister_worker>, check<job_assignment>,
   check<std::vector<job_assignment>>, check<assign_jobs>, check<cancel_attempt>,
@@ -167,7 +167,8 @@ constexpr std::array<checker, 38> checkers = {
   check<ergon::storage::progress_report>, check<std::vector<ergon::storage::progress_report>>,
   check<progress_batch>, check<ergon::job_filter>, check<ergon::page_request>,
   check<ergon::job_page>, check<ergon::retry_summary>, check<preempt_attempt>,
-  check<results_request>, check<results_reply>, check<ergon::cancel_summary>};
+  check<results_request>, check<results_reply>, check<ergon::cancel_summary>,
+  check<resize_worker>};
 constexpr uint8_t message_selector = 16;
 
 template <class T>
@@ -427,7 +428,7 @@ std::vector<std::string> seeds() {
   job_assignment job{7, std::string(16, '\x01'), "email", "tenant", "payload", 1, 42, 2};
   ergon::storage::attempt_report ok{7, 42, ergon::storage::report_kind::succeeded, "result"};
   ergon::storage::attempt_report failed{8, 43, ergon::storage::report_kind::failed, "boom"};
-  worker_report req{3, 10, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};
+  worker_report req{3, 10, 4, 4, {ok, failed}, {{7, 42}, {8, 43}}, {{9, 44}}};
   ergon::storage::attempt_report spawned{9, 44, ergon::storage::report_kind::spawned, "join"};
   spawned.children = {public_job(), ergon::job{}};
   heartbeat_request ext{7, 42, true, "checkpoint"};
@@ -435,6 +436,7 @@ std::vector<std::string> seeds() {
   return {seed(0, st),
           seed(1, register_worker{"w1", "host-a", 4242, {"email", "sms"}, 4, 2, caf::actor{}}),
           seed(2, worker_registered{3, worker_writer_actor{}}),
+          seed(2, worker_registered{3, worker_writer_actor{}, {{7, 42}}, 5'000, 8}),
           seed(3, req),
           seed(4, unregister_worker{3}),
           seed(5, job),
@@ -485,6 +487,11 @@ std::vector<std::string> seeds() {
                                  9}),
           seed(10, std::vector<ergon::storage::attempt_report>{spawned}),
           seed(37, ergon::cancel_summary{2, 1}),
+          seed(38, resize_worker{8}),
+          seed(38, resize_worker{-1}),
+          seed(message_selector, caf::make_message(resize_worker{0})),
+          seed(message_selector, caf::make_message(ergon::set_worker_atom::value,
+                                                   std::string{"mailer"}, ergon::settings_change{})),
           seed(message_selector, caf::make_message(ergon::cancel_jobs_atom::value, public_filter())),
           seed(message_selector,
                caf::make_message(ergon::list_jobs_atom::value, public_filter(), page)),

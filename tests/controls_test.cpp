@@ -84,6 +84,9 @@ BOOST_AUTO_TEST_CASE(every_control_survives_a_sigkill_of_its_owner) {
     settings_change uncapped;
     uncapped.max_running = 0;  // "no cap" is a setting of its own
     ok(c.ask<ok_atom>(*q, set_type_atom::value, std::string{"thumb"}, uncapped));
+    settings_change mailers;
+    mailers.max_running = 6;
+    ok(c.ask<ok_atom>(*q, set_worker_atom::value, std::string{"mailer"}, mailers));
     settings_change gone;
     gone.weight = 9;
     ok(c.ask<ok_atom>(*q, set_group_atom::value, std::string{"tenant-d"}, gone));
@@ -118,15 +121,17 @@ BOOST_AUTO_TEST_CASE(every_control_survives_a_sigkill_of_its_owner) {
     before = *listed;
     auto m = c.ask<metrics_snapshot>(*q, metrics_atom::value);
     BOOST_REQUIRE(m.has_value());
-    BOOST_TEST(m->control_changes == 11);
+    BOOST_TEST(m->control_changes == 12);
   }
-  BOOST_REQUIRE_EQUAL(before.size(), 7u);  // the queue, 3 groups, 3 types
+  BOOST_REQUIRE_EQUAL(before.size(), 8u);  // the queue, 3 groups, 3 types, a worker
   BOOST_TEST((before[0].scope == control_scope::queue));
   BOOST_TEST(before[0].paused_until_ms.has_value());
   BOOST_TEST(before[1].name == "tenant-a");
   BOOST_TEST(!before[1].paused_until_ms.has_value());
   BOOST_TEST(before[2].settings.rate->per_second == 5.5);
   BOOST_TEST(before[6].settings.max_running.value_or(-1) == 0);
+  BOOST_TEST((before[7].scope == control_scope::worker));
+  BOOST_TEST(before[7].settings.max_running.value_or(-1) == 6);
   server.stop(SIGKILL);
   // Reopened as the next owner (a restart, or a standby's takeover) opens it.
   auto q = queue::open(location);
@@ -298,4 +303,23 @@ BOOST_AUTO_TEST_CASE(a_controls_row_out_of_range_is_refused_at_open_by_name) {
                q.error().message());
     BOOST_TEST(q.error().message().find(says) != std::string::npos, q.error().message());
   }
+  // A worker's row: only a max_running of 1 or more.
+  {
+    auto d = open_db(f.location);
+    BOOST_REQUIRE(d->exec("DELETE FROM controls").ok());
+    BOOST_REQUIRE(d->exec("INSERT INTO controls (scope, name, max_running, changed_at)"
+                          " VALUES (3, 'mailer', 0, 1)")
+                    .ok());
+  }
+  auto q = queue::open(f.location);
+  BOOST_REQUIRE(!q.has_value());
+  BOOST_TEST(q.error().code() == error::corrupt);
+  BOOST_TEST(q.error().message().find("worker 'mailer'") != std::string::npos, q.error().message());
+  {
+    auto d = open_db(f.location);
+    BOOST_REQUIRE(d->exec("UPDATE controls SET scope = 4").ok());
+  }
+  q = queue::open(f.location);
+  BOOST_REQUIRE(!q.has_value());
+  BOOST_TEST(q.error().message().find("unknown scope 4") != std::string::npos, q.error().message());
 }

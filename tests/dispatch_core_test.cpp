@@ -705,6 +705,67 @@ BOOST_AUTO_TEST_CASE(a_report_whose_room_is_impossible_is_rejected_but_its_outco
   BOOST_TEST(writes[0].claims.empty());
 }
 
+// queue::set_worker: the registered workers of the name are told, one that
+// registers later hears it in its answer, and the room a report may claim
+// follows the max the report carries, not the control alone.
+BOOST_AUTO_TEST_CASE(a_worker_control_resizes_the_workers_of_its_name) {
+  rig r;
+  auto w = r.add_worker(1);
+  effects fx;
+  scheduling_control set;
+  set.op = scheduling_control::change_worker;
+  set.name = "w";
+  set.settings.max_running = 3;
+  r.core.control(set, r.now, fx);
+  BOOST_REQUIRE_EQUAL(fx.requests.size(), 1u);
+  BOOST_TEST(fx.requests[0].worker == w);
+  auto* resize = std::get_if<resize_worker>(&fx.requests[0].request);
+  BOOST_REQUIRE(resize != nullptr);
+  BOOST_TEST(resize->max_capacity == 3);
+  for (int64_t row = 1; row <= 3; ++row)
+    r.submit(row);
+  // Room past its old max is refused until a report carries the new one.
+  fx = r.report(w, 3, 0);
+  BOOST_REQUIRE_EQUAL(fx.rejected.size(), 1u);
+  BOOST_TEST(claims_of(fx).empty());
+  fx = effects{};
+  worker_report resized;
+  resized.worker_id = w;
+  resized.capacity = 3;
+  resized.max_capacity = 3;
+  r.core.report(std::move(resized), r.now, fx);
+  BOOST_TEST(fx.rejected.empty());
+  BOOST_TEST(claims_of(fx).size() == 3u);
+  BOOST_TEST(r.core.workers().at(0).max_concurrency == 3);
+  // Registrations: the same name gets the control's value, another none.
+  effects joins;
+  auto later = r.core.register_worker({"w", "h", 2, {"t"}, 1, 0, "", {}, {}}, r.now, joins);
+  BOOST_TEST(later.max_capacity == 3);
+  auto other = r.core.register_worker({"x", "h", 3, {"t"}, 1, 0, "", {}, {}}, r.now, joins);
+  BOOST_TEST(other.max_capacity == 0);
+  // A reset tells each worker of the name to take its own again.
+  fx = effects{};
+  scheduling_control reset;
+  reset.op = scheduling_control::reset_worker;
+  reset.name = "w";
+  r.core.control(reset, r.now, fx);
+  BOOST_REQUIRE_EQUAL(fx.requests.size(), 2u);
+  for (auto& told : fx.requests) {
+    BOOST_TEST(told.worker != other.id);
+    BOOST_TEST(std::get<resize_worker>(told.request).max_capacity == 0);
+  }
+  // A max no worker can have is refused by name, and credits nothing.
+  fx = effects{};
+  worker_report bad;
+  bad.worker_id = other.id;
+  bad.capacity = 1;
+  bad.max_capacity = max_weight + 1;
+  r.core.report(std::move(bad), r.now, fx);
+  BOOST_REQUIRE_EQUAL(fx.rejected.size(), 1u);
+  BOOST_TEST(fx.rejected[0].second.field() == "max_capacity");
+  BOOST_TEST(claims_of(fx).empty());
+}
+
 BOOST_AUTO_TEST_CASE(events_are_built_only_for_listeners) {
   rig r;
   r.events = false;

@@ -547,6 +547,20 @@ BOOST_AUTO_TEST_CASE(writes_go_through_a_listening_owner) {
   auto refused = f.ctl({"set", "type", "job", "--weight", "2"});
   BOOST_TEST(refused.code == 2);
   BOOST_TEST(refused.err.find("--weight") != std::string::npos, refused.err);
+  // A worker name's concurrency.
+  auto sized = f.ctl({"set", "worker", "mailer", "--max-running", "6", "--json"});
+  BOOST_REQUIRE_MESSAGE(sized.code == 0, sized.err);
+  BOOST_TEST(sized.doc()["worker"] == "mailer");
+  BOOST_TEST(sized.doc()["max_running"] == 6);
+  auto listed = f.ctl({"controls"});
+  BOOST_TEST(listed.out.find("worker") != std::string::npos, listed.out);
+  auto zero = f.ctl({"set", "worker", "mailer", "--max-running", "0"});
+  BOOST_TEST(zero.code == 2);
+  BOOST_TEST(zero.err.find("--max-running") != std::string::npos, zero.err);
+  auto unnamed = f.ctl({"set", "worker", "", "--max-running", "2"});
+  BOOST_TEST(unnamed.code == 2);
+  BOOST_TEST(unnamed.err.find("NAME") != std::string::npos, unnamed.err);
+  BOOST_TEST(f.ctl({"reset", "worker", "mailer"}).code == 0);
   BOOST_TEST(f.ctl({"reset", "group", "g"}).code == 0);
   BOOST_TEST(f.ctl({"resume", "queue"}).code == 0);
   BOOST_TEST(f.ctl({"controls", "--json"}).doc().empty());

@@ -361,13 +361,30 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   }
   BOOST_TEST(c.Post("/api/groups/g1/settings", "{\"weight\": 2}", "application/json")->status
              == 401);  // no X-Ergon
+  // A worker's concurrency: only max_running, 1 or more.
+  for (auto [body, field] : {std::pair{R"({"max_running": 0})", "max_running"},
+                             std::pair{R"({"weight": 2, "max_running": 2})", "weight"},
+                             std::pair{R"({"rate": {"per_second": 1}})", "rate"}}) {
+    auto bad = post_json("/api/workers/mailer/settings", body);
+    BOOST_REQUIRE(bad);
+    BOOST_TEST(bad->status == 400, body);
+    BOOST_TEST(body_of(bad)["field"] == field, body << ": " << bad->body);
+  }
+  auto sized = post_json("/api/workers/mail%20er/settings", R"({"max_running": 6})");
+  BOOST_REQUIRE(sized);
+  BOOST_TEST(sized->status == 200, sized->body);
+  BOOST_TEST(body_of(sized)["worker"] == "mail er");
+  BOOST_TEST(body_of(sized)["max_running"] == 6);
+  BOOST_TEST(s.q->controls()->back().name == "mail er");
+  BOOST_TEST(post(c, "/api/workers/mail%20er/reset")->status == 200);
   auto controls = body_of(c.Get("/api/controls"));
   BOOST_REQUIRE(controls.size() == 2u);
   BOOST_TEST(controls[0]["scope"] == "queue");
   BOOST_TEST(controls[0]["paused_until_ms"].is_number());
   BOOST_TEST(controls[1]["name"] == "g1");
   BOOST_TEST(controls[1]["settings"]["weight"] == 3);
-  BOOST_TEST(body_of(c.Get("/api/stats"))["control_changes"] == changes_before + 2);
+  // The queue's pause, g1's settings, and the worker's set and reset.
+  BOOST_TEST(body_of(c.Get("/api/stats"))["control_changes"] == changes_before + 4);
   BOOST_TEST(post(c, "/api/groups/g1/reset")->status == 200);
   BOOST_TEST(post(c, "/api/queue/resume")->status == 200);
   BOOST_TEST(body_of(c.Get("/api/controls")).empty());
@@ -391,7 +408,7 @@ BOOST_AUTO_TEST_CASE(the_json_api_lists_shows_and_acts) {
   BOOST_TEST(c.Get("/api/recurring/none/pause")->status == 405);
   BOOST_TEST(c.Get("/api/jobs/" + ids[1].to_string() + "/replay")->status == 405);
   BOOST_TEST(c.Post("/api/recurring/nightly%20report/pause")->status == 401);  // no X-Ergon
-  BOOST_TEST(body_of(c.Get("/api/stats"))["control_changes"] == changes_before + 6);
+  BOOST_TEST(body_of(c.Get("/api/stats"))["control_changes"] == changes_before + 8);
   BOOST_REQUIRE(s.q->delete_recurring("nightly report").ok());
   // The workers registered now: none once run() stopped its worker.
   BOOST_TEST(body_of(c.Get("/api/workers")).empty());

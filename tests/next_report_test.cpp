@@ -47,6 +47,29 @@ void resend(reports_in_flight& reports) {
 
 }  // namespace
 
+// queue::set_worker lowered the max below what runs: no room, but the
+// dispatcher must hear of the new max, once.
+BOOST_AUTO_TEST_CASE(a_new_max_is_reported_once_even_without_room) {
+  last_room last;
+  std::vector<storage::attempt_ref> none;
+  auto box = holding(6);  // full
+  auto plan = next_report(7, box, none, false, 4, room, last);
+  BOOST_REQUIRE(plan);
+  BOOST_TEST(plan->report.capacity == 0);
+  BOOST_TEST(plan->report.max_capacity == 4);
+  box = holding(6);
+  BOOST_TEST(!next_report(7, box, none, false, 4, room, last));
+  report_room lowered{1, 1, 2};
+  box = holding(6);
+  plan = next_report(7, box, none, false, 4, lowered, last);
+  BOOST_REQUIRE(plan);
+  BOOST_TEST(plan->report.capacity == 0);
+  BOOST_TEST(plan->report.max_capacity == 1);
+  BOOST_TEST(!plan->carries_writes);
+  box = holding(6);
+  BOOST_TEST(!next_report(7, box, none, false, 4, lowered, last));
+}
+
 BOOST_AUTO_TEST_CASE(the_room_asked_for_is_sent_once_until_it_or_the_credit_changes) {
   last_room last;
   std::vector<storage::attempt_ref> none;

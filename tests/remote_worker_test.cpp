@@ -875,3 +875,30 @@ BOOST_AUTO_TEST_CASE(attempts_name_their_worker_and_the_registered_workers_are_l
   BOOST_TEST(again->job_info(*theirs)->attempts.at(0).worker.pid == far.proc.pid());
   BOOST_TEST(again->workers()->at(0).identity.id == c.id);
 }
+
+// queue::set_worker reaches a worker in another process: it runs more at
+// once without a restart, and the dispatcher lists its new concurrency.
+BOOST_AUTO_TEST_CASE(a_remote_worker_takes_its_concurrency_from_a_run_time_control) {
+  temp_dir dir;
+  server_process server{test::location_of(dir), 0, no_grace};
+  subscribed_client client{server.port};
+  worker_process far{server.port, "hold", 1};
+  for (int i = 0; i < 3; ++i)
+    client.submit("r" + std::to_string(i));
+  BOOST_REQUIRE(far.proc.read_line().rfind("started ", 0) == 0);
+  settings_change three;
+  three.max_running = 3;
+  auto set = client.c.ask<ok_atom>(client.q, set_worker_atom::value, std::string{"child-hold"},
+                                   three);
+  BOOST_REQUIRE_MESSAGE(set.has_value(), set.error().to_string());
+  BOOST_REQUIRE(far.proc.read_line().rfind("started ", 0) == 0);
+  BOOST_REQUIRE(far.proc.read_line().rfind("started ", 0) == 0);
+  auto listed = client.c.ask<std::vector<worker_info>>(client.q, workers_atom::value);
+  BOOST_REQUIRE_MESSAGE(listed.has_value(), listed.error().to_string());
+  BOOST_REQUIRE_EQUAL(listed->size(), 1u);
+  BOOST_TEST(listed->at(0).max_concurrency == 3);
+  BOOST_TEST(listed->at(0).running == 3);
+  far.proc.signal(SIGKILL);
+  far.proc.wait();
+  BOOST_TEST(server.stop(SIGTERM));
+}

@@ -93,6 +93,31 @@ BOOST_AUTO_TEST_CASE(jobs_beyond_the_limit_wait_and_a_freed_thread_takes_the_nex
   runner->shut_down();
 }
 
+BOOST_AUTO_TEST_CASE(a_resize_starts_waiting_jobs_at_once_and_a_lower_limit_holds_new_ones_back) {
+  auto g = std::make_shared<gate>();
+  auto counters = std::make_shared<actors::worker_counters>();
+  auto runner = std::make_shared<actors::job_runner>(1, [] {}, counters);
+  for (int i = 0; i < 3; ++i)
+    add(*runner, [g] { g->pass(); });
+  BOOST_REQUIRE(g->wait_for_waiting(1));
+  runner->resize(3);  // the two waiting jobs start without another add()
+  BOOST_REQUIRE(g->wait_for_waiting(3));
+  runner->resize(1);
+  for (int i = 0; i < 2; ++i)
+    add(*runner, [g] { g->pass(); });
+  BOOST_TEST(g->waiting() == 3);  // running ones carry on
+  // Three jobs return; the fourth starts alone, and the fifth waits for it.
+  g->release(3);
+  BOOST_REQUIRE(g->wait_for_arrivals(4));
+  BOOST_TEST(counters->running_jobs.load() == 1);
+  BOOST_TEST(runner->held_weight() == 2);
+  g->release(1);
+  BOOST_TEST(g->wait_for_arrivals(5));
+  runner->resize(0);  // at least one unit: the last job still runs
+  g->open();
+  runner->shut_down();
+}
+
 BOOST_AUTO_TEST_CASE(a_heavy_job_waits_until_its_weight_fits_and_lighter_ones_pass) {
   auto g = std::make_shared<gate>();
   auto runner = make_runner(3);
@@ -383,6 +408,146 @@ BOOST_AUTO_TEST_CASE(a_job_becomes_too_heavy_when_the_largest_worker_stops) {
   BOOST_REQUIRE(log->wait_for(event_kind::job_too_heavy, 1, job6));
   BOOST_TEST(info(job6).too_heavy);
   BOOST_TEST(log->of(event_kind::job_too_heavy).size() == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// queue::set_worker: every worker of a name takes the concurrency a
+// run-time control sets, up or down, and one that registers later too; a
+// reset gives each its own back. Counted by the code that executes.
+BOOST_FIXTURE_TEST_SUITE(run_time_concurrency, queue_fixture)
+
+struct peak_counter {
+  std::mutex mtx;
+  int now = 0;
+  int peak = 0;
+  void enter() {
+    std::lock_guard<std::mutex> guard{mtx};
+    peak = std::max(peak, ++now);
+  }
+  void leave() {
+    std::lock_guard<std::mutex> guard{mtx};
+    --now;
+  }
+  // The most running at once as one of them started, since the last take.
+  int take_peak() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return std::exchange(peak, 0);
+  }
+};
+
+settings_change concurrency(int32_t n) {
+  settings_change c;
+  c.max_running = n;
+  return c;
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_s_concurrency_changes_while_it_runs_and_a_later_worker_takes_it) {
+  gate g;
+  peak_counter running;
+  worker_options w;
+  w.name = "resizable";
+  w.max_concurrency = 1;
+  w.runners["block"] = [&](job_context&) {
+    running.enter();
+    g.pass();
+    running.leave();
+  };
+  auto first = start(w);
+  BOOST_TEST(first.stats().max_concurrency == 1);
+  std::vector<job> jobs;
+  for (int i = 0; i < 5; ++i)
+    jobs.push_back(*job_of("block").build());
+  BOOST_REQUIRE(q->submit_batch(jobs).has_value());
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  // Up: two more start at once in the same worker.
+  BOOST_REQUIRE(q->set_worker("resizable", concurrency(3)).ok());
+  BOOST_REQUIRE(g.wait_for_waiting(3));
+  BOOST_TEST(first.stats().max_concurrency == 3);
+  auto listed = q->workers();
+  BOOST_REQUIRE(listed.has_value());
+  BOOST_REQUIRE_EQUAL(listed->size(), 1u);
+  BOOST_TEST(listed->at(0).max_concurrency == 3);  // the dispatcher took it from the report
+  auto controls = q->controls();
+  BOOST_REQUIRE(controls.has_value());
+  BOOST_REQUIRE_EQUAL(controls->size(), 1u);
+  BOOST_TEST((controls->at(0).scope == control_scope::worker));
+  BOOST_TEST(controls->at(0).name == "resizable");
+  BOOST_TEST(controls->at(0).settings.max_running.value_or(0) == 3);
+  auto changed = log->of(event_kind::control_changed);
+  BOOST_REQUIRE_EQUAL(changed.size(), 1u);
+  BOOST_TEST(changed[0].message == "set worker \"resizable\": max_running 3");
+  // Down: the three running carry on; the last two then run one at a time.
+  BOOST_REQUIRE(q->set_worker("resizable", concurrency(1)).ok());
+  BOOST_TEST(running.take_peak() == 3);
+  g.open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 5));
+  BOOST_TEST(running.take_peak() == 1);
+  BOOST_TEST(first.stats().max_concurrency == 1);
+  BOOST_REQUIRE(first.stop().ok());
+
+  // A worker of that name registering later takes the control, not its own 1.
+  gate g2;
+  w.runners["block"] = [&](job_context&) {
+    running.enter();
+    g2.pass();
+    running.leave();
+  };
+  BOOST_REQUIRE(q->set_worker("resizable", concurrency(2)).ok());
+  auto second = start(w);
+  BOOST_REQUIRE(q->submit_batch(jobs).has_value());
+  BOOST_REQUIRE(g2.wait_for_waiting(2));
+  BOOST_TEST(second.stats().max_concurrency == 2);
+  // Reset: its own max_concurrency again.
+  BOOST_REQUIRE(q->reset_worker("resizable").ok());
+  BOOST_TEST(q->controls()->empty());
+  g2.open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 10));
+  BOOST_TEST(running.take_peak() == 2);
+  BOOST_TEST(second.stats().max_concurrency == 1);
+  BOOST_TEST(q->metrics()->control_changes == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_too_heavy_for_a_worker_runs_once_its_concurrency_is_raised) {
+  worker_options w;
+  w.name = "small";
+  w.max_concurrency = 2;
+  w.runners["work"] = [](job_context&) {};
+  auto small = start(w);
+  auto heavy = submit(*job_of("work").weight(5).build());
+  BOOST_REQUIRE(log->wait_for(event_kind::job_too_heavy, 1, heavy));
+  BOOST_REQUIRE(q->set_worker("small", concurrency(5)).ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, heavy));
+  BOOST_TEST(!info(heavy).too_heavy);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_setting_is_checked_by_field_and_a_refusal_writes_nothing) {
+  auto field_of = [&](const std::string& name, const settings_change& c) {
+    auto st = q->set_worker(name, c);
+    BOOST_TEST(st.code() == error::invalid_argument);
+    return st.field();
+  };
+  BOOST_TEST(field_of("", concurrency(2)) == "worker");
+  BOOST_TEST(field_of(std::string(300, 'w'), concurrency(2)) == "worker");
+  BOOST_TEST(field_of("w", concurrency(0)) == "max_running");
+  BOOST_TEST(field_of("w", concurrency(-1)) == "max_running");
+  BOOST_TEST(field_of("w", concurrency(max_weight + 1)) == "max_running");
+  BOOST_TEST(field_of("w", settings_change{}) == "max_running");
+  settings_change weighted = concurrency(2);
+  weighted.weight = 3;
+  BOOST_TEST(field_of("w", weighted) == "weight");
+  settings_change limited = concurrency(2);
+  limited.rate = rate_limit{1, 1};
+  BOOST_TEST(field_of("w", limited) == "rate");
+  BOOST_TEST(q->reset_worker("").field() == "worker");
+  BOOST_TEST(q->controls()->empty());
+  BOOST_TEST(q->metrics()->control_changes == 0);
+  BOOST_TEST(q->set_worker("w", concurrency(max_weight)).ok());
+  BOOST_TEST(q->reset_worker("never-registered").ok());  // nothing to reset is not an error
+  queue moved = std::move(*q);
+  BOOST_TEST(q->set_worker("w", concurrency(2)).code() == error::closed);
+  BOOST_TEST(moved.close().ok());
+  BOOST_TEST(moved.set_worker("w", concurrency(2)).code() == error::closed);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -777,7 +777,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_worker_messages_are_rejected_and_change_nothin
   BOOST_TEST((*counts)[job_status::pending] == 1);
   BOOST_TEST((*counts)[job_status::running] == 0);
   auto m = metrics_of(s.honest, s.q);
-  BOOST_TEST(m.rejected_messages == 11);  // 8 registrations, 2 reports, 1 unregistration
+  BOOST_TEST(m.rejected_messages == 12);  // 8 registrations, 3 reports, 1 unregistration
   BOOST_TEST(m.refused_messages == 0);
   peer.close_stdin();
   BOOST_TEST(peer.wait() == 0);

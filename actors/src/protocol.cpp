@@ -87,6 +87,7 @@ void register_protocol(caf::actor_system_config& cfg) {
     .add_message_type<assign_jobs>("ergon::assign_jobs")
     .add_message_type<cancel_attempt>("ergon::cancel_attempt")
     .add_message_type<preempt_attempt>("ergon::preempt_attempt")
+    .add_message_type<resize_worker>("ergon::resize_worker")
     .add_message_type<storage::progress_report>("ergon::progress_report")
     .add_message_type<std::vector<storage::progress_report>>("ergon::progress_reports")
     .add_message_type<progress_batch>("ergon::progress_batch")
@@ -200,6 +201,7 @@ const char* to_string(control_scope s) noexcept {
     case control_scope::queue: return "queue";
     case control_scope::group: return "group";
     case control_scope::type: return "type";
+    case control_scope::worker: return "worker";
   }
   return "unknown";
 }

@@ -106,10 +106,11 @@ enum class event_kind : uint8_t {
   /// (queue::reset_breaker); `message` says which.
   breaker_closed,
   /// A run-time control changed (queue::pause_queue, pause_group,
-  /// pause_type, set_group, set_type, their resumes and resets), or a timed
-  /// pause ended by itself. `message` says what ("paused group \"a\" until
-  /// ...", "set type \"b\": max_running 4"); `group` or `type` names it
-  /// (neither for the queue); run_at_ms is a timed pause's end. No job is
+  /// pause_type, set_group, set_type, set_worker, their resumes and
+  /// resets), or a timed pause ended by itself. `message` says what
+  /// ("paused group \"a\" until ...", "set type \"b\": max_running 4",
+  /// "set worker \"c\": max_running 8"); `group` or `type` names it
+  /// (neither for the queue or a worker); run_at_ms is a timed pause's end. No job is
   /// named. Counted in metrics_snapshot::control_changes.
   control_changed,
 };

@@ -357,6 +357,21 @@ class queue {
   status reset_group(const std::string& group);
   status reset_type(const std::string& type);
 
+  /// Changes the concurrency of every worker named `name`
+  /// (worker_options::name), local and remote, running now or registering
+  /// later: `change.max_running` replaces their max_concurrency (min and
+  /// prefetch windows scale with it), up or down. Running jobs are not
+  /// stopped: a worker lowered below what it runs starts nothing until it
+  /// is under. Each worker takes it as soon as the message reaches it, and
+  /// its next report tells the dispatcher. Errors: invalid_argument
+  /// ("worker" empty, too long, not UTF-8 or with control characters;
+  /// "max_running" missing or not 1 to max_weight; "weight", "min_slots"
+  /// or "rate", which a worker has not; "name" past max_controls).
+  status set_worker(const std::string& name, const settings_change& change);
+
+  /// Back to each worker's own worker_options::max_concurrency.
+  status reset_worker(const std::string& name);
+
   /// Stops starting any job (running ones continue), for `duration` or
   /// until resume_queue or resume_all; aging stands still meanwhile.
   /// Error: invalid_argument ("duration" not positive).

@@ -59,6 +59,8 @@ using set_group_atom = caf::atom_constant<caf::atom("ergsetg")>;
 using set_type_atom = caf::atom_constant<caf::atom("ergsett")>;
 using reset_group_atom = caf::atom_constant<caf::atom("ergresetg")>;
 using reset_type_atom = caf::atom_constant<caf::atom("ergresett")>;
+using set_worker_atom = caf::atom_constant<caf::atom("ergsetw")>;
+using reset_worker_atom = caf::atom_constant<caf::atom("ergresetw")>;
 using controls_atom = caf::atom_constant<caf::atom("ergctrls")>;
 using workers_atom = caf::atom_constant<caf::atom("ergworkers")>;
 using add_recurring_atom = caf::atom_constant<caf::atom("ergaddrec")>;
@@ -129,6 +131,8 @@ using queue_actor = caf::typed_actor<
   caf::replies_to<set_type_atom, std::string, settings_change>::with<ok_atom>,
   caf::replies_to<reset_group_atom, std::string>::with<ok_atom>,
   caf::replies_to<reset_type_atom, std::string>::with<ok_atom>,
+  caf::replies_to<set_worker_atom, std::string, settings_change>::with<ok_atom>,
+  caf::replies_to<reset_worker_atom, std::string>::with<ok_atom>,
   caf::replies_to<controls_atom>::with<std::vector<control_info>>,
   caf::replies_to<workers_atom>::with<std::vector<worker_info>>,
   caf::replies_to<subscribe_atom, caf::actor>::with<ok_atom>,

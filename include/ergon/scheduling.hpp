@@ -224,13 +224,16 @@ enum class control_scope : uint8_t {
   queue = 0,  ///< every job (queue::pause_queue)
   group = 1,
   type = 2,
+  /// every worker of one name (worker_options::name): its concurrency
+  /// (queue::set_worker)
+  worker = 3,
 };
 
-/// Returns "queue", "group" or "type".
+/// Returns "queue", "group", "type" or "worker".
 const char* to_string(control_scope s) noexcept;
 
-/// A change to a group's or a job type's settings while the queue runs
-/// (queue::set_group, queue::set_type). A field that is set replaces the
+/// A change to a group's, a job type's or a worker's settings while the
+/// queue runs (queue::set_group, queue::set_type, queue::set_worker). A field that is set replaces the
 /// value scheduling_options configured, from now on; it is kept in the
 /// database, so it survives a reopen, a restart and a takeover by a
 /// standby, until queue::reset_group or reset_type. A field left empty
@@ -241,6 +244,7 @@ struct settings_change {
   /// Slots the group gets before weights apply, 0 to 1,000,000. Groups only.
   std::optional<int32_t> min_slots;
   /// Most weight units running at once, 1 to 1,000,000; 0 removes the cap.
+  /// For a worker: its max_concurrency, 1 to max_weight (0 is refused).
   std::optional<int32_t> max_running;
   /// Starts per second (finite, 0 to 1,000,000) and burst (1 to
   /// 1,000,000); per_second 0 removes the limit.

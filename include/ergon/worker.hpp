@@ -50,6 +50,8 @@ struct worker_options {
 
   /// Most weight units running at once. A job of weight w takes w units, and
   /// a job heavier than this is never given to this worker.
+  /// queue::set_worker changes it for every worker of this name while the
+  /// queue runs.
   int32_t max_concurrency = 4;
 
   /// When the running weight drops below this, the worker asks for
@@ -111,6 +113,9 @@ struct worker_stats {
   int32_t running_weight = 0;
   /// Middleware hooks that threw (job_middleware); each also logged.
   int64_t middleware_errors = 0;
+  /// Its max_concurrency now: its own, or what queue::set_worker set for
+  /// its name.
+  int32_t max_concurrency = 0;
 };
 
 /// A registered worker as the queue's dispatcher sees it (queue::workers).

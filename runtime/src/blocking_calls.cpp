@@ -125,6 +125,12 @@ void run(actors::gated<caf::blocking_actor>* self, std::weak_ptr<queue_impl> wea
     [&](reset_type_atom, const std::string& type) {
       return with([&](queue_impl& q) { return q.named_call(scheduling_control::reset_type, type); });
     },
+    [&](set_worker_atom, const std::string& name, const settings_change& c) {
+      return with([&](queue_impl& q) { return q.change(scheduling_control::change_worker, name, c); });
+    },
+    [&](reset_worker_atom, const std::string& name) {
+      return with([&](queue_impl& q) { return q.named_call(scheduling_control::reset_worker, name); });
+    },
     [&](controls_atom) {
       return with([&](queue_impl& q) { return q.controls(); });
     },

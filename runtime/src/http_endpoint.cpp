@@ -502,26 +502,33 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
              return reply_error(res, st);
            reply_json(res, {{group ? "group" : "type", name}, {"paused", pause}});
          });
-  s.Post(R"(/api/(groups|types)/([^/]{1,256})/(settings|reset))",
+  s.Post(R"(/api/(groups|types|workers)/([^/]{1,256})/(settings|reset))",
          [&q](const httplib::Request& req, httplib::Response& res) {
            if (auto st = may_write(q, req, res); !st)
              return reply_error(res, st);
-           bool group = req.matches[1] == "groups";
+           auto kind = req.matches[1] == "groups"  ? control_scope::group
+                       : req.matches[1] == "types" ? control_scope::type
+                                                   : control_scope::worker;
+           auto field = to_string(kind);
            std::string name = req.matches[2];  // httplib decoded the path
            if (req.matches[3] == "reset") {
-             if (auto st = q.named_call(group ? control::reset_group : control::reset_type, name); !st)
+             auto op = kind == control_scope::group  ? control::reset_group
+                       : kind == control_scope::type ? control::reset_type
+                                                     : control::reset_worker;
+             if (auto st = q.named_call(op, name); !st)
                return reply_error(res, st);
-             return reply_json(res, {{group ? "group" : "type", name}, {"reset", true}});
+             return reply_json(res, {{field, name}, {"reset", true}});
            }
            auto change = settings_body(req.body);
            if (!change)
              return reply_error(res, change.error());
-           if (auto st = q.change(group ? control::change_group : control::change_type, name,
-                                  *change);
-               !st)
+           auto op = kind == control_scope::group  ? control::change_group
+                     : kind == control_scope::type ? control::change_type
+                                                   : control::change_worker;
+           if (auto st = q.change(op, name, *change); !st)
              return reply_error(res, st);
            auto doc = json_views::of(*change);
-           doc[group ? "group" : "type"] = name;
+           doc[field] = name;
            reply_json(res, doc);
          });
   s.Post(R"(/api/recurring/([^/]{1,256})/(pause|resume))",

@@ -418,6 +418,18 @@ status queue::reset_type(const std::string& type) {
   return impl_->explain(impl_->named_call(actors::scheduling_control::reset_type, type));
 }
 
+status queue::set_worker(const std::string& name, const settings_change& change) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->change(actors::scheduling_control::change_worker, name, change));
+}
+
+status queue::reset_worker(const std::string& name) {
+  if (!impl_)
+    return moved_from("queue");
+  return impl_->explain(impl_->named_call(actors::scheduling_control::reset_worker, name));
+}
+
 status queue::pause_queue(std::optional<std::chrono::milliseconds> duration) {
   if (!impl_)
     return moved_from("queue");

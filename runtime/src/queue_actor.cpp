@@ -355,6 +355,11 @@ queue_actor::behavior_type run(queue_ptr self, std::shared_ptr<queue_impl> opene
     [self](reset_type_atom a, const std::string& type) -> caf::result<ok_atom> {
       return to_calls(self, a, type);
     },
+    [self](set_worker_atom a, const std::string& name, const settings_change& c)
+      -> caf::result<ok_atom> { return to_calls(self, a, name, c); },
+    [self](reset_worker_atom a, const std::string& name) -> caf::result<ok_atom> {
+      return to_calls(self, a, name);
+    },
     [self](controls_atom a) -> caf::result<std::vector<control_info>> {
       return to_calls(self, a);
     },

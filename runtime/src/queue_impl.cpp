@@ -148,6 +148,9 @@ const char* name_field(control::op_type op) {
     case control::change_group:
     case control::reset_group:
       return "group";
+    case control::change_worker:
+    case control::reset_worker:
+      return "worker";
     default:
       return "type";
   }
@@ -158,7 +161,7 @@ const char* name_field(control::op_type op) {
 status queue::impl::named_call(control::op_type op, const std::string& name) {
   auto field = name_field(op);
   // A breaker belongs to a job type, whose name is never empty.
-  if (op == control::reset_breaker)
+  if (op == control::reset_breaker || op == control::reset_worker)
     if (auto st = storage::check_label(field, name); !st)
       return st;
   if (field)

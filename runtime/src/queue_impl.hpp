@@ -209,7 +209,7 @@ struct queue::impl {
                          std::optional<std::chrono::milliseconds> duration);
   // A call that takes only a name (or none): resumes, resets, reset_breaker.
   status named_call(actors::scheduling_control::op_type op, const std::string& name);
-  // set_group and set_type (change_group, change_type).
+  // set_group, set_type and set_worker (change_group, change_type, change_worker).
   status change(actors::scheduling_control::op_type op, const std::string& name,
                 const settings_change& c);
 

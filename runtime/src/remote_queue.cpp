@@ -433,6 +433,12 @@ remote_queue_actor::behavior_type run(remote_ptr self, remote_target target,
     [self](reset_type_atom a, const std::string& type) {
       return forward<ok_atom>(self, a, type);
     },
+    [self](set_worker_atom a, const std::string& name, const settings_change& c) {
+      return forward<ok_atom>(self, a, name, c);
+    },
+    [self](reset_worker_atom a, const std::string& name) {
+      return forward<ok_atom>(self, a, name);
+    },
     [self](controls_atom a) { return forward<std::vector<control_info>>(self, a); },
     [self](workers_atom a) { return forward<std::vector<worker_info>>(self, a); },
     [self](subscribe_atom a, const caf::actor& subscriber) {

@@ -331,6 +331,16 @@ status validate_group_weight(const std::string& group, int32_t weight) {
 
 status validate_settings(const char* field, const std::string& name, const settings_change& c) {
   bool group = std::string{field} == "group";
+  if (std::string{field} == "worker") {
+    if (auto st = storage::check_label(field, name); !st)
+      return st;
+    if (c.weight || c.min_slots || c.rate)
+      return invalid_field(c.weight ? "weight" : c.min_slots ? "min_slots" : "rate",
+                           "a worker has only max_running (its max_concurrency)");
+    if (!c.max_running)
+      return invalid_field("max_running", "is required: the workers' max_concurrency");
+    return check_weight("max_running", *c.max_running);
+  }
   // "" is the group of jobs without one; no job has the type "".
   if (auto st = group ? validate_name(field, name) : storage::check_label(field, name); !st)
     return st;

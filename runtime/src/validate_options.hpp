@@ -37,7 +37,8 @@ status validate_name(const char* field, const std::string& name);
 /// The arguments of set_group_weight.
 status validate_group_weight(const std::string& group, int32_t weight);
 
-/// The arguments of set_group and set_type; `field` is "group" or "type".
+/// The arguments of set_group, set_type and set_worker; `field` is "group",
+/// "type" or "worker".
 status validate_settings(const char* field, const std::string& name, const settings_change& c);
 
 /// The arguments of pause_group and pause_type; `field` is "group" or "type".

@@ -85,6 +85,7 @@ worker_stats worker::stats() const {
   s.running_jobs = c.running_jobs.load();
   s.running_weight = c.running_weight.load();
   s.middleware_errors = c.middleware_errors.load();
+  s.max_concurrency = c.max_capacity.load();
   return s;
 }
 

@@ -52,6 +52,8 @@ std::string out_of_range(const control_info& c) {
            + std::to_string(s.rate->burst);
   if (c.scope != control_scope::group && (s.weight || s.min_slots))
     return "a weight or min_slots outside a group";
+  if (c.scope == control_scope::worker && (c.paused || s.rate || (s.max_running && *s.max_running < 1)))
+    return "a pause, a rate or a max_running below 1 for a worker";
   return {};
 }
 
@@ -121,7 +123,7 @@ result<std::vector<control_info>> read_controls(db& d) {
   while (q.step()) {
     control_info c;
     auto scope = q.column_int(0);
-    if (scope < 0 || scope > static_cast<int64_t>(control_scope::type))
+    if (scope < 0 || scope > static_cast<int64_t>(control_scope::worker))
       return status{error::corrupt, "controls: unknown scope " + std::to_string(scope)};
     c.scope = static_cast<control_scope>(scope);
     c.name = q.column_text(1);

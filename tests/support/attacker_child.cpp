@@ -464,8 +464,9 @@ int send_malformed(caf::actor_system& sys, const std::string& host, uint16_t por
              [](caf::error& e) { std::cout << "register " << code_of(e) << std::endl; });
   if (id == 0)
     return 1;
-  self->send(dispatcher, worker_report{id, 1'000'000, 0, {}, {}, {}});
-  self->send(dispatcher, worker_report{id, 1, 5, {}, {}, {}});
+  self->send(dispatcher, worker_report{id, 1'000'000, 0, 0, {}, {}, {}});
+  self->send(dispatcher, worker_report{id, 1, 5, 0, {}, {}, {}});
+  self->send(dispatcher, worker_report{id, 1, 0, -3, {}, {}, {}});  // a max no worker has
   caf::scoped_actor other{sys};
   other->request(dispatcher, patience, unregister_worker{id})
     .receive([](unregistered_atom) { std::cout << "unregister ok" << std::endl; },

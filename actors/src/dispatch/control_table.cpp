@@ -22,6 +22,9 @@ control_scope scope_of(scheduling_control::op_type op) {
     case scheduling_control::change_type:
     case scheduling_control::reset_type:
       return control_scope::type;
+    case scheduling_control::change_worker:
+    case scheduling_control::reset_worker:
+      return control_scope::worker;
     default:
       return control_scope::group;
   }
@@ -45,6 +48,7 @@ control_table::control_table(scheduling_policy& policy, std::vector<control_info
         case control_scope::queue: policy_.pause_queue(c.paused_until_ms, since); break;
         case control_scope::group: (void)policy_.pause_group(c.name, c.paused_until_ms, since); break;
         case control_scope::type: (void)policy_.pause_type(c.name, c.paused_until_ms, since); break;
+        case control_scope::worker: break;  // no call pauses a worker
       }
     }
     if (c.scope == control_scope::group)
@@ -79,6 +83,7 @@ void control_table::changed(control_info& c, std::string what, int64_t now, appl
     e.group = c.name;
   else if (c.scope == control_scope::type)
     e.type = c.name;
+
   e.message = std::move(what);
   if (c.paused && c.paused_until_ms)
     e.run_at_ms = *c.paused_until_ms;
@@ -112,6 +117,7 @@ result<control_table::applied> control_table::pause(const scheduling_control& c,
     case control_scope::queue: policy_.pause_queue(c.until, now); break;
     case control_scope::group: done = policy_.pause_group(c.name, c.until, now); break;
     case control_scope::type: done = policy_.pause_type(c.name, c.until, now); break;
+    case control_scope::worker: break;
   }
   if (!done) {
     if (!existed)
@@ -137,6 +143,7 @@ control_table::applied control_table::resume(control_scope scope, const std::str
     case control_scope::queue: policy_.resume_queue(now); break;
     case control_scope::group: policy_.resume_group(name, now); break;
     case control_scope::type: policy_.resume_type(name, now); break;
+    case control_scope::worker: break;
   }
   applied out;
   auto i = rows_.find(key{scope, name});
@@ -155,9 +162,10 @@ result<control_table::applied> control_table::change(const scheduling_control& c
   auto r = row(key{scope, c.name}, now);
   if (!r)
     return r.error();
+  // A worker's concurrency is the dispatcher's to send (worker_concurrency).
   if (scope == control_scope::group)
     policy_.change_group(c.name, c.settings);
-  else
+  else if (scope == control_scope::type)
     policy_.change_type(c.name, c.settings);
   auto& row = **r;
   merge_settings(row.settings, c.settings);
@@ -190,7 +198,7 @@ control_table::applied control_table::reset(control_scope scope, const std::stri
   }
   if (scope == control_scope::group)
     policy_.reset_group(name);
-  else
+  else if (scope == control_scope::type)
     policy_.reset_type(name);
   s = {};
   changed(row, "reset " + control_name(scope, name) + " to its configured settings", now, out);
@@ -239,9 +247,11 @@ result<control_table::applied> control_table::apply(const scheduling_control& c,
     }
     case scheduling_control::change_group:
     case scheduling_control::change_type:
+    case scheduling_control::change_worker:
       return change(c, scope, now);
     case scheduling_control::reset_group:
     case scheduling_control::reset_type:
+    case scheduling_control::reset_worker:
       return reset(scope, c.name, false, now);
     case scheduling_control::reset_group_weights: {
       applied out;
@@ -269,6 +279,13 @@ control_table::applied control_table::expire(int64_t now) {
   end_pauses([now](const control_info& c) { return c.paused_until_ms && *c.paused_until_ms <= now; },
              " (its pause ended)", now, out);
   return out;
+}
+
+std::optional<int32_t> control_table::worker_concurrency(const std::string& name) const {
+  auto i = rows_.find(key{control_scope::worker, name});
+  if (i == rows_.end())
+    return std::nullopt;
+  return i->second.settings.max_running;
 }
 
 std::vector<control_info> control_table::list(int64_t now) const {

@@ -1,8 +1,8 @@
 // control_table: the run-time controls in force (pauses of the queue, a
-// group or a type, and settings changed while the queue runs), as the
-// database keeps them. It applies each control call to the scheduling
-// policy and says which rows to save and which events to send; it has no
-// actors and no SQL. The dispatcher restores it from the controls table at
+// group or a type, and settings of groups, types and workers changed while
+// the queue runs), as the database keeps them. It applies each control call
+// to the scheduling policy and says which rows to save and which events to
+// send; it has no actors and no SQL. The dispatcher restores it from the controls table at
 // open, so a control survives a reopen, a restart and a takeover.
 #pragma once
 
@@ -51,6 +51,10 @@ class control_table {
   /// Ends the timed pauses whose end passed (the policy ends its own).
   applied expire(int64_t now);
 
+  /// The concurrency set for workers named `name` (control_scope::worker);
+  /// empty: their own.
+  std::optional<int32_t> worker_concurrency(const std::string& name) const;
+
   /// Every control in force at `now`.
   std::vector<control_info> list(int64_t now) const;
 
@@ -85,7 +89,8 @@ class control_table {
   int64_t changes_ = 0;
 };
 
-/// "queue", "group \"a\"" or "type \"b\"": how events name a control.
+/// "the queue", "group \"a\"", "type \"b\"" or "worker \"c\"": how events
+/// name a control.
 std::string control_name(control_scope scope, const std::string& name);
 
 }  // namespace ergon::actors

@@ -120,7 +120,7 @@ struct dispatch_core::state {
   }
 
   void send(write w) { out->writes.push_back(std::move(w)); }
-  void tell(uint64_t worker, std::variant<cancel_attempt, preempt_attempt> request) {
+  void tell(uint64_t worker, std::variant<cancel_attempt, preempt_attempt, resize_worker> request) {
     out->requests.push_back({worker, std::move(request)});
   }
 };
@@ -971,13 +971,25 @@ void on_write_failed(state& st, const write_failed& w, int64_t now) {
     st.deadlines.emplace(retry_at, row);
 }
 
+// Tells every registered worker named `name` the concurrency its control
+// sets now; each one's next report carries it back.
+void resize_workers(state& st, const std::string& name) {
+  resize_worker r{st.controls.worker_concurrency(name).value_or(0)};
+  for (auto& [id, k] : st.known)
+    if (k.row.identity.name == name && st.workers.find(id) != nullptr)
+      st.tell(id, r);
+}
+
 void on_control(state& st, const scheduling_control& c, int64_t now) {
   if (c.op != scheduling_control::reset_breaker) {
     auto done = st.controls.apply(c, now);
-    if (!done)
+    if (!done) {
       c.reply.deliver(result<int64_t>{done.error()});
-    else
-      save_controls(st, std::move(*done), c.reply);
+      return;
+    }
+    save_controls(st, std::move(*done), c.reply);
+    if (c.op == scheduling_control::change_worker || c.op == scheduling_control::reset_worker)
+      resize_workers(st, c.name);
     return;
   }
   auto changed = st.breakers.reset(c.name);
@@ -1067,6 +1079,7 @@ dispatch_core::joined dispatch_core::register_worker(joining w, int64_t now, eff
   st.send(worker_save{known.row});
   drain_feeds(st, now);  // what ended meanwhile is not given back
   done.stale = take_back(st, done.id, w, now);
+  done.max_capacity = st.controls.worker_concurrency(known.row.identity.name).value_or(0);
   update_capacity(st);
   settle(now, out);
   return done;
@@ -1112,7 +1125,22 @@ void dispatch_core::report(worker_report r, int64_t now, effects& out) {
   if (auto k = st.known.find(r.worker_id); k != st.known.end())
     k->second.last_report = now;
   bool credits = true;
-  if (auto why = st.workers.check_credit(r.worker_id, r.capacity, r.received_weight); !why) {
+  if (auto* w = st.workers.find(r.worker_id);
+      w != nullptr && r.max_capacity != 0 && r.max_capacity != w->max_capacity) {
+    if (r.max_capacity < 1 || r.max_capacity > max_weight) {
+      out.rejected.emplace_back("a report's room",
+                                invalid_field("max_capacity", "must be 1 to "
+                                                                + std::to_string(max_weight)
+                                                                + ", got "
+                                                                + std::to_string(r.max_capacity)));
+      credits = false;
+    } else {
+      st.workers.resize(r.worker_id, r.max_capacity);
+      update_capacity(st);
+    }
+  }
+  if (auto why = st.workers.check_credit(r.worker_id, r.capacity, r.received_weight);
+      credits && !why) {
     out.rejected.emplace_back("a report's room", why);
     credits = false;
   }

@@ -68,7 +68,7 @@ class dispatch_core {
   /// A request to a worker's running attempt.
   struct to_worker {
     uint64_t worker = 0;
-    std::variant<cancel_attempt, preempt_attempt> request;
+    std::variant<cancel_attempt, preempt_attempt, resize_worker> request;
   };
 
   /// What one input asks the actor to do, in this order: writes, requests
@@ -124,6 +124,8 @@ class dispatch_core {
     uint64_t id = 0;
     /// Listed attempts it does not get back: they ended, or are not its.
     std::vector<storage::attempt_ref> stale;
+    /// The concurrency set for its name (queue::set_worker); 0: its own.
+    int32_t max_capacity = 0;
   };
 
   /// A worker registered. A remote worker gets back the listed attempts

@@ -169,7 +169,8 @@ caf::result<worker_registered> on_register(dispatcher_ptr self, const register_w
   st.monitored.emplace(r.worker.address(), wid);
   self->monitor(r.worker);
   perform(self, fx);
-  return worker_registered{wid, st.cfg.writer, std::move(done.stale), st.cfg.remote_grace_ms};
+  return worker_registered{wid, st.cfg.writer, std::move(done.stale), st.cfg.remote_grace_ms,
+                           done.max_capacity};
 }
 
 caf::result<unregistered_atom> on_unregister(dispatcher_ptr self, const unregister_worker& u) {

@@ -15,6 +15,14 @@ uint64_t worker_registry::add(std::vector<uint32_t> types,
   return id;
 }
 
+bool worker_registry::resize(uint64_t id, int32_t max_capacity) {
+  auto w = workers_.find(id);
+  if (w == workers_.end())
+    return false;
+  w->second.max_capacity = max_capacity;
+  return true;
+}
+
 const worker_registry::worker* worker_registry::find(uint64_t id) const {
   auto w = workers_.find(id);
   return w == workers_.end() ? nullptr : &w->second;

@@ -72,6 +72,10 @@ class worker_registry {
   /// Registers a worker with no credit yet; returns its id.
   uint64_t add(std::vector<uint32_t> types, int32_t max_capacity, int32_t prefetch);
 
+  /// Worker `id` runs up to `max_capacity` units from now on (its report
+  /// said so after a resize_worker). False if it is not registered.
+  bool resize(uint64_t id, int32_t max_capacity);
+
   /// The worker `id`, or null if it is not registered.
   const worker* find(uint64_t id) const;
 

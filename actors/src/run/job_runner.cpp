@@ -108,6 +108,12 @@ bool job_runner::mail_may_wait() const {
                          [](const auto& r) { return r.has_value(); });
 }
 
+void job_runner::resize(int32_t max_weight) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  max_weight_ = std::max(max_weight, 1);
+  wake_locked();
+}
+
 int32_t job_runner::held_weight() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return running_weight_ + waiting_weight_;

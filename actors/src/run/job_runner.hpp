@@ -89,6 +89,10 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   /// (complete(), fail(), yield() block until it comes).
   bool mail_may_wait() const;
 
+  /// Runs up to `max_weight` from now on (at least 1). Running jobs carry
+  /// on; while they weigh more, nothing new starts.
+  void resize(int32_t max_weight);
+
   /// Weight of the attempts held: running plus waiting.
   int32_t held_weight() const;
   /// True if no attempt runs or waits.
@@ -109,7 +113,7 @@ class job_runner : public std::enable_shared_from_this<job_runner> {
   bool returned_locked(running_attempt& a, storage::report_kind kind, std::string text);
   bool poke_locked();
 
-  const int32_t max_weight_;
+  int32_t max_weight_;
   const std::function<void()> poke_;
   const std::shared_ptr<worker_counters> counters_;
   mutable std::mutex mtx_;

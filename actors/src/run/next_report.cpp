@@ -15,20 +15,23 @@ std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& b
     free = room.max_capacity + room.prefetch - held;
   bool news = !box.outcomes.empty() || !to_release.empty();
   bool asks = free > 0 && (free != last.capacity || received_weight != last.received);
-  if (!news && !asks && box.returned.empty())
+  // A resize is told even without room: the dispatcher's credit shrinks.
+  bool resized = room.max_capacity != last.max_capacity;
+  if (!news && !asks && !resized && box.returned.empty())
     return std::nullopt;
   report_plan plan;
   auto& r = plan.report;
   r.worker_id = worker_id;
   r.capacity = free;
   r.received_weight = received_weight;
+  r.max_capacity = room.max_capacity;
   r.outcomes = std::move(box.outcomes);
   r.returned = std::move(box.returned);
   r.released = std::move(to_release);
   box.outcomes.clear();
   box.returned.clear();
   to_release.clear();
-  last = {free, received_weight};
+  last = {free, received_weight, room.max_capacity};
   plan.carries_writes = news;
   return plan;
 }

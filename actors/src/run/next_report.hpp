@@ -26,6 +26,7 @@ struct report_room {
 struct last_room {
   int32_t capacity = -1;
   int64_t received = -1;
+  int32_t max_capacity = -1;
 };
 
 /// A report to send. `carries_writes`: it has outcomes or claims given
@@ -40,7 +41,8 @@ struct report_plan {
 /// `worker_id` that has received `received_weight` units in all. A
 /// stopping worker asks for nothing; one holding at least min_capacity +
 /// prefetch units neither. Nothing if it would say nothing new: no outcome,
-/// no claim given back, no return, and no room or the room of `last`.
+/// no claim given back, no return, no room or the room of `last`, and the
+/// max_capacity of `last`.
 /// Updates `last` when it returns a report.
 std::optional<report_plan> next_report(uint64_t worker_id, job_runner::outbox& box,
                                        std::vector<storage::attempt_ref>& to_release,

@@ -44,6 +44,9 @@ struct worker_state {
   std::vector<storage::attempt_ref> to_release;
   // What the last report said, to skip sending the same room twice.
   last_room last;
+  // The room it runs with now: its own (cfg), or a run-time control's
+  // concurrency (resize_worker).
+  report_room room;
   std::vector<reply_to<status>> stop_replies;
   int64_t next_auto_heartbeat = 0;
   // Attempts with a progress report to hand over, and when the next
@@ -203,7 +206,7 @@ void report(worker_ptr self) {
   }
   if (!st.link.registered() || st.reports.full() || hold(self))
     return;
-  report_room room{st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
+  auto& room = st.room;
   for (;;) {
     auto box = st.runner->take();
     if (resend_due(self))
@@ -445,8 +448,22 @@ void drop_stale(worker_ptr self, const std::vector<storage::attempt_ref>& stale)
   }
 }
 
+// A run-time control set our concurrency (0: our own again). A min below
+// our own max keeps its place under the new max; running jobs carry on.
+void resize(worker_ptr self, int32_t max_capacity) {
+  auto& st = self->state;
+  auto max = max_capacity > 0 ? max_capacity : st.cfg.max_capacity;
+  auto min = st.cfg.min_capacity < st.cfg.max_capacity ? std::min(st.cfg.min_capacity, max) : max;
+  st.room.max_capacity = max;
+  st.room.min_capacity = min;
+  st.cfg.counters->max_capacity = max;
+  st.runner->resize(max);
+  report(self);
+}
+
 void on_registered(worker_ptr self, worker_registered& r) {
   auto& st = self->state;
+  resize(self, r.max_capacity);
   st.writer = r.writer;
   st.listing = st.hold_over = false;
   drop_stale(self, r.stale);
@@ -588,7 +605,7 @@ void join(worker_ptr self) {
   reg.pid = ::getpid();
   for (auto& kv : st.cfg.runners)
     reg.types.push_back(kv.first);
-  reg.max_capacity = st.cfg.max_capacity;
+  reg.max_capacity = st.room.max_capacity;
   reg.prefetch = st.cfg.prefetch;
   reg.worker = caf::actor_cast<caf::actor>(self);
   st.listing = st.link.holding();
@@ -616,6 +633,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
   // Passed as a spawn argument, not captured: CAF 0.17.6 dereferences a null
   // argument tuple when a function actor takes no arguments (UBSan).
   auto gate = cfg.gate;
+  cfg.counters->max_capacity = cfg.max_capacity;  // stats() may come before the actor starts
   auto w = sys.spawn([](worker_ptr self, worker_config cfg)
                    -> worker_actor::behavior_type {
     auto& st = self->state;
@@ -626,6 +644,7 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
         tell(hdl, outbox_atom::value);
     };
     st.runner = std::make_shared<job_runner>(st.cfg.max_capacity, poke, st.cfg.counters);
+    st.room = {st.cfg.min_capacity, st.cfg.max_capacity, st.cfg.prefetch};
     st.next_auto_heartbeat = storage::add_ms(st.cfg.clock->now_ms(), st.cfg.auto_heartbeat_ms);
     if (!st.cfg.clock->follows_real_time())
       tick_on_advance(self, st.cfg.clock);  // timers: heartbeats, progress
@@ -638,6 +657,10 @@ worker_actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
       [self](assign_jobs& a) { on_assign(self, a); },
       [self](cancel_attempt& c) { on_cancel(self, c); },
       [self](preempt_attempt& p) { on_preempt(self, p); },
+      [self](resize_worker& r) {
+        if (r.max_capacity >= 0 && r.max_capacity <= max_weight)
+          resize(self, r.max_capacity);
+      },
       [self](outbox_atom) {
         report(self);
         finish_stop_if_idle(self);

@@ -36,8 +36,9 @@ inline constexpr size_t proof_bytes = 32;
 // (issue 31); 5: dependencies between jobs, the waiting status (issue 31); 6: run-time
 // controls, the worker of each attempt and the workers listing (issue 32); 7: job tags,
 // tag filters, bulk cancel and delete, replay, max_executions and ttl_from (issue 32); 8:
-// a recurring job's own pause, and the requeue duplicate policy (issue 32).
-inline constexpr uint8_t protocol_version = 8;
+// a recurring job's own pause, and the requeue duplicate policy (issue 32); 9: worker
+// concurrency set at run time (issue 32).
+inline constexpr uint8_t protocol_version = 9;
 
 /// Why a handshake admitted nobody. The first three travel in a refusal
 /// frame (frozen numbers); the rest are found by the side that closes.

@@ -33,12 +33,14 @@ struct scheduling_control {
     change_type,
     reset_group,
     reset_type,
+    change_worker,
+    reset_worker,
   };
   op_type op = set_group_weight;
   std::string name;
   int32_t weight = 0;
   std::optional<int64_t> until;  ///< pause deadline (queue clock)
-  settings_change settings;      ///< change_group and change_type
+  settings_change settings;      ///< change_group, change_type, change_worker
   /// Answered once the change applies and, for a run-time control, is
   /// committed: no job starts against it afterwards, and it survives a
   /// crash. resume_all answers how many pauses it ended; the others 0.

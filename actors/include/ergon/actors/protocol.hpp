@@ -8,6 +8,7 @@
 //   worker ──heartbeat_request► db_writer  ──heartbeat_reply──────► worker
 //                               dispatcher ──cancel_attempt─────► worker
 //                               dispatcher ──preempt_attempt────► worker
+//                               dispatcher ──resize_worker──────► worker
 //   worker ──progress_batch───► db_writer
 //
 // A report carries everything a worker has to say since its last one: the
@@ -88,6 +89,9 @@ struct worker_registered {
   /// a restart (options::remote_grace); 0: it does not. The worker keeps
   /// running them that long when its connection drops.
   int64_t hold_ms = 0;
+  /// The concurrency a run-time control sets for its name (queue::set_worker);
+  /// 0: its own.
+  int32_t max_capacity = 0;
 };
 
 using unregistered_atom = caf::atom_constant<caf::atom("unreg")>;
@@ -139,13 +143,13 @@ typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
   return f(caf::meta::type_name("ergon::worker_registered"), x.worker_id, x.writer, x.stale,
-           x.hold_ms);
+           x.hold_ms, x.max_capacity);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   return f(caf::meta::type_name("ergon::worker_report"), x.worker_id, x.capacity,
-           x.received_weight, x.outcomes, x.returned, x.released);
+           x.received_weight, x.max_capacity, x.outcomes, x.returned, x.released);
 }
 
 template <class Inspector>
@@ -173,6 +177,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_attempt& x) {
   return f(caf::meta::type_name("ergon::cancel_attempt"), x.row, x.token, x.reason,
            x.requested);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resize_worker& x) {
+  return f(caf::meta::type_name("ergon::resize_worker"), x.max_capacity);
 }
 
 template <class Inspector>

@@ -37,6 +37,10 @@ struct worker_report {
   uint64_t worker_id = 0;
   int32_t capacity = 0;
   int64_t received_weight = 0;
+  /// Its max_capacity now (1 to max_weight; 0: unchanged): a
+  /// resize_worker changes it, and the dispatcher takes it from here, in
+  /// order with the room.
+  int32_t max_capacity = 0;
   /// How attempts ended, in the order the job code reported them.
   std::vector<storage::attempt_report> outcomes;
   /// Attempts whose code returned (or never started): their weight is free,
@@ -95,6 +99,14 @@ struct cancel_attempt {
 struct preempt_attempt {
   int64_t row = 0;
   int64_t token = 0;
+};
+
+/// The dispatcher's run-time control for the worker's name changed
+/// (queue::set_worker): `max_capacity` units from now on, 1 to max_weight;
+/// 0: its own again (worker_options::max_concurrency). Its next report
+/// tells the dispatcher.
+struct resize_worker {
+  int32_t max_capacity = 0;
 };
 
 /// Progress reports and log lines of a worker's attempts, throttled by the

@@ -46,6 +46,7 @@ struct worker_counters {
   std::atomic<int32_t> running_jobs{0};
   std::atomic<int32_t> running_weight{0};
   std::atomic<int64_t> middleware_errors{0};
+  std::atomic<int32_t> max_capacity{0};
 };
 
 /// The most lines and bytes of text one attempt's log keeps.
@@ -127,6 +128,7 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<assign_jobs>,
   caf::reacts_to<cancel_attempt>,
   caf::reacts_to<preempt_attempt>,
+  caf::reacts_to<resize_worker>,
   caf::reacts_to<outbox_atom>,
   caf::reacts_to<heartbeat_call>,
   caf::reacts_to<results_call>,
