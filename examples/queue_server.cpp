@@ -6,8 +6,15 @@
 //   ERGON_SECRET=$(openssl rand -hex 32) queue_server [database] [port] [jobs]
 //   ERGON_SECRET=... remote_worker 127.0.0.1 4781 (in another shell)
 //
-// With ERGON_SECRET set, only nodes that prove the same secret get in. It
-// exits once every job succeeded.
+// With ERGON_SECRET set, only nodes that prove the same secret get in. With
+// ERGON_WORKER_SECRET set too, workers may prove that one instead: it lets
+// them register and run jobs, and nothing else (docs/distribution.md,
+// "Roles"), so a worker machine's secret can't purge or cancel:
+//
+//   ERGON_SECRET=... ERGON_WORKER_SECRET=... queue_server
+//   ERGON_SECRET=$ERGON_WORKER_SECRET remote_worker 127.0.0.1 4781
+//
+// It exits once every job succeeded.
 #include <ergon/job_builder.hpp>
 #include <ergon/queue.hpp>
 
@@ -31,6 +38,8 @@ int main(int argc, char** argv) {
   opts.listen->port = port;  // address: 127.0.0.1 unless you set another
   if (auto s = std::getenv("ERGON_SECRET"))
     opts.listen->creds.secret = s;
+  if (auto s = std::getenv("ERGON_WORKER_SECRET"))
+    opts.listen->worker_secret = s;
   // If this program dies (or a worker's connection drops), the jobs the
   // workers run keep running: they come back for them within this time,
   // and only the ones whose worker does not come back run again.

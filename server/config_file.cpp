@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include <ergon/storage/times.hpp>
 
@@ -226,6 +227,29 @@ keys reader::listen() {
     {"address", text(l.address, "listen.address")},
     {"port", integer(l.port, "listen.port", 0, 65'535)},
     {"secret_file", text(s_.secret_file)},
+    {"worker_secret_file", text(s_.worker_secret_file, "listen.worker_secret")},
+    {"client_secret_file", text(s_.client_secret_file, "listen.client_secret")},
+    {"certificate_roles",
+     [this, &l](const toml::node& n, const std::string& key) -> status {
+       auto t = n.as_table();
+       if (!t)
+         return fail(n, key, "must be a table of certificate names and roles");
+       for (auto&& [k, v] : *t) {
+         auto name = std::string{k.str()};
+         auto at = key + ".\"" + name + "\"";
+         auto r = v.as_string();
+         auto granted = !r                      ? std::optional<role>{}
+                        : r->get() == "worker"   ? std::optional<role>{role::worker}
+                        : r->get() == "client"   ? std::optional<role>{role::client}
+                        : r->get() == "operator" ? std::optional<role>{role::operator_}
+                                                 : std::optional<role>{};
+         if (!granted)
+           return fail(v, at, "must be \"worker\", \"client\" or \"operator\"");
+         l.certificate_roles[name] = *granted;
+         noted("listen.certificate_roles", at, v);
+       }
+       return {};
+     }},
     {"handshake_timeout", duration(l.handshake_timeout, "listen.handshake_timeout")},
     {"peer_timeout", duration(s_.peer_timeout, "listen.peer_timeout")},
     {"max_message_bytes", integer(s_.max_message_bytes, "listen.max_message_bytes", 0, max_i64)},

@@ -23,6 +23,9 @@ struct server_settings {
   /// The queue's options; `listen` is always set, `http` when configured.
   ergon::options opts;
   std::string secret_file;
+  /// Secrets of the narrower roles (listen_options::worker_secret, client_secret).
+  std::string worker_secret_file;
+  std::string client_secret_file;
   std::string passphrase_file;
   /// TLS on the queue's port (empty certificate: none).
   tls_options tls;

@@ -2,7 +2,8 @@
 // clients and workers in other processes use it through ergon::connect.
 //
 //   ergon-server --db jobs.db [--bind 127.0.0.1] [--port 4780]
-//                [--secret-file FILE] [--tls-cert F --tls-key F --tls-ca F]
+//                [--secret-file FILE [--worker-secret-file F] [--client-secret-file F]]
+//                [--tls-cert F --tls-key F --tls-ca F]
 //                [--http-port 4781 [--http-bind 127.0.0.1]
 //                 [--http-cert F --http-key F [--http-ca F]] [--http-insecure-plaintext]]
 //                [--standby [--standby-poll-ms 200]]
@@ -194,6 +195,16 @@ int main(int argc, char** argv) {
                  "a file holding the shared secret (one line: 64+ hex digits, as --make-secret "
                  "writes); only nodes that prove it reach the queue")
     ->check(CLI::ExistingFile);
+  std::string worker_secret_file;
+  app.add_option("--worker-secret-file", worker_secret_file,
+                 "a file holding a second secret, for workers: a node that proves it may only "
+                 "register workers and run their jobs (needs --secret-file)")
+    ->check(CLI::ExistingFile);
+  std::string client_secret_file;
+  app.add_option("--client-secret-file", client_secret_file,
+                 "a file holding a third secret, for clients: a node or HTTP caller that proves "
+                 "it may submit jobs and read (needs --secret-file)")
+    ->check(CLI::ExistingFile);
   ergon::tls_options tls;
   std::string passphrase_file;
   auto cert = app.add_option("--tls-cert", tls.certificate, "this server's PEM certificate");
@@ -328,6 +339,10 @@ int main(int argc, char** argv) {
     listen.port = port;
   if (given("--secret-file"))
     s.secret_file = secret_file;
+  if (given("--worker-secret-file"))
+    s.worker_secret_file = worker_secret_file;
+  if (given("--client-secret-file"))
+    s.client_secret_file = client_secret_file;
   if (given("--tls-cert"))
     s.tls.certificate = tls.certificate;
   if (given("--tls-key"))
@@ -419,6 +434,8 @@ int main(int argc, char** argv) {
     s.opts.http->tls->key_access = access;
 
   for (auto [file, slot] : {std::pair{&s.secret_file, &listen.creds.secret},
+                            std::pair{&s.worker_secret_file, &listen.worker_secret},
+                            std::pair{&s.client_secret_file, &listen.client_secret},
                             std::pair{&s.passphrase_file, &s.tls.passphrase}}) {
     if (file->empty())
       continue;

@@ -48,13 +48,16 @@ struct served_queue {
   std::optional<queue> q;
   uint16_t port = 0;
 
-  explicit served_queue(const std::string& secret = {}) {
+  explicit served_queue(const std::string& secret = {}, const std::string& worker_secret = {},
+                        const std::string& client_secret = {}) {
     options o;
     o.clock = clock;
     o.http = http_options{};
     if (!secret.empty()) {
       o.listen = listen_options{};
       o.listen->creds.secret = secret;
+      o.listen->worker_secret = worker_secret;
+      o.listen->client_secret = client_secret;
     }
     auto opened = queue::open(location, o);
     BOOST_REQUIRE_MESSAGE(opened.has_value(), opened.error().to_string());
@@ -473,6 +476,55 @@ BOOST_AUTO_TEST_CASE(writes_need_the_secret_when_the_queue_has_one) {
   BOOST_TEST(post(c, path, {{"X-Ergon", "1"}, {"Authorization", "Bearer " + secret}})->status
              == 200);
   BOOST_TEST(s.q->job_info(ids[0])->status == job_status::pending);
+}
+
+// Roles on the HTTP endpoint: the bearer secret's role decides. A client's
+// submits, an operator's does the rest; a worker's writes nothing. A
+// refusal is 403 naming the role, counted with the actor port's.
+BOOST_AUTO_TEST_CASE(a_bearer_secret_s_role_decides_what_it_may_write) {
+  const std::string secret = test::test_secret;
+  auto worker_secret = make_secret();
+  auto client_secret = make_secret();
+  served_queue s{secret, worker_secret, client_secret};
+  auto ids = s.run({"bad"});
+  auto c = s.client();
+  auto as = [](const std::string& proof) {
+    return httplib::Headers{{"X-Ergon", "1"}, {"Authorization", "Bearer " + proof}};
+  };
+  auto submit = [&](const std::string& proof) {
+    return c.Post("/api/jobs", as(proof), R"({"type": "work", "payload": "x"})",
+                  "application/json");
+  };
+  auto by_client = submit(client_secret);
+  BOOST_REQUIRE(by_client);
+  BOOST_TEST(by_client->status == 201, by_client->body);
+  BOOST_TEST(submit(secret)->status == 201);
+  auto by_worker = submit(worker_secret);
+  BOOST_REQUIRE(by_worker);
+  BOOST_TEST(by_worker->status == 403, by_worker->body);
+  BOOST_TEST(body_of(by_worker)["error"] == "forbidden");
+  BOOST_TEST(body_of(by_worker)["message"].get<std::string>().find("needs the client role")
+               != std::string::npos,
+             by_worker->body);
+  BOOST_TEST(by_worker->get_header_value("WWW-Authenticate").empty());
+  auto retry = "/api/jobs/" + ids[0].to_string() + "/retry";
+  for (auto& proof : {client_secret, worker_secret}) {
+    auto refused = post(c, retry, as(proof));
+    BOOST_REQUIRE(refused);
+    BOOST_TEST(refused->status == 403, refused->body);
+    BOOST_TEST(body_of(refused)["message"].get<std::string>().find("needs the operator role")
+                 != std::string::npos,
+               refused->body);
+  }
+  BOOST_TEST(post(c, "/api/groups/g1/pause", as(client_secret))->status == 403);
+  BOOST_TEST(s.q->job_info(ids[0])->status == job_status::failed);
+  BOOST_TEST(s.q->metrics()->pauses.empty());
+  BOOST_TEST(post(c, retry, as(secret))->status == 200);
+  BOOST_TEST(s.q->job_info(ids[0])->status == job_status::pending);
+  BOOST_TEST(post(c, retry, as(make_secret()))->status == 401);  // no role at all
+  BOOST_TEST(s.q->metrics()->forbidden_messages == 4);
+  BOOST_TEST(body_of(c.Get("/api/stats"))["forbidden_messages"] == 4);
+  BOOST_TEST(c.Get("/metrics")->body.find("ergon_forbidden_messages_total 4") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(bad_http_options_are_named_and_open_nothing) {

@@ -752,6 +752,129 @@ BOOST_AUTO_TEST_CASE(the_peer_s_name_is_checked_where_one_is_given) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// Roles (docs/distribution.md, "Roles"): a secret per role on the actor
+// port, and certificate names with roles; a request beyond its sender's
+// role is answered `forbidden`, naming the role it needs, and counted.
+BOOST_AUTO_TEST_SUITE(roles)
+
+// The role a refusal names, and that it is a refusal for a role.
+void forbidden(const status& st, const std::string& needs, const std::string& holds) {
+  BOOST_TEST(st.code() == error::forbidden, st.to_string());
+  BOOST_TEST(st.message().find("needs the " + needs + " role") != std::string::npos,
+             st.message());
+  BOOST_TEST(st.message().find("authenticated as " + holds) != std::string::npos, st.message());
+}
+
+template <class T>
+status error_of(const result<T>& r) {
+  return r ? status{} : r.error();
+}
+
+BOOST_AUTO_TEST_CASE(each_secret_grants_its_role_on_the_actor_port) {
+  temp_dir dir;
+  auto worker_secret = make_secret();
+  auto client_secret = make_secret();
+  server_process server{
+    location_of(dir), 0,
+    {"--secret-file", write_private_file(dir.file("secret"), secret), "--worker-secret-file",
+     write_private_file(dir.file("worker"), worker_secret), "--client-secret-file",
+     write_private_file(dir.file("client"), client_secret)}};
+  // A client submits and reads; it may not purge, pause, retry, close, or run jobs.
+  client c;
+  auto as_client = connect(c.sys, "127.0.0.1", server.port, {client_secret});
+  BOOST_REQUIRE_MESSAGE(as_client.has_value(), as_client.error().to_string());
+  auto id = submit(c, *as_client);
+  BOOST_REQUIRE_MESSAGE(id.has_value(), id.error().to_string());
+  BOOST_TEST(c.ask<job_info>(*as_client, job_info_atom::value, *id).has_value());
+  BOOST_TEST(jobs_in(c, *as_client) == 1);
+  BOOST_TEST(c.ask<job_page>(*as_client, list_jobs_atom::value, job_filter{}, page_request{})
+               .has_value());
+  forbidden(error_of(c.ask<int64_t>(*as_client, purge_failed_atom::value, 0ms)), "operator",
+            "client");
+  forbidden(error_of(c.ask<ok_atom>(*as_client, pause_group_atom::value, std::string{"g"})),
+            "operator", "client");
+  forbidden(error_of(c.ask<ok_atom>(*as_client, retry_failed_atom::value, *id)), "operator",
+            "client");
+  forbidden(error_of(c.ask<ok_atom>(*as_client, close_atom::value)), "operator", "client");
+  worker_options runs_job;
+  runs_job.runners["job"] = [](job_context& ctx) { ctx.complete("done"); };
+  auto refused_worker = start_worker(*as_client, runs_job);
+  BOOST_REQUIRE(!refused_worker.has_value());
+  forbidden(refused_worker.error(), "worker", "client");
+  // A worker's secret and the queue's own, each in a process of its own
+  // (a process reaches a queue with one set of credentials). The worker
+  // may not submit, read or purge, but registers and runs the client's
+  // job; the operator may do all of it.
+  auto probe = [&](const std::string& proving) {
+    ::setenv("ERGON_TEST_SECRET", proving.c_str(), 1);
+    auto p = std::make_unique<child_process>(std::vector<std::string>{
+      ERGON_TEST_REMOTE_WORKER, "127.0.0.1", std::to_string(server.port), "probe", "1"});
+    ::unsetenv("ERGON_TEST_SECRET");
+    return p;
+  };
+  auto says = [](child_process& p, const std::string& line) {
+    auto got = p.read_line();
+    BOOST_TEST(got.rfind(line, 0) == 0, got);
+    return got;
+  };
+  auto worker = probe(worker_secret);
+  BOOST_TEST(says(*worker, "submit forbidden: this request needs the client role")
+               .find("authenticated as worker") != std::string::npos);
+  says(*worker, "counts forbidden: this request needs the client role");
+  says(*worker, "purge forbidden: this request needs the operator role");
+  says(*worker, "ready");
+  auto done = c.ask<job_info>(*as_client, wait_atom::value, *id, std::chrono::milliseconds{30'000});
+  BOOST_REQUIRE_MESSAGE(done.has_value(), done.error().to_string());
+  BOOST_TEST((done->status == job_status::succeeded));
+  BOOST_TEST(done->attempts.at(0).worker.name == "child-probe");
+  auto op = probe(secret);
+  says(*op, "submit ok");
+  says(*op, "counts ok");
+  says(*op, "purge ok");
+  says(*op, "ready");
+  auto m = metrics_of(c, *as_client);
+  BOOST_TEST(m.forbidden_messages == 8);  // 4 of the client's, 1 join, 3 of the worker's
+  BOOST_TEST(m.refused_messages == 0);
+  BOOST_TEST(m.failed_handshakes == 0);
+  for (auto* p : {worker.get(), op.get()}) {
+    p->signal(SIGTERM);
+    BOOST_TEST(p->line_starting("stopped") == "stopped ok");
+  }
+  // A secret no role has is still refused at the handshake.
+  auto stranger = probe(make_secret());
+  says(*stranger, "error unauthenticated");
+  BOOST_TEST(metrics_of(c, *as_client).failed_handshakes == 1);
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
+BOOST_AUTO_TEST_CASE(a_certificate_s_name_gives_its_role_and_an_unlisted_name_is_refused) {
+  auto& certs = shared_certs();
+  temp_dir dir;
+  auto config = dir.file("roles.toml");
+  {
+    std::ofstream out{config};
+    out << "[listen.certificate_roles]\nclient = \"client\"\n";
+  }
+  auto args = certs.server_args();
+  args.insert(args.end(), {"--config", config});
+  server_process server{location_of(dir), 0, args};
+  client listed{certs.node("client")};
+  auto q = connect(listed.sys, "127.0.0.1", server.port);
+  BOOST_REQUIRE_MESSAGE(q.has_value(), q.error().to_string());
+  BOOST_TEST(submit(listed, *q).has_value());
+  forbidden(error_of(listed.ask<int64_t>(*q, purge_failed_atom::value, 0ms)), "operator",
+            "client");
+  client unlisted{certs.node("client2")};
+  auto refused = connect(unlisted.sys, "127.0.0.1", server.port);
+  BOOST_REQUIRE(!refused.has_value());
+  auto m = metrics_of(listed, *q);
+  BOOST_TEST(m.failed_handshakes == 1);
+  BOOST_TEST(m.forbidden_messages == 1);
+  BOOST_TEST(server.stop(SIGTERM));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // Worker protocol messages out of range, from a node that can reach the
 // dispatcher: each is refused with the field it breaks, logged and counted,
 // and the queue goes on.

@@ -546,6 +546,9 @@ BOOST_AUTO_TEST_CASE(a_bad_configuration_names_the_file_line_and_key_and_opens_n
     {"recovery = \"later\"\n", ":1: recovery: must be \"retry_with_backoff\" or"},
     {"[listen\nport = 1\n", "ergon.toml:1:"},
     {"[scheduling.types.t]\nrate = 5\n", ":2: scheduling.types.\"t\".rate: must be a table"},
+    {"[listen.certificate_roles]\nclient = \"admin\"\n",
+     ":2: listen.certificate_roles.\"client\": must be \"worker\", \"client\" or \"operator\""},
+    {"[listen]\ncertificate_roles = 3\n", ":2: listen.certificate_roles: must be a table"},
   };
   for (auto& c : cases) {
     BOOST_TEST_CONTEXT(c.text) {
@@ -578,6 +581,35 @@ BOOST_AUTO_TEST_CASE(a_bad_configuration_names_the_file_line_and_key_and_opens_n
   BOOST_TEST(missing.first == 1);
   BOOST_TEST(missing.second.find("nope.toml: no such configuration file") != std::string::npos,
              missing.second);
+}
+
+// Secrets per role (docs/distribution.md, "Roles"): each needs the queue's
+// own, keeps its rules and differs from the others; refused by field, by
+// the flag or by the file's line.
+BOOST_AUTO_TEST_CASE(role_secrets_are_checked_by_field_before_anything_opens) {
+  temp_dir dir;
+  auto db = dir.file("q.db");
+  auto main = test::write_private_file(dir.file("secret"), test::test_secret);
+  auto worker = test::write_private_file(dir.file("worker"), make_secret());
+  auto weak = test::write_private_file(dir.file("weak"), "short");
+  auto refused = [&](std::vector<std::string> args, const std::string& says) {
+    args.insert(args.end(), {"--db", db, "--check-config"});
+    auto r = run_server(args);
+    BOOST_TEST(r.first == 1, r.second);
+    BOOST_TEST(r.second.find(says) != std::string::npos, r.second);
+  };
+  refused({"--worker-secret-file", worker},
+          "field 'listen.worker_secret': needs listen.creds.secret");
+  refused({"--secret-file", main, "--client-secret-file", main},
+          "field 'listen.client_secret': is the same as another role's secret");
+  refused({"--secret-file", main, "--worker-secret-file", weak},
+          "field 'listen.worker_secret': the secret must be at least 32 random bytes");
+  auto config = write_config(dir, "[listen]\nworker_secret_file = \"" + worker + "\"\n");
+  refused({"--config", config}, "ergon.toml:2: listen.worker_secret_file: needs");
+  auto fine = run_server({"--secret-file", main, "--worker-secret-file", worker, "--db", db,
+                          "--check-config"});
+  BOOST_TEST(fine.first == 0, fine.second);
+  BOOST_TEST(!std::filesystem::exists(db));
 }
 
 // The example configuration in examples/ is valid, as the docs show it.

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "ergon/actors/node_gate.hpp"
+#include "ergon/actors/protocol.hpp"
+#include "ergon/queue_actor.hpp"
 #include "support/basp_bytes.hpp"
 #include "support/test_support.hpp"
 #include "transport/basp_rules.hpp"
@@ -37,6 +39,7 @@ std::array<uint8_t, nonce_bytes> nonce(uint8_t seed) {
 struct outcome {
   step queue;
   step client;
+  size_t proved = 0;  ///< which of the queue's secrets the client proved
 };
 
 // Runs both sides against each other, each reading exactly what it asks
@@ -62,7 +65,7 @@ outcome run(handshake_keys queue_keys, handshake_keys client_keys) {
       to_client += qs.send;
     }
   }
-  return {qs, cs};
+  return {qs, cs, q.proved()};
 }
 
 const std::string secret = ergon::test::test_secret;
@@ -90,6 +93,25 @@ BOOST_AUTO_TEST_CASE(a_wrong_secret_is_refused_and_the_queue_proves_nothing) {
   // A refusal frame of three bytes: no proof for an offline guess.
   BOOST_TEST(r.queue.send.size() == 3u);
   BOOST_TEST(r.queue.send[0] == 'R');
+}
+
+// Roles: the queue takes its own secret and narrower ones; the handshake
+// says which one the client proved, and proves that one back.
+BOOST_AUTO_TEST_CASE(a_client_proves_one_of_the_queue_s_secrets_and_the_queue_says_which) {
+  const std::string worker(64, 'c');
+  const std::string client(64, 'd');
+  handshake_keys queue{secret, {}, {worker, client}};
+  for (auto [proves, index] : {std::pair{secret, size_t{0}}, std::pair{worker, size_t{1}},
+                               std::pair{client, size_t{2}}}) {
+    auto r = run(queue, {proves, {}});
+    BOOST_TEST(r.queue.admitted, index);
+    BOOST_TEST(r.client.admitted, index);  // the queue proved the same one back
+    BOOST_TEST(r.proved == index);
+  }
+  auto wrong = run(queue, {std::string(64, 'e'), {}});
+  BOOST_TEST((wrong.queue.refused == refusal::wrong_secret));
+  auto none = run(queue, {});
+  BOOST_TEST((none.queue.refused == refusal::secret_required));
 }
 
 BOOST_AUTO_TEST_CASE(the_queue_s_hello_carries_nothing_derived_from_the_secret) {
@@ -182,12 +204,12 @@ BOOST_AUTO_TEST_CASE(no_frame_asks_for_more_than_255_bytes) {
 BOOST_AUTO_TEST_CASE(another_version_is_refused_by_name_on_both_sides) {
   server_handshake q{{}, nonce(1)};
   auto hello = q.start().send;
-  hello[2 + 5] = 9;  // the version byte after "ergon"
+  hello[2 + 5] = protocol_version + 1;  // the version byte after "ergon"
   client_handshake c{{}, nonce(2)};
   auto client_hello = c.start().send;
   c.feed(hello.substr(0, 2));
   BOOST_TEST((c.feed(hello.substr(2)).refused == refusal::unsupported_version));
-  client_hello[2 + 5] = 9;
+  client_hello[2 + 5] = protocol_version + 1;
   q.feed(client_hello.substr(0, 2));
   auto s = q.feed(client_hello.substr(2));
   BOOST_TEST((s.refused == refusal::unsupported_version));
@@ -449,21 +471,51 @@ BOOST_AUTO_TEST_CASE(a_remote_link_request_is_refused) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// The process-wide admissions: a node is admitted in one realm at a time.
+// The process-wide admissions: a node is admitted in one realm, with one
+// role, at a time.
 BOOST_AUTO_TEST_CASE(a_node_live_in_one_realm_is_refused_in_another) {
+  using ergon::role;
   nodes n;
   auto& table = ergon::actors::admissions::of_process();
   auto node = n.another(77);
-  BOOST_TEST(table.add(node, "a"));
-  BOOST_TEST(table.add(node, "a"));  // a second connection, same credentials
-  BOOST_TEST(!table.add(node, "b"));
-  BOOST_TEST(!table.admitted(node, "b"));
+  BOOST_TEST(table.add(node, "a", role::worker));
+  BOOST_TEST(table.add(node, "a", role::worker));  // a second connection, same credentials
+  BOOST_TEST(!table.add(node, "b", role::worker));
+  BOOST_TEST(!table.add(node, "a", role::operator_));  // same realm, another role
+  BOOST_TEST(!table.role_of(node, "b").has_value());
+  BOOST_TEST((table.role_of(node, "a") == role::worker));
   table.remove(node, "a");
-  BOOST_TEST(table.admitted(node, "a"));
+  BOOST_TEST(table.role_of(node, "a").has_value());
   table.remove(node, "a");
-  BOOST_TEST(!table.admitted(node, "a"));
-  BOOST_TEST(table.add(node, "b"));  // once it left, another realm may have it
+  BOOST_TEST(!table.role_of(node, "a").has_value());
+  BOOST_TEST(table.add(node, "b", role::client));  // once it left, another realm may have it
   table.remove(node, "b");
+}
+
+// Which role each message needs: a worker's protocol and join, a client's
+// submits and reads, and everything else (unknown messages included)
+// needs operator.
+BOOST_AUTO_TEST_CASE(each_message_needs_the_role_its_kind_has) {
+  using ergon::role;
+  using namespace ergon;
+  auto needs = [](const caf::message& m) { return ergon::actors::needed_role(m.content()); };
+  BOOST_TEST((needs(caf::make_message(join_atom::value)) == role::worker));
+  BOOST_TEST((needs(caf::make_message(ergon::actors::worker_report{})) == role::worker));
+  BOOST_TEST((needs(caf::make_message(ergon::actors::register_worker{})) == role::worker));
+  BOOST_TEST((needs(caf::make_message(ergon::actors::progress_batch{})) == role::worker));
+  BOOST_TEST((needs(caf::make_message(submit_atom::value, job{})) == role::client));
+  BOOST_TEST((needs(caf::make_message(counts_atom::value)) == role::client));
+  BOOST_TEST((needs(caf::make_message(wait_atom::value, job_id{}, std::chrono::milliseconds{1}))
+              == role::client));
+  BOOST_TEST((needs(caf::make_message(purge_failed_atom::value, std::chrono::milliseconds{0}))
+              == role::operator_));
+  BOOST_TEST((needs(caf::make_message(set_worker_atom::value, std::string{"w"}))
+              == role::operator_));
+  BOOST_TEST((needs(caf::make_message(close_atom::value)) == role::operator_));
+  BOOST_TEST((needs(caf::make_message(std::string{"anything"})) == role::operator_));
+  BOOST_TEST(ergon::actors::permits(role::operator_, role::worker));
+  BOOST_TEST(!ergon::actors::permits(role::client, role::worker));
+  BOOST_TEST(!ergon::actors::permits(role::worker, role::client));
 }
 
 // OpenSSL writes with send(2) and no MSG_NOSIGNAL: a write to a peer that

@@ -45,16 +45,16 @@ admissions& admissions::of_process() {
   return table;
 }
 
-bool admissions::add(const caf::node_id& node, const std::string& realm) {
+bool admissions::add(const caf::node_id& node, const std::string& realm, role granted) {
   std::unique_lock<std::shared_mutex> guard{mtx_};
   auto& realms = live_[node];
-  for (auto& [name, count] : realms) {
-    if (name != realm)
+  for (auto& entry : realms) {
+    if (entry.realm != realm || entry.granted != granted)
       return false;
-    ++count;
+    ++entry.connections;
     return true;
   }
-  realms.emplace_back(realm, 1);
+  realms.push_back({realm, granted, 1});
   return true;
 }
 
@@ -65,8 +65,8 @@ void admissions::remove(const caf::node_id& node, const std::string& realm) {
     return;
   auto& realms = i->second;
   for (auto j = realms.begin(); j != realms.end(); ++j)
-    if (j->first == realm) {
-      if (--j->second <= 0)
+    if (j->realm == realm) {
+      if (--j->connections <= 0)
         realms.erase(j);
       break;
     }
@@ -74,64 +74,96 @@ void admissions::remove(const caf::node_id& node, const std::string& realm) {
     live_.erase(i);
 }
 
-bool admissions::admitted(const caf::node_id& node, const std::string& realm) const {
+std::optional<role> admissions::role_of(const caf::node_id& node, const std::string& realm) const {
   std::shared_lock<std::shared_mutex> guard{mtx_};
   auto i = live_.find(node);
   if (i == live_.end())
-    return false;
+    return std::nullopt;
   for (auto& entry : i->second)
-    if (entry.first == realm)
-      return true;
-  return false;
+    if (entry.realm == realm)
+      return entry.granted;
+  return std::nullopt;
 }
 
-status node_gate::face_network(const std::string& realm, const std::string& secret) {
+status node_gate::face_network(const std::string& realm, std::vector<role_secret> secrets) {
   std::lock_guard<std::mutex> guard{mtx_};
+  auto same = [&] {
+    if (secrets.size() != secrets_.size())
+      return false;
+    for (size_t i = 0; i < secrets.size(); ++i)
+      if (secrets[i].secret != secrets_[i].secret || secrets[i].granted != secrets_[i].granted)
+        return false;
+    return true;
+  };
   if (faces_network()) {
-    if (realm_ != realm || secret_ != secret)
+    if (realm_ != realm || !same())
       return {error::invalid_argument,
               "the queue already faces the network with other credentials", "secret"};
     return {};
   }
   realm_ = realm;
-  secret_ = secret;
+  secrets_ = std::move(secrets);
   faces_network_.store(true, std::memory_order_release);
   return {};
 }
 
-std::string node_gate::secret() const {
+std::vector<role_secret> node_gate::secrets() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  return secret_;
+  return secrets_;
 }
 
-bool node_gate::admits(const caf::mailbox_element& what, const caf::node_id& local) const {
+node_gate::verdict node_gate::judge(const caf::mailbox_element& what,
+                                    const caf::node_id& local) const {
+  constexpr verdict admit{};
+  constexpr verdict refuse{verdict::unauthenticated};
   if (!faces_network())
-    return true;
+    return admit;
   auto& sender = what.sender;
   if (!sender)
-    return answer_or_down(what);
+    return answer_or_down(what) ? admit : refuse;
   if (sender->node() == local)
-    return true;
+    return admit;
   if (!what.stages.empty())
-    return false;
-  return realm_.empty() || admissions::of_process().admitted(sender->node(), realm_)
-         || down_of_itself(what);
+    return refuse;
+  if (realm_.empty())
+    return admit;  // no credentials: everyone may do everything
+  auto held = admissions::of_process().role_of(sender->node(), realm_);
+  if (!held)
+    return down_of_itself(what) ? admit : refuse;
+  // Answers to our own requests, and CAF's down and exit messages, need no role.
+  if (*held == role::operator_ || what.mid.is_response() || answer_or_down(what)
+      || down_of_itself(what))
+    return admit;
+  auto needed = needed_role(what.content());
+  if (permits(*held, needed))
+    return admit;
+  return {verdict::forbidden, *held, needed};
 }
 
-caf::message refusal(const caf::strong_actor_ptr& sender) {
+caf::message refusal(const caf::strong_actor_ptr& sender, const node_gate::verdict& why) {
+  if (why.kind == node_gate::verdict::forbidden)
+    return caf::make_message(to_caf_error(
+      {error::forbidden, std::string{"this request needs the "} + to_string(why.needed)
+                           + " role; node " + caf::to_string(sender->node())
+                           + " authenticated as " + to_string(why.held)}));
   return caf::make_message(to_caf_error(
     {error::unauthenticated, "node " + caf::to_string(sender->node())
                                + " has not authenticated: connect with the queue's credentials"}));
 }
 
-void log_refused(const caf::mailbox_element& what, const char* actor, int64_t count) {
+void log_refused(const caf::mailbox_element& what, const char* actor, int64_t count,
+                 const node_gate::verdict& why) {
   if (count != 1 && count % 1000 != 0)
     return;
+  bool forbidden = why.kind == node_gate::verdict::forbidden;
   std::cerr << "ergon: " << actor << " refused a message "
             << (what.sender ? "from node " + caf::to_string(what.sender->node())
                             : std::string{"without a sender"})
-            << " (" << brief(what.content()) << "); "
-            << count << " refused so far\n";
+            << " (" << brief(what.content()) << ")"
+            << (forbidden ? std::string{": it needs the "} + to_string(why.needed)
+                              + " role, the sender has " + to_string(why.held)
+                          : std::string{})
+            << "; " << count << (forbidden ? " forbidden" : " refused") << " so far\n";
 }
 
 void tell_exit(const caf::actor& to, caf::error reason) {

@@ -24,7 +24,7 @@ status to_status(const caf::error& e) {
       field = ctx.get_as<std::string>(1);
     }
     auto code = e.code();
-    if (code == 0 || code > static_cast<uint8_t>(error::already_exists))
+    if (code == 0 || code > static_cast<uint8_t>(error::forbidden))
       return {error::internal, "an ergon error with unknown code " + std::to_string(code)};
     return {static_cast<error>(code), std::move(message), std::move(field)};
   }

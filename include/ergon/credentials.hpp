@@ -52,6 +52,27 @@ struct tls_options {
 /// read the key file (unless key_access is any). Nothing is stored then.
 status use_tls(caf::actor_system_config& cfg, const tls_options& tls);
 
+/// What a peer that authenticated may do at a queue (docs/distribution.md,
+/// "Roles"). The queue's own secret (listen_options::creds), a certificate
+/// without a role, and a queue without credentials grant operator; the
+/// others come from listen_options::worker_secret, client_secret and
+/// certificate_roles.
+enum class role : uint8_t {
+  /// Registers workers and runs their jobs: a worker's reports, heartbeats,
+  /// progress and dependency results, and join (start_worker).
+  worker = 1,
+  /// Submits jobs and recurring jobs, and reads: job_info, listings,
+  /// counts, metrics, controls, workers, wait, subscribe.
+  client = 2,
+  /// Everything: a client's and a worker's messages, and retry, cancel,
+  /// update, replay, delete, purge, pause, settings, recurring deletes and
+  /// pauses, close.
+  operator_ = 3,
+};
+
+/// "worker", "client" or "operator".
+const char* to_string(role r) noexcept;
+
 /// What a client or worker proves to a queue, and a queue to them.
 struct credentials {
   /// A secret shared by the queue and everyone who may use it: at least 32

@@ -78,6 +78,11 @@ enum class error : uint8_t {
   /// unique_policy::reject; the message names the holder). Nothing was
   /// written. Don't retry the same call.
   already_exists = 17,
+  /// The caller authenticated, but its role may not do this (roles:
+  /// listen_options::worker_secret, client_secret, certificate_roles); the
+  /// message names the role it lacks. Nothing was read or written. Don't
+  /// retry with the same credentials.
+  forbidden = 18,
 };
 
 /// Returns the code's name, e.g. "invalid_argument".

@@ -42,7 +42,23 @@ struct listen_options {
   /// The TCP port; 0 picks a free one, which `listening_port` tells.
   uint16_t port = 0;
   /// What nodes must prove before they reach the queue (credentials.hpp).
+  /// Its secret grants role::operator_: everything.
   credentials creds;
+  /// Secrets that grant less (docs/distribution.md, "Roles"): a peer that
+  /// proves worker_secret may only register workers and run their jobs;
+  /// one that proves client_secret may submit and read. The handshake finds
+  /// which of the queue's secrets a peer proved; the HTTP endpoint takes
+  /// them as bearer secrets the same way. Empty: none. Each needs
+  /// creds.secret, keeps its rules (32+ random bytes), and differs from the
+  /// others. A request beyond the role is answered `forbidden`, naming the
+  /// role it needs, and counted (metrics_snapshot::forbidden_messages).
+  std::string worker_secret;
+  std::string client_secret;
+  /// With mutual TLS: the role of a peer by its certificate's subject
+  /// common name. Set: a certificate whose name is not listed is refused at
+  /// the handshake. With a secret too, a peer gets the lesser of the two
+  /// roles. Empty: every certificate the CAs signed grants operator.
+  std::map<std::string, role> certificate_roles;
   /// Mutual TLS for every connection. Only for a queue that owns its actor
   /// system (`queue::open(path, opts)`); with your own system, call
   /// use_tls on its config instead. Empty `certificate`: no TLS.

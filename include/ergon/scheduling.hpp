@@ -331,6 +331,11 @@ struct metrics_snapshot {
   /// `unauthenticated`: from a node without a connection that proved the
   /// queue's credentials, or without a sender (publish).
   int64_t refused_messages = 0;
+  /// Requests answered `forbidden`: from a peer that authenticated with a
+  /// role that may not make them (a worker's secret purging, say), on the
+  /// actor port or the HTTP endpoint. Each also logged to stderr (the
+  /// first, then one in a thousand).
+  int64_t forbidden_messages = 0;
   /// Handshakes that failed: a wrong secret, none, or a TLS handshake (no
   /// certificate, or one the CA file does not vouch for).
   int64_t failed_handshakes = 0;

@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -23,6 +25,7 @@
 #include "json_views.hpp"
 #include "prometheus_text.hpp"
 #include "queue_impl.hpp"
+#include "transport/settings.hpp"
 
 namespace ergon::runtime {
 namespace {
@@ -37,6 +40,7 @@ int http_status_of(const status& st) {
     case error::job_running:
     case error::job_finished:
     case error::already_exists: return 409;
+    case error::forbidden: return 403;
     case error::unauthenticated: return 401;
     case error::closed:
     case error::busy:
@@ -285,47 +289,66 @@ const char* allowed_methods(const std::string& path) {
   return nullptr;
 }
 
-// The secret the queue's nodes prove: locked by publish, or given to the
-// open (listen.creds) before publish runs.
-std::string secret_of(queue_impl& q) {
-  auto secret = q.gate->secret();
-  if (secret.empty() && q.opts.listen)
-    secret = q.opts.listen->creds.secret;
-  return secret;
+// The secrets the queue's nodes prove, with their roles: locked by publish,
+// or given to the open (listen) before publish runs.
+std::vector<actors::role_secret> secrets_of(queue_impl& q) {
+  auto secrets = q.gate->secrets();
+  if (secrets.empty() && q.opts.listen)
+    secrets = transport::role_secrets(*q.opts.listen);
+  return secrets;
 }
 
 // Writes need the queue's secret when it has one; without one, they are
 // taken only from this machine. Either way they carry X-Ergon: 1, which a
 // web page on another origin can't send without a preflight this endpoint
 // never grants.
-// The proof a write carries: X-Ergon, and the secret when the queue has
-// one (otherwise a loopback peer). Checked on a parsed request, and on a
-// job submission's head before its body is read.
+// The proof a write carries: X-Ergon, and a secret whose role permits
+// `needed` when the queue has secrets (otherwise a loopback peer). Checked
+// on a parsed request, and on a job submission's head before its body is
+// read.
 status writer_proof(queue_impl& q, std::string_view x_ergon, std::string_view authorization,
-                    std::string_view peer_ip) {
+                    std::string_view peer_ip, role needed) {
   if (x_ergon != "1")
     return {error::unauthenticated,
             "a request that changes jobs must carry the header 'X-Ergon: 1'"};
-  auto secret = secret_of(q);
-  if (secret.empty())
+  auto secrets = secrets_of(q);
+  if (secrets.empty())
     return http::loopback_address(peer_ip)
              ? status{}
              : status{error::unauthenticated,
                       "writes from other hosts need the queue's shared secret; it has none"};
-  auto expected = "Bearer " + secret;
-  if (authorization.size() != expected.size()
-      || CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) != 0)
+  // Every secret is compared, so the time taken says nothing of which matched.
+  std::optional<role> held;
+  for (auto& s : secrets) {
+    auto expected = "Bearer " + s.secret;
+    if (authorization.size() == expected.size()
+        && CRYPTO_memcmp(authorization.data(), expected.data(), expected.size()) == 0 && !held)
+      held = s.granted;
+  }
+  if (!held)
     return {error::unauthenticated,
             "this request changes jobs: send the queue's shared secret as "
             "'Authorization: Bearer <secret>'"};
+  if (!actors::permits(*held, needed))
+    return {error::forbidden, std::string{"this request needs the "} + to_string(needed)
+                                + " role; the secret sent grants " + to_string(*held)};
   return {};
 }
 
-status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& res) {
+status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& res,
+                 role needed = role::operator_) {
   auto st = writer_proof(q, req.get_header_value("X-Ergon"), req.get_header_value("Authorization"),
-                         req.remote_addr);
-  if (!st && req.get_header_value("X-Ergon") == "1" && !secret_of(q).empty())
+                         req.remote_addr, needed);
+  if (st.code() == error::forbidden) {
+    q.gate->count_forbidden();
+    // The first, then one in a thousand, as the actor port logs them.
+    if (auto n = q.gate->forbidden(); n == 1 || n % 1000 == 0)
+      std::cerr << "ergon: the HTTP endpoint refused " << req.method << ' ' << req.path
+                << " from " << req.remote_addr << ": " << st.message() << "; " << n
+                << " forbidden so far\n";
+  } else if (!st && req.get_header_value("X-Ergon") == "1" && !secrets_of(q).empty()) {
     res.set_header("WWW-Authenticate", "Bearer");
+  }
   return st;
 }
 
@@ -419,7 +442,7 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
     reply(res, q.list_jobs(f, page), [](const job_page& p) { return json_views::of(p); });
   });
   s.Post("/api/jobs", [&q](const httplib::Request& req, httplib::Response& res) {
-    if (auto st = may_write(q, req, res); !st)
+    if (auto st = may_write(q, req, res, role::client); !st)
       return reply_error(res, st);
     auto submission = jobs_from_json(req.body, q.opts.max_payload_bytes);
     if (!submission)
@@ -744,7 +767,8 @@ status serve_http(queue_impl& q, const http_options& where) {
       auto header = [&](std::string_view name) {
         return http::header_value(head, name).value_or(std::string_view{});
       };
-      return writer_proof(q, header("X-Ergon"), header("Authorization"), peer_ip).ok();
+      return writer_proof(q, header("X-Ergon"), header("Authorization"), peer_ip, role::client)
+        .ok();
     });
   if (!endpoint)
     return endpoint.error();

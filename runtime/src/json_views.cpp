@@ -240,6 +240,7 @@ json of(const metrics_snapshot& m) {
           {"too_heavy_jobs", m.too_heavy_jobs},
           {"subscriber_errors", m.subscriber_errors},
           {"refused_messages", m.refused_messages},
+          {"forbidden_messages", m.forbidden_messages},
           {"failed_handshakes", m.failed_handshakes},
           {"refused_connections", m.refused_connections},
           {"rejected_messages", m.rejected_messages},

@@ -443,32 +443,42 @@ std::shared_ptr<queue_impl> spawned_queue(const queue_actor& q) {
   return i != spawned().by_actor.end() ? i->second.lock() : nullptr;
 }
 
-result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
-                         const std::string& bind, const credentials& creds,
-                         std::chrono::milliseconds handshake_timeout) {
+// Listens at where.address:where.port (only those, its credentials and
+// their roles, and its handshake timeout are read).
+result<uint16_t> publish(const queue_actor& q, queue_impl& impl, const listen_options& where) {
   auto& sys = q->home_system();
   if (!sys.has_middleman())
     return no_middleman();
+  auto& creds = where.creds;
   if (!creds.secret.empty())
     if (auto st = runtime::validate_secret(creds.secret); !st)
       return st;
+  if (auto st = runtime::validate_roles(where); !st)
+    return st;
   transport::listener_terms terms;
   auto tls = transport::tls_of(sys);
+  if (!where.certificate_roles.empty() && tls.certificate.empty())
+    return status{error::invalid_argument, "needs TLS: without it no peer has a certificate",
+                  "listen.certificate_roles"};
   if (!tls.certificate.empty()) {
     auto ctx = transport::tls_context::make(tls, true);
     if (!ctx)
       return ctx.error();
     terms.tls = std::move(*ctx);
   }
-  terms.bind = bind;
-  terms.port = port;
+  terms.bind = where.address;
+  terms.port = where.port;
   terms.secret = creds.secret;
+  auto secrets = transport::role_secrets(where);
+  if (!secrets.empty())
+    terms.other_secrets.assign(secrets.begin() + 1, secrets.end());
+  terms.certificate_roles = where.certificate_roles;
   terms.realm = transport::realm_of(creds.secret, tls);
   terms.max_message_bytes = transport::max_message_bytes_of(sys);
-  terms.handshake_timeout = handshake_timeout;
+  terms.handshake_timeout = where.handshake_timeout;
   terms.gate = impl.gate;
   // Before the port opens: no node gets in ahead of the credentials.
-  if (auto st = impl.gate->face_network(terms.realm, creds.secret); !st)
+  if (auto st = impl.gate->face_network(terms.realm, std::move(secrets)); !st)
     return st;
   if (impl.closed.load(std::memory_order_acquire))
     return impl.closed_status();
@@ -482,7 +492,7 @@ result<uint16_t> publish(const queue_actor& q, queue_impl& impl, uint16_t port,
   if (auto st = impl.attach(std::make_unique<actor_port_front>(std::move(*listener))); !st)
     return st;
   // A queue that can't tell tools where it listens still listens.
-  if (auto st = impl.record_listener(bind, bound, !creds.secret.empty(), !tls.certificate.empty());
+  if (auto st = impl.record_listener(where.address, bound, !creds.secret.empty(), !tls.certificate.empty());
       !st)
     std::cerr << "ergon: " << st << '\n';
   return bound;
@@ -494,8 +504,7 @@ namespace runtime {
 
 status listen(const std::shared_ptr<queue_impl>& q, const listen_options& where) {
   auto actor = spawn_actor(*q->sys, q);
-  auto bound = publish(actor, *q, where.port, where.address, where.creds,
-                       where.handshake_timeout);
+  auto bound = publish(actor, *q, where);
   if (!bound) {
     q->stop(std::chrono::seconds(30));
     return bound.error();
@@ -514,9 +523,7 @@ result<queue_actor> spawn_queue(caf::actor_system& sys, const std::string& path,
   auto actor = spawn_actor(sys, q);
   if (q->opts.listen) {
     auto& where = *q->opts.listen;
-    if (auto bound = publish(actor, *q, where.port, where.address, where.creds,
-                             where.handshake_timeout);
-        !bound) {
+    if (auto bound = publish(actor, *q, where); !bound) {
       // Closes the queue and releases the file before the error is returned.
       caf::scoped_actor self{sys};
       self->request(actor, caf::infinite, close_atom::value)
@@ -535,7 +542,12 @@ result<uint16_t> publish(const queue_actor& q, uint16_t port, const std::string&
   if (!impl)
     return status{error::invalid_argument,
                   "only a queue spawned in this process can be published", "q"};
-  return publish(q, *impl, port, bind, creds, transport::handshake_timeout);
+  listen_options where;
+  where.address = bind;
+  where.port = port;
+  where.creds = creds;
+  where.handshake_timeout = transport::handshake_timeout;
+  return publish(q, *impl, where);
 }
 
 result<uint16_t> listening_port(const queue_actor& q) {

@@ -247,6 +247,7 @@ result<metrics_snapshot> queue::impl::metrics() {
   snap->by_status = counters->totals();
   snap->subscriber_errors = subs->errors();
   snap->refused_messages = gate->refused();
+  snap->forbidden_messages = gate->forbidden();
   snap->failed_handshakes = gate->failed_handshakes();
   snap->refused_connections = gate->refused_connections();
   snap->rejected_messages = gate->rejected();

@@ -123,6 +123,8 @@ status validate(const options& o) {
     if (!o.listen->creds.secret.empty())
       if (auto st = validate_secret(o.listen->creds.secret); !st)
         return st;
+    if (auto st = validate_roles(*o.listen); !st)
+      return st;
     if (auto st = validate_peer_timeout("listen.peer_timeout", o.listen->peer_timeout); !st)
       return st;
     auto handshake = o.listen->handshake_timeout;
@@ -327,6 +329,33 @@ status validate_group_weight(const std::string& group, int32_t weight) {
   if (auto st = validate_name("group", group); !st)
     return st;
   return check_weight("weight", weight);
+}
+
+status validate_roles(const listen_options& l) {
+  const std::string* seen[] = {&l.creds.secret, nullptr, nullptr};
+  size_t n = 1;
+  for (auto [field, secret] : {std::pair{"listen.worker_secret", &l.worker_secret},
+                               std::pair{"listen.client_secret", &l.client_secret}}) {
+    if (secret->empty())
+      continue;
+    if (l.creds.secret.empty())
+      return invalid_field(field, "needs listen.creds.secret, the operator's: without it "
+                                  "every peer may do everything");
+    if (auto st = validate_secret(*secret); !st)
+      return invalid_field(field, st.message());
+    for (size_t i = 0; i < n; ++i)
+      if (*seen[i] == *secret)
+        return invalid_field(field, "is the same as another role's secret: a peer proving it "
+                                    "would get either role");
+    seen[n++] = secret;
+  }
+  for (auto& [name, granted] : l.certificate_roles) {
+    if (auto st = storage::check_label("listen.certificate_roles", name); !st)
+      return st;
+    if (granted != role::worker && granted != role::client && granted != role::operator_)
+      return invalid_field("listen.certificate_roles", "'" + name + "' has no such role");
+  }
+  return {};
 }
 
 status validate_settings(const char* field, const std::string& name, const settings_change& c) {

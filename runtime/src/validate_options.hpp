@@ -30,6 +30,11 @@ status validate(const retention_options& r);
 
 status validate(const worker_options& opts);
 
+/// listen_options' roles: each narrow secret needs the queue's own, keeps
+/// its rules and differs from the others; each certificate name is a label
+/// with a role. Errors name the field ("listen.worker_secret", ...).
+status validate_roles(const listen_options& l);
+
 /// A group or type named in a scheduling call ("" is the group of jobs
 /// without one).
 status validate_name(const char* field, const std::string& name);

@@ -28,6 +28,7 @@ const char* to_string(error code) noexcept {
     case error::unreachable: return "unreachable";
     case error::unauthenticated: return "unauthenticated";
     case error::already_exists: return "already_exists";
+    case error::forbidden: return "forbidden";
   }
   return "unknown";
 }

@@ -11,6 +11,8 @@
 //   yielded <payload> <status>  what yield() returned (mode yield)
 //   resumed <payload> <try>     started from its checkpoint (mode yield)
 //   stopped <status>            after SIGTERM
+//   submit|counts|purge <code>[: message]
+//                               what the queue answered (mode probe, before ready)
 //
 // Modes: complete (complete "done:<payload>" at once); hold (wait until the
 // attempt is cancelled, then return without an outcome); late (wait until
@@ -27,7 +29,9 @@
 // completes "done:<payload>"; any other submits three children "kid0",
 // "kid1", "kid2" with the checkpoint "join" and says "spawned <status>";
 // run again from "join", it says "joined <results>", the children's
-// results read with dependency_results, and completes with them).
+// results read with dependency_results, and completes with them); probe
+// (first submits, reads the counts and purges, saying what the queue
+// answered each, as roles decide; then completes like complete).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -36,6 +40,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -102,13 +107,28 @@ int main(int argc, char** argv) {
     say("error " + q.error().to_string());
     return 1;
   }
+  if (mode == "probe") {
+    caf::scoped_actor self{sys};
+    auto said = [](const char* what, const caf::error& e) {
+      auto st = ergon::to_status(e);
+      say(std::string{what} + " " + (st.ok() ? std::string{"ok"}
+                                            : ergon::to_string(st.code()) + (": " + st.message())));
+    };
+    self->request(*q, caf::infinite, ergon::submit_atom::value, *ergon::job_builder("job").payload("probe").build())
+      .receive([&](ergon::job_id&) { said("submit", {}); }, [&](caf::error& e) { said("submit", e); });
+    self->request(*q, caf::infinite, ergon::counts_atom::value)
+      .receive([&](ergon::status_counts&) { said("counts", {}); },
+               [&](caf::error& e) { said("counts", e); });
+    self->request(*q, caf::infinite, ergon::purge_failed_atom::value, std::chrono::milliseconds{0})
+      .receive([&](int64_t) { said("purge", {}); }, [&](caf::error& e) { said("purge", e); });
+  }
   ergon::worker_options opts;
   opts.name = "child-" + mode;
   opts.max_concurrency = concurrency;
   if (mode == "progress")
     opts.progress_interval = std::chrono::milliseconds::zero();
   opts.runners["job"] = [mode](ergon::job_context& ctx) {
-    if (mode == "complete") {
+    if (mode == "complete" || mode == "probe") {
       ctx.log(ergon::log_level::info, "completing " + ctx.payload());
       ctx.complete("done:" + ctx.payload());
       return;

@@ -44,6 +44,7 @@ struct pending {
   refusal refused = refusal::none;
   progress waits = progress::want_read;
   bool crowded_out = false;  // closed to make room for a newer TLS handshake
+  role granted = role::operator_;  // by its certificate, then its secret
 };
 
 enum class outcome { waiting, passed, closed };
@@ -165,8 +166,39 @@ class acceptor::impl {
   }
 
   void start_handshake(pending& p) {
-    p.handshake.emplace(handshake_keys{terms_.secret, p.conn->channel_binding()}, fresh_nonce());
+    handshake_keys keys{terms_.secret, p.conn->channel_binding()};
+    for (auto& s : terms_.other_secrets)
+      keys.other_secrets.push_back(s.secret);
+    p.handshake.emplace(std::move(keys), fresh_nonce());
     apply(p, p.handshake->start());
+  }
+
+  // The role a verified certificate grants; empty (with `why`) if its name
+  // has none while certificate_roles is set.
+  std::optional<role> certificate_role(pending& p, std::string& why) {
+    if (terms_.certificate_roles.empty())
+      return role::operator_;
+    auto name = p.conn->peer_common_name();
+    auto r = terms_.certificate_roles.find(name);
+    if (r == terms_.certificate_roles.end()) {
+      why = "its certificate's subject name '" + name + "' has no role";
+      return std::nullopt;
+    }
+    return r->second;
+  }
+
+  // The role of a peer admitted by the handshake: the lesser of its
+  // certificate's and its secret's; two different narrow roles grant nothing.
+  std::optional<role> secret_role(pending& p, std::string& why) {
+    auto proved = p.handshake->proved();
+    auto by_secret = proved == 0 ? role::operator_ : terms_.other_secrets.at(proved - 1).granted;
+    if (p.granted == role::operator_ || by_secret == p.granted)
+      return by_secret;
+    if (by_secret == role::operator_)
+      return p.granted;
+    why = std::string{"its certificate grants the "} + to_string(p.granted)
+          + " role and its secret the " + to_string(by_secret) + " role";
+    return std::nullopt;
   }
 
   static void apply(pending& p, step s) {
@@ -195,6 +227,11 @@ class acceptor::impl {
         return outcome::waiting;
       }
       p.tls_done = true;
+      std::string why;
+      auto by_certificate = certificate_role(p, why);
+      if (!by_certificate)
+        return fail(p, why);
+      p.granted = *by_certificate;
       start_handshake(p);
     }
     for (;;) {
@@ -210,6 +247,11 @@ class acceptor::impl {
         return outcome::waiting;
       }
       if (p.admitted) {
+        std::string why;
+        auto granted = secret_role(p, why);
+        if (!granted)
+          return fail(p, why);
+        p.granted = *granted;
         pass(p);
         return outcome::passed;
       }
@@ -258,7 +300,8 @@ class acceptor::impl {
   void pass(pending& p) {
     auto peer = p.conn->peer();
     auto scribe = make_scribe(sys_, std::move(p.conn),
-                              {true, terms_.max_message_bytes, terms_.realm, peer, terms_.gate, nullptr});
+                              {true, terms_.max_message_bytes, terms_.realm, p.granted, peer,
+                               terms_.gate, nullptr});
     caf::anon_send(basp_, caf::publish_atom::value, std::move(scribe), port_, whom_, ifs_);
   }
 

@@ -9,9 +9,11 @@
 #include <caf/actor_system.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/credentials.hpp"
@@ -24,7 +26,12 @@ namespace ergon::transport {
 struct listener_terms {
   std::string bind = "127.0.0.1";
   uint16_t port = 0;  ///< 0: a free one
-  std::string secret;  ///< empty: none
+  std::string secret;  ///< empty: none; grants operator
+  /// Secrets that grant less (listen_options::worker_secret, client_secret).
+  std::vector<actors::role_secret> other_secrets;
+  /// Roles by a TLS peer certificate's common name; set: an unlisted name
+  /// is refused (listen_options::certificate_roles).
+  std::map<std::string, role> certificate_roles;
   /// Mutual TLS before the handshake; null: none.
   std::shared_ptr<tls_context> tls;
   std::string realm;

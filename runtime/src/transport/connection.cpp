@@ -1,6 +1,8 @@
 #include "transport/connection.hpp"
 
 #include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -141,6 +143,27 @@ std::string connection::channel_binding() const {
       != 1)
     return {};
   return std::string{reinterpret_cast<const char*>(key), sizeof(key)};
+}
+
+std::string connection::peer_common_name() const {
+  if (!ssl_)
+    return {};
+  X509* cert = SSL_get1_peer_certificate(ssl_);
+  if (!cert)
+    return {};
+  std::string name;
+  auto* subject = X509_get_subject_name(cert);
+  int at = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+  if (at >= 0)
+    if (auto* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at))) {
+      unsigned char* text = nullptr;
+      int len = ASN1_STRING_to_UTF8(&text, data);
+      if (len > 0)
+        name.assign(reinterpret_cast<const char*>(text), static_cast<size_t>(len));
+      OPENSSL_free(text);
+    }
+  X509_free(cert);
+  return name;
 }
 
 std::string connection::peer() const {

@@ -67,6 +67,10 @@ class connection {
   /// The TLS channel's exported key (RFC 5705), 32 bytes; empty without TLS.
   std::string channel_binding() const;
 
+  /// The common name of the peer's verified certificate's subject; empty
+  /// without TLS or without one.
+  std::string peer_common_name() const;
+
   /// Why the last step failed, for a log line.
   const std::string& failure() const { return failure_; }
 

@@ -155,7 +155,7 @@ result<dialed> dial(caf::actor_system& sys, const std::string& host, uint16_t po
   auto note = std::make_shared<closing_note>();
   auto scribe = make_scribe(sys, std::move(conn),
                             {false, max_message_bytes_of(sys), realm_of(creds.secret, tls_opts),
-                             target, nullptr, note});
+                             role::operator_, target, nullptr, note});
   auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   result<dialed> out = unreachable("CAF's handshake was not answered");
   caf::scoped_actor self{sys, true};

@@ -161,9 +161,21 @@ step server_handshake::on_body(const std::string& body) {
   if (!proved)
     return refused(refusal::secret_required);
   auto client_nonce = nonce_of(body);
-  if (!same(body.substr(hello_bytes), handshake_proof(keys_, "client", nonce_, client_nonce)))
+  auto proof = body.substr(hello_bytes);
+  // Every candidate is tried, so the time taken says nothing of which matched.
+  auto matched = keys_.other_secrets.size() + 1;
+  for (size_t i = 0; i <= keys_.other_secrets.size(); ++i) {
+    handshake_keys candidate{i == 0 ? keys_.secret : keys_.other_secrets[i - 1],
+                             keys_.channel_binding};
+    if (same(proof, handshake_proof(candidate, "client", nonce_, client_nonce)) && matched > i)
+      matched = i;
+  }
+  if (matched > keys_.other_secrets.size())
     return refused(refusal::wrong_secret);
-  return admit(frame(accepted_type, handshake_proof(keys_, "queue", nonce_, client_nonce)));
+  proved_ = matched;
+  handshake_keys as{matched == 0 ? keys_.secret : keys_.other_secrets[matched - 1],
+                    keys_.channel_binding};
+  return admit(frame(accepted_type, handshake_proof(as, "queue", nonce_, client_nonce)));
 }
 
 client_handshake::client_handshake(handshake_keys keys,

@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ergon::transport {
 
@@ -65,10 +66,12 @@ struct step {
 };
 
 /// The keys of one connection: the secret (empty: none) and the TLS
-/// channel binding (empty without TLS).
+/// channel binding (empty without TLS). A queue may take more secrets
+/// besides its own (roles): a client proves one of them.
 struct handshake_keys {
   std::string secret;
   std::string channel_binding;
+  std::vector<std::string> other_secrets{};  ///< the queue's side only
 };
 
 /// The queue's side. Feed it exactly the bytes each step wants.
@@ -82,11 +85,16 @@ class server_handshake {
   /// The bytes last asked for.
   step feed(const std::string& bytes);
 
+  /// Once admitted: which secret the client proved, 0 for keys.secret (or
+  /// none), i + 1 for other_secrets[i].
+  size_t proved() const { return proved_; }
+
  private:
   step on_body(const std::string& body);
 
   handshake_keys keys_;
   std::string nonce_;
+  size_t proved_ = 0;
   enum { hello_frame, hello_body, proof_frame, proof_body, done } state_ = hello_frame;
 };
 

@@ -20,12 +20,12 @@
 namespace ergon::transport {
 namespace {
 
-// A node's admission in a realm, for as long as this lives.
+// A node's admission in a realm, with a role, for as long as this lives.
 class admission {
  public:
-  // Null if the node is live in another realm.
-  static std::shared_ptr<admission> claim(caf::node_id node, std::string realm) {
-    if (!actors::admissions::of_process().add(node, realm))
+  // Null if the node is live in another realm, or with another role.
+  static std::shared_ptr<admission> claim(caf::node_id node, std::string realm, role granted) {
+    if (!actors::admissions::of_process().add(node, realm, granted))
       return nullptr;
     return std::shared_ptr<admission>{new admission(std::move(node), std::move(realm))};
   }
@@ -153,7 +153,7 @@ class guarded_scribe : public caf::io::scribe {
     // pass the gates.
     bool other_credentials = false;
     if (why.empty() && rules_.take_new_peer()) {
-      admission_ = admission::claim(rules_.peer(), terms_.realm);
+      admission_ = admission::claim(rules_.peer(), terms_.realm, terms_.granted);
       other_credentials = !admission_;
       if (other_credentials)
         why = "a handshake naming node " + caf::to_string(rules_.peer())

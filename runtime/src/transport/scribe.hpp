@@ -21,7 +21,7 @@ namespace ergon::transport {
 struct closing_note {
   std::mutex mtx;
   std::string why;
-  bool other_credentials = false;  ///< the peer's node is live in another realm
+  bool other_credentials = false;  ///< the peer's node is live in another realm or role
 };
 
 /// What a connection may do once CAF has it.
@@ -29,6 +29,9 @@ struct connection_terms {
   bool accepted = false;         ///< the peer dialed us
   size_t max_message_bytes = 0;  ///< the largest BASP payload taken
   std::string realm;             ///< where its peer's node is admitted
+  /// What its peer may do (the credentials it proved); a queue we dialed
+  /// may do everything.
+  role granted = role::operator_;
   std::string peer;              ///< "address:port", for log lines
   /// Counts connections closed for breaking the rules; may be null.
   std::shared_ptr<actors::node_gate> gate;

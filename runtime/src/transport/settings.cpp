@@ -32,6 +32,18 @@ std::string sha256_hex(const std::string& text) {
 
 }  // namespace
 
+std::vector<actors::role_secret> role_secrets(const listen_options& where) {
+  std::vector<actors::role_secret> out;
+  if (where.creds.secret.empty())
+    return out;
+  out.push_back({where.creds.secret, role::operator_});
+  for (auto [secret, granted] : {std::pair{&where.worker_secret, role::worker},
+                                 std::pair{&where.client_secret, role::client}})
+    if (!secret->empty())
+      out.push_back({*secret, granted});
+  return out;
+}
+
 std::string realm_of(const std::string& secret, const tls_options& tls) {
   if (!secret.empty())
     return "secret:" + sha256_hex("ergon-realm\n" + secret).substr(0, 32);
