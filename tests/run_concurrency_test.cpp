@@ -521,6 +521,32 @@ BOOST_AUTO_TEST_CASE(a_job_too_heavy_for_a_worker_runs_once_its_concurrency_is_r
   BOOST_TEST(!info(heavy).too_heavy);
 }
 
+// Lowered below a claim's weight, a worker gives the claim back unstarted:
+// it would never start there.
+BOOST_AUTO_TEST_CASE(a_lowered_worker_gives_back_claims_heavier_than_its_new_max) {
+  gate g;
+  worker_options w;
+  w.name = "shrinking";
+  w.max_concurrency = 2;
+  w.prefetch = 2;
+  w.runners["block"] = [&](job_context&) { g.pass(); };
+  auto shrinking = start(w);
+  auto running = submit(*job_of("block").weight(2).build());
+  BOOST_REQUIRE(g.wait_for_waiting(1));
+  auto waiting = submit(*job_of("block").weight(2).build());  // claimed into the window
+  BOOST_REQUIRE(log->wait_for(event_kind::started, 1, waiting));
+  BOOST_REQUIRE(q->set_worker("shrinking", concurrency(1)).ok());
+  BOOST_REQUIRE(log->wait_for(event_kind::released, 1, waiting));
+  BOOST_TEST(info(waiting).status == job_status::pending);
+  BOOST_TEST(info(waiting).tries == 0);  // the give-back spent no try
+  BOOST_TEST(info(waiting).attempts.empty());
+  BOOST_TEST(info(running).status == job_status::running);  // carries on
+  BOOST_REQUIRE(q->reset_worker("shrinking").ok());
+  g.open();
+  BOOST_REQUIRE(log->wait_for(event_kind::succeeded, 1, waiting));
+  BOOST_TEST(info(waiting).tries == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_setting_is_checked_by_field_and_a_refusal_writes_nothing) {
   auto field_of = [&](const std::string& name, const settings_change& c) {
     auto st = q->set_worker(name, c);

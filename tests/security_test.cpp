@@ -789,6 +789,21 @@ BOOST_AUTO_TEST_CASE(each_secret_grants_its_role_on_the_actor_port) {
   BOOST_TEST(jobs_in(c, *as_client) == 1);
   BOOST_TEST(c.ask<job_page>(*as_client, list_jobs_atom::value, job_filter{}, page_request{})
                .has_value());
+  auto batch = c.ask<std::vector<job_id>>(
+    *as_client, submit_atom::value,
+    std::vector<job>{*job_builder("other").build(), *job_builder("other").build()});
+  BOOST_TEST(batch.has_value(), error_of(batch).to_string());
+  recurring_job nightly;
+  nightly.id = "nightly";
+  nightly.schedule = "every 1h";
+  nightly.job = *job_builder("other").build();
+  auto added = c.ask<job_id>(*as_client, add_recurring_atom::value, nightly);
+  BOOST_TEST(added.has_value(), error_of(added).to_string());
+  forbidden(error_of(c.ask<ok_atom>(*as_client, delete_recurring_atom::value,
+                                    std::string{"nightly"})),
+            "operator", "client");
+  forbidden(error_of(c.ask<ok_atom>(*as_client, cancel_job_atom::value, *id)), "operator",
+            "client");
   forbidden(error_of(c.ask<int64_t>(*as_client, purge_failed_atom::value, 0ms)), "operator",
             "client");
   forbidden(error_of(c.ask<ok_atom>(*as_client, pause_group_atom::value, std::string{"g"})),
@@ -833,7 +848,7 @@ BOOST_AUTO_TEST_CASE(each_secret_grants_its_role_on_the_actor_port) {
   says(*op, "purge ok");
   says(*op, "ready");
   auto m = metrics_of(c, *as_client);
-  BOOST_TEST(m.forbidden_messages == 8);  // 4 of the client's, 1 join, 3 of the worker's
+  BOOST_TEST(m.forbidden_messages == 10);  // 6 of the client's, 1 join, 3 of the worker's
   BOOST_TEST(m.refused_messages == 0);
   BOOST_TEST(m.failed_handshakes == 0);
   for (auto* p : {worker.get(), op.get()}) {

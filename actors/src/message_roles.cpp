@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "ergon/actors/db_writer.hpp"
 #include "ergon/actors/node_gate.hpp"
 #include "ergon/actors/protocol.hpp"
 #include "ergon/queue_actor.hpp"
@@ -53,6 +54,11 @@ role needed_role(const caf::type_erased_tuple& content) {
   if (first_is_one_of<register_worker, worker_report, unregister_worker, progress_batch,
                       heartbeat_request, results_request>(content))
     return role::worker;
+  // A client's batch submit and recurring puts, as the queue actor passes
+  // them on to the writer (delegated: the client stays the sender). Never
+  // from the network: they are not serializable.
+  if (first_is_one_of<submit_call, put_recurring_call>(content))
+    return role::client;
   if (!content.match_element<caf::atom_value>(0))
     return role::operator_;
   auto atom = content.get_as<caf::atom_value>(0);

@@ -130,10 +130,13 @@ node_gate::verdict node_gate::judge(const caf::mailbox_element& what,
   auto held = admissions::of_process().role_of(sender->node(), realm_);
   if (!held)
     return down_of_itself(what) ? admit : refuse;
-  // Answers to our own requests, and CAF's down and exit messages, need no role.
-  if (*held == role::operator_ || what.mid.is_response() || answer_or_down(what)
-      || down_of_itself(what))
+  if (*held == role::operator_ || down_of_itself(what))
     return admit;
+  // The queue asks nothing of a worker's or a client's node, so no answer
+  // from one is due; and a down message about another actor would drop
+  // that actor (a worker, a subscriber) from the queue.
+  if (what.mid.is_response() || answer_or_down(what))
+    return {verdict::forbidden, *held, role::operator_};
   auto needed = needed_role(what.content());
   if (permits(*held, needed))
     return admit;

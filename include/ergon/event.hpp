@@ -48,7 +48,9 @@ enum class event_kind : uint8_t {
   /// largest worker of its type stops. `message` names both numbers.
   job_too_heavy,
   /// A stopping worker gave back a claimed attempt whose code never started
-  /// (worker_options::prefetch): the job is pending again, its try unspent.
+  /// (worker_options::prefetch), or a worker lowered (queue::set_worker)
+  /// below the attempt's weight did: the job is pending again, its try
+  /// unspent.
   released,
   /// queue::cancel asked a running job to stop: its context is flagged.
   /// A `cancelled` event follows once the attempt ends (or `succeeded`, if

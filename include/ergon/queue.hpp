@@ -359,10 +359,11 @@ class queue {
 
   /// Changes the concurrency of every worker named `name`
   /// (worker_options::name), local and remote, running now or registering
-  /// later: `change.max_running` replaces their max_concurrency (min and
-  /// prefetch windows scale with it), up or down. Running jobs are not
+  /// later: `change.max_running` replaces their max_concurrency, up or down (a
+  /// min_concurrency below a worker's own max stays, capped by the new
+  /// one; prefetch stays). Running jobs are not
   /// stopped: a worker lowered below what it runs starts nothing until it
-  /// is under. Each worker takes it as soon as the message reaches it, and
+  /// is under, and gives back unstarted claims heavier than the new max. Each worker takes it as soon as the message reaches it, and
   /// its next report tells the dispatcher. Errors: invalid_argument
   /// ("worker" empty, too long, not UTF-8 or with control characters;
   /// "max_running" missing or not 1 to max_weight; "weight", "min_slots"

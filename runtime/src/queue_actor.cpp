@@ -163,6 +163,12 @@ caf::result<ok_atom> subscribe(queue_ptr self, const caf::actor& subscriber) {
   if (!subscriber)
     return to_caf_error({error::invalid_argument, "the subscriber is an invalid actor handle",
                          "subscriber"});
+  // Events go only to an actor of the asking node: a peer can't point the
+  // queue's events at another node's actor, or at the queue's own.
+  if (auto& sender = self->current_sender(); sender && sender->node() != subscriber.node())
+    return to_caf_error({error::invalid_argument,
+                         "the subscriber is an actor of another node than the caller's",
+                         "subscriber"});
   if (st.subscribers.count(subscriber.address()) == 0) {
     // From the queue actor: a remote subscriber's node refuses messages
     // without a sender.

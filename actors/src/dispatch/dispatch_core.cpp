@@ -976,8 +976,11 @@ void on_write_failed(state& st, const write_failed& w, int64_t now) {
 void resize_workers(state& st, const std::string& name) {
   resize_worker r{st.controls.worker_concurrency(name).value_or(0)};
   for (auto& [id, k] : st.known)
-    if (k.row.identity.name == name && st.workers.find(id) != nullptr)
+    if (k.row.identity.name == name && st.workers.find(id) != nullptr) {
+      if (r.max_capacity > 0)
+        st.workers.shrink_room(id, r.max_capacity);
       st.tell(id, r);
+    }
 }
 
 void on_control(state& st, const scheduling_control& c, int64_t now) {

@@ -23,6 +23,12 @@ bool worker_registry::resize(uint64_t id, int32_t max_capacity) {
   return true;
 }
 
+void worker_registry::shrink_room(uint64_t id, int32_t max_capacity) {
+  auto w = workers_.find(id);
+  if (w != workers_.end() && max_capacity < w->second.max_capacity)
+    w->second.capacity = std::min(w->second.capacity, max_capacity + w->second.prefetch);
+}
+
 const worker_registry::worker* worker_registry::find(uint64_t id) const {
   auto w = workers_.find(id);
   return w == workers_.end() ? nullptr : &w->second;

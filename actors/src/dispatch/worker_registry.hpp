@@ -76,6 +76,12 @@ class worker_registry {
   /// said so after a resize_worker). False if it is not registered.
   bool resize(uint64_t id, int32_t max_capacity);
 
+  /// Worker `id` was told to run at most `max_capacity` units, fewer than it
+  /// has: the room of its last report counts as at most that much (plus
+  /// its prefetch) until its next report, so credit it had is not spent
+  /// past the new max meanwhile.
+  void shrink_room(uint64_t id, int32_t max_capacity);
+
   /// The worker `id`, or null if it is not registered.
   const worker* find(uint64_t id) const;
 

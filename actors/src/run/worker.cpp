@@ -450,6 +450,8 @@ void drop_stale(worker_ptr self, const std::vector<storage::attempt_ref>& stale)
 
 // A run-time control set our concurrency (0: our own again). A min below
 // our own max keeps its place under the new max; running jobs carry on.
+// Claims heavier than the new max would never start: they go back
+// unstarted, without spending their try.
 void resize(worker_ptr self, int32_t max_capacity) {
   auto& st = self->state;
   auto max = max_capacity > 0 ? max_capacity : st.cfg.max_capacity;
@@ -458,6 +460,14 @@ void resize(worker_ptr self, int32_t max_capacity) {
   st.room.min_capacity = min;
   st.cfg.counters->max_capacity = max;
   st.runner->resize(max);
+  for (auto i = st.attempts.begin(); i != st.attempts.end();) {
+    if (i->second->weight() > max && st.runner->take_waiting(i->first)) {
+      st.to_release.push_back({i->second->row(), i->first});
+      i = st.attempts.erase(i);
+    } else {
+      ++i;
+    }
+  }
   report(self);
 }
 
@@ -605,7 +615,10 @@ void join(worker_ptr self) {
   reg.pid = ::getpid();
   for (auto& kv : st.cfg.runners)
     reg.types.push_back(kv.first);
-  reg.max_capacity = st.room.max_capacity;
+  // The larger of its own and a control's: the attempts it lists are bounded
+  // by it, and a worker lowered while it runs may hold more than the
+  // control's value. The answer brings the control's value back.
+  reg.max_capacity = std::max(st.cfg.max_capacity, st.room.max_capacity);
   reg.prefetch = st.cfg.prefetch;
   reg.worker = caf::actor_cast<caf::actor>(self);
   st.listing = st.link.holding();
