@@ -87,16 +87,8 @@ std::optional<role> admissions::role_of(const caf::node_id& node, const std::str
 
 status node_gate::face_network(const std::string& realm, std::vector<role_secret> secrets) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto same = [&] {
-    if (secrets.size() != secrets_.size())
-      return false;
-    for (size_t i = 0; i < secrets.size(); ++i)
-      if (secrets[i].secret != secrets_[i].secret || secrets[i].granted != secrets_[i].granted)
-        return false;
-    return true;
-  };
   if (faces_network()) {
-    if (realm_ != realm || !same())
+    if (realm_ != realm || secrets_ != secrets)
       return {error::invalid_argument,
               "the queue already faces the network with other credentials", "secret"};
     return {};
@@ -156,7 +148,7 @@ caf::message refusal(const caf::strong_actor_ptr& sender, const node_gate::verdi
 
 void log_refused(const caf::mailbox_element& what, const char* actor, int64_t count,
                  const node_gate::verdict& why) {
-  if (count != 1 && count % 1000 != 0)
+  if (!worth_logging(count))
     return;
   bool forbidden = why.kind == node_gate::verdict::forbidden;
   std::cerr << "ergon: " << actor << " refused a message "

@@ -298,14 +298,11 @@ std::vector<actors::role_secret> secrets_of(queue_impl& q) {
   return secrets;
 }
 
-// Writes need the queue's secret when it has one; without one, they are
-// taken only from this machine. Either way they carry X-Ergon: 1, which a
-// web page on another origin can't send without a preflight this endpoint
-// never grants.
-// The proof a write carries: X-Ergon, and a secret whose role permits
-// `needed` when the queue has secrets (otherwise a loopback peer). Checked
-// on a parsed request, and on a job submission's head before its body is
-// read.
+// The proof a write carries: X-Ergon: 1, which a web page on another
+// origin can't send without a preflight this endpoint never grants, and a
+// secret whose role permits `needed` when the queue has secrets (without
+// one, a loopback peer). Checked on a parsed request, and on a job
+// submission's head before its body is read.
 status writer_proof(queue_impl& q, std::string_view x_ergon, std::string_view authorization,
                     std::string_view peer_ip, role needed) {
   if (x_ergon != "1")
@@ -341,8 +338,7 @@ status may_write(queue_impl& q, const httplib::Request& req, httplib::Response& 
                          req.remote_addr, needed);
   if (st.code() == error::forbidden) {
     q.gate->count_forbidden();
-    // The first, then one in a thousand, as the actor port logs them.
-    if (auto n = q.gate->forbidden(); n == 1 || n % 1000 == 0)
+    if (auto n = q.gate->forbidden(); actors::worth_logging(n))
       std::cerr << "ergon: the HTTP endpoint refused " << req.method << ' ' << req.path
                 << " from " << req.remote_addr << ": " << st.message() << "; " << n
                 << " forbidden so far\n";
@@ -529,26 +525,26 @@ void routes(httplib::Server& s, queue_impl& q, const endpoint_name& name) {
          [&q](const httplib::Request& req, httplib::Response& res) {
            if (auto st = may_write(q, req, res); !st)
              return reply_error(res, st);
-           auto kind = req.matches[1] == "groups"  ? control_scope::group
-                       : req.matches[1] == "types" ? control_scope::type
-                                                   : control_scope::worker;
-           auto field = to_string(kind);
+           struct kind {
+             const char* field;
+             control::op_type change, reset;
+           };
+           auto k = req.matches[1] == "groups"
+                      ? kind{"group", control::change_group, control::reset_group}
+                    : req.matches[1] == "types"
+                      ? kind{"type", control::change_type, control::reset_type}
+                      : kind{"worker", control::change_worker, control::reset_worker};
+           auto field = k.field;
            std::string name = req.matches[2];  // httplib decoded the path
            if (req.matches[3] == "reset") {
-             auto op = kind == control_scope::group  ? control::reset_group
-                       : kind == control_scope::type ? control::reset_type
-                                                     : control::reset_worker;
-             if (auto st = q.named_call(op, name); !st)
+             if (auto st = q.named_call(k.reset, name); !st)
                return reply_error(res, st);
              return reply_json(res, {{field, name}, {"reset", true}});
            }
            auto change = settings_body(req.body);
            if (!change)
              return reply_error(res, change.error());
-           auto op = kind == control_scope::group  ? control::change_group
-                     : kind == control_scope::type ? control::change_type
-                                                   : control::change_worker;
-           if (auto st = q.change(op, name, *change); !st)
+           if (auto st = q.change(k.change, name, *change); !st)
              return reply_error(res, st);
            auto doc = json_views::of(*change);
            doc[field] = name;

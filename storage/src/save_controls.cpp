@@ -52,7 +52,8 @@ std::string out_of_range(const control_info& c) {
            + std::to_string(s.rate->burst);
   if (c.scope != control_scope::group && (s.weight || s.min_slots))
     return "a weight or min_slots outside a group";
-  if (c.scope == control_scope::worker && (c.paused || s.rate || (s.max_running && *s.max_running < 1)))
+  if (c.scope == control_scope::worker
+      && (c.paused || s.rate || (s.max_running && *s.max_running < 1)))
     return "a pause, a rate or a max_running below 1 for a worker";
   return {};
 }

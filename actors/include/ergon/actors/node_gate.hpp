@@ -77,7 +77,17 @@ constexpr bool permits(role held, role needed) {
 struct role_secret {
   std::string secret;
   role granted = role::operator_;
+
+  bool operator==(const role_secret& x) const {
+    return secret == x.secret && granted == x.granted;
+  }
 };
+
+/// Whether the `count`th refusal is logged: the first, then one in a
+/// thousand, so a flood can't fill the log.
+constexpr bool worth_logging(int64_t count) {
+  return count == 1 || count % 1000 == 0;
+}
 
 /// Unlocked (the default) it lets everything through: the actor does not
 /// face the network. Once it faces the network, it refuses messages
